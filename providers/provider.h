@@ -1,0 +1,271 @@
+/*
+ * provider.h — THE contract between the sbxfs core and a sandbox backend.
+ *
+ * A provider is a const struct sbx_provider (an ops table) registered in
+ * providers/registry.c. The core holds one struct sbx_instance per lease;
+ * each provider embeds it as the FIRST member of its own instance struct
+ * and casts back (container pattern, as libgit2's odb backends do).
+ *
+ * Rules every slot follows:
+ *  - returns 0 (or a byte count where stated) on success, -errno on
+ *    failure, and then fills *err with a structured code and one line of
+ *    text. Never 0 on failure.
+ *  - a NULL slot means "not supported": the core answers ENOTSUP itself
+ *    (or uses a documented fallback), the provider never has to.
+ *  - paths are absolute paths inside the sandbox ("/", "/home/user/a.txt"),
+ *    already normalised by the core (no "..", no "//", no trailing "/").
+ *  - calls may come from several FUSE threads at once, on the same
+ *    instance: a provider protects its own shared state.
+ *  - nothing blocks without a deadline: every network call has one.
+ *  - credentials never appear in err->msg, info(), or logs.
+ *
+ * What a provider is not: it keeps no lease state (names, idle timers,
+ * persistence are the core's), and it does not cache file contents (the
+ * core's cache does, unless the provider sets SBX_CAP_DIRECT_IO).
+ */
+#ifndef SBX_PROVIDER_H
+#define SBX_PROVIDER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "base/spec.h"
+
+#define SBX_PROVIDER_ABI 1
+
+/* Capability bits (struct sbx_provider.caps). */
+enum {
+	/*
+	 * File I/O through open/pread/pwrite/close is as cheap as local disk:
+	 * the core serves fs/ without its content and attribute caches.
+	 */
+	SBX_CAP_DIRECT_IO = 1u << 0,
+	/* list() fills complete attributes (one call per directory). */
+	SBX_CAP_LIST_ATTRS = 1u << 1,
+	/* pause keeps memory (processes resume where they were). */
+	SBX_CAP_PAUSE_MEMORY = 1u << 2,
+};
+
+/* What the provider can say about a sandbox's state right now. */
+enum sbx_remote_state {
+	SBX_REMOTE_RUNNING = 0,
+	SBX_REMOTE_PAUSED,
+	SBX_REMOTE_GONE, /* killed, deleted or expired behind the core's back */
+	SBX_REMOTE_UNKNOWN,
+};
+
+struct sbx_instance {
+	const struct sbx_provider *prov;
+	char id[128]; /* the provider's sandbox id, shown in status/info */
+};
+
+/* Attributes of one file. Unknown fields are 0; mode always has the type. */
+struct sbx_stat {
+	mode_t mode;
+	nlink_t nlink;
+	uid_t uid;
+	gid_t gid;
+	off_t size;
+	dev_t rdev;
+	struct timespec atime, mtime, ctime;
+};
+
+/* list() calls this once per entry (never for "." and ".."); non-zero stops the walk. */
+typedef int (*sbx_list_fn)(void *ctx, const char *name, const struct sbx_stat *st);
+
+/* Byte sink for streamed output and downloads; returns 0 or -errno (stops the transfer). */
+typedef int (*sbx_sink_fn)(void *ctx, const char *data, size_t len);
+
+enum sbx_stream { SBX_STDOUT = 1, SBX_STDERR = 2 };
+
+struct sbx_run_sink {
+	void *ctx;
+	/* Output as it is produced; may be called from the calling thread only. */
+	int (*output)(void *ctx, enum sbx_stream s, const char *data, size_t len);
+};
+
+struct sbx_run_req {
+	const char *shell;        /* shell text run by /bin/sh -c (or the provider's shell) ... */
+	const char *const *argv;  /* ... or an argv (NULL-terminated); exactly one is set */
+	const char *cwd;          /* NULL: the spec's workingDirectory / provider default */
+	const char *const *envs;  /* NULL-terminated "KEY=VALUE" list, added to the spec's envs */
+	long timeout_ms;          /* 0: none (the provider still keeps a transport deadline) */
+};
+
+struct sbx_run_result {
+	int exit_code;   /* 128+N when killed by signal N */
+	bool timed_out;  /* killed because timeout_ms passed */
+	long duration_ms;
+};
+
+/* One rich output of a code run (an image, SVG, HTML, JSON ...). */
+struct sbx_code_output {
+	char *mime;   /* "image/png", "image/svg+xml", "text/html", "application/json", ... */
+	char *data;   /* decoded bytes */
+	size_t len;
+};
+
+struct sbx_code_req {
+	const char *code;
+	const char *language; /* "python", "javascript", "typescript" */
+	const char *const *envs;
+	long timeout_ms;
+};
+
+/*
+ * The CodeExecutionResult. A raised exception is success=false with
+ * err_name/err_value/traceback set, and run_code() still returns 0: only a
+ * provider failure is an error of the call.
+ */
+struct sbx_code_result {
+	bool success;
+	bool state_lost;   /* the interpreter had died and was restarted for this run */
+	char *text;        /* the final expression's value as text, or NULL */
+	char *err_name, *err_value, *err_traceback;
+	struct sbx_code_output *outputs;
+	size_t n_outputs;
+	long duration_ms;
+};
+
+void sbx_code_result_free(struct sbx_code_result *r); /* members only; NULL-safe */
+
+/* Settings a provider gets at start-up. */
+struct sbx_provider_env {
+	json_t *settings;      /* config "providers": {NAME: {...}} entry, or an empty object */
+	const char *state_dir; /* the mount's state directory (provider may use state_dir/NAME/) */
+};
+
+struct sbx_provider {
+	unsigned abi; /* SBX_PROVIDER_ABI */
+	const char *name;
+	unsigned caps;
+
+	/* --- provider-wide ------------------------------------------------ */
+	/* Called once at mount; reads env/credentials. Optional. A failure here
+	 * only disables this provider (leases on it get the error). */
+	int (*init)(const struct sbx_provider_env *env, struct sbx_error *err);
+	void (*shutdown)(void);
+
+	/* --- lifecycle ---------------------------------------------------- */
+	/* Creates a sandbox for spec (packages installed, envs set) and returns
+	 * a new instance. `lease` is the lease's name (for labels/metadata). */
+	int (*create)(const struct sbx_spec *spec, const char *lease, struct sbx_instance **out,
+		      struct sbx_error *err);
+	/* Re-attaches to an existing sandbox by id (remount, or `ctl attach`).
+	 * `saved` is what save() returned last time, or NULL. Does not resume a
+	 * paused sandbox. ENOENT when it no longer exists. */
+	int (*attach)(const struct sbx_spec *spec, const char *sandbox_id, json_t *saved,
+		      struct sbx_instance **out, struct sbx_error *err);
+	/* Private state to persist with the lease table (never secrets). Optional. */
+	json_t *(*save)(struct sbx_instance *inst);
+	/* Frees the instance; the sandbox itself is left as it is. */
+	void (*release)(struct sbx_instance *inst);
+	int (*pause)(struct sbx_instance *inst, struct sbx_error *err);
+	int (*unpause)(struct sbx_instance *inst, struct sbx_error *err);
+	/* Ends the sandbox and deletes its storage. ENOENT if already gone. */
+	int (*kill)(struct sbx_instance *inst, struct sbx_error *err);
+	/* Probes the sandbox (cheap; used to detect reclaim behind our back). */
+	int (*probe)(struct sbx_instance *inst, enum sbx_remote_state *state, struct sbx_error *err);
+	/* Keeps the provider's own lifetime in step: the sandbox must live at
+	 * least `seconds` more. Optional. */
+	int (*set_timeout)(struct sbx_instance *inst, long seconds, struct sbx_error *err);
+	/* JSON facts for `info` (template, resources, endpoints...; no secrets). Optional. */
+	int (*info)(struct sbx_instance *inst, json_t **out, struct sbx_error *err);
+	/* Writes the URL or host:port reaching `port` inside the sandbox. */
+	int (*get_host)(struct sbx_instance *inst, int port, char *buf, size_t size,
+			struct sbx_error *err);
+
+	/* --- runs --------------------------------------------------------- */
+	/* Runs a command; streams its output into sink while it runs. A non-zero
+	 * exit is success of the call (result->exit_code says it). */
+	int (*run)(struct sbx_instance *inst, const struct sbx_run_req *req,
+		   const struct sbx_run_sink *sink, struct sbx_run_result *result,
+		   struct sbx_error *err);
+	/* Runs code in the lease's persistent interpreter for req->language;
+	 * stdout/stderr stream into sink. */
+	int (*run_code)(struct sbx_instance *inst, const struct sbx_code_req *req,
+			const struct sbx_run_sink *sink, struct sbx_code_result *result,
+			struct sbx_error *err);
+	/* Starts a fresh interpreter for language (NULL: all). */
+	int (*code_reset)(struct sbx_instance *inst, const char *language, struct sbx_error *err);
+
+	/* --- files -------------------------------------------------------- */
+	int (*stat)(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
+		    struct sbx_error *err);
+	/* Lists a directory; with SBX_CAP_LIST_ATTRS every entry's attributes in one call. */
+	int (*list)(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
+		    struct sbx_error *err);
+	/* Streams bytes [off, off+len) of a file into sink (len < 0: to the end). */
+	int (*read)(struct sbx_instance *inst, const char *path, off_t off, off_t len,
+		    sbx_sink_fn sink, void *ctx, struct sbx_error *err);
+	/* Replaces the file's whole content with the `size` bytes readable from
+	 * fd at offset 0 (streamed, never held in memory), creating it with
+	 * `mode` if new. Atomic where the provider can make it so. */
+	int (*write)(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+		     struct sbx_error *err);
+	int (*truncate)(struct sbx_instance *inst, const char *path, off_t size,
+			struct sbx_error *err);
+	int (*mkdir)(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
+	int (*unlink)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+	int (*rmdir)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+	/* Renames, replacing an existing target (flags: RENAME_NOREPLACE/EXCHANGE, 0). */
+	int (*rename)(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
+		      struct sbx_error *err);
+	int (*chmod)(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
+	int (*chown)(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
+		     struct sbx_error *err);
+	/* ts[0] atime, ts[1] mtime; UTIME_NOW / UTIME_OMIT allowed. */
+	int (*utimens)(struct sbx_instance *inst, const char *path, const struct timespec ts[2],
+		       struct sbx_error *err);
+	int (*symlink)(struct sbx_instance *inst, const char *target, const char *path,
+		       struct sbx_error *err);
+	/* Writes the target NUL-terminated into buf (truncated to size-1). */
+	int (*readlink)(struct sbx_instance *inst, const char *path, char *buf, size_t size,
+			struct sbx_error *err);
+	int (*link)(struct sbx_instance *inst, const char *from, const char *to,
+		    struct sbx_error *err);
+	int (*mknod)(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
+		     struct sbx_error *err);
+	int (*statfs)(struct sbx_instance *inst, const char *path, struct statvfs *st,
+		      struct sbx_error *err);
+	/* Applies queued metadata changes (batched chmod/utimens...). The core
+	 * calls it before a run, a pause, and on fsync. Optional. */
+	int (*sync)(struct sbx_instance *inst, struct sbx_error *err);
+
+	/* --- direct file handles (SBX_CAP_DIRECT_IO providers) ------------ */
+	/* Opens path with open(2) flags/mode; *fh is the provider's handle. */
+	int (*open)(struct sbx_instance *inst, const char *path, int flags, mode_t mode,
+		    uint64_t *fh, struct sbx_error *err);
+	/* Return bytes transferred or -errno. */
+	ssize_t (*pread)(struct sbx_instance *inst, uint64_t fh, char *buf, size_t size, off_t off,
+			 struct sbx_error *err);
+	ssize_t (*pwrite)(struct sbx_instance *inst, uint64_t fh, const char *buf, size_t size,
+			  off_t off, struct sbx_error *err);
+	int (*ftruncate)(struct sbx_instance *inst, uint64_t fh, off_t size, struct sbx_error *err);
+	int (*fsync)(struct sbx_instance *inst, uint64_t fh, int datasync, struct sbx_error *err);
+	int (*fstat)(struct sbx_instance *inst, uint64_t fh, struct sbx_stat *st,
+		     struct sbx_error *err);
+	void (*close)(struct sbx_instance *inst, uint64_t fh);
+};
+
+/* The registry (providers/registry.c). */
+const struct sbx_provider *sbx_provider_find(const char *name);
+/* NULL-terminated list of every compiled-in provider. */
+const struct sbx_provider *const *sbx_provider_all(void);
+
+/* Helpers shared by providers (providers/common.c). */
+/* Fills st from a struct stat. */
+void sbx_stat_from_sys(struct sbx_stat *st, const struct stat *sys);
+void sbx_stat_to_sys(struct stat *sys, const struct sbx_stat *st);
+/* The spec's envs plus extra "K=V" strings as one NULL-terminated array
+ * (one malloc; free() it). Later entries win on a repeated key. */
+char **sbx_envs_merge(const struct sbx_spec *spec, const char *const *extra);
+
+#endif

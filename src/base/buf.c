@@ -1,0 +1,130 @@
+/*
+ * buf — the growable buffer of buf.h. Allocation failures abort: a
+ * filesystem daemon that cannot allocate a few bytes cannot report it.
+ */
+#include "base/buf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char sbx_buf_empty[1];
+
+void sbx_buf_init(struct sbx_buf *b)
+{
+	b->buf = sbx_buf_empty;
+	b->len = 0;
+	b->alloc = 0;
+}
+
+void sbx_buf_release(struct sbx_buf *b)
+{
+	if (b->alloc)
+		free(b->buf);
+	sbx_buf_init(b);
+}
+
+void sbx_buf_grow(struct sbx_buf *b, size_t extra)
+{
+	size_t need = b->len + extra + 1;
+	if (need <= b->alloc)
+		return;
+	size_t n = b->alloc ? b->alloc : 64;
+	while (n < need)
+		n *= 2;
+	char *p = b->alloc ? realloc(b->buf, n) : malloc(n);
+	if (!p)
+		abort();
+	if (!b->alloc)
+		p[0] = '\0';
+	b->buf = p;
+	b->alloc = n;
+}
+
+void sbx_buf_add(struct sbx_buf *b, const void *data, size_t n)
+{
+	if (!n)
+		return;
+	sbx_buf_grow(b, n);
+	memcpy(b->buf + b->len, data, n);
+	b->len += n;
+	b->buf[b->len] = '\0';
+}
+
+void sbx_buf_adds(struct sbx_buf *b, const char *s)
+{
+	sbx_buf_add(b, s, strlen(s));
+}
+
+void sbx_buf_addch(struct sbx_buf *b, char c)
+{
+	sbx_buf_add(b, &c, 1);
+}
+
+void sbx_buf_vaddf(struct sbx_buf *b, const char *fmt, va_list ap)
+{
+	va_list cp;
+	va_copy(cp, ap);
+	int n = vsnprintf(NULL, 0, fmt, cp);
+	va_end(cp);
+	if (n <= 0)
+		return;
+	sbx_buf_grow(b, (size_t)n);
+	vsnprintf(b->buf + b->len, (size_t)n + 1, fmt, ap);
+	b->len += (size_t)n;
+}
+
+void sbx_buf_addf(struct sbx_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	sbx_buf_vaddf(b, fmt, ap);
+	va_end(ap);
+}
+
+void sbx_buf_reset(struct sbx_buf *b)
+{
+	b->len = 0;
+	if (b->alloc)
+		b->buf[0] = '\0';
+}
+
+void sbx_buf_consume(struct sbx_buf *b, size_t n)
+{
+	if (n >= b->len) {
+		sbx_buf_reset(b);
+		return;
+	}
+	memmove(b->buf, b->buf + n, b->len - n);
+	b->len -= n;
+	b->buf[b->len] = '\0';
+}
+
+char *sbx_buf_detach(struct sbx_buf *b, size_t *len)
+{
+	char *p;
+	if (len)
+		*len = b->len;
+	if (b->alloc) {
+		p = b->buf;
+	} else {
+		p = malloc(1);
+		if (!p)
+			abort();
+		p[0] = '\0';
+	}
+	sbx_buf_init(b);
+	return p;
+}
+
+void sbx_buf_add_shquoted(struct sbx_buf *b, const char *s)
+{
+	sbx_buf_addch(b, '\'');
+	for (; *s; s++) {
+		if (*s == '\'')
+			sbx_buf_adds(b, "'\\''");
+		else
+			sbx_buf_addch(b, *s);
+	}
+	sbx_buf_addch(b, '\'');
+}

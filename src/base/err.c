@@ -1,0 +1,149 @@
+/* err — see err.h. */
+#include "base/err.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void sbx_error_clear(struct sbx_error *e)
+{
+	if (!e)
+		return;
+	e->code = SBX_E_NONE;
+	e->err = 0;
+	e->msg[0] = '\0';
+}
+
+static void flatten(char *s)
+{
+	for (; *s; s++)
+		if (*s == '\n' || *s == '\r')
+			*s = ' ';
+}
+
+int sbx_error_set(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt, ...)
+{
+	if (err < 0)
+		err = -err;
+	if (!err)
+		err = EIO;
+	if (e) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+		va_end(ap);
+		flatten(e->msg);
+		e->err = err;
+		e->code = code != SBX_E_NONE ? code : sbx_errcode_from_errno(err);
+	}
+	return -err;
+}
+
+void sbx_error_prefix(struct sbx_error *e, const char *what)
+{
+	char tmp[SBX_ERR_MSG_MAX];
+	size_t n;
+	if (!e || !what || !*what)
+		return;
+	n = strlen(what);
+	if (n + 2 >= sizeof(tmp))
+		return;
+	memcpy(tmp, what, n);
+	memcpy(tmp + n, ": ", 2);
+	/* Keep the tail of the old message that still fits. */
+	snprintf(tmp + n + 2, sizeof(tmp) - n - 2, "%.*s", (int)(sizeof(tmp) - n - 3), e->msg);
+	memcpy(e->msg, tmp, sizeof(tmp));
+}
+
+const char *sbx_errcode_name(enum sbx_errcode code)
+{
+	switch (code) {
+	case SBX_E_NONE:
+		return "OK";
+	case SBX_E_CONNECTION_FAILED:
+		return "CONNECTION_FAILED";
+	case SBX_E_TIMEOUT:
+		return "TIMEOUT";
+	case SBX_E_NOT_FOUND:
+		return "NOT_FOUND";
+	case SBX_E_EXECUTION_FAILED:
+		return "EXECUTION_FAILED";
+	case SBX_E_INTERNAL:
+		return "INTERNAL";
+	}
+	return "INTERNAL";
+}
+
+enum sbx_errcode sbx_errcode_from_errno(int err)
+{
+	if (err < 0)
+		err = -err;
+	switch (err) {
+	case ENOTCONN:
+	case ECONNREFUSED:
+	case ECONNRESET:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+		return SBX_E_CONNECTION_FAILED;
+	case ETIMEDOUT:
+		return SBX_E_TIMEOUT;
+	case ENOENT:
+		return SBX_E_NOT_FOUND;
+	case EIO:
+		return SBX_E_INTERNAL;
+	default:
+		return SBX_E_EXECUTION_FAILED;
+	}
+}
+
+int sbx_errno_from_http(long status)
+{
+	switch (status) {
+	case 400:
+	case 422:
+		return EINVAL;
+	case 401:
+	case 403:
+		return EACCES;
+	case 404:
+	case 410:
+		return ENOENT;
+	case 408:
+	case 504:
+		return ETIMEDOUT;
+	case 409:
+		return EEXIST;
+	case 413:
+		return EFBIG;
+	case 429:
+		return EAGAIN;
+	case 501:
+		return ENOTSUP;
+	case 502:
+	case 503:
+		return ENOTCONN;
+	case 507:
+		return ENOSPC;
+	default:
+		return status >= 200 && status < 300 ? 0 : EIO;
+	}
+}
+
+int sbx_errno_from_code(enum sbx_errcode code)
+{
+	switch (code) {
+	case SBX_E_NONE:
+		return 0;
+	case SBX_E_CONNECTION_FAILED:
+		return ENOTCONN;
+	case SBX_E_TIMEOUT:
+		return ETIMEDOUT;
+	case SBX_E_NOT_FOUND:
+		return ENOENT;
+	case SBX_E_EXECUTION_FAILED:
+	case SBX_E_INTERNAL:
+		return EIO;
+	}
+	return EIO;
+}

@@ -1,0 +1,80 @@
+/*
+ * spec — the SandboxSpec of a lease and the profiles file that names them.
+ *
+ * Pure: JSON in, struct out, struct out as JSON; no I/O besides reading the
+ * config file in sbx_config_load(). A zero resource means "provider
+ * default". Durations are whole seconds (the file may say 90, "90s",
+ * "10m", "8h", "2d").
+ */
+#ifndef SBX_SPEC_H
+#define SBX_SPEC_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "base/err.h"
+
+struct sbx_resources {
+	long cpu;       /* millicores */
+	long memory_mb;
+	long disk_mb;
+	long timeout_s; /* hard wall-clock lifetime */
+};
+
+struct sbx_spec {
+	char *provider; /* "local", "e2b", "daytona", ... */
+	char *template_name;
+	struct sbx_resources res;
+	long idle_timeout_s; /* 0: never idle-pause */
+	long reclaim_ttl_s;  /* paused longer than this: killed; 0 = never */
+	json_t *envs;        /* object of string values (owned, never NULL) */
+	json_t *packages;    /* array of strings (owned, never NULL) */
+	char *working_dir;   /* NULL: provider default */
+	bool auto_resume;
+	char *network;       /* NULL/"default" or "none" */
+	char *language;      /* default code language (NULL: python) */
+};
+
+void sbx_spec_init(struct sbx_spec *s);
+void sbx_spec_free(struct sbx_spec *s); /* frees members, not s */
+void sbx_spec_copy(struct sbx_spec *dst, const struct sbx_spec *src);
+/*
+ * Overlays the fields present in `j` on `s` (so a profile can start from
+ * defaults and `new NAME key=value` can override). Unknown keys, wrong
+ * types and bad durations are EINVAL with the key named in e.
+ */
+int sbx_spec_apply_json(struct sbx_spec *s, json_t *j, struct sbx_error *e);
+/* Sets one `key=value` from a ctl line (resources.cpu=500, idleTimeout=2m, envs.FOO=bar, ...). */
+int sbx_spec_apply_kv(struct sbx_spec *s, const char *key, const char *value, struct sbx_error *e);
+/* A new JSON object describing s (caller owns the reference). */
+json_t *sbx_spec_to_json(const struct sbx_spec *s);
+
+/* Parses "90", "90s", "10m", "8h", "2d", "1h30m" into seconds; -1 when malformed. */
+long sbx_duration_parse(const char *s);
+/* Parses a JSON number (seconds) or string duration; -1 when malformed. */
+long sbx_duration_json(json_t *v);
+
+struct sbx_profile {
+	char *name;
+	struct sbx_spec spec;
+	json_t *raw; /* the profile as written, for profiles/NAME.json */
+};
+
+struct sbx_config {
+	char *default_profile;
+	struct sbx_profile *profiles;
+	size_t n_profiles;
+	json_t *providers; /* "providers": {name: {settings}} (never NULL) */
+};
+
+/*
+ * Loads the config file at path. A missing file is not an error: the
+ * result then has one profile "default" on the local provider. Returns 0
+ * or -errno with the reason (file, line, column) in e.
+ */
+int sbx_config_load(struct sbx_config *c, const char *path, struct sbx_error *e);
+int sbx_config_parse(struct sbx_config *c, json_t *root, struct sbx_error *e);
+void sbx_config_free(struct sbx_config *c);
+const struct sbx_profile *sbx_config_profile(const struct sbx_config *c, const char *name);
+
+#endif
