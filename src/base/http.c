@@ -6,6 +6,8 @@
  */
 #include "base/http.h"
 
+#include <curl/curl.h>
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -229,9 +231,9 @@ long sbx_http_retry_delay_ms(int attempt, long retry_after_s, long remaining_ms,
 	return d;
 }
 
-int sbx_http_curl_retryable(CURLcode rc)
+int sbx_http_curl_retryable(int curl_code)
 {
-	switch (rc) {
+	switch ((CURLcode)curl_code) {
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_RESOLVE_PROXY:
 	case CURLE_COULDNT_CONNECT:
@@ -248,25 +250,19 @@ int sbx_http_curl_retryable(CURLcode rc)
 	}
 }
 
-int sbx_http_error_from_curl(CURLcode rc, const char *what, struct sbx_error *e)
+int sbx_http_error_from_curl(int curl_code, const char *what, struct sbx_error *e)
 {
+	CURLcode rc = (CURLcode)curl_code;
 	const char *text = curl_easy_strerror(rc);
 	int err = EIO;
 	enum sbx_errcode code = SBX_E_INTERNAL;
+	if (sbx_http_curl_retryable(rc))
+		rc = CURLE_WEIRD_SERVER_REPLY; /* resolve, connect, reset: all ENOTCONN */
 	switch (rc) {
 	case CURLE_OPERATION_TIMEDOUT:
 		err = ETIMEDOUT;
 		code = SBX_E_TIMEOUT;
 		break;
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_RESOLVE_PROXY:
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_SEND_ERROR:
-	case CURLE_RECV_ERROR:
-	case CURLE_GOT_NOTHING:
-	case CURLE_PARTIAL_FILE:
-	case CURLE_HTTP2:
-	case CURLE_HTTP2_STREAM:
 	case CURLE_WEIRD_SERVER_REPLY:
 		err = ENOTCONN;
 		code = SBX_E_CONNECTION_FAILED;

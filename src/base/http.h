@@ -26,7 +26,6 @@
 #ifndef SBX_HTTP_H
 #define SBX_HTTP_H
 
-#include <curl/curl.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,6 +33,10 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+
+/* Kept out of this header so pure modules can use the helpers below
+ * without curl's headers; curl's curl_mime is this struct. */
+struct curl_mime;
 
 /* Defaults used when a setting or request field is 0. */
 #define SBX_HTTP_CONNECT_TIMEOUT_MS 10000L
@@ -74,7 +77,7 @@ struct sbx_http_req {
 	int body_fd;                  /* >= 0: body_size bytes from body_fd at body_off, */
 	off_t body_off, body_size;    /*   read with pread (fd's offset untouched) */
 	/* Builds a multipart body into mime (called per attempt); 0 or -errno. */
-	int (*mime_fn)(void *ctx, curl_mime *mime);
+	int (*mime_fn)(void *ctx, struct curl_mime *mime);
 	void *mime_ctx;
 
 	/*
@@ -186,10 +189,10 @@ bool sbx_http_content_type_is(const char *ct, const char *type);
  * deadline) or Retry-After exceeds SBX_HTTP_RETRY_AFTER_MAX_S.
  */
 long sbx_http_retry_delay_ms(int attempt, long retry_after_s, long remaining_ms, unsigned rnd);
-/* Whether a curl failure may be retried: 1 always (nothing was sent),
+/* Whether a curl failure (a CURLcode) may be retried: 1 always (nothing was sent),
  * 2 only for idempotent requests, 0 never. */
-int sbx_http_curl_retryable(CURLcode rc);
+int sbx_http_curl_retryable(int curl_code);
 /* Maps a curl failure to -errno and fills e ("what: curl's text"). */
-int sbx_http_error_from_curl(CURLcode rc, const char *what, struct sbx_error *e);
+int sbx_http_error_from_curl(int curl_code, const char *what, struct sbx_error *e);
 
 #endif

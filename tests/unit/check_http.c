@@ -10,6 +10,8 @@
 
 #include "base/http.h"
 
+#include <curl/curl.h>
+
 START_TEST(test_escape)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
