@@ -1,0 +1,545 @@
+/*
+ * daytona/protocol — see protocol.h. Pure: bytes and JSON in, structs and
+ * errno out. The multipart parser lives in multipart.c.
+ */
+#include "daytona/protocol.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* --- sandboxes ----------------------------------------------------------- */
+
+static const struct {
+	const char *state;
+	enum dt_phase phase;
+} dt_states[] = {
+	{"started", DT_PHASE_STARTED},
+	{"stopped", DT_PHASE_STOPPED},
+	{"archived", DT_PHASE_STOPPED},
+	{"paused", DT_PHASE_STOPPED},
+	{"destroyed", DT_PHASE_GONE},
+	{"destroying", DT_PHASE_GONE},
+	{"error", DT_PHASE_FAILED},
+	{"build_failed", DT_PHASE_FAILED},
+	{"creating", DT_PHASE_BUSY},
+	{"restoring", DT_PHASE_BUSY},
+	{"starting", DT_PHASE_BUSY},
+	{"stopping", DT_PHASE_BUSY},
+	{"pending_build", DT_PHASE_BUSY},
+	{"building_snapshot", DT_PHASE_BUSY},
+	{"pulling_snapshot", DT_PHASE_BUSY},
+	{"archiving", DT_PHASE_BUSY},
+	{"resizing", DT_PHASE_BUSY},
+	{"snapshotting", DT_PHASE_BUSY},
+	{"forking", DT_PHASE_BUSY},
+	{"pausing", DT_PHASE_BUSY},
+	{"resuming", DT_PHASE_BUSY},
+};
+
+enum dt_phase dt_state_phase(const char *state)
+{
+	if (!state)
+		return DT_PHASE_UNKNOWN;
+	for (size_t i = 0; i < sizeof(dt_states) / sizeof(dt_states[0]); i++)
+		if (!strcmp(dt_states[i].state, state))
+			return dt_states[i].phase;
+	return DT_PHASE_UNKNOWN;
+}
+
+static void copy_str(char *dst, size_t size, json_t *v)
+{
+	const char *s = json_is_string(v) ? json_string_value(v) : "";
+	snprintf(dst, size, "%s", s);
+}
+
+static double num(json_t *v)
+{
+	return json_is_number(v) ? json_number_value(v) : 0;
+}
+
+int dt_sandbox_parse(json_t *dto, struct dt_sandbox *sb, struct sbx_error *err)
+{
+	size_t n;
+	memset(sb, 0, sizeof(*sb));
+	if (!json_is_object(dto) || !json_is_string(json_object_get(dto, "id")) ||
+	    !*json_string_value(json_object_get(dto, "id")))
+		return sbx_error_set(err, EIO, SBX_E_INTERNAL, "sandbox reply has no id");
+	copy_str(sb->id, sizeof(sb->id), json_object_get(dto, "id"));
+	copy_str(sb->name, sizeof(sb->name), json_object_get(dto, "name"));
+	copy_str(sb->state, sizeof(sb->state), json_object_get(dto, "state"));
+	copy_str(sb->snapshot, sizeof(sb->snapshot), json_object_get(dto, "snapshot"));
+	copy_str(sb->target, sizeof(sb->target), json_object_get(dto, "target"));
+	copy_str(sb->toolbox_url, sizeof(sb->toolbox_url), json_object_get(dto, "toolboxProxyUrl"));
+	copy_str(sb->error_reason, sizeof(sb->error_reason), json_object_get(dto, "errorReason"));
+	copy_str(sb->language, sizeof(sb->language),
+		 json_object_get(json_object_get(dto, "labels"), "code-toolbox-language"));
+	n = strlen(sb->toolbox_url);
+	while (n && sb->toolbox_url[n - 1] == '/')
+		sb->toolbox_url[--n] = '\0';
+	sb->cpu = num(json_object_get(dto, "cpu"));
+	sb->gpu = num(json_object_get(dto, "gpu"));
+	sb->memory_gib = num(json_object_get(dto, "memory"));
+	sb->disk_gib = num(json_object_get(dto, "disk"));
+	return 0;
+}
+
+static long ceil_div(long a, long b)
+{
+	return (a + b - 1) / b;
+}
+
+json_t *dt_create_body(const struct sbx_spec *spec, const char *lease, const char *target,
+		       long auto_stop_min)
+{
+	json_t *body = json_object(), *labels = json_object();
+	const char *tmpl = spec->template_name;
+	const char *lang = spec->language && *spec->language ? spec->language : "python";
+
+	if (tmpl && *tmpl && (strchr(tmpl, ':') || strchr(tmpl, '/'))) {
+		json_t *bi = json_object();
+		char *df = NULL;
+		if (asprintf(&df, "FROM %s\n", tmpl) < 0)
+			abort();
+		json_object_set_new(bi, "dockerfileContent", json_string(df));
+		free(df);
+		json_object_set_new(body, "buildInfo", bi);
+		/* The server refuses resources with a snapshot: only with an image. */
+		if (spec->res.cpu > 0)
+			json_object_set_new(body, "cpu", json_integer(ceil_div(spec->res.cpu, 1000)));
+		if (spec->res.memory_mb > 0)
+			json_object_set_new(body, "memory",
+					    json_integer(ceil_div(spec->res.memory_mb, 1024)));
+		if (spec->res.disk_mb > 0)
+			json_object_set_new(body, "disk",
+					    json_integer(ceil_div(spec->res.disk_mb, 1024)));
+	} else if (tmpl && *tmpl) {
+		json_object_set_new(body, "snapshot", json_string(tmpl));
+	}
+	json_object_set_new(body, "env",
+			    spec->envs ? json_deep_copy(spec->envs) : json_object());
+	json_object_set_new(labels, "code-toolbox-language", json_string(lang));
+	if (lease && *lease)
+		json_object_set_new(labels, "sbxfs-lease", json_string(lease));
+	json_object_set_new(body, "labels", labels);
+	if (target && *target)
+		json_object_set_new(body, "target", json_string(target));
+	if (auto_stop_min >= 0)
+		json_object_set_new(body, "autoStopInterval", json_integer(auto_stop_min));
+	return body;
+}
+
+long dt_auto_stop_minutes(long idle_s)
+{
+	if (idle_s <= 0)
+		return 0;
+	return ceil_div(idle_s, 60) + 15;
+}
+
+/* --- files ----------------------------------------------------------------- */
+
+int dt_mode_parse(const char *mode, const char *perms, bool is_dir, mode_t *out)
+{
+	mode_t m = 0, type = 0;
+	size_t n = mode ? strlen(mode) : 0;
+	bool have_bits = false;
+
+	if (n >= 10) {
+		const char *rwx = mode + n - 9;
+		static const char want[] = "rwxrwxrwx";
+		bool ok = true;
+		for (int i = 0; i < 9; i++) {
+			if (rwx[i] == want[i])
+				m |= 0400 >> i;
+			else if (rwx[i] != '-')
+				ok = false;
+		}
+		bool dev = false, chr = false;
+		for (const char *c = mode; ok && c < rwx; c++) {
+			switch (*c) {
+			case 'd': type = S_IFDIR; break;
+			case 'L': type = S_IFLNK; break;
+			case 'D': dev = true; break;
+			case 'c': chr = true; break;
+			case 'p': type = S_IFIFO; break;
+			case 'S': type = S_IFSOCK; break;
+			case 'u': m |= S_ISUID; break;
+			case 'g': m |= S_ISGID; break;
+			case 't': m |= S_ISVTX; break;
+			case '-': case 'a': case 'l': case 'T': case '?': break;
+			default: ok = false;
+			}
+		}
+		if (dev)
+			type = chr ? S_IFCHR : S_IFBLK;
+		have_bits = ok;
+		if (!ok)
+			m = 0, type = 0;
+	}
+	if (perms && *perms) {
+		char *end;
+		unsigned long v = strtoul(perms, &end, 8);
+		if (!*end && v <= 07777) {
+			/* The daemon writes Perm() here; a newer one may add 07000. */
+			m = (m & 07000u) | (mode_t)v;
+			have_bits = true;
+		}
+	}
+	if (!have_bits)
+		return -EINVAL;
+	if (!type)
+		type = is_dir ? S_IFDIR : S_IFREG;
+	*out = type | m;
+	return 0;
+}
+
+int dt_time_parse(const char *s, struct timespec *ts)
+{
+	struct tm tm;
+	int y, mo, d, h, mi, sec, n = 0;
+	long nsec = 0;
+	const char *p;
+	time_t t;
+
+	if (!s || sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 ||
+	    !n)
+		return -EINVAL;
+	p = s + n;
+	if (*p == '.') {
+		long scale = 100000000;
+		for (p++; isdigit((unsigned char)*p); p++) {
+			nsec += (*p - '0') * scale;
+			scale /= 10;
+		}
+	}
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	t = timegm(&tm);
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int oh, om;
+		if (sscanf(p + 1, "%2d:%2d", &oh, &om) != 2)
+			return -EINVAL;
+		t -= (*p == '+' ? 1 : -1) * (time_t)(oh * 3600 + om * 60);
+		p += 6;
+	} else if (*p) {
+		return -EINVAL;
+	}
+	ts->tv_sec = t;
+	ts->tv_nsec = nsec;
+	return 0;
+}
+
+unsigned dt_owner_parse(const char *s)
+{
+	char *end;
+	unsigned long v;
+	if (!s || !*s)
+		return 0;
+	v = strtoul(s, &end, 10);
+	if (!*end && isdigit((unsigned char)*s) && v <= UINT32_MAX)
+		return (unsigned)v;
+	return strcmp(s, "root") ? 65534 : 0;
+}
+
+int dt_fileinfo_parse(json_t *fi, struct sbx_stat *st, const char **name)
+{
+	json_t *v;
+	mode_t mode;
+	const char *nm = json_string_value(json_object_get(fi, "name"));
+
+	memset(st, 0, sizeof(*st));
+	if (!nm || !*nm || strchr(nm, '/'))
+		return -EIO;
+	if (dt_mode_parse(json_string_value(json_object_get(fi, "mode")),
+			  json_string_value(json_object_get(fi, "permissions")),
+			  json_is_true(json_object_get(fi, "isDir")), &mode))
+		return -EIO;
+	st->mode = mode;
+	st->nlink = S_ISDIR(mode) ? 2 : 1;
+	v = json_object_get(fi, "size");
+	if (json_is_integer(v) && json_integer_value(v) > 0)
+		st->size = (off_t)json_integer_value(v);
+	if (dt_time_parse(json_string_value(json_object_get(fi, "modifiedAt")), &st->mtime))
+		st->mtime.tv_sec = 0;
+	st->atime = st->ctime = st->mtime;
+	st->uid = dt_owner_parse(json_string_value(json_object_get(fi, "owner")));
+	st->gid = dt_owner_parse(json_string_value(json_object_get(fi, "group")));
+	if (name)
+		*name = nm;
+	return 0;
+}
+
+/* --- errors ---------------------------------------------------------------- */
+
+static const struct {
+	const char *code;
+	int err;
+} dt_codes[] = {
+	{"FILE_NOT_FOUND", ENOENT},
+	{"NOT_FOUND", ENOENT},
+	{"PROCESS_NOT_FOUND", ENOENT},
+	{"FILE_ACCESS_DENIED", EACCES},
+	{"FORBIDDEN", EACCES},
+	{"UNAUTHORIZED", EACCES},
+	{"INVALID_FILE_PATH", EINVAL},
+	{"BAD_REQUEST", EINVAL},
+	{"INVALID_REQUEST_BODY", EINVAL},
+	{"UNPROCESSABLE_ENTITY", EINVAL},
+	{"FILE_READ_FAILED", EIO},
+	{"INTERNAL_SERVER_ERROR", EIO},
+	{"REQUEST_TIMEOUT", ETIMEDOUT},
+	{"PROCESS_EXECUTION_TIMEOUT", ETIMEDOUT},
+	{"CONFLICT", EEXIST},
+	{"SESSION_ENDED", ESRCH},
+	{"COMMAND_ALREADY_COMPLETED", ESRCH},
+	{"SANDBOX_NOT_STARTED", ENOTCONN},
+	{"SANDBOX_NOT_RUNNING", ENOTCONN},
+};
+
+/* One line of printable text from s (at most max bytes). */
+static void one_line(char *dst, size_t size, const char *s, size_t len)
+{
+	size_t o = 0;
+	while (len && isspace((unsigned char)*s))
+		s++, len--;
+	for (size_t i = 0; i < len && o + 1 < size; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '\n' || c == '\r')
+			break;
+		dst[o++] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
+	}
+	while (o && dst[o - 1] == ' ')
+		o--;
+	dst[o] = '\0';
+}
+
+static void body_message(json_t *j, char *msg, size_t size)
+{
+	json_t *m = json_object_get(j, "message");
+	msg[0] = '\0';
+	if (json_is_string(m)) {
+		one_line(msg, size, json_string_value(m), json_string_length(m));
+	} else if (json_is_array(m)) { /* NestJS validation: a list of complaints */
+		struct sbx_buf b = SBX_BUF_INIT;
+		size_t i;
+		json_t *x;
+		json_array_foreach(m, i, x)
+		{
+			if (!json_is_string(x))
+				continue;
+			sbx_buf_adds(&b, b.len ? "; " : "");
+			sbx_buf_adds(&b, json_string_value(x));
+		}
+		one_line(msg, size, b.buf, b.len);
+		sbx_buf_release(&b);
+	}
+	if (!msg[0] && json_is_string(json_object_get(j, "error")))
+		one_line(msg, size, json_string_value(json_object_get(j, "error")),
+			 strlen(json_string_value(json_object_get(j, "error"))));
+}
+
+int dt_error_from_reply(long status, const char *body, size_t len, const char *what,
+			struct sbx_error *err)
+{
+	char msg[300] = "";
+	const char *code = NULL, *source = NULL;
+	json_t *j = NULL;
+	int e = 0;
+	enum sbx_errcode ec = SBX_E_NONE;
+
+	if (len > DT_ERRBODY_MAX)
+		len = DT_ERRBODY_MAX;
+	if (body && len) {
+		j = json_loadb(body, len, JSON_DISABLE_EOF_CHECK, NULL);
+		if (json_is_object(j)) {
+			body_message(j, msg, sizeof(msg));
+			code = json_string_value(json_object_get(j, "code"));
+			if (!code)
+				code = json_string_value(json_object_get(j, "error_code"));
+			source = json_string_value(json_object_get(j, "source"));
+		} else {
+			one_line(msg, sizeof(msg), body, len);
+		}
+	}
+	for (size_t i = 0; code && !e && i < sizeof(dt_codes) / sizeof(dt_codes[0]); i++)
+		if (!strcmp(code, dt_codes[i].code))
+			e = dt_codes[i].err;
+	/* The proxy answering for a sandbox it cannot reach (not started). */
+	if (!e && source && !strcmp(source, "DAYTONA_PROXY") && status >= 400 &&
+	    status != 401 && status != 403 && status != 404 && status != 429)
+		e = ENOTCONN;
+	if (!e)
+		e = sbx_errno_from_http(status);
+	if (!e)
+		e = EIO;
+	if (e == EIO)
+		ec = SBX_E_INTERNAL;
+	if (!msg[0])
+		snprintf(msg, sizeof(msg), "HTTP %ld", status);
+	json_decref(j);
+	if (what && *what)
+		return sbx_error_set(err, e, ec, "%s: %s", what, msg);
+	return sbx_error_set(err, e, ec, "%s", msg);
+}
+
+/* --- sessions ---------------------------------------------------------------- */
+
+int dt_command_parse(const char *body, size_t len, bool *done, int *exit_code)
+{
+	json_t *j = json_loadb(body, len, 0, NULL), *v;
+	*done = false;
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return -EPROTO;
+	}
+	v = json_object_get(j, "exitCode");
+	if (!v)
+		v = json_object_get(j, "code");
+	if (json_is_integer(v)) {
+		*done = true;
+		*exit_code = (int)json_integer_value(v);
+	}
+	json_decref(j);
+	return 0;
+}
+
+int dt_logs_parse(const char *body, size_t len, struct dt_logs *logs)
+{
+	json_t *o, *e;
+	memset(logs, 0, sizeof(*logs));
+	logs->root = json_loadb(body, len, JSON_ALLOW_NUL, NULL);
+	if (!json_is_object(logs->root)) {
+		/* A daemon answering in plain text: the combined output. */
+		json_decref(logs->root);
+		logs->root = NULL;
+		logs->out = body;
+		logs->out_len = len;
+		logs->err = "";
+		return 0;
+	}
+	o = json_object_get(logs->root, "stdout");
+	e = json_object_get(logs->root, "stderr");
+	if (!json_is_string(o) && !json_is_string(e))
+		o = json_object_get(logs->root, "output");
+	logs->out = json_is_string(o) ? json_string_value(o) : "";
+	logs->out_len = json_is_string(o) ? json_string_length(o) : 0;
+	logs->err = json_is_string(e) ? json_string_value(e) : "";
+	logs->err_len = json_is_string(e) ? json_string_length(e) : 0;
+	return 0;
+}
+
+void dt_logs_release(struct dt_logs *logs)
+{
+	json_decref(logs->root);
+	memset(logs, 0, sizeof(*logs));
+}
+
+/* --- commands -------------------------------------------------------------- */
+
+static bool shell_name(const char *s, size_t n)
+{
+	if (!n || isdigit((unsigned char)s[0]))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '_')
+			return false;
+	return true;
+}
+
+int dt_wrap_command(struct sbx_buf *out, const struct dt_wrap *w)
+{
+	size_t start = out->len;
+	bool env = false;
+
+	for (const char *const *e = w->envs; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		if (!eq || !shell_name(*e, (size_t)(eq - *e))) {
+			out->len = start;
+			out->buf[start] = '\0';
+			return -EINVAL;
+		}
+	}
+	/*
+	 * A subshell, so that cd and variables never leak into the session
+	 * shell; stdin from /dev/null, so a command never eats the session's
+	 * own input; `timeout` (when the image has it) kills the whole process
+	 * group at the deadline.
+	 */
+	sbx_buf_adds(out, "(");
+	if (w->cwd && *w->cwd) {
+		sbx_buf_adds(out, "cd ");
+		sbx_buf_add_shquoted(out, w->cwd);
+		sbx_buf_adds(out, " || exit 1; ");
+	}
+	sbx_buf_adds(out, "set --");
+	for (const char *const *e = w->envs; e && *e; e++) {
+		if (!env)
+			sbx_buf_adds(out, " env");
+		env = true;
+		sbx_buf_addch(out, ' ');
+		sbx_buf_add_shquoted(out, *e);
+	}
+	if (w->argv && w->argv[0]) {
+		for (const char *const *a = w->argv; *a; a++) {
+			sbx_buf_addch(out, ' ');
+			sbx_buf_add_shquoted(out, *a);
+		}
+	} else {
+		sbx_buf_adds(out, " sh -c ");
+		sbx_buf_add_shquoted(out, w->shell ? w->shell : "");
+	}
+	sbx_buf_adds(out, "; ");
+	if (w->timeout_ms > 0)
+		sbx_buf_addf(out,
+			     "command -v timeout >/dev/null 2>&1 && "
+			     "set -- timeout -s KILL %ld.%03ld \"$@\"; ",
+			     w->timeout_ms / 1000, w->timeout_ms % 1000);
+	sbx_buf_adds(out, "exec \"$@\") </dev/null");
+	return 0;
+}
+
+int dt_df_parse(const char *text, struct statvfs *st)
+{
+	const char *line = text;
+	bool got = false;
+
+	memset(st, 0, sizeof(*st));
+	st->f_bsize = st->f_frsize = 1024;
+	st->f_namemax = 255;
+	while (line && *line) {
+		const char *next = strchr(line, '\n');
+		bool inodes = strstr(line, "Inodes") && (!next || strstr(line, "Inodes") < next);
+		unsigned long long a = 0, b = 0, c = 0;
+		char fs[256];
+
+		if (strncmp(line, "Filesystem", 10) || !next)
+			goto skip;
+		line = next + 1;
+		if (sscanf(line, "%255s %llu %llu %llu", fs, &a, &b, &c) != 4)
+			goto skip;
+		if (inodes) {
+			st->f_files = a;
+			st->f_ffree = st->f_favail = c;
+		} else {
+			st->f_blocks = a;
+			st->f_bfree = a >= b ? a - b : 0;
+			st->f_bavail = c;
+			got = true;
+		}
+	skip:
+		next = strchr(line, '\n');
+		line = next ? next + 1 : NULL;
+	}
+	return got ? 0 : -EPROTO;
+}
