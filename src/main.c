@@ -1,4 +1,153 @@
-int main(void)
+/*
+ * main — options and start-up order of the sbxfs daemon.
+ *
+ * Order matters: the config is validated before daemonising (so a bad file
+ * is reported on the terminal), the lease table is opened after it (threads
+ * and connections do not survive fork), and the timer starts last.
+ */
+#include "config.h"
+
+#define FUSE_USE_VERSION 31
+#include <fuse.h>
+#include <fuse_lowlevel.h>
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/log.h"
+#include "fuse_ops.h"
+#include "lease.h"
+
+struct sbx_options {
+	char *profile;
+	char *config;
+	char *state_dir;
+	int show_help;
+	int show_version;
+};
+
+#define OPT(t, p) {t, offsetof(struct sbx_options, p), 1}
+static const struct fuse_opt option_spec[] = {
+	OPT("profile=%s", profile),
+	OPT("config=%s", config),
+	OPT("state_dir=%s", state_dir),
+	OPT("-h", show_help),
+	OPT("--help", show_help),
+	OPT("-V", show_version),
+	OPT("--version", show_version),
+	FUSE_OPT_END,
+};
+
+static void usage(const char *prog)
 {
-	return 0;
+	printf("usage: %s [-f] [-d] [-o opt,...] MOUNTPOINT\n"
+	       "\n"
+	       "sbxfs options:\n"
+	       "    -o profile=NAME     profile for new leases (default: the config's default)\n"
+	       "    -o config=PATH      profiles file (default $XDG_CONFIG_HOME/sbxfs/config.json)\n"
+	       "    -o state_dir=PATH   lease table and caches (default $XDG_STATE_HOME/sbxfs)\n"
+	       "\n"
+	       "Unmount with: fusermount3 -u MOUNTPOINT\n\n",
+	       prog);
+}
+
+/* $XDG_<var> or $HOME/<fallback>, then /sub. */
+static char *xdg_path(const char *var, const char *fallback, const char *sub)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	const char *x = getenv(var), *home = getenv("HOME");
+	if (x && *x == '/')
+		sbx_buf_addf(&b, "%s/%s", x, sub);
+	else
+		sbx_buf_addf(&b, "%s/%s/%s", home && *home ? home : "/tmp", fallback, sub);
+	return sbx_buf_detach(&b, NULL);
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct sbx_options opts = {0};
+	struct fuse_cmdline_opts cmd = {0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_mount *m = NULL;
+	struct fuse *fuse = NULL;
+	struct sbx_config probe;
+	int ret = 1;
+
+	if (fuse_opt_parse(&args, &opts, option_spec, NULL) == -1)
+		return 1;
+	if (opts.show_version) {
+		printf("sbxfs %s\n", PACKAGE_VERSION);
+		return 0;
+	}
+	if (opts.show_help) {
+		usage(argv[0]);
+		fuse_opt_add_arg(&args, "--help");
+		fuse_parse_cmdline(&args, &cmd);
+		fuse_lib_help(&args);
+		return 0;
+	}
+	if (fuse_parse_cmdline(&args, &cmd) != 0)
+		goto out_args;
+	if (!cmd.mountpoint) {
+		usage(argv[0]);
+		goto out_args;
+	}
+	if (!opts.config)
+		opts.config = xdg_path("XDG_CONFIG_HOME", ".config", "sbxfs/config.json");
+	if (!opts.state_dir)
+		opts.state_dir = xdg_path("XDG_STATE_HOME", ".local/state", "sbxfs");
+	sbx_log_setup(!cmd.foreground, cmd.debug ? SBX_LOG_DEBUG : SBX_LOG_INFO);
+
+	/* Validate before daemonising, so the terminal sees what is wrong. */
+	if (sbx_config_load(&probe, opts.config, &err)) {
+		fprintf(stderr, "sbxfs: %s\n", err.msg);
+		goto out_args;
+	}
+	if (opts.profile && !sbx_config_profile(&probe, opts.profile)) {
+		fprintf(stderr, "sbxfs: profile \"%s\" is not in %s\n", opts.profile, opts.config);
+		sbx_config_free(&probe);
+		goto out_args;
+	}
+	sbx_config_free(&probe);
+
+	/* Re-add the FUSE options fuse_parse_cmdline consumed but fuse_new needs. */
+	if (cmd.debug)
+		fuse_opt_add_arg(&args, "-odebug");
+	/* user_data is where the mount will be once opened (after daemonising). */
+	fuse = fuse_new(&args, &sbx_fuse_ops, sizeof(sbx_fuse_ops), &m);
+	if (!fuse)
+		goto out_args;
+	if (fuse_mount(fuse, cmd.mountpoint) != 0)
+		goto out_destroy;
+	if (fuse_daemonize(cmd.foreground) != 0)
+		goto out_unmount;
+	if (sbx_mount_open(&m, opts.state_dir, opts.config, opts.profile, &err)) {
+		sbx_log(SBX_LOG_ERR, "%s", err.msg);
+		goto out_unmount;
+	}
+	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0)
+		goto out_close;
+	sbx_mount_start_timer(m);
+	/* FUSE_USE_VERSION 31 keeps the 3.10-compatible loop signature. */
+	ret = cmd.singlethread ? fuse_loop(fuse) : fuse_loop_mt(fuse, cmd.clone_fd);
+	fuse_remove_signal_handlers(fuse_get_session(fuse));
+out_close:
+	sbx_mount_close(m);
+out_unmount:
+	fuse_unmount(fuse);
+out_destroy:
+	fuse_destroy(fuse);
+out_args:
+	free(cmd.mountpoint);
+	fuse_opt_free_args(&args);
+	free(opts.profile);
+	free(opts.config);
+	free(opts.state_dir);
+	return ret ? 1 : 0;
 }

@@ -1,0 +1,160 @@
+/* fsutil — see fsutil.h. */
+#include "base/fsutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int sbx_mkdir_p(const char *path, mode_t mode)
+{
+	char tmp[4096];
+	size_t n = strlen(path);
+	if (n == 0 || n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(tmp, path, n + 1);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+	while (len) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int sbx_write_file_atomic(const char *path, const void *data, size_t len)
+{
+	char tmp[4200];
+	int fd, rc;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	rc = write_all(fd, data, len);
+	if (!rc && fsync(fd))
+		rc = -errno;
+	if (close(fd) && !rc)
+		rc = -errno;
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+int sbx_append_file(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600), rc;
+	if (fd < 0)
+		return -errno;
+	rc = write_all(fd, data, len);
+	close(fd);
+	return rc;
+}
+
+int sbx_read_file(const char *path, struct sbx_buf *out, size_t max)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		sbx_buf_grow(out, 65536);
+		ssize_t r = read(fd, out->buf + out->len, 65536);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			close(fd);
+			return -e;
+		}
+		if (r == 0)
+			break;
+		out->len += (size_t)r;
+		out->buf[out->len] = '\0';
+		if (out->len > max) {
+			close(fd);
+			return -EFBIG;
+		}
+	}
+	close(fd);
+	return 0;
+}
+
+static int rm_rf_at(int dirfd, const char *name, dev_t dev)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return errno == ENOENT ? 0 : -errno;
+	if (S_ISDIR(st.st_mode) && st.st_dev == dev) {
+		int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		DIR *d = fdopendir(fd);
+		if (!d) {
+			close(fd);
+			return -errno;
+		}
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			rm_rf_at(fd, de->d_name, dev);
+		}
+		closedir(d);
+		if (unlinkat(dirfd, name, AT_REMOVEDIR))
+			return -errno;
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode))
+		return -EBUSY; /* a mount point: never delete across it */
+	if (unlinkat(dirfd, name, 0))
+		return -errno;
+	return 0;
+}
+
+int sbx_rm_rf(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st))
+		return errno == ENOENT ? 0 : -errno;
+	return rm_rf_at(AT_FDCWD, path, st.st_dev);
+}
+
+long long sbx_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sbx_iso_time(time_t t, char *buf, size_t size)
+{
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}

@@ -1,0 +1,28 @@
+/*
+ * fsutil — small file helpers for the daemon's own state files (not for
+ * sandbox files). All return 0 or -errno.
+ */
+#ifndef SBX_FSUTIL_H
+#define SBX_FSUTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "base/buf.h"
+
+/* mkdir -p with mode for created directories. */
+int sbx_mkdir_p(const char *path, mode_t mode);
+/* Writes data to path via path.tmp + fsync + rename. */
+int sbx_write_file_atomic(const char *path, const void *data, size_t len);
+/* Appends to path (created 0600 if missing). */
+int sbx_append_file(const char *path, const void *data, size_t len);
+/* Reads the whole file into out (appending); ENOENT if missing. max bounds the size. */
+int sbx_read_file(const char *path, struct sbx_buf *out, size_t max);
+/* rm -rf without following symlinks and without crossing mount points. */
+int sbx_rm_rf(const char *path);
+/* Milliseconds of CLOCK_MONOTONIC. */
+long long sbx_now_ms(void);
+/* "2026-11-30T17:22:28Z" for t (UTC) into buf (>= 21 bytes). */
+void sbx_iso_time(time_t t, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,238 @@
+/*
+ * cache — what the mount keeps of a remote lease's fs/: attributes,
+ * directory listings (names plus, with SBX_CAP_LIST_ATTRS, every child's
+ * attributes from the one list call), readlink targets, and whole-file
+ * contents in local cache files under the cache directory.
+ *
+ * Attributes and listings live SBX_CACHE_TTL_MS (negative entries
+ * SBX_CACHE_NEG_TTL_MS); "any age" lookups ignore the TTL (a paused
+ * sandbox cannot change its files). Content entries are stamped with the
+ * remote (size, mtime) they were downloaded at and are revalidated against
+ * fresh attributes on open; dirty entries (written here, not uploaded yet)
+ * are never evicted or revalidated away.
+ *
+ * This module is the tables only: it never calls a provider and knows
+ * nothing of leases or FUSE. fs_cached.c makes the provider calls and
+ * drives the state below.
+ *
+ * Locking: one mutex per cache protects every table and every field of
+ * the content entries marked (T). It is never held across a provider call
+ * or a wait for the network: a content entry that is being opened or
+ * uploaded carries a `busy` claim instead, and other claimants sleep on
+ * the cache's condition variable until it is released.
+ */
+#ifndef SBX_CACHE_H
+#define SBX_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "provider.h"
+
+/* How long attributes and listings are trusted (the kernel's own timeout is shorter). */
+#define SBX_CACHE_TTL_MS 2000
+/* How long "no such file" is trusted. */
+#define SBX_CACHE_NEG_TTL_MS 1000
+/* Clean content files kept after their last close (least recently used go first). */
+#define SBX_CACHE_KEEP_BYTES (256LL << 20)
+
+struct sbx_cache;
+
+/* A cache keeping content files under dir (created on demand). Aborts on OOM. */
+struct sbx_cache *sbx_cache_new(const char *dir);
+/*
+ * Frees the cache (NULL-safe). Clean content files are deleted; dirty ones
+ * stay on disk with a NAME.path file beside them naming the sandbox path,
+ * so nothing written is lost silently. No handle may be open.
+ */
+void sbx_cache_free(struct sbx_cache *c);
+/* Drops attributes and listings (content stays, revalidated by size+mtime). */
+void sbx_cache_invalidate_all(struct sbx_cache *c);
+/*
+ * Drops what is known of path and of its parent directory (attributes,
+ * listing, link target). For change notifications from the provider and
+ * for mutations whose effect is not known exactly.
+ */
+void sbx_cache_invalidate_path(struct sbx_cache *c, const char *path);
+/* Drops path, everything below it, and its parent (renames, rmdir). */
+void sbx_cache_invalidate_tree(struct sbx_cache *c, const char *path);
+/* Changes the TTLs (milliseconds; tests use short ones). */
+void sbx_cache_set_ttl(struct sbx_cache *c, long ttl_ms, long neg_ttl_ms);
+
+/*
+ * The generation: bumped by every invalidation and mutation. Take it before
+ * a provider call and pass it to the _put functions: a result older than a
+ * mutation that happened while the call was in flight is not stored.
+ */
+unsigned long sbx_cache_gen(struct sbx_cache *c);
+
+/* ---- attributes --------------------------------------------------------- */
+
+enum sbx_cache_hit { SBX_CACHE_MISS = 0, SBX_CACHE_HIT, SBX_CACHE_NEGATIVE };
+
+/*
+ * Looks path's attributes up. NEGATIVE also when the parent's listing is
+ * fresh and lacks the name. any_age ignores the TTL.
+ */
+enum sbx_cache_hit sbx_cache_attr_get(struct sbx_cache *c, const char *path, struct sbx_stat *st,
+				      bool any_age);
+/* Stores attributes (st NULL: "no such file") unless gen is stale. */
+void sbx_cache_attr_put(struct sbx_cache *c, const char *path, const struct sbx_stat *st,
+			unsigned long gen);
+/*
+ * Edits cached attributes in place after a successful metadata change
+ * (fields < 0 / UTIME_OMIT are kept, UTIME_NOW drops the entry). No-op when
+ * nothing is cached.
+ */
+void sbx_cache_attr_chmod(struct sbx_cache *c, const char *path, mode_t mode);
+void sbx_cache_attr_chown(struct sbx_cache *c, const char *path, uid_t uid, gid_t gid);
+void sbx_cache_attr_utimens(struct sbx_cache *c, const char *path, const struct timespec ts[2]);
+/* The cached readlink target (copied into buf, size > 0): true on a hit. */
+bool sbx_cache_link_get(struct sbx_cache *c, const char *path, char *buf, size_t size,
+			bool any_age);
+void sbx_cache_link_put(struct sbx_cache *c, const char *path, const char *target,
+			unsigned long gen);
+
+/* ---- listings ----------------------------------------------------------- */
+
+struct sbx_cache_dirent {
+	char *name;
+	bool has_st;
+	struct sbx_stat st;
+};
+
+/* A directory listing being built or handed out (caller owns it). */
+struct sbx_cache_listing {
+	struct sbx_cache_dirent *ents;
+	size_t n, alloc;
+};
+
+#define SBX_CACHE_LISTING_INIT {NULL, 0, 0}
+
+/* Appends one entry (st may be NULL). */
+void sbx_cache_listing_add(struct sbx_cache_listing *ls, const char *name,
+			   const struct sbx_stat *st);
+void sbx_cache_listing_release(struct sbx_cache_listing *ls); /* members; leaves it empty */
+
+/*
+ * Stores a fresh listing of dir unless gen is stale; with_attrs also
+ * stores every entry's attributes (the provider gave complete ones).
+ */
+void sbx_cache_dir_put(struct sbx_cache *c, const char *dir, const struct sbx_cache_listing *ls,
+		       bool with_attrs, unsigned long gen);
+/*
+ * Copies the cached listing of dir into out (each entry with its cached
+ * attributes where known): true on a hit. Both this and the fresh listing
+ * path should pass through sbx_cache_dir_overlay().
+ */
+bool sbx_cache_dir_get(struct sbx_cache *c, const char *dir, bool any_age,
+		       struct sbx_cache_listing *out);
+/*
+ * Applies local knowledge to a listing of dir: files created here and not
+ * uploaded yet are added, open or dirty files show their local size.
+ */
+void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cache_listing *ls);
+/*
+ * After a successful create/mkdir/symlink/link here: the parent's cached
+ * listing gains the name (st, if given, becomes path's attributes; else
+ * they are dropped). After unlink/rmdir: path becomes a negative entry and
+ * leaves the parent's listing. Both drop the parent's attributes.
+ */
+void sbx_cache_note_added(struct sbx_cache *c, const char *path, const struct sbx_stat *st);
+void sbx_cache_note_removed(struct sbx_cache *c, const char *path);
+
+/* ---- contents ----------------------------------------------------------- */
+
+/*
+ * One file's content in a local cache file. Fields marked (T) are
+ * protected by the cache lock; fd is fixed (and valid) while the caller
+ * holds a reference, so pread/pwrite on it need no lock.
+ */
+struct sbx_cfile;
+
+int sbx_cfile_fd(const struct sbx_cfile *cf);
+
+/* What the holder of a busy claim sees of an entry (a snapshot). */
+struct sbx_cfile_state {
+	char *path;             /* current sandbox path (caller frees) */
+	bool linked;            /* still reachable by path (not unlinked or replaced) */
+	bool have_data;         /* the cache file holds the whole content */
+	bool dirty;             /* local changes not uploaded */
+	bool remote;            /* exists in the sandbox (false: created here) */
+	bool stamped;           /* stamp_* are known */
+	off_t stamp_size;
+	struct timespec stamp_mtime;
+	mode_t mode;            /* permission bits for the upload of a new file */
+	unsigned long wgen;     /* local change counter (see sbx_cache_file_end_upload) */
+};
+
+/*
+ * Finds or creates path's entry, takes a reference, waits until no one
+ * else holds its busy claim and takes it; *state is the snapshot (caller
+ * frees state->path). Finish with sbx_cache_file_ready(). 0 or -errno
+ * (the cache file cannot be created).
+ */
+int sbx_cache_file_open(struct sbx_cache *c, const char *path, struct sbx_cfile **out,
+			struct sbx_cfile_state *state);
+
+enum sbx_cfile_how {
+	SBX_CF_KEEP,   /* content as it is */
+	SBX_CF_NEW,    /* a file created here: empty, dirty, not remote yet */
+	SBX_CF_TRUNC,  /* O_TRUNC of a remote file: empty, dirty */
+	SBX_CF_LOADED, /* downloaded just now into the fd; clean, stamped with *st */
+	SBX_CF_FAILED, /* download failed: content unknown */
+};
+
+/* Ends the busy claim of open (mode: for SBX_CF_NEW; st: for SBX_CF_LOADED). */
+void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cfile_how how,
+			  mode_t mode, const struct sbx_stat *st);
+/* Drops a reference. The entry lives on while dirty, or clean as cache. */
+void sbx_cache_file_put(struct sbx_cache *c, struct sbx_cfile *cf);
+/*
+ * A referenced entry for path that is open or dirty (local data is the
+ * truth), or NULL. Drop it with sbx_cache_file_put().
+ */
+struct sbx_cfile *sbx_cache_file_find_live(struct sbx_cache *c, const char *path);
+/* Records a local change (after pwrite/ftruncate on the fd): dirty. */
+void sbx_cache_file_changed(struct sbx_cache *c, struct sbx_cfile *cf);
+
+/*
+ * Claims an entry for upload (waits for other claims); *state as above.
+ * Call sbx_cache_file_end_upload() whatever happens.
+ */
+void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
+				 struct sbx_cfile_state *state);
+/*
+ * Ends the claim. ok: the upload of the state taken at begin (wgen)
+ * succeeded: the entry is clean unless written since, now remote, stamped
+ * with *st if given (and st becomes path's attributes unless gen is stale).
+ * !ok: stays dirty for the next flush.
+ */
+void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsigned long wgen,
+			       bool ok, const struct sbx_stat *st, unsigned long gen);
+
+/*
+ * Overlays local knowledge on attributes of path: an open or dirty file
+ * shows its local size (and local mtime while dirty). With have_remote
+ * false, only a file created here and not uploaded yet counts, and st is
+ * filled entirely. True when something was applied.
+ */
+bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_stat *st,
+			    bool have_remote);
+/* True if path is a file created here that the sandbox does not have yet. */
+bool sbx_cache_file_local_only(struct sbx_cache *c, const char *path);
+/* Content of path no longer matches its stamp (changed remotely by us). */
+void sbx_cache_file_stale(struct sbx_cache *c, const char *path);
+/* A clean entry's stamp follows an explicit mtime we just set. */
+void sbx_cache_file_restamp(struct sbx_cache *c, const char *path, const struct timespec *mtime);
+/* path is gone: its entry is detached (open handles keep it, nothing uploads). */
+void sbx_cache_file_unlink(struct sbx_cache *c, const char *path);
+/*
+ * Entries at or under `from` move to `to`; entries at or under `to` are
+ * detached, or with RENAME_EXCHANGE move to `from`.
+ */
+void sbx_cache_file_rename(struct sbx_cache *c, const char *from, const char *to, bool exchange);
+
+#endif

@@ -1,0 +1,101 @@
+/* ctl — control words (see ctl.h). */
+#include "ctl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+
+struct ctl_entry {
+	const char *word;
+	enum sbx_ctl_word id;
+	enum sbx_ctl_file file;
+	int min, max; /* argument counts */
+	const char *usage;
+};
+
+static const struct ctl_entry ctl_table[] = {
+	{"new", SBX_CTL_NEW, SBX_CTL_FILE_ROOT, 1, SBX_CTL_MAXARGS,
+	 "new NAME [profile=P] [key=value ...]"},
+	{"attach", SBX_CTL_ATTACH, SBX_CTL_FILE_ROOT, 2, 3, "attach NAME SANDBOXID [provider=P]"},
+	{"pause", SBX_CTL_PAUSE, SBX_CTL_FILE_STATE, 0, 0, "pause"},
+	{"resume", SBX_CTL_RESUME, SBX_CTL_FILE_STATE, 0, 0, "resume"},
+	{"kill", SBX_CTL_KILL, SBX_CTL_FILE_STATE, 0, 0, "kill"},
+	{"restart", SBX_CTL_RESTART, SBX_CTL_FILE_STATE, 0, 1, "restart [python|javascript|typescript]"},
+};
+
+int sbx_ctl_split(const char *line, char *storage, size_t size, char **argv, int max)
+{
+	size_t o = 0;
+	int argc = 0;
+	const char *p = line;
+	for (;;) {
+		while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+			p++;
+		if (!*p)
+			break;
+		if (argc == max)
+			return -EINVAL;
+		argv[argc++] = storage + o;
+		int quoted = 0;
+		while (*p && (quoted || !(*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))) {
+			char c = *p++;
+			if (c == '"') {
+				quoted = !quoted;
+				continue;
+			}
+			if (c == '\\' && *p)
+				c = *p++;
+			if (o + 1 >= size)
+				return -EINVAL;
+			storage[o++] = c;
+		}
+		if (quoted)
+			return -EINVAL;
+		if (o + 1 >= size)
+			return -EINVAL;
+		storage[o++] = '\0';
+	}
+	argv[argc] = NULL;
+	return argc;
+}
+
+int sbx_ctl_parse(enum sbx_ctl_file file, const char *line, struct sbx_ctl_cmd *cmd,
+		  struct sbx_error *err)
+{
+	char *words[SBX_CTL_MAXARGS + 2];
+	int n = sbx_ctl_split(line, cmd->storage, sizeof(cmd->storage), words,
+			      SBX_CTL_MAXARGS + 1);
+	if (n < 0)
+		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
+				     "cannot parse \"%.80s\": unbalanced quote or too long", line);
+	if (n == 0 || words[0][0] == '#')
+		return -ENODATA;
+	for (size_t i = 0; i < sizeof(ctl_table) / sizeof(*ctl_table); i++) {
+		const struct ctl_entry *e = &ctl_table[i];
+		if (e->file != file || strcmp(e->word, words[0]))
+			continue;
+		if (n - 1 < e->min || n - 1 > e->max)
+			return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED, "usage: %s",
+					     e->usage);
+		cmd->word = e->id;
+		cmd->argc = n - 1;
+		for (int k = 1; k < n; k++)
+			cmd->argv[k - 1] = words[k];
+		cmd->argv[n - 1] = NULL;
+		return 0;
+	}
+	return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
+			     file == SBX_CTL_FILE_ROOT
+				     ? "unknown command \"%.40s\" (expected new or attach)"
+				     : "unknown word \"%.40s\" (expected pause, resume, kill or restart)",
+			     words[0]);
+}
+
+const char *sbx_ctl_opt(const struct sbx_ctl_cmd *cmd, int from, const char *key)
+{
+	size_t kl = strlen(key);
+	for (int i = from; i < cmd->argc; i++)
+		if (!strncmp(cmd->argv[i], key, kl) && cmd->argv[i][kl] == '=')
+			return cmd->argv[i] + kl + 1;
+	return NULL;
+}

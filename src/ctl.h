@@ -1,0 +1,47 @@
+/*
+ * ctl — parsing of the words written to control files (the root `ctl`,
+ * a lease's `state`). Pure: text in, a command out. Modelled on Plan 9's
+ * ctl files: a small table of {word, min args, max args}.
+ */
+#ifndef SBX_CTL_H
+#define SBX_CTL_H
+
+#include "base/err.h"
+
+#define SBX_CTL_MAXARGS 32
+
+enum sbx_ctl_word {
+	SBX_CTL_NEW,     /* new NAME [profile=P] [key=value ...] */
+	SBX_CTL_ATTACH,  /* attach NAME SANDBOXID [provider=P] */
+	SBX_CTL_PAUSE,   /* pause */
+	SBX_CTL_RESUME,  /* resume */
+	SBX_CTL_KILL,    /* kill */
+	SBX_CTL_RESTART, /* restart [LANGUAGE] — a fresh code interpreter */
+};
+
+struct sbx_ctl_cmd {
+	enum sbx_ctl_word word;
+	int argc;                       /* arguments after the word */
+	char *argv[SBX_CTL_MAXARGS + 1]; /* point into `storage`; NULL-terminated */
+	char storage[1024];
+};
+
+enum sbx_ctl_file { SBX_CTL_FILE_ROOT, SBX_CTL_FILE_STATE };
+
+/*
+ * Splits one line into words: blanks separate, "double quotes" group, \
+ * escapes the next character. Returns the word count or -EINVAL
+ * (unterminated quote, too many words, line too long).
+ */
+int sbx_ctl_split(const char *line, char *storage, size_t size, char **argv, int max);
+/*
+ * Parses one line written to a control file of kind `file`. Blank lines
+ * and lines starting with # are -ENODATA (ignored by callers). Unknown
+ * words and wrong argument counts are -EINVAL with the reason in err.
+ */
+int sbx_ctl_parse(enum sbx_ctl_file file, const char *line, struct sbx_ctl_cmd *cmd,
+		  struct sbx_error *err);
+/* Finds "key=VALUE" among argv[from..]; returns VALUE or NULL. */
+const char *sbx_ctl_opt(const struct sbx_ctl_cmd *cmd, int from, const char *key);
+
+#endif

@@ -1,0 +1,593 @@
+/* ctlfiles — the mount's synthetic files (see ctlfiles.h). */
+#include "ctlfiles.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/fsutil.h"
+#include "ctl.h"
+
+/* Largest text accepted by a control file write (a script, a code cell). */
+#define SBX_CTL_MAX_TEXT (16u << 20)
+/* Largest last-run file served (stdout of a huge run is truncated at this). */
+#define SBX_CTL_MAX_FILE (256u << 20)
+
+struct sbx_open *sbx_open_new(enum sbx_node_kind kind, struct sbx_lease *l, int flags)
+{
+	struct sbx_open *o = calloc(1, sizeof(*o));
+	if (!o)
+		abort();
+	o->kind = kind;
+	o->lease = l;
+	o->flags = flags;
+	sbx_buf_init(&o->data);
+	return o;
+}
+
+void sbx_open_free(struct sbx_open *o)
+{
+	if (!o)
+		return;
+	sbx_run_put(o->run);
+	sbx_lease_put(o->lease);
+	sbx_buf_release(&o->data);
+	free(o);
+}
+
+/* ---- attributes and listings ------------------------------------------ */
+
+static void lease_file_size(struct sbx_lease *l, const char *file, struct stat *st)
+{
+	struct stat fst;
+	char *p = sbx_lease_path(l, file);
+	if (stat(p, &fst) == 0) {
+		st->st_size = fst.st_size;
+		st->st_mtim = fst.st_mtim;
+		st->st_ctim = fst.st_mtim;
+	}
+	free(p);
+}
+
+int sbx_ctl_getattr(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l,
+		    struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_mode = sbx_node_mode(n->kind);
+	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec =
+		l ? l->created_at : time(NULL);
+	switch (n->kind) {
+	case SBX_N_PROFILE:
+		if (!sbx_config_profile(&m->config, n->sub))
+			return -ENOENT;
+		break;
+	case SBX_N_README:
+		st->st_size = (off_t)strlen(sbx_readme_text);
+		break;
+	case SBX_N_STDOUT:
+	case SBX_N_EXEC:
+		lease_file_size(l, "stdout", st);
+		break;
+	case SBX_N_STDERR:
+		lease_file_size(l, "stderr", st);
+		break;
+	case SBX_N_RESULT:
+		lease_file_size(l, "result", st);
+		break;
+	case SBX_N_LOG:
+		lease_file_size(l, "log", st);
+		break;
+	case SBX_N_LEASE_ERROR:
+		lease_file_size(l, "error", st);
+		break;
+	case SBX_N_RESULT_FILE: {
+		struct stat fst;
+		char *p = sbx_lease_path(l, "results"), full[4200];
+		snprintf(full, sizeof(full), "%s/%s", p, n->sub);
+		free(p);
+		if (stat(full, &fst) || !S_ISREG(fst.st_mode))
+			return -ENOENT;
+		st->st_size = fst.st_size;
+		st->st_mtim = st->st_ctim = fst.st_mtim;
+		break;
+	}
+	default:
+		break;
+	}
+	return 0;
+}
+
+struct name_list {
+	sbx_fs_fill_fn fill;
+	void *ctx;
+};
+
+static void fill_lease_name(void *ctx, struct sbx_lease *l)
+{
+	struct name_list *nl = ctx;
+	nl->fill(nl->ctx, l->name, NULL);
+}
+
+int sbx_ctl_readdir(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l,
+		    sbx_fs_fill_fn fill, void *ctx)
+{
+	const struct sbx_node_entry *e = NULL;
+	switch (n->kind) {
+	case SBX_N_ROOT: {
+		struct name_list nl = {fill, ctx};
+		for (e = sbx_node_root_entries(); e->name; e++)
+			fill(ctx, e->name, NULL);
+		sbx_lease_foreach(m, fill_lease_name, &nl);
+		return 0;
+	}
+	case SBX_N_LEASE:
+		for (e = sbx_node_lease_entries(); e->name; e++)
+			fill(ctx, e->name, NULL);
+		return 0;
+	case SBX_N_PROFILES:
+		for (size_t i = 0; i < m->config.n_profiles; i++) {
+			char name[80];
+			snprintf(name, sizeof(name), "%s.json", m->config.profiles[i].name);
+			fill(ctx, name, NULL);
+		}
+		return 0;
+	case SBX_N_PORTS:
+		return 0;
+	case SBX_N_RESULTS: {
+		char *p = sbx_lease_path(l, "results");
+		DIR *d = opendir(p);
+		free(p);
+		if (!d)
+			return 0;
+		struct dirent *de;
+		while ((de = readdir(d)))
+			if (de->d_name[0] != '.')
+				fill(ctx, de->d_name, NULL);
+		closedir(d);
+		return 0;
+	}
+	default:
+		return -ENOTDIR;
+	}
+}
+
+/* ---- open: snapshots ---------------------------------------------------- */
+
+static void add_json(struct sbx_buf *b, json_t *j)
+{
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	sbx_buf_adds(b, s);
+	sbx_buf_addch(b, '\n');
+	free(s);
+	json_decref(j);
+}
+
+static void status_line(void *ctx, struct sbx_lease *l)
+{
+	sbx_lease_status_line(l, ctx);
+	sbx_buf_addch(ctx, '\n');
+}
+
+static int add_lease_file(struct sbx_open *o, const char *file)
+{
+	char *p = sbx_lease_path(o->lease, file);
+	int rc = sbx_read_file(p, &o->data, SBX_CTL_MAX_FILE);
+	free(p);
+	return rc == -ENOENT || rc == -EFBIG ? 0 : rc;
+}
+
+/* A control-file misuse: the lease's (or the mount's) error file says why. */
+static int refuse(struct sbx_mount *m, struct sbx_lease *l, int errnum, const char *op,
+		  const char *fmt, const char *what)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	int rc = sbx_error_set(&e, errnum, SBX_E_EXECUTION_FAILED, fmt, what);
+	if (l)
+		sbx_lease_error(l, op, &e);
+	else
+		sbx_mount_error(m, op, &e);
+	return rc;
+}
+
+static int snapshot(struct sbx_mount *m, struct sbx_open *o, const struct sbx_node *n)
+{
+	struct sbx_lease *l = o->lease;
+	switch (n->kind) {
+	case SBX_N_README:
+		sbx_buf_adds(&o->data, sbx_readme_text);
+		return 0;
+	case SBX_N_STATUS:
+		sbx_lease_foreach(m, status_line, &o->data);
+		return 0;
+	case SBX_N_ERROR: {
+		char *s = sbx_mount_error_text(m);
+		sbx_buf_adds(&o->data, s);
+		free(s);
+		return 0;
+	}
+	case SBX_N_PROFILE: {
+		const struct sbx_profile *p = sbx_config_profile(&m->config, n->sub);
+		if (!p)
+			return -ENOENT;
+		add_json(&o->data, json_incref(p->raw));
+		return 0;
+	}
+	case SBX_N_EXEC:
+	case SBX_N_CODE:
+	case SBX_N_STDOUT:
+		return add_lease_file(o, "stdout");
+	case SBX_N_STDERR:
+		return add_lease_file(o, "stderr");
+	case SBX_N_RESULT:
+		return add_lease_file(o, "result");
+	case SBX_N_LOG:
+		return add_lease_file(o, "log");
+	case SBX_N_LEASE_ERROR:
+		return add_lease_file(o, "error");
+	case SBX_N_RESULT_FILE: {
+		char buf[4200];
+		snprintf(buf, sizeof(buf), "results/%s", n->sub);
+		char *p = sbx_lease_path(l, buf);
+		int rc = sbx_read_file(p, &o->data, SBX_CTL_MAX_FILE);
+		free(p);
+		return rc;
+	}
+	case SBX_N_STATE:
+		pthread_mutex_lock(&l->lock);
+		sbx_buf_addf(&o->data, "%s\n", sbx_lease_state_name(l->state));
+		pthread_mutex_unlock(&l->lock);
+		return 0;
+	case SBX_N_SPEC:
+		add_json(&o->data, sbx_spec_to_json(&l->spec));
+		return 0;
+	case SBX_N_INFO:
+		add_json(&o->data, sbx_lease_info(l));
+		return 0;
+	case SBX_N_ENV:
+		pthread_mutex_lock(&l->lock);
+		sbx_buf_adds(&o->data, l->env_text);
+		pthread_mutex_unlock(&l->lock);
+		return 0;
+	case SBX_N_PORT: {
+		struct sbx_error e = SBX_ERROR_INIT;
+		struct sbx_instance *inst;
+		char host[512];
+		int rc;
+		if (!l->prov->get_host)
+			return refuse(m, l, ENOTSUP, "ports", "provider cannot reach ports%s", "");
+		rc = sbx_lease_use(l, &inst, &e);
+		if (!rc) {
+			rc = l->prov->get_host(inst, atoi(n->sub), host, sizeof(host), &e);
+			sbx_lease_unuse(l);
+		}
+		if (rc) {
+			sbx_lease_error(l, "ports", &e);
+			return rc;
+		}
+		sbx_buf_addf(&o->data, "%s\n", host);
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+static bool writable(enum sbx_node_kind k)
+{
+	return k == SBX_N_CTL || k == SBX_N_EXEC || k == SBX_N_CODE || k == SBX_N_ENV ||
+	       k == SBX_N_STATE;
+}
+
+int sbx_ctl_open(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l, int flags,
+		 struct sbx_open **out)
+{
+	int acc = flags & O_ACCMODE, rc;
+	if (sbx_node_is_dir(n->kind)) {
+		sbx_lease_put(l);
+		return -EISDIR;
+	}
+	if (acc != O_RDONLY && !writable(n->kind)) {
+		rc = refuse(m, l, EACCES, "open", "%s is read-only",
+			    n->kind == SBX_N_SPEC ? "spec (once the lease is created)"
+						  : "this control file");
+		sbx_lease_put(l);
+		return n->kind == SBX_N_SPEC ? -EBUSY : rc;
+	}
+	if (acc != O_WRONLY && n->kind == SBX_N_CTL) {
+		sbx_lease_put(l);
+		return -EACCES;
+	}
+	struct sbx_open *o = sbx_open_new(n->kind, l, flags);
+	if (n->kind == SBX_N_CODE) {
+		const char *lang = sbx_run_language(n->sub);
+		snprintf(o->language, sizeof(o->language), "%s", lang ? lang : "python");
+	}
+	/* Writers of env start from its text unless they truncate (the shell's > vs >>). */
+	if (acc == O_RDONLY || (n->kind == SBX_N_ENV && !(flags & O_TRUNC)) ||
+	    n->kind == SBX_N_STATE) {
+		if (!(sbx_node_is_runner(n->kind) && acc != O_RDONLY)) {
+			rc = snapshot(m, o, n);
+			if (rc) {
+				sbx_open_free(o);
+				return rc;
+			}
+		}
+	}
+	if (n->kind == SBX_N_STATE && acc != O_RDONLY)
+		sbx_buf_reset(&o->data); /* a writer's buffer holds the words written */
+	*out = o;
+	return 0;
+}
+
+/* ---- read ---------------------------------------------------------------- */
+
+static int start_run(struct sbx_open *o)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	int rc;
+	o->ran = true;
+	rc = sbx_run_start(o->lease, o->kind == SBX_N_EXEC ? SBX_RUN_SHELL : SBX_RUN_CODE,
+			   o->kind == SBX_N_CODE ? o->language : NULL, o->data.buf, &o->run, &e);
+	if (rc)
+		sbx_lease_error(o->lease, "exec", &e);
+	return rc;
+}
+
+ssize_t sbx_ctl_read(struct sbx_open *o, char *buf, size_t size, off_t off)
+{
+	if (sbx_node_is_runner(o->kind) && (o->flags & O_ACCMODE) == O_RDWR) {
+		if (!o->run && o->data.len && !o->ran) {
+			int rc = start_run(o);
+			if (rc)
+				return rc;
+		}
+		if (o->run) {
+			/* A stream: keep our own position, whatever offset comes in. */
+			ssize_t n = sbx_run_read(o->run, buf, size, o->rpos);
+			if (n > 0)
+				o->rpos += n;
+			return n;
+		}
+	}
+	if ((size_t)off >= o->data.len)
+		return 0;
+	size_t n = o->data.len - (size_t)off;
+	if (n > size)
+		n = size;
+	memcpy(buf, o->data.buf + off, n);
+	return (ssize_t)n;
+}
+
+/* ---- write and flush ---------------------------------------------------- */
+
+static int do_root_line(struct sbx_mount *m, const char *line)
+{
+	struct sbx_ctl_cmd cmd;
+	struct sbx_error e = SBX_ERROR_INIT;
+	int rc = sbx_ctl_parse(SBX_CTL_FILE_ROOT, line, &cmd, &e);
+	if (rc == -ENODATA)
+		return 0;
+	if (!rc && cmd.word == SBX_CTL_NEW) {
+		const char *kv[SBX_CTL_MAXARGS + 1];
+		int k = 0;
+		for (int i = 1; i < cmd.argc; i++)
+			if (strncmp(cmd.argv[i], "profile=", 8))
+				kv[k++] = cmd.argv[i];
+		kv[k] = NULL;
+		rc = sbx_lease_create(m, cmd.argv[0], sbx_ctl_opt(&cmd, 1, "profile"), kv, NULL,
+				      &e);
+	} else if (!rc && cmd.word == SBX_CTL_ATTACH) {
+		rc = sbx_lease_attach(m, cmd.argv[0], cmd.argv[1], sbx_ctl_opt(&cmd, 2, "provider"),
+				      &e);
+	}
+	if (rc)
+		sbx_mount_error(m, "ctl", &e);
+	return rc;
+}
+
+/* A JSON request written to ctl: {"name": N, "profile": P?, "spec": {...}?}. */
+static int do_root_json(struct sbx_mount *m, const char *text)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	json_error_t je;
+	int rc;
+	json_t *j = json_loads(text, 0, &je);
+	const char *name = json_string_value(json_object_get(j, "name"));
+	json_t *spec = json_object_get(j, "spec");
+	if (!j) {
+		rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
+				   "malformed spec JSON at line %d column %d: %s", je.line,
+				   je.column, je.text);
+	} else if (!name) {
+		rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
+				   "spec request needs a \"name\" string");
+	} else if (spec && !json_is_object(spec)) {
+		rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED, "\"spec\" must be an object");
+	} else {
+		rc = sbx_lease_create(m, name, json_string_value(json_object_get(j, "profile")),
+				      NULL, spec, &e);
+	}
+	json_decref(j);
+	if (rc)
+		sbx_mount_error(m, "ctl", &e);
+	return rc;
+}
+
+static int do_state_word(struct sbx_mount *m, struct sbx_lease *l, const char *line)
+{
+	struct sbx_ctl_cmd cmd;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_instance *inst;
+	int rc = sbx_ctl_parse(SBX_CTL_FILE_STATE, line, &cmd, &e);
+	if (rc == -ENODATA)
+		return 0;
+	if (rc) {
+		sbx_lease_error(l, "state", &e);
+		return rc;
+	}
+	switch (cmd.word) {
+	case SBX_CTL_PAUSE:
+		return sbx_lease_pause(l, "user", &e);
+	case SBX_CTL_RESUME:
+		return sbx_lease_resume(l, "user", &e);
+	case SBX_CTL_KILL:
+		return sbx_lease_kill(l, "user", &e);
+	case SBX_CTL_RESTART:
+		if (!l->prov->code_reset)
+			return refuse(m, l, ENOTSUP, "state", "provider %s has no code interpreter",
+				      l->prov->name);
+		rc = sbx_lease_use(l, &inst, &e);
+		if (!rc) {
+			rc = l->prov->code_reset(inst, cmd.argc ? cmd.argv[0] : NULL, &e);
+			sbx_lease_unuse(l);
+		}
+		if (rc)
+			sbx_lease_error(l, "restart", &e);
+		else
+			sbx_lease_journal(l, json_pack("{s:s, s:s}", "event", "restart", "language",
+						       cmd.argc ? cmd.argv[0] : "all"));
+		return rc;
+	default:
+		return refuse(m, l, EINVAL, "state", "unexpected word %s", line);
+	}
+}
+
+/* Runs every complete line buffered in o->data through fn; keeps the rest. */
+static int consume_lines(struct sbx_open *o, int (*fn)(void *, const char *), void *ctx)
+{
+	char *nl;
+	while ((nl = memchr(o->data.buf, '\n', o->data.len))) {
+		*nl = '\0';
+		int rc = fn(ctx, o->data.buf);
+		sbx_buf_consume(&o->data, (size_t)(nl - o->data.buf) + 1);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+struct line_ctx {
+	struct sbx_mount *m;
+	struct sbx_lease *l;
+};
+
+static int root_line(void *ctx, const char *line)
+{
+	return do_root_line(((struct line_ctx *)ctx)->m, line);
+}
+
+static int state_line(void *ctx, const char *line)
+{
+	struct line_ctx *lc = ctx;
+	return do_state_word(lc->m, lc->l, line);
+}
+
+static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
+{
+	const char *p = text;
+	while (*p) {
+		const char *e = strchr(p, '\n'), *end = e ? e : p + strlen(p);
+		if (end > p && *p != '#') {
+			const char *eq = memchr(p, '=', (size_t)(end - p));
+			bool ok = eq && eq > p;
+			for (const char *c = p; ok && c < eq; c++)
+				ok = (*c == '_' || (*c >= 'A' && *c <= 'Z') ||
+				      (*c >= 'a' && *c <= 'z') || (c > p && *c >= '0' && *c <= '9'));
+			if (!ok) {
+				char line[128];
+				snprintf(line, sizeof(line), "%.*s", (int)(end - p > 100 ? 100 : end - p), p);
+				return refuse(m, l, EINVAL, "env", "expected KEY=VALUE, got \"%s\"", line);
+			}
+		}
+		p = e ? e + 1 : end;
+	}
+	return 0;
+}
+
+ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, size_t size,
+		      off_t off)
+{
+	struct line_ctx lc = {m, o->lease};
+	int rc;
+	if (o->data.len + size > SBX_CTL_MAX_TEXT)
+		return refuse(m, o->lease, EFBIG, "write", "text larger than %s", "16 MiB");
+	if (o->kind == SBX_N_ENV && !(o->flags & O_APPEND) && (size_t)off < o->data.len)
+		o->data.len = (size_t)off; /* rewriting from an offset */
+	sbx_buf_add(&o->data, buf, size);
+	switch (o->kind) {
+	case SBX_N_CTL:
+		/* A JSON request is handled whole at flush; plain lines as they come. */
+		if (o->data.buf[0] == '{')
+			return (ssize_t)size;
+		rc = consume_lines(o, root_line, &lc);
+		return rc ? rc : (ssize_t)size;
+	case SBX_N_STATE:
+		rc = consume_lines(o, state_line, &lc);
+		return rc ? rc : (ssize_t)size;
+	default:
+		return (ssize_t)size;
+	}
+}
+
+int sbx_ctl_flush(struct sbx_mount *m, struct sbx_open *o)
+{
+	int acc = o->flags & O_ACCMODE, rc = 0;
+	switch (o->kind) {
+	case SBX_N_CTL:
+		if (o->data.buf[0] == '{')
+			rc = do_root_json(m, o->data.buf);
+		else if (o->data.len)
+			rc = do_root_line(m, o->data.buf);
+		sbx_buf_reset(&o->data);
+		return rc;
+	case SBX_N_STATE:
+		if (acc != O_RDONLY && o->data.len)
+			rc = do_state_word(m, o->lease, o->data.buf);
+		if (acc != O_RDONLY)
+			sbx_buf_reset(&o->data);
+		return rc;
+	case SBX_N_ENV:
+		if (acc == O_RDONLY)
+			return 0;
+		rc = check_env(m, o->lease, o->data.buf);
+		if (rc)
+			return rc;
+		pthread_mutex_lock(&o->lease->lock);
+		free(o->lease->env_text);
+		o->lease->env_text = strdup(o->data.buf);
+		pthread_mutex_unlock(&o->lease->lock);
+		sbx_mount_save(m);
+		return 0;
+	case SBX_N_EXEC:
+	case SBX_N_CODE:
+		/* Write-only: the run happens here, and close() waits for it. */
+		if (acc != O_WRONLY || o->ran || !o->data.len)
+			return 0;
+		rc = start_run(o);
+		return rc ? rc : sbx_run_wait(o->run);
+	default:
+		return 0;
+	}
+}
+
+int sbx_ctl_truncate(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l,
+		     struct sbx_open *o, off_t size)
+{
+	if (writable(n->kind)) {
+		if (n->kind == SBX_N_ENV && size == 0 && !o) {
+			pthread_mutex_lock(&l->lock);
+			free(l->env_text);
+			l->env_text = strdup("");
+			pthread_mutex_unlock(&l->lock);
+		}
+		return 0;
+	}
+	return sbx_node_is_dir(n->kind) ? -EISDIR : refuse(m, l, EACCES, "truncate", "%s is read-only", "this control file");
+}

@@ -1,0 +1,56 @@
+/*
+ * ctlfiles — the synthetic files and directories of the mount (everything
+ * but fs/): their attributes, listings, and what opening, reading and
+ * writing them does. Per-open state lives in struct sbx_open (fi->fh).
+ *
+ * Runner files (exec, code.*): a write-only open runs the written text at
+ * flush (close waits for the run); a read-write open runs it at the first
+ * read and streams the output; a read-only open gives the last run's
+ * stdout. Read-only files are snapshotted at open, so a read never waits
+ * on a provider. Knows nothing of FUSE.
+ */
+#ifndef SBX_CTLFILES_H
+#define SBX_CTLFILES_H
+
+#include <stdbool.h>
+#include <sys/stat.h>
+
+#include "base/buf.h"
+#include "fsmirror.h"
+#include "lease.h"
+#include "nodes.h"
+#include "run.h"
+
+struct sbx_open {
+	enum sbx_node_kind kind;
+	struct sbx_lease *lease;  /* reference, or NULL for root files */
+	int flags;                /* open(2) flags */
+	struct sbx_buf data;      /* snapshot to read, or text written */
+	bool ran;                 /* the written text was run (runner files) */
+	struct sbx_run *run;      /* the run started by this open */
+	off_t rpos;               /* stream position in the run's output */
+	char language[16];        /* code.* */
+	struct sbx_fs_file *fsf;  /* fs/ files */
+};
+
+struct sbx_open *sbx_open_new(enum sbx_node_kind kind, struct sbx_lease *l, int flags);
+/* Frees o, dropping its lease and run references. */
+void sbx_open_free(struct sbx_open *o);
+
+int sbx_ctl_getattr(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l,
+		    struct stat *st);
+int sbx_ctl_readdir(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l,
+		    sbx_fs_fill_fn fill, void *ctx);
+/* Opens a control file; on success *out owns the lease reference l. */
+int sbx_ctl_open(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l, int flags,
+		 struct sbx_open **out);
+ssize_t sbx_ctl_read(struct sbx_open *o, char *buf, size_t size, off_t off);
+ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, size_t size,
+		      off_t off);
+/* Completes what the writes asked for (a run, a new env). */
+int sbx_ctl_flush(struct sbx_mount *m, struct sbx_open *o);
+/* truncate(2) of a control file: a no-op for the writable ones (the shell's `>`). */
+int sbx_ctl_truncate(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l,
+		     struct sbx_open *o, off_t size);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * fsmirror — the fs/ tree of a lease: the sandbox's filesystem as POSIX
+ * operations. `path` is the path inside the sandbox ("/" is fs/ itself).
+ *
+ * Two implementations sit behind one table: fs_direct.c for providers with
+ * SBX_CAP_DIRECT_IO (local: straight to the provider's file handles, no
+ * cache), and fs_cached.c for remote providers (attribute and listing
+ * cache, whole-file content cache with upload on flush/fsync). This layer
+ * resumes paused sandboxes through sbx_lease_use(), records every failure
+ * in the lease's `error` file, and knows nothing of FUSE.
+ */
+#ifndef SBX_FSMIRROR_H
+#define SBX_FSMIRROR_H
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include "lease.h"
+
+/* One open file of fs/ (fi->fh points at it). */
+struct sbx_fs_file {
+	struct sbx_lease *lease; /* holds a reference */
+	char *path;
+	int flags;       /* open(2) flags */
+	uint64_t fh;     /* direct: the provider's handle */
+	void *priv;      /* cached: the cache entry */
+};
+
+/* Fills one directory entry; st may be NULL. Returns non-zero to stop. */
+typedef int (*sbx_fs_fill_fn)(void *ctx, const char *name, const struct stat *st);
+
+struct sbx_fs_ops {
+	int (*getattr)(struct sbx_lease *l, const char *path, struct sbx_fs_file *f,
+		       struct stat *st, struct sbx_error *err);
+	int (*readdir)(struct sbx_lease *l, const char *path, sbx_fs_fill_fn fill, void *ctx,
+		       struct sbx_error *err);
+	/* Opens (and with O_CREAT creates) path; *out on success. */
+	int (*open)(struct sbx_lease *l, const char *path, int flags, mode_t mode,
+		    struct sbx_fs_file **out, struct sbx_error *err);
+	ssize_t (*read)(struct sbx_fs_file *f, char *buf, size_t size, off_t off,
+			struct sbx_error *err);
+	ssize_t (*write)(struct sbx_fs_file *f, const char *buf, size_t size, off_t off,
+			 struct sbx_error *err);
+	/* Uploads pending data (cached); the data stays cached on failure. */
+	int (*flush)(struct sbx_fs_file *f, struct sbx_error *err);
+	int (*fsync)(struct sbx_fs_file *f, int datasync, struct sbx_error *err);
+	void (*release)(struct sbx_fs_file *f);
+	/* f may be NULL (truncate by path). */
+	int (*truncate)(struct sbx_lease *l, const char *path, struct sbx_fs_file *f, off_t size,
+			struct sbx_error *err);
+	int (*mkdir)(struct sbx_lease *l, const char *path, mode_t mode, struct sbx_error *err);
+	int (*unlink)(struct sbx_lease *l, const char *path, struct sbx_error *err);
+	int (*rmdir)(struct sbx_lease *l, const char *path, struct sbx_error *err);
+	int (*rename)(struct sbx_lease *l, const char *from, const char *to, unsigned flags,
+		      struct sbx_error *err);
+	int (*chmod)(struct sbx_lease *l, const char *path, mode_t mode, struct sbx_error *err);
+	int (*chown)(struct sbx_lease *l, const char *path, uid_t uid, gid_t gid,
+		     struct sbx_error *err);
+	int (*utimens)(struct sbx_lease *l, const char *path, const struct timespec ts[2],
+		       struct sbx_error *err);
+	int (*symlink)(struct sbx_lease *l, const char *target, const char *path,
+		       struct sbx_error *err);
+	int (*readlink)(struct sbx_lease *l, const char *path, char *buf, size_t size,
+			struct sbx_error *err);
+	int (*link)(struct sbx_lease *l, const char *from, const char *to, struct sbx_error *err);
+	int (*mknod)(struct sbx_lease *l, const char *path, mode_t mode, dev_t dev,
+		     struct sbx_error *err);
+	int (*statfs)(struct sbx_lease *l, const char *path, struct statvfs *st,
+		      struct sbx_error *err);
+};
+
+extern const struct sbx_fs_ops sbx_fs_direct_ops;
+extern const struct sbx_fs_ops sbx_fs_cached_ops;
+
+/* The implementation serving lease l. */
+const struct sbx_fs_ops *sbx_fs_ops_for(struct sbx_lease *l);
+/* After a run: drop what is cached of l's fs/ so the run's writes show. */
+void sbx_fs_invalidate(struct sbx_lease *l);
+/* True for the kernel's pseudo filesystems (/proc, /sys, /dev): fs/ shows them empty. */
+int sbx_fs_is_pseudo(const char *path);
+
+#endif

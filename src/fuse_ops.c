@@ -1,0 +1,515 @@
+/*
+ * fuse_ops — the only file with FUSE callbacks. Each callback classifies
+ * the path (nodes), makes one call into the lease table, the fs/ mirror or
+ * a control-file handler (ctlfiles), and maps the result to -errno. No
+ * logic of its own beyond marshalling.
+ */
+#define FUSE_USE_VERSION 31
+#include <fuse.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctlfiles.h"
+#include "fsmirror.h"
+#include "fuse_ops.h"
+#include "nodes.h"
+
+/* private_data points at main()'s `struct sbx_mount *`, set before the loop runs. */
+static struct sbx_mount *mnt(void)
+{
+	return *(struct sbx_mount **)fuse_get_context()->private_data;
+}
+
+/* Parses path and, for nodes inside a lease, looks the lease up (ref taken). */
+static int resolve(const char *path, struct sbx_node *n, struct sbx_lease **l)
+{
+	int rc;
+	*l = NULL;
+	if (!path)
+		return -ENOENT;
+	rc = sbx_node_parse(path, n);
+	if (rc)
+		return rc;
+	if (n->lease[0]) {
+		*l = sbx_lease_get(mnt(), n->lease);
+		if (!*l)
+			return -ENOENT;
+	}
+	return 0;
+}
+
+static struct sbx_open *of(struct fuse_file_info *fi)
+{
+	return fi ? (struct sbx_open *)(uintptr_t)fi->fh : NULL;
+}
+
+struct fill_ctx {
+	void *buf;
+	fuse_fill_dir_t filler;
+};
+
+static int fill_adapter(void *ctx, const char *name, const struct stat *st)
+{
+	struct fill_ctx *fc = ctx;
+	return fc->filler(fc->buf, name, st, 0, st ? FUSE_FILL_DIR_PLUS : 0);
+}
+
+static int fs_pseudo_child(const struct sbx_node *n)
+{
+	/* /proc, /sys, /dev themselves exist (empty); nothing below them does. */
+	return n->kind == SBX_N_FS && sbx_fs_is_pseudo(n->sub) && strchr(n->sub + 1, '/');
+}
+
+static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_open *o = of(fi);
+	int rc;
+	if (!path && o && o->fsf)
+		return sbx_fs_ops_for(o->fsf->lease)->getattr(o->fsf->lease, o->fsf->path, o->fsf,
+							       st, &err);
+	rc = resolve(path, &n, &l);
+	if (rc)
+		return rc;
+	if (n.kind == SBX_N_FS && !fs_pseudo_child(&n) && !(sbx_fs_is_pseudo(n.sub))) {
+		rc = sbx_fs_ops_for(l)->getattr(l, n.sub, o ? o->fsf : NULL, st, &err);
+	} else if (fs_pseudo_child(&n)) {
+		rc = -ENOENT;
+	} else {
+		rc = sbx_ctl_getattr(mnt(), &n, l, st);
+	}
+	sbx_lease_put(l);
+	return rc;
+}
+
+/* nullpath_ok: readdir may get a NULL path, so opendir keeps it in fi->fh. */
+static int op_opendir(const char *path, struct fuse_file_info *fi)
+{
+	fi->fh = (uintptr_t)strdup(path);
+	return 0;
+}
+
+static int op_releasedir(const char *path, struct fuse_file_info *fi)
+{
+	free((char *)(uintptr_t)fi->fh);
+	return 0;
+}
+
+static int op_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t off,
+		      struct fuse_file_info *fi, enum fuse_readdir_flags flags)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc = resolve(path ? path : (const char *)(uintptr_t)fi->fh, &n, &l);
+	if (rc)
+		return rc;
+	struct fill_ctx fc = {buf, filler};
+	filler(buf, ".", NULL, 0, 0);
+	filler(buf, "..", NULL, 0, 0);
+	if (n.kind == SBX_N_FS) {
+		if (!sbx_fs_is_pseudo(n.sub))
+			rc = sbx_fs_ops_for(l)->readdir(l, n.sub, fill_adapter, &fc, &err);
+	} else {
+		rc = sbx_ctl_readdir(mnt(), &n, l, fill_adapter, &fc);
+	}
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int fs_open(struct sbx_node *n, struct sbx_lease *l, int flags, mode_t mode,
+		   struct fuse_file_info *fi)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_fs_file *f;
+	if (sbx_fs_is_pseudo(n->sub))
+		return -EACCES;
+	int rc = sbx_fs_ops_for(l)->open(l, n->sub, flags, mode, &f, &err);
+	if (rc)
+		return rc;
+	struct sbx_open *o = sbx_open_new(SBX_N_FS, NULL, flags);
+	o->fsf = f;
+	fi->fh = (uintptr_t)o;
+	return 0;
+}
+
+static int op_open(const char *path, struct fuse_file_info *fi)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	int rc = resolve(path, &n, &l);
+	if (rc)
+		return rc;
+	if (n.kind == SBX_N_FS) {
+		rc = fs_open(&n, l, fi->flags, 0, fi);
+		sbx_lease_put(l);
+		return rc;
+	}
+	struct sbx_open *o;
+	rc = sbx_ctl_open(mnt(), &n, l, fi->flags, &o); /* takes over the lease ref */
+	if (rc)
+		return rc;
+	fi->fh = (uintptr_t)o;
+	fi->direct_io = 1;
+	if (sbx_node_is_runner(n.kind))
+		fi->nonseekable = 1;
+	return 0;
+}
+
+static int op_create(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	int rc = resolve(path, &n, &l);
+	if (rc)
+		return rc;
+	if (n.kind != SBX_N_FS) {
+		sbx_lease_put(l);
+		/* Control files exist already; anything else cannot be created here. */
+		return n.kind == SBX_N_NONE ? -EACCES : -EEXIST;
+	}
+	rc = fs_open(&n, l, fi->flags | O_CREAT, mode, fi);
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_read(const char *path, char *buf, size_t size, off_t off,
+		   struct fuse_file_info *fi)
+{
+	struct sbx_open *o = of(fi);
+	struct sbx_error err = SBX_ERROR_INIT;
+	if (o->fsf)
+		return (int)sbx_fs_ops_for(o->fsf->lease)->read(o->fsf, buf, size, off, &err);
+	return (int)sbx_ctl_read(o, buf, size, off);
+}
+
+static int op_write(const char *path, const char *buf, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct sbx_open *o = of(fi);
+	struct sbx_error err = SBX_ERROR_INIT;
+	if (o->fsf)
+		return (int)sbx_fs_ops_for(o->fsf->lease)->write(o->fsf, buf, size, off, &err);
+	return (int)sbx_ctl_write(mnt(), o, buf, size, off);
+}
+
+static int op_flush(const char *path, struct fuse_file_info *fi)
+{
+	struct sbx_open *o = of(fi);
+	struct sbx_error err = SBX_ERROR_INIT;
+	if (o->fsf)
+		return sbx_fs_ops_for(o->fsf->lease)->flush(o->fsf, &err);
+	return sbx_ctl_flush(mnt(), o);
+}
+
+static int op_fsync(const char *path, int datasync, struct fuse_file_info *fi)
+{
+	struct sbx_open *o = of(fi);
+	struct sbx_error err = SBX_ERROR_INIT;
+	if (o->fsf)
+		return sbx_fs_ops_for(o->fsf->lease)->fsync(o->fsf, datasync, &err);
+	return sbx_ctl_flush(mnt(), o);
+}
+
+static int op_release(const char *path, struct fuse_file_info *fi)
+{
+	struct sbx_open *o = of(fi);
+	if (o->fsf) {
+		struct sbx_lease *l = o->fsf->lease;
+		sbx_fs_ops_for(l)->release(o->fsf);
+		o->fsf = NULL;
+	}
+	sbx_open_free(o);
+	return 0;
+}
+
+static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_open *o = of(fi);
+	int rc;
+	if (o && o->fsf)
+		return sbx_fs_ops_for(o->fsf->lease)->truncate(o->fsf->lease, o->fsf->path, o->fsf,
+								size, &err);
+	rc = resolve(path, &n, &l);
+	if (rc)
+		return rc;
+	if (n.kind == SBX_N_FS)
+		rc = sbx_fs_ops_for(l)->truncate(l, n.sub, NULL, size, &err);
+	else
+		rc = sbx_ctl_truncate(mnt(), &n, l, o, size);
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_mkdir(const char *path, mode_t mode)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc = sbx_node_parse(path, &n);
+	if (rc == -ENOENT || (rc == 0 && n.kind == SBX_N_LEASE)) {
+		const char *name = path + 1;
+		if (strchr(name, '/'))
+			return -EACCES;
+		rc = sbx_lease_create(mnt(), name, NULL, NULL, NULL, &err);
+		if (rc)
+			sbx_mount_error(mnt(), "mkdir", &err);
+		return rc;
+	}
+	if (rc)
+		return rc;
+	rc = resolve(path, &n, &l);
+	if (rc)
+		return rc;
+	if (n.kind == SBX_N_FS)
+		rc = sbx_fs_ops_for(l)->mkdir(l, n.sub, mode, &err);
+	else
+		rc = -EEXIST;
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_rmdir(const char *path)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc = resolve(path, &n, &l);
+	if (rc) {
+		if (rc == -ENOENT && n.kind == SBX_N_LEASE) {
+			sbx_error_set(&err, ENOENT, SBX_E_NOT_FOUND, "rmdir: no lease %s", n.lease);
+			sbx_mount_error(mnt(), "rmdir", &err);
+		}
+		return rc;
+	}
+	if (n.kind == SBX_N_LEASE) {
+		rc = sbx_lease_remove(mnt(), n.lease, &err);
+		if (rc)
+			sbx_mount_error(mnt(), "rmdir", &err);
+	} else if (n.kind == SBX_N_FS && strcmp(n.sub, "/")) {
+		rc = sbx_fs_ops_for(l)->rmdir(l, n.sub, &err);
+	} else {
+		rc = sbx_node_is_dir(n.kind) ? -EBUSY : -ENOTDIR;
+	}
+	sbx_lease_put(l);
+	return rc;
+}
+
+/* The fs/ operations on one path: classify, refuse outside fs/, call. */
+#define FS_ONLY(path, n, l, rc)                                                                  \
+	do {                                                                                     \
+		rc = resolve(path, &n, &l);                                                      \
+		if (rc)                                                                          \
+			return rc;                                                               \
+		if (n.kind != SBX_N_FS || !strcmp(n.sub, "/") || sbx_fs_is_pseudo(n.sub)) {      \
+			sbx_lease_put(l);                                                        \
+			return n.kind == SBX_N_NONE ? -ENOENT : -EPERM;                          \
+		}                                                                                \
+	} while (0)
+
+static int op_unlink(const char *path)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc;
+	FS_ONLY(path, n, l, rc);
+	rc = sbx_fs_ops_for(l)->unlink(l, n.sub, &err);
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_rename(const char *from, const char *to, unsigned int flags)
+{
+	struct sbx_node n, n2;
+	struct sbx_lease *l, *l2;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc;
+	FS_ONLY(from, n, l, rc);
+	rc = resolve(to, &n2, &l2);
+	if (!rc && (n2.kind != SBX_N_FS || l2 != l || !strcmp(n2.sub, "/")))
+		rc = -EXDEV; /* across leases: mv falls back to copy + unlink */
+	if (!rc)
+		rc = sbx_fs_ops_for(l)->rename(l, n.sub, n2.sub, flags, &err);
+	sbx_lease_put(l2);
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_link(const char *from, const char *to)
+{
+	struct sbx_node n, n2;
+	struct sbx_lease *l, *l2;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc;
+	FS_ONLY(from, n, l, rc);
+	rc = resolve(to, &n2, &l2);
+	if (!rc && (n2.kind != SBX_N_FS || l2 != l))
+		rc = -EXDEV;
+	if (!rc)
+		rc = sbx_fs_ops_for(l)->link(l, n.sub, n2.sub, &err);
+	sbx_lease_put(l2);
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_open *o = of(fi);
+	int rc;
+	if (!path && o && o->fsf)
+		return sbx_fs_ops_for(o->fsf->lease)->chmod(o->fsf->lease, o->fsf->path, mode,
+							     &err);
+	FS_ONLY(path, n, l, rc);
+	rc = sbx_fs_ops_for(l)->chmod(l, n.sub, mode, &err);
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_open *o = of(fi);
+	int rc;
+	if (!path && o && o->fsf)
+		return sbx_fs_ops_for(o->fsf->lease)->chown(o->fsf->lease, o->fsf->path, uid, gid,
+							     &err);
+	FS_ONLY(path, n, l, rc);
+	rc = sbx_fs_ops_for(l)->chown(l, n.sub, uid, gid, &err);
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_open *o = of(fi);
+	int rc;
+	if (!path && o && o->fsf)
+		return sbx_fs_ops_for(o->fsf->lease)->utimens(o->fsf->lease, o->fsf->path, tv,
+							       &err);
+	rc = resolve(path, &n, &l);
+	if (rc)
+		return rc;
+	if (n.kind == SBX_N_FS && strcmp(n.sub, "/") && !sbx_fs_is_pseudo(n.sub))
+		rc = sbx_fs_ops_for(l)->utimens(l, n.sub, tv, &err);
+	else
+		rc = 0; /* `touch exec` and friends: harmless on synthetic files */
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_symlink(const char *target, const char *path)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc;
+	FS_ONLY(path, n, l, rc);
+	rc = sbx_fs_ops_for(l)->symlink(l, target, n.sub, &err);
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_readlink(const char *path, char *buf, size_t size)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc;
+	FS_ONLY(path, n, l, rc);
+	rc = sbx_fs_ops_for(l)->readlink(l, n.sub, buf, size, &err);
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_mknod(const char *path, mode_t mode, dev_t dev)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc;
+	FS_ONLY(path, n, l, rc);
+	rc = sbx_fs_ops_for(l)->mknod(l, n.sub, mode, dev, &err);
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_statfs(const char *path, struct statvfs *st)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc = resolve(path, &n, &l);
+	if (rc == 0 && n.kind == SBX_N_FS && !sbx_fs_is_pseudo(n.sub)) {
+		rc = sbx_fs_ops_for(l)->statfs(l, n.sub, st, &err);
+	} else {
+		memset(st, 0, sizeof(*st));
+		st->f_bsize = st->f_frsize = 4096;
+		st->f_namemax = 255;
+		rc = 0;
+	}
+	sbx_lease_put(l);
+	return rc;
+}
+
+static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+{
+	/*
+	 * The kernel may not cache names or attributes: a run can change any
+	 * file of fs/ and the high-level API cannot invalidate a subtree. The
+	 * daemon keeps its own caches (cache.c) with explicit invalidation.
+	 */
+	cfg->entry_timeout = 0;
+	cfg->attr_timeout = 0;
+	cfg->negative_timeout = 0;
+	cfg->use_ino = 0;
+	cfg->nullpath_ok = 1;
+	cfg->hard_remove = 1;
+	cfg->kernel_cache = 0;
+	return fuse_get_context()->private_data;
+}
+
+const struct fuse_operations sbx_fuse_ops = {
+	.init = op_init,
+	.getattr = op_getattr,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.fsync = op_fsync,
+	.release = op_release,
+	.truncate = op_truncate,
+	.mkdir = op_mkdir,
+	.rmdir = op_rmdir,
+	.unlink = op_unlink,
+	.rename = op_rename,
+	.link = op_link,
+	.chmod = op_chmod,
+	.chown = op_chown,
+	.utimens = op_utimens,
+	.symlink = op_symlink,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.statfs = op_statfs,
+};

@@ -1,0 +1,8 @@
+/* fuse_ops — the FUSE operations table (the only FUSE callbacks). */
+#ifndef SBX_FUSE_OPS_H
+#define SBX_FUSE_OPS_H
+
+struct fuse_operations;
+extern const struct fuse_operations sbx_fuse_ops;
+
+#endif

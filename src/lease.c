@@ -1,0 +1,968 @@
+/*
+ * lease — lease table, lifecycle state machine and timers (see lease.h).
+ *
+ * Transitions (creating → running ⇄ paused → killed/reclaimed) run with
+ * the lease's `transition` flag set and its lock released, so readers of
+ * `state`, `info` and `status` never wait on a provider. Every transition
+ * is journaled with its cause and the table is saved after it.
+ */
+#include "lease.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/fsutil.h"
+#include "base/log.h"
+#include "cache.h"
+
+/* How long an operation waits for a transition in flight (resume, pause). */
+#define SBX_TRANSITION_WAIT_S 120
+/* How often running leases of remote providers are probed for reclaim. */
+#define SBX_PROBE_EVERY_S 30
+
+static const char *const state_names[] = {
+	"creating", "running", "pausing", "paused", "resuming", "killed", "reclaimed", "error",
+};
+
+const char *sbx_lease_state_name(enum sbx_lease_state s)
+{
+	return (unsigned)s < sizeof(state_names) / sizeof(*state_names) ? state_names[s] : "error";
+}
+
+static int state_from_name(const char *n)
+{
+	for (size_t i = 0; i < sizeof(state_names) / sizeof(*state_names); i++)
+		if (!strcmp(n, state_names[i]))
+			return (int)i;
+	return -1;
+}
+
+bool sbx_lease_name_valid(const char *n)
+{
+	static const char *const reserved[] = {"README", "ctl", "status", "error", "profiles",
+					       NULL};
+	size_t len = strlen(n);
+	if (!len || len > 64 || n[0] == '.' || n[0] == '-')
+		return false;
+	for (const char *const *r = reserved; *r; r++)
+		if (!strcmp(n, *r))
+			return false;
+	for (; *n; n++)
+		if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') ||
+		      (*n >= '0' && *n <= '9') || *n == '-' || *n == '_' || *n == '.'))
+			return false;
+	return true;
+}
+
+char *sbx_lease_path(struct sbx_lease *l, const char *file)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	sbx_buf_addf(&b, "%s/%s", l->dir, file);
+	return sbx_buf_detach(&b, NULL);
+}
+
+void sbx_lease_journal(struct sbx_lease *l, json_t *ev)
+{
+	char ts[32];
+	sbx_iso_time(time(NULL), ts, sizeof(ts));
+	json_object_set_new(ev, "time", json_string(ts));
+	char *line = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(ev);
+	if (!line)
+		return;
+	size_t n = strlen(line);
+	line = realloc(line, n + 2);
+	line[n] = '\n';
+	line[n + 1] = '\0';
+	char *p = sbx_lease_path(l, "log");
+	sbx_append_file(p, line, n + 1);
+	free(p);
+	free(line);
+}
+
+static void journal_transition(struct sbx_lease *l, enum sbx_lease_state from,
+			       enum sbx_lease_state to, const char *cause)
+{
+	sbx_lease_journal(l, json_pack("{s:s, s:s, s:s, s:s}", "event", "state", "from",
+				       sbx_lease_state_name(from), "to", sbx_lease_state_name(to),
+				       "cause", cause ? cause : ""));
+	sbx_log(SBX_LOG_INFO, "lease %s: %s -> %s (%s)", l->name, sbx_lease_state_name(from),
+		sbx_lease_state_name(to), cause ? cause : "");
+}
+
+void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error *e)
+{
+	char ts[32], line[SBX_ERR_MSG_MAX + 128];
+	sbx_iso_time(time(NULL), ts, sizeof(ts));
+	snprintf(line, sizeof(line), "%s %s %s: %s\n", ts, op, sbx_errcode_name(e->code), e->msg);
+	char *p = sbx_lease_path(l, "error");
+	sbx_write_file_atomic(p, line, strlen(line));
+	free(p);
+	sbx_lease_journal(l, json_pack("{s:s, s:s, s:s, s:s, s:i}", "event", "error", "op", op,
+				       "code", sbx_errcode_name(e->code), "message", e->msg,
+				       "errno", e->err));
+	sbx_log(SBX_LOG_WARN, "lease %s: %s: %s", l->name, op, e->msg);
+}
+
+/* ---- the mount -------------------------------------------------------- */
+
+void sbx_mount_error(struct sbx_mount *m, const char *op, const struct sbx_error *e)
+{
+	char ts[32];
+	sbx_iso_time(time(NULL), ts, sizeof(ts));
+	pthread_mutex_lock(&m->lock);
+	snprintf(m->error_line, sizeof(m->error_line), "%s %s %s: %s\n", ts, op,
+		 sbx_errcode_name(e->code), e->msg);
+	pthread_mutex_unlock(&m->lock);
+	sbx_log(SBX_LOG_WARN, "%s: %s", op, e->msg);
+}
+
+char *sbx_mount_error_text(struct sbx_mount *m)
+{
+	pthread_mutex_lock(&m->lock);
+	char *s = strdup(m->error_line);
+	pthread_mutex_unlock(&m->lock);
+	return s;
+}
+
+static struct sbx_lease *lease_new(struct sbx_mount *m, const char *name)
+{
+	struct sbx_lease *l = calloc(1, sizeof(*l));
+	if (!l)
+		abort();
+	snprintf(l->name, sizeof(l->name), "%s", name);
+	l->mount = m;
+	l->refs = 1; /* the table's */
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->cond, NULL);
+	sbx_spec_init(&l->spec);
+	struct sbx_buf b = SBX_BUF_INIT;
+	sbx_buf_addf(&b, "%s/leases/%s", m->state_dir, name);
+	l->dir = sbx_buf_detach(&b, NULL);
+	l->env_text = strdup("");
+	l->created_at = l->last_active = time(NULL);
+	return l;
+}
+
+static void lease_free(struct sbx_lease *l)
+{
+	if (l->inst)
+		l->prov->release(l->inst);
+	sbx_cache_free(l->cache);
+	sbx_spec_free(&l->spec);
+	json_decref(l->saved);
+	free(l->env_text);
+	free(l->dir);
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->cond);
+	free(l);
+}
+
+struct sbx_lease *sbx_lease_get(struct sbx_mount *m, const char *name)
+{
+	struct sbx_lease *l;
+	pthread_mutex_lock(&m->lock);
+	HASH_FIND_STR(m->leases, name, l);
+	if (l)
+		l->refs++;
+	pthread_mutex_unlock(&m->lock);
+	return l;
+}
+
+void sbx_lease_put(struct sbx_lease *l)
+{
+	if (!l)
+		return;
+	struct sbx_mount *m = l->mount;
+	pthread_mutex_lock(&m->lock);
+	int last = --l->refs == 0;
+	pthread_mutex_unlock(&m->lock);
+	if (last)
+		lease_free(l);
+}
+
+void sbx_lease_foreach(struct sbx_mount *m, void (*fn)(void *, struct sbx_lease *), void *ctx)
+{
+	struct sbx_lease *l, *tmp;
+	pthread_mutex_lock(&m->lock);
+	HASH_ITER(hh, m->leases, l, tmp)
+	fn(ctx, l);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static json_t *lease_to_json(struct sbx_lease *l)
+{
+	char c[32], a[32], p[32];
+	pthread_mutex_lock(&l->lock);
+	sbx_iso_time(l->created_at, c, sizeof(c));
+	sbx_iso_time(l->last_active, a, sizeof(a));
+	sbx_iso_time(l->paused_at, p, sizeof(p));
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s}", "name", l->name,
+			      "provider", l->spec.provider, "sandboxId", l->sandbox_id, "state",
+			      sbx_lease_state_name(l->state), "createdAt", c, "lastActiveAt", a,
+			      "pausedAt", p, "spec", sbx_spec_to_json(&l->spec), "env",
+			      l->env_text);
+	json_object_set_new(o, "createdAtEpoch", json_integer(l->created_at));
+	json_object_set_new(o, "lastActiveEpoch", json_integer(l->last_active));
+	json_object_set_new(o, "pausedEpoch", json_integer(l->paused_at));
+	if (l->saved)
+		json_object_set(o, "saved", l->saved);
+	pthread_mutex_unlock(&l->lock);
+	return o;
+}
+
+int sbx_mount_save(struct sbx_mount *m)
+{
+	json_t *arr = json_array();
+	struct sbx_lease *l, *tmp;
+	pthread_mutex_lock(&m->lock);
+	HASH_ITER(hh, m->leases, l, tmp)
+	{
+		if (l->state != SBX_LS_CREATING)
+			json_array_append_new(arr, lease_to_json(l));
+	}
+	pthread_mutex_unlock(&m->lock);
+	json_t *root = json_pack("{s:i, s:o}", "version", 1, "leases", arr);
+	char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	json_decref(root);
+	struct sbx_buf path = SBX_BUF_INIT;
+	sbx_buf_addf(&path, "%s/leases.json", m->state_dir);
+	int rc = sbx_write_file_atomic(path.buf, s, strlen(s));
+	if (rc)
+		sbx_log(SBX_LOG_ERR, "cannot save %s: %s", path.buf, strerror(-rc));
+	sbx_buf_release(&path);
+	free(s);
+	return rc;
+}
+
+/* Sets the state under l->lock, journals, wakes waiters. */
+static void set_state_locked(struct sbx_lease *l, enum sbx_lease_state to, const char *cause)
+{
+	enum sbx_lease_state from = l->state;
+	l->state = to;
+	if (to == SBX_LS_PAUSED)
+		l->paused_at = time(NULL);
+	pthread_cond_broadcast(&l->cond);
+	if (from != to)
+		journal_transition(l, from, to, cause);
+}
+
+/* Drops the instance of a lease whose sandbox is gone. Called with l->lock. */
+static void mark_gone_locked(struct sbx_lease *l, enum sbx_lease_state to, const char *cause)
+{
+	struct sbx_instance *inst = l->inst;
+	l->inst = NULL;
+	set_state_locked(l, to, cause);
+	if (inst)
+		l->prov->release(inst);
+	if (l->cache)
+		sbx_cache_invalidate_all(l->cache);
+}
+
+/* ---- creating and attaching ------------------------------------------- */
+
+static int lease_prepare_dir(struct sbx_lease *l, struct sbx_error *err)
+{
+	int rc = sbx_mkdir_p(l->dir, 0700);
+	if (rc)
+		return sbx_error_set(err, rc, SBX_E_INTERNAL, "cannot create %s: %s", l->dir,
+				     strerror(-rc));
+	return 0;
+}
+
+/* Inserts l into the table unless the name is taken. */
+static int table_insert(struct sbx_mount *m, struct sbx_lease *l, struct sbx_error *err)
+{
+	struct sbx_lease *old;
+	pthread_mutex_lock(&m->lock);
+	HASH_FIND_STR(m->leases, l->name, old);
+	if (old) {
+		pthread_mutex_unlock(&m->lock);
+		return sbx_error_set(err, EEXIST, SBX_E_EXECUTION_FAILED, "lease %s already exists",
+				     l->name);
+	}
+	HASH_ADD_STR(m->leases, name, l);
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+static void table_remove(struct sbx_mount *m, struct sbx_lease *l)
+{
+	pthread_mutex_lock(&m->lock);
+	struct sbx_lease *cur;
+	HASH_FIND_STR(m->leases, l->name, cur);
+	if (cur == l)
+		HASH_DEL(m->leases, l);
+	pthread_mutex_unlock(&m->lock);
+	sbx_lease_put(l);
+}
+
+static void lease_setup_cache(struct sbx_lease *l)
+{
+	if (!(l->prov->caps & SBX_CAP_DIRECT_IO) && !l->cache) {
+		char *d = sbx_lease_path(l, "cache");
+		l->cache = sbx_cache_new(d);
+		free(d);
+	}
+}
+
+static int resolve_provider(struct sbx_lease *l, struct sbx_error *err)
+{
+	l->prov = sbx_provider_find(l->spec.provider);
+	if (!l->prov)
+		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED, "unknown provider \"%s\"",
+				     l->spec.provider);
+	return 0;
+}
+
+int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
+		     const char *const *kv, json_t *overlay, struct sbx_error *err)
+{
+	const struct sbx_profile *p;
+	struct sbx_lease *l;
+	struct sbx_instance *inst = NULL;
+	int rc;
+
+	if (!sbx_lease_name_valid(name))
+		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
+				     "bad lease name \"%s\" (letters, digits, - _ . ; at most 64)",
+				     name);
+	p = sbx_config_profile(&m->config, profile ? profile : m->profile);
+	if (!p)
+		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED, "no profile \"%s\"",
+				     profile ? profile : m->profile);
+	l = lease_new(m, name);
+	sbx_spec_free(&l->spec);
+	sbx_spec_copy(&l->spec, &p->spec);
+	if (overlay) {
+		rc = sbx_spec_apply_json(&l->spec, overlay, err);
+		if (rc)
+			goto out_free;
+	}
+	for (; kv && *kv; kv++) {
+		char *dup = strdup(*kv), *eq = strchr(dup, '=');
+		if (!eq) {
+			rc = sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
+					   "expected key=value, got \"%s\"", *kv);
+			free(dup);
+			goto out_free;
+		}
+		*eq = '\0';
+		rc = sbx_spec_apply_kv(&l->spec, dup, eq + 1, err);
+		free(dup);
+		if (rc)
+			goto out_free;
+	}
+	rc = resolve_provider(l, err);
+	if (rc)
+		goto out_free;
+	if (!l->prov->create) {
+		rc = sbx_error_set(err, ENOTSUP, SBX_E_EXECUTION_FAILED,
+				   "provider %s cannot create sandboxes", l->prov->name);
+		goto out_free;
+	}
+	rc = table_insert(m, l, err);
+	if (rc)
+		goto out_free;
+	/* From here the lease is visible as `creating`; the table owns it. */
+	rc = lease_prepare_dir(l, err);
+	if (!rc)
+		rc = l->prov->create(&l->spec, l->name, &inst, err);
+	if (rc) {
+		table_remove(m, l);
+		return rc;
+	}
+	lease_setup_cache(l);
+	pthread_mutex_lock(&l->lock);
+	l->inst = inst;
+	snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", inst->id);
+	l->created_at = l->last_active = time(NULL);
+	l->saved = l->prov->save ? l->prov->save(inst) : NULL;
+	set_state_locked(l, SBX_LS_RUNNING, "created");
+	pthread_mutex_unlock(&l->lock);
+	sbx_mount_save(m);
+	return 0;
+out_free:
+	lease_free(l);
+	return rc;
+}
+
+/* Probes inst and sets the lease state to match. Called without locks. */
+static void adopt_remote_state(struct sbx_lease *l, struct sbx_instance *inst, const char *cause)
+{
+	enum sbx_remote_state rs = SBX_REMOTE_UNKNOWN;
+	struct sbx_error e = SBX_ERROR_INIT;
+	if (l->prov->probe && l->prov->probe(inst, &rs, &e) != 0)
+		rs = SBX_REMOTE_UNKNOWN;
+	pthread_mutex_lock(&l->lock);
+	l->inst = inst;
+	if (rs == SBX_REMOTE_PAUSED)
+		set_state_locked(l, SBX_LS_PAUSED, cause);
+	else if (rs == SBX_REMOTE_GONE)
+		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone");
+	else
+		set_state_locked(l, SBX_LS_RUNNING, cause);
+	pthread_mutex_unlock(&l->lock);
+}
+
+int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_id,
+		     const char *provider, struct sbx_error *err)
+{
+	struct sbx_lease *l;
+	struct sbx_instance *inst = NULL;
+	const struct sbx_profile *p = sbx_config_profile(&m->config, m->profile);
+	int rc;
+
+	if (!sbx_lease_name_valid(name))
+		return sbx_error_set(err, EINVAL, 0, "bad lease name \"%s\"", name);
+	l = lease_new(m, name);
+	if (p) {
+		sbx_spec_free(&l->spec);
+		sbx_spec_copy(&l->spec, &p->spec);
+	}
+	if (provider) {
+		free(l->spec.provider);
+		l->spec.provider = strdup(provider);
+	}
+	rc = resolve_provider(l, err);
+	if (!rc && !l->prov->attach)
+		rc = sbx_error_set(err, ENOTSUP, 0, "provider %s cannot attach", l->prov->name);
+	if (rc) {
+		lease_free(l);
+		return rc;
+	}
+	rc = table_insert(m, l, err);
+	if (rc) {
+		lease_free(l);
+		return rc;
+	}
+	rc = lease_prepare_dir(l, err);
+	if (!rc)
+		rc = l->prov->attach(&l->spec, sandbox_id, NULL, &inst, err);
+	if (rc) {
+		table_remove(m, l);
+		return rc;
+	}
+	snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", inst->id);
+	lease_setup_cache(l);
+	adopt_remote_state(l, inst, "attached");
+	sbx_mount_save(m);
+	return 0;
+}
+
+int sbx_lease_remove(struct sbx_mount *m, const char *name, struct sbx_error *err)
+{
+	struct sbx_lease *l = sbx_lease_get(m, name);
+	int rc;
+	if (!l)
+		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "no lease %s", name);
+	rc = sbx_lease_kill(l, "rmdir", err);
+	if (rc && rc != -ENOENT) {
+		sbx_lease_put(l);
+		return rc;
+	}
+	table_remove(m, l);
+	sbx_rm_rf(l->dir);
+	sbx_lease_put(l);
+	sbx_mount_save(m);
+	return 0;
+}
+
+/* ---- lifecycle transitions -------------------------------------------- */
+
+/* Waits (l->lock held) until no transition is in flight; ETIMEDOUT past the bound. */
+static int wait_transition_locked(struct sbx_lease *l, struct sbx_error *err)
+{
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += SBX_TRANSITION_WAIT_S;
+	while (l->transition) {
+		if (pthread_cond_timedwait(&l->cond, &l->lock, &dl) == ETIMEDOUT)
+			return sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT,
+					     "lease %s: %s did not finish within %d s", l->name,
+					     sbx_lease_state_name(l->state), SBX_TRANSITION_WAIT_S);
+	}
+	return 0;
+}
+
+static int gone_error_locked(struct sbx_lease *l, struct sbx_error *err)
+{
+	switch (l->state) {
+	case SBX_LS_KILLED:
+		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "lease %s was killed", l->name);
+	case SBX_LS_RECLAIMED:
+		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND,
+				     "lease %s was reclaimed (its sandbox no longer exists)",
+				     l->name);
+	case SBX_LS_ERROR:
+		return sbx_error_set(err, ENOTCONN, SBX_E_CONNECTION_FAILED,
+				     "lease %s: provider unreachable when the mount started",
+				     l->name);
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Runs one provider lifecycle call as a transition: from state `via` to
+ * `to` (or back to `from` on failure). Called and returns with l->lock held.
+ */
+static int transition_locked(struct sbx_lease *l, enum sbx_lease_state via,
+			     enum sbx_lease_state to,
+			     int (*call)(struct sbx_instance *, struct sbx_error *), const char *cause,
+			     const char *op, struct sbx_error *err)
+{
+	enum sbx_lease_state from = l->state;
+	struct sbx_instance *inst = l->inst;
+	int rc;
+	if (!call)
+		return sbx_error_set(err, ENOTSUP, SBX_E_EXECUTION_FAILED,
+				     "provider %s cannot %s", l->prov->name, op);
+	l->transition = true;
+	set_state_locked(l, via, cause);
+	pthread_mutex_unlock(&l->lock);
+	rc = call(inst, err);
+	pthread_mutex_lock(&l->lock);
+	l->transition = false;
+	if (rc == 0) {
+		set_state_locked(l, to, cause);
+	} else if (rc == -ENOENT && to != SBX_LS_KILLED) {
+		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone");
+	} else {
+		set_state_locked(l, from, "failed");
+	}
+	return rc;
+}
+
+int sbx_lease_pause(struct sbx_lease *l, const char *cause, struct sbx_error *err)
+{
+	int rc;
+	pthread_mutex_lock(&l->lock);
+	rc = wait_transition_locked(l, err);
+	if (!rc)
+		rc = gone_error_locked(l, err);
+	if (!rc && l->state == SBX_LS_RUNNING) {
+		if (l->prov->sync)
+			l->prov->sync(l->inst, err);
+		rc = transition_locked(l, SBX_LS_PAUSING, SBX_LS_PAUSED, l->prov->pause, cause,
+				       "pause", err);
+	}
+	pthread_mutex_unlock(&l->lock);
+	if (rc)
+		sbx_lease_error(l, "pause", err);
+	sbx_mount_save(l->mount);
+	return rc;
+}
+
+static int resume_locked(struct sbx_lease *l, const char *cause, struct sbx_error *err)
+{
+	int rc = transition_locked(l, SBX_LS_RESUMING, SBX_LS_RUNNING, l->prov->unpause, cause,
+				   "resume", err);
+	if (!rc)
+		l->last_active = time(NULL);
+	return rc;
+}
+
+int sbx_lease_resume(struct sbx_lease *l, const char *cause, struct sbx_error *err)
+{
+	int rc;
+	pthread_mutex_lock(&l->lock);
+	rc = wait_transition_locked(l, err);
+	if (!rc)
+		rc = gone_error_locked(l, err);
+	if (!rc && l->state == SBX_LS_PAUSED)
+		rc = resume_locked(l, cause, err);
+	pthread_mutex_unlock(&l->lock);
+	if (rc)
+		sbx_lease_error(l, "resume", err);
+	sbx_mount_save(l->mount);
+	return rc;
+}
+
+int sbx_lease_kill(struct sbx_lease *l, const char *cause, struct sbx_error *err)
+{
+	int rc;
+	pthread_mutex_lock(&l->lock);
+	rc = wait_transition_locked(l, err);
+	if (!rc && (l->state == SBX_LS_KILLED || l->state == SBX_LS_RECLAIMED)) {
+		pthread_mutex_unlock(&l->lock);
+		return 0;
+	}
+	if (!rc && !l->inst) {
+		/* Never attached (provider down at mount): nothing to kill here. */
+		mark_gone_locked(l, SBX_LS_KILLED, cause);
+		pthread_mutex_unlock(&l->lock);
+		return 0;
+	}
+	if (!rc) {
+		rc = transition_locked(l, l->state, SBX_LS_KILLED, l->prov->kill, cause, "kill",
+				       err);
+		if (rc == -ENOENT)
+			rc = 0; /* already gone: what kill wanted */
+		if (!rc)
+			mark_gone_locked(l, SBX_LS_KILLED, cause);
+	}
+	pthread_mutex_unlock(&l->lock);
+	if (rc)
+		sbx_lease_error(l, "kill", err);
+	sbx_mount_save(l->mount);
+	return rc;
+}
+
+int sbx_lease_use(struct sbx_lease *l, struct sbx_instance **inst, struct sbx_error *err)
+{
+	int rc;
+	pthread_mutex_lock(&l->lock);
+	rc = wait_transition_locked(l, err);
+	if (!rc)
+		rc = gone_error_locked(l, err);
+	if (!rc && l->state == SBX_LS_PAUSED) {
+		if (!l->spec.auto_resume)
+			rc = sbx_error_set(err, EAGAIN, SBX_E_EXECUTION_FAILED,
+					   "lease %s is paused and autoResume is off: write "
+					   "\"resume\" to its state file",
+					   l->name);
+		else
+			rc = resume_locked(l, "access", err);
+	}
+	if (!rc && !l->inst)
+		rc = sbx_error_set(err, ENOTCONN, SBX_E_CONNECTION_FAILED,
+				   "lease %s has no sandbox", l->name);
+	if (!rc) {
+		l->active++;
+		l->last_active = time(NULL);
+		*inst = l->inst;
+	}
+	pthread_mutex_unlock(&l->lock);
+	return rc;
+}
+
+void sbx_lease_unuse(struct sbx_lease *l)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->active > 0)
+		l->active--;
+	l->last_active = time(NULL);
+	pthread_mutex_unlock(&l->lock);
+}
+
+struct sbx_instance *sbx_lease_peek(struct sbx_lease *l)
+{
+	pthread_mutex_lock(&l->lock);
+	struct sbx_instance *i =
+		(l->state == SBX_LS_RUNNING || l->state == SBX_LS_PAUSED) ? l->inst : NULL;
+	pthread_mutex_unlock(&l->lock);
+	return i;
+}
+
+/* ---- visibility --------------------------------------------------------- */
+
+json_t *sbx_lease_info(struct sbx_lease *l)
+{
+	char c[32], a[32];
+	pthread_mutex_lock(&l->lock);
+	sbx_iso_time(l->created_at, c, sizeof(c));
+	sbx_iso_time(l->last_active, a, sizeof(a));
+	json_t *res = json_pack("{s:I, s:I, s:I, s:I}", "cpu", (json_int_t)l->spec.res.cpu,
+				"memoryMB", (json_int_t)l->spec.res.memory_mb, "diskMB",
+				(json_int_t)l->spec.res.disk_mb, "timeout",
+				(json_int_t)l->spec.res.timeout_s);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s, s:I, s:o, s:s?, s:b}", "name",
+			      l->name, "provider", l->spec.provider, "sandboxId", l->sandbox_id,
+			      "template", l->spec.template_name, "state",
+			      sbx_lease_state_name(l->state), "createdAt", c, "lastActiveAt", a,
+			      "idleTimeout", (json_int_t)l->spec.idle_timeout_s, "resources", res,
+			      "workingDirectory", l->spec.working_dir, "autoResume",
+			      l->spec.auto_resume);
+	json_object_set_new(o, "runs", json_integer((json_int_t)l->runs));
+	pthread_mutex_unlock(&l->lock);
+	return o;
+}
+
+void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out)
+{
+	pthread_mutex_lock(&l->lock);
+	long idle = (long)(time(NULL) - l->last_active);
+	if (l->active)
+		idle = 0;
+	sbx_buf_addf(out, "%s %s %s %lds %s", l->name, l->spec.provider,
+		     sbx_lease_state_name(l->state), idle < 0 ? 0 : idle,
+		     l->sandbox_id[0] ? l->sandbox_id : "-");
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* ---- the timer ------------------------------------------------------------ */
+
+enum timer_action { T_NONE, T_PAUSE, T_KILL_LIFETIME, T_KILL_TTL, T_PROBE, T_EXTEND };
+
+static enum timer_action timer_decide(struct sbx_lease *l, time_t now, time_t *last_probe)
+{
+	enum timer_action a = T_NONE;
+	pthread_mutex_lock(&l->lock);
+	if (l->transition || !l->inst) {
+		pthread_mutex_unlock(&l->lock);
+		return T_NONE;
+	}
+	if (l->spec.res.timeout_s && (l->state == SBX_LS_RUNNING || l->state == SBX_LS_PAUSED) &&
+	    now - l->created_at >= l->spec.res.timeout_s)
+		a = T_KILL_LIFETIME;
+	else if (l->state == SBX_LS_PAUSED && l->spec.reclaim_ttl_s &&
+		 now - l->paused_at >= l->spec.reclaim_ttl_s)
+		a = T_KILL_TTL;
+	else if (l->state == SBX_LS_RUNNING && !l->active && l->spec.idle_timeout_s &&
+		 now - l->last_active >= l->spec.idle_timeout_s)
+		a = T_PAUSE;
+	else if (l->state == SBX_LS_RUNNING && !(l->prov->caps & SBX_CAP_DIRECT_IO) &&
+		 now - *last_probe >= SBX_PROBE_EVERY_S)
+		a = T_PROBE;
+	pthread_mutex_unlock(&l->lock);
+	return a;
+}
+
+struct lease_list {
+	struct sbx_lease **v;
+	size_t n;
+};
+
+static void collect(void *ctx, struct sbx_lease *l)
+{
+	struct lease_list *ll = ctx;
+	ll->v = realloc(ll->v, (ll->n + 1) * sizeof(*ll->v));
+	if (!ll->v)
+		abort();
+	l->refs++; /* under the table lock */
+	ll->v[ll->n++] = l;
+}
+
+static void probe_lease(struct sbx_lease *l)
+{
+	enum sbx_remote_state rs = SBX_REMOTE_UNKNOWN;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_instance *inst = sbx_lease_peek(l);
+	if (!inst || !l->prov->probe || l->prov->probe(inst, &rs, &e))
+		return;
+	pthread_mutex_lock(&l->lock);
+	if (rs == SBX_REMOTE_GONE && !l->transition && l->inst == inst) {
+		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone (provider)");
+	} else if (rs == SBX_REMOTE_PAUSED && l->state == SBX_LS_RUNNING && !l->transition) {
+		set_state_locked(l, SBX_LS_PAUSED, "paused by provider");
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+void sbx_mount_tick(struct sbx_mount *m)
+{
+	static time_t last_probe;
+	struct lease_list ll = {0};
+	time_t now = time(NULL);
+	bool probed = false, changed = false;
+	sbx_lease_foreach(m, collect, &ll);
+	for (size_t i = 0; i < ll.n; i++) {
+		struct sbx_lease *l = ll.v[i];
+		struct sbx_error e = SBX_ERROR_INIT;
+		switch (timer_decide(l, now, &last_probe)) {
+		case T_PAUSE:
+			sbx_lease_pause(l, "idle", &e);
+			changed = true;
+			break;
+		case T_KILL_LIFETIME:
+		case T_KILL_TTL: {
+			const char *cause = now - l->created_at >= l->spec.res.timeout_s &&
+							    l->spec.res.timeout_s
+						    ? "lifetime reached"
+						    : "paused TTL reached";
+			if (sbx_lease_kill(l, cause, &e) == 0) {
+				pthread_mutex_lock(&l->lock);
+				set_state_locked(l, SBX_LS_RECLAIMED, cause);
+				pthread_mutex_unlock(&l->lock);
+			}
+			changed = true;
+			break;
+		}
+		case T_PROBE:
+			probe_lease(l);
+			probed = true;
+			break;
+		default:
+			break;
+		}
+		sbx_lease_put(l);
+	}
+	if (probed)
+		last_probe = now;
+	free(ll.v);
+	if (changed)
+		sbx_mount_save(m);
+}
+
+static void *timer_main(void *arg)
+{
+	struct sbx_mount *m = arg;
+	pthread_mutex_lock(&m->lock);
+	while (!m->stopping) {
+		struct timespec dl;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_nsec += (long)m->tick_ms * 1000000L;
+		dl.tv_sec += dl.tv_nsec / 1000000000L;
+		dl.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&m->timer_cond, &m->lock, &dl);
+		if (m->stopping)
+			break;
+		pthread_mutex_unlock(&m->lock);
+		sbx_mount_tick(m);
+		pthread_mutex_lock(&m->lock);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+/* ---- mount open/close ------------------------------------------------------ */
+
+static void load_one(struct sbx_mount *m, json_t *j)
+{
+	const char *name = json_string_value(json_object_get(j, "name"));
+	const char *id = json_string_value(json_object_get(j, "sandboxId"));
+	const char *st = json_string_value(json_object_get(j, "state"));
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_instance *inst = NULL;
+	struct sbx_lease *l;
+	if (!name || !id || !st || !sbx_lease_name_valid(name))
+		return;
+	l = lease_new(m, name);
+	if (sbx_spec_apply_json(&l->spec, json_object_get(j, "spec"), &e) ||
+	    resolve_provider(l, &e) || table_insert(m, l, &e)) {
+		sbx_log(SBX_LOG_WARN, "lease table: dropping %s: %s", name, e.msg);
+		lease_free(l);
+		return;
+	}
+	snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", id);
+	l->created_at = (time_t)json_integer_value(json_object_get(j, "createdAtEpoch"));
+	l->last_active = (time_t)json_integer_value(json_object_get(j, "lastActiveEpoch"));
+	l->paused_at = (time_t)json_integer_value(json_object_get(j, "pausedEpoch"));
+	if (json_is_string(json_object_get(j, "env"))) {
+		free(l->env_text);
+		l->env_text = strdup(json_string_value(json_object_get(j, "env")));
+	}
+	l->saved = json_incref(json_object_get(j, "saved"));
+	l->state = state_from_name(st) < 0 ? SBX_LS_ERROR : (enum sbx_lease_state)state_from_name(st);
+	if (l->state == SBX_LS_KILLED || l->state == SBX_LS_RECLAIMED)
+		return;
+	lease_prepare_dir(l, &e);
+	lease_setup_cache(l);
+	if (!l->prov->attach) {
+		l->state = SBX_LS_ERROR;
+		return;
+	}
+	int rc = l->prov->attach(&l->spec, id, l->saved, &inst, &e);
+	if (rc == -ENOENT) {
+		pthread_mutex_lock(&l->lock);
+		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone while unmounted");
+		pthread_mutex_unlock(&l->lock);
+	} else if (rc) {
+		l->state = SBX_LS_ERROR;
+		sbx_lease_error(l, "attach", &e);
+	} else {
+		adopt_remote_state(l, inst, "remount");
+	}
+}
+
+static int load_table(struct sbx_mount *m)
+{
+	struct sbx_buf path = SBX_BUF_INIT;
+	json_error_t jerr;
+	sbx_buf_addf(&path, "%s/leases.json", m->state_dir);
+	json_t *root = json_load_file(path.buf, 0, &jerr);
+	sbx_buf_release(&path);
+	if (!root)
+		return 0;
+	size_t i;
+	json_t *j;
+	json_array_foreach(json_object_get(root, "leases"), i, j) load_one(m, j);
+	json_decref(root);
+	return 0;
+}
+
+int sbx_mount_open(struct sbx_mount **out, const char *state_dir, const char *config_path,
+		   const char *profile, struct sbx_error *err)
+{
+	struct sbx_mount *m = calloc(1, sizeof(*m));
+	int rc;
+	if (!m)
+		abort();
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_cond_init(&m->timer_cond, NULL);
+	m->tick_ms = 1000;
+	m->state_dir = strdup(state_dir);
+	rc = sbx_config_load(&m->config, config_path, err);
+	if (rc)
+		goto fail;
+	m->profile = strdup(profile ? profile : m->config.default_profile);
+	if (!sbx_config_profile(&m->config, m->profile)) {
+		rc = sbx_error_set(err, EINVAL, 0, "profile \"%s\" is not in the config", m->profile);
+		goto fail;
+	}
+	rc = sbx_mkdir_p(state_dir, 0700);
+	if (rc) {
+		sbx_error_set(err, rc, SBX_E_INTERNAL, "cannot create state dir %s", state_dir);
+		goto fail;
+	}
+	for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++) {
+		struct sbx_error pe = SBX_ERROR_INIT;
+		json_t *settings = json_object_get(m->config.providers, (*p)->name);
+		struct sbx_provider_env env = {settings ? settings : json_object(), state_dir};
+		if ((*p)->init && (*p)->init(&env, &pe))
+			sbx_log(SBX_LOG_INFO, "provider %s unavailable: %s", (*p)->name, pe.msg);
+		if (!settings)
+			json_decref(env.settings);
+	}
+	load_table(m);
+	sbx_mount_save(m);
+	*out = m;
+	return 0;
+fail:
+	sbx_config_free(&m->config);
+	free(m->state_dir);
+	free(m->profile);
+	free(m);
+	return rc;
+}
+
+int sbx_mount_start_timer(struct sbx_mount *m)
+{
+	if (pthread_create(&m->timer, NULL, timer_main, m))
+		return -EAGAIN;
+	m->timer_running = true;
+	return 0;
+}
+
+void sbx_mount_close(struct sbx_mount *m)
+{
+	struct sbx_lease *l, *tmp;
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->stopping = true;
+	pthread_cond_broadcast(&m->timer_cond);
+	pthread_mutex_unlock(&m->lock);
+	if (m->timer_running)
+		pthread_join(m->timer, NULL);
+	sbx_mount_save(m);
+	HASH_ITER(hh, m->leases, l, tmp)
+	{
+		HASH_DEL(m->leases, l);
+		sbx_lease_put(l);
+	}
+	for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++)
+		if ((*p)->shutdown)
+			(*p)->shutdown();
+	sbx_config_free(&m->config);
+	free(m->state_dir);
+	free(m->profile);
+	pthread_mutex_destroy(&m->lock);
+	pthread_cond_destroy(&m->timer_cond);
+	free(m);
+}

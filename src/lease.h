@@ -1,0 +1,158 @@
+/*
+ * lease — the table of sandboxes the mount holds, their lifecycle state
+ * machine, idle/lifetime timers, and the lease table on disk.
+ *
+ * A lease is one sandbox leased by the mount under a name. This module
+ * talks to providers for lifecycle only (create, attach, pause, unpause,
+ * kill, probe); file and run traffic goes through sbx_lease_use(), which
+ * resumes a paused sandbox first and marks the lease active. It knows
+ * nothing of FUSE.
+ *
+ * Locking: struct sbx_mount.lock protects the name table (leases) and the
+ * mount error; struct sbx_lease.lock protects every field of one lease
+ * marked (L). Never take a mount lock while holding a lease lock. No lock
+ * is held across a provider call except the lease's `busy` flag, which
+ * serialises lifecycle transitions (waiters sleep on lease.cond).
+ */
+#ifndef SBX_LEASE_H
+#define SBX_LEASE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <time.h>
+#include <uthash.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/spec.h"
+#include "provider.h"
+
+enum sbx_lease_state {
+	SBX_LS_CREATING = 0,
+	SBX_LS_RUNNING,
+	SBX_LS_PAUSING,
+	SBX_LS_PAUSED,
+	SBX_LS_RESUMING,
+	SBX_LS_KILLED,
+	SBX_LS_RECLAIMED,
+	SBX_LS_ERROR,
+};
+
+const char *sbx_lease_state_name(enum sbx_lease_state s);
+
+struct sbx_cache;
+
+struct sbx_lease {
+	char name[65];
+	UT_hash_handle hh;
+	struct sbx_mount *mount;
+	int refs; /* protected by mount->lock */
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct sbx_spec spec;               /* read-only after creation */
+	const struct sbx_provider *prov;    /* read-only */
+	struct sbx_instance *inst;          /* (L) NULL while creating or once gone */
+	enum sbx_lease_state state;         /* (L) */
+	bool transition;                    /* (L) a lifecycle call is in flight */
+	char sandbox_id[128];               /* (L) */
+	time_t created_at, last_active, paused_at; /* (L) */
+	int active;                         /* (L) operations in flight */
+	unsigned long runs;                 /* (L) runs started */
+	unsigned long results_seq;          /* (L) last N used for results/N.* */
+	char *env_text;                     /* (L) the `env` file */
+	json_t *saved;                      /* (L) provider's save() blob */
+	char *dir;                          /* state_dir/leases/NAME (read-only) */
+	struct sbx_cache *cache;            /* fs/ cache (NULL for direct-I/O providers) */
+};
+
+struct sbx_mount {
+	pthread_mutex_t lock;
+	struct sbx_lease *leases; /* uthash by name, protected by lock */
+	struct sbx_config config;
+	char *state_dir;
+	char *profile; /* profile for new leases */
+	char error_line[1024]; /* last mount-level error, protected by lock */
+	pthread_t timer;
+	bool timer_running;
+	bool stopping;
+	pthread_cond_t timer_cond;
+	int tick_ms; /* timer period (tests shorten it) */
+};
+
+/*
+ * Loads the config, initialises providers, reads the lease table under
+ * state_dir and re-attaches to each lease (a lease whose sandbox is gone is
+ * kept as `reclaimed`). Starts the timer thread. Returns 0 or -errno.
+ */
+int sbx_mount_open(struct sbx_mount **out, const char *state_dir, const char *config_path,
+		   const char *profile, struct sbx_error *err);
+/* Starts the idle/lifetime timer thread (after daemonising). */
+int sbx_mount_start_timer(struct sbx_mount *m);
+/* Stops the timer, saves the table, releases instances (sandboxes live on). */
+void sbx_mount_close(struct sbx_mount *m);
+/* Records a mount-level error (the root `error` file) and logs it. */
+void sbx_mount_error(struct sbx_mount *m, const char *op, const struct sbx_error *e);
+/* The root `error` file's text (caller frees). */
+char *sbx_mount_error_text(struct sbx_mount *m);
+
+/* Looks a lease up and takes a reference (NULL if none). */
+struct sbx_lease *sbx_lease_get(struct sbx_mount *m, const char *name);
+void sbx_lease_put(struct sbx_lease *l);
+/* Calls fn for every lease name under the table lock (fn must not block). */
+void sbx_lease_foreach(struct sbx_mount *m, void (*fn)(void *ctx, struct sbx_lease *l), void *ctx);
+bool sbx_lease_name_valid(const char *name);
+
+/*
+ * Creates a lease NAME from profile (NULL: the mount's), overlaid with the
+ * JSON spec fields of `overlay` (may be NULL) and then key=value overrides
+ * (NULL-terminated "k=v" strings, may be NULL). Blocks until the sandbox is
+ * up. EEXIST, EINVAL (bad name/spec/profile), or the provider's errno.
+ */
+int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
+		     const char *const *kv, json_t *overlay, struct sbx_error *err);
+/* Attaches an existing sandbox under NAME. */
+int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_id,
+		     const char *provider, struct sbx_error *err);
+/* Kills the sandbox (if still there) and forgets the lease. */
+int sbx_lease_remove(struct sbx_mount *m, const char *name, struct sbx_error *err);
+
+/*
+ * Marks the start of an operation that needs the sandbox: resumes it if
+ * paused (EAGAIN when autoResume is off), waits out a transition in flight
+ * (bounded; ETIMEDOUT), fails fast with ENOENT/ENOTCONN when the sandbox is
+ * gone. On success *inst is usable until sbx_lease_unuse().
+ */
+int sbx_lease_use(struct sbx_lease *l, struct sbx_instance **inst, struct sbx_error *err);
+void sbx_lease_unuse(struct sbx_lease *l);
+/*
+ * The instance if the lease is in a state where it exists (running or
+ * paused), without resuming or counting as use; NULL otherwise.
+ */
+struct sbx_instance *sbx_lease_peek(struct sbx_lease *l);
+
+/* Explicit lifecycle (the `state` file). */
+int sbx_lease_pause(struct sbx_lease *l, const char *cause, struct sbx_error *err);
+int sbx_lease_resume(struct sbx_lease *l, const char *cause, struct sbx_error *err);
+int sbx_lease_kill(struct sbx_lease *l, const char *cause, struct sbx_error *err);
+
+/*
+ * A provider call failed with e: records it in the lease's `error` file and
+ * journal; when the failure says the sandbox is gone, probes it and marks
+ * the lease reclaimed.
+ */
+void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error *e);
+/* Appends one JSON object (stolen) to the lease's journal `log`. */
+void sbx_lease_journal(struct sbx_lease *l, json_t *event);
+/* Per-lease state files: state_dir/leases/NAME/<file> (caller frees). */
+char *sbx_lease_path(struct sbx_lease *l, const char *file);
+/* info JSON (caller owns), never waits on a provider. */
+json_t *sbx_lease_info(struct sbx_lease *l);
+/* One `status` line, no newline. */
+void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out);
+/* Saves the lease table (state_dir/leases.json) atomically. */
+int sbx_mount_save(struct sbx_mount *m);
+/* Runs one timer pass now (idle pause, lifetime, reclaim TTL, probe). */
+void sbx_mount_tick(struct sbx_mount *m);
+
+#endif
