@@ -1,5 +1,295 @@
+/*
+ * check_base — unit tests of the pure core modules: buf, err, log
+ * redaction, durations and specs, the profiles file, control words, and
+ * the mount's path classification.
+ */
 #include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/spec.h"
+#include "ctl.h"
+#include "nodes.h"
+
+START_TEST(buf_invariants)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	ck_assert_ptr_nonnull(b.buf);
+	ck_assert_str_eq(b.buf, "");
+	sbx_buf_addf(&b, "%d-%s", 42, "x");
+	sbx_buf_adds(&b, "yz");
+	ck_assert_str_eq(b.buf, "42-xyz");
+	ck_assert_uint_eq(b.len, 6);
+	sbx_buf_consume(&b, 3);
+	ck_assert_str_eq(b.buf, "xyz");
+	size_t n;
+	char *s = sbx_buf_detach(&b, &n);
+	ck_assert_str_eq(s, "xyz");
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(b.buf, "");
+	free(s);
+	s = sbx_buf_detach(&b, NULL); /* detaching an empty buffer still allocates */
+	ck_assert_str_eq(s, "");
+	free(s);
+	for (int i = 0; i < 10000; i++)
+		sbx_buf_addch(&b, 'a');
+	ck_assert_uint_eq(b.len, 10000);
+	ck_assert_int_eq(b.buf[10000], '\0');
+	sbx_buf_release(&b);
+	ck_assert_uint_eq(b.len, 0);
+}
+END_TEST
+
+START_TEST(buf_shell_quote)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	sbx_buf_add_shquoted(&b, "it's a $x");
+	ck_assert_str_eq(b.buf, "'it'\\''s a $x'");
+	sbx_buf_release(&b);
+}
+END_TEST
+
+START_TEST(err_set_returns_negative)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	ck_assert_int_eq(sbx_error_set(&e, ENOENT, 0, "no %s\nhere", "file"), -ENOENT);
+	ck_assert_int_eq(e.code, SBX_E_NOT_FOUND);
+	ck_assert_str_eq(e.msg, "no file here");
+	ck_assert_int_eq(sbx_error_set(&e, -ETIMEDOUT, 0, "slow"), -ETIMEDOUT);
+	ck_assert_int_eq(e.code, SBX_E_TIMEOUT);
+	ck_assert_int_eq(sbx_error_set(&e, 0, SBX_E_INTERNAL, "zero"), -EIO);
+	sbx_error_prefix(&e, "op");
+	ck_assert_str_eq(e.msg, "op: zero");
+	ck_assert_int_eq(sbx_error_set(NULL, EINVAL, 0, "ignored"), -EINVAL);
+}
+END_TEST
+
+START_TEST(err_http_mapping)
+{
+	ck_assert_int_eq(sbx_errno_from_http(200), 0);
+	ck_assert_int_eq(sbx_errno_from_http(401), EACCES);
+	ck_assert_int_eq(sbx_errno_from_http(404), ENOENT);
+	ck_assert_int_eq(sbx_errno_from_http(408), ETIMEDOUT);
+	ck_assert_int_eq(sbx_errno_from_http(429), EAGAIN);
+	ck_assert_int_eq(sbx_errno_from_http(502), ENOTCONN);
+	ck_assert_int_eq(sbx_errno_from_http(507), ENOSPC);
+	ck_assert_int_eq(sbx_errno_from_http(500), EIO);
+	ck_assert_str_eq(sbx_errcode_name(SBX_E_CONNECTION_FAILED), "CONNECTION_FAILED");
+}
+END_TEST
+
+START_TEST(log_redacts_secrets)
+{
+	const char *in = "POST /v2/sandboxes HTTP/1.1\r\nX-API-KEY: e2b_secret\r\n"
+			 "authorization: Bearer dtn_secret\r\nAccept: */*\r\n";
+	char out[512];
+	sbx_log_redact(out, sizeof(out), in, strlen(in));
+	ck_assert_ptr_null(strstr(out, "secret"));
+	ck_assert_ptr_nonnull(strstr(out, "X-API-KEY: ***"));
+	ck_assert_ptr_nonnull(strstr(out, "Accept: */*"));
+}
+END_TEST
+
+START_TEST(durations)
+{
+	ck_assert_int_eq(sbx_duration_parse("90"), 90);
+	ck_assert_int_eq(sbx_duration_parse("90s"), 90);
+	ck_assert_int_eq(sbx_duration_parse("10m"), 600);
+	ck_assert_int_eq(sbx_duration_parse("8h"), 28800);
+	ck_assert_int_eq(sbx_duration_parse("1h30m"), 5400);
+	ck_assert_int_eq(sbx_duration_parse("2d"), 172800);
+	ck_assert_int_eq(sbx_duration_parse("1h30"), -1);
+	ck_assert_int_eq(sbx_duration_parse("ten"), -1);
+	ck_assert_int_eq(sbx_duration_parse(""), -1);
+	ck_assert_int_eq(sbx_duration_parse("5x"), -1);
+}
+END_TEST
+
+START_TEST(spec_apply_and_roundtrip)
+{
+	struct sbx_spec s;
+	struct sbx_error e = SBX_ERROR_INIT;
+	json_error_t je;
+	json_t *j = json_loads("{\"provider\":\"e2b\",\"template\":\"code-interpreter-v1\","
+			       "\"resources\":{\"cpu\":500,\"memoryMB\":256,\"timeout\":\"8h\"},"
+			       "\"idleTimeout\":\"10m\",\"envs\":{\"LANG\":\"C.UTF-8\"},"
+			       "\"packages\":[\"pandas\"],\"workingDirectory\":\"/home/user\","
+			       "\"autoResume\":false}",
+			       0, &je);
+	sbx_spec_init(&s);
+	ck_assert_int_eq(sbx_spec_apply_json(&s, j, &e), 0);
+	ck_assert_str_eq(s.provider, "e2b");
+	ck_assert_int_eq(s.res.cpu, 500);
+	ck_assert_int_eq(s.res.timeout_s, 28800);
+	ck_assert_int_eq(s.idle_timeout_s, 600);
+	ck_assert(!s.auto_resume);
+	ck_assert_int_eq(sbx_spec_apply_kv(&s, "resources.memoryMB", "64", &e), 0);
+	ck_assert_int_eq(s.res.memory_mb, 64);
+	ck_assert_int_eq(sbx_spec_apply_kv(&s, "envs.FOO", "a b", &e), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(s.envs, "FOO")), "a b");
+	ck_assert_str_eq(json_string_value(json_object_get(s.envs, "LANG")), "C.UTF-8");
+	json_t *out = sbx_spec_to_json(&s);
+	struct sbx_spec s2;
+	sbx_spec_init(&s2);
+	ck_assert_int_eq(sbx_spec_apply_json(&s2, out, &e), 0);
+	ck_assert_str_eq(s2.template_name, "code-interpreter-v1");
+	ck_assert_int_eq(s2.res.memory_mb, 64);
+	ck_assert_str_eq(s2.working_dir, "/home/user");
+	json_decref(out);
+	json_decref(j);
+	sbx_spec_free(&s);
+	sbx_spec_free(&s2);
+}
+END_TEST
+
+static int spec_error(const char *text, const char *want)
+{
+	struct sbx_spec s;
+	struct sbx_error e = SBX_ERROR_INIT;
+	json_error_t je;
+	json_t *j = json_loads(text, 0, &je);
+	sbx_spec_init(&s);
+	int rc = sbx_spec_apply_json(&s, j, &e);
+	ck_assert_msg(strstr(e.msg, want), "message \"%s\" lacks \"%s\"", e.msg, want);
+	json_decref(j);
+	sbx_spec_free(&s);
+	return rc;
+}
+
+START_TEST(spec_rejects)
+{
+	ck_assert_int_eq(spec_error("{\"bogus\":1}", "bogus"), -EINVAL);
+	ck_assert_int_eq(spec_error("{\"resources\":{\"cpu\":-1}}", "resources.cpu"), -EINVAL);
+	ck_assert_int_eq(spec_error("{\"idleTimeout\":\"soon\"}", "idleTimeout"), -EINVAL);
+	ck_assert_int_eq(spec_error("{\"envs\":{\"A\":1}}", "envs.A"), -EINVAL);
+	ck_assert_int_eq(spec_error("{\"workingDirectory\":\"rel\"}", "absolute"), -EINVAL);
+	ck_assert_int_eq(spec_error("{\"network\":\"wifi\"}", "network"), -EINVAL);
+	ck_assert_int_eq(spec_error("{\"packages\":[1]}", "packages[0]"), -EINVAL);
+}
+END_TEST
+
+START_TEST(config_defaults_and_errors)
+{
+	struct sbx_config c;
+	struct sbx_error e = SBX_ERROR_INIT;
+	json_error_t je;
+	json_t *empty = json_object();
+	ck_assert_int_eq(sbx_config_parse(&c, empty, &e), 0);
+	ck_assert_str_eq(c.default_profile, "default");
+	ck_assert_str_eq(sbx_config_profile(&c, "default")->spec.provider, "local");
+	sbx_config_free(&c);
+	json_decref(empty);
+
+	json_t *j = json_loads("{\"defaultProfile\":\"py\",\"profiles\":{\"py\":{\"provider\":"
+			       "\"e2b\"}}}",
+			       0, &je);
+	ck_assert_int_eq(sbx_config_parse(&c, j, &e), 0);
+	ck_assert_str_eq(sbx_config_profile(&c, "py")->spec.provider, "e2b");
+	ck_assert_ptr_null(sbx_config_profile(&c, "nope"));
+	sbx_config_free(&c);
+	json_decref(j);
+
+	j = json_loads("{\"defaultProfile\":\"missing\"}", 0, &je);
+	ck_assert_int_eq(sbx_config_parse(&c, j, &e), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(e.msg, "missing"));
+	json_decref(j);
+	j = json_loads("{\"profiles\":{\"x\":{\"resources\":{\"gpu\":1}}}}", 0, &je);
+	ck_assert_int_eq(sbx_config_parse(&c, j, &e), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(e.msg, "profile: x: spec: unknown key \"resources.gpu\""));
+	json_decref(j);
+}
+END_TEST
+
+START_TEST(ctl_words)
+{
+	struct sbx_ctl_cmd cmd;
+	struct sbx_error e = SBX_ERROR_INIT;
+	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_ROOT, "new work profile=py envs.A=\"x y\"\n",
+				       &cmd, &e),
+			 0);
+	ck_assert_int_eq(cmd.word, SBX_CTL_NEW);
+	ck_assert_int_eq(cmd.argc, 3);
+	ck_assert_str_eq(cmd.argv[0], "work");
+	ck_assert_str_eq(sbx_ctl_opt(&cmd, 1, "profile"), "py");
+	ck_assert_str_eq(cmd.argv[2], "envs.A=x y");
+	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_ROOT, "attach a ID provider=e2b", &cmd, &e), 0);
+	ck_assert_int_eq(cmd.word, SBX_CTL_ATTACH);
+	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_ROOT, "attach a", &cmd, &e), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(e.msg, "usage: attach"));
+	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_ROOT, "pause", &cmd, &e), -EINVAL);
+	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_ROOT, "   ", &cmd, &e), -ENODATA);
+	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_ROOT, "# note", &cmd, &e), -ENODATA);
+	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_ROOT, "new \"open", &cmd, &e), -EINVAL);
+	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_STATE, "pause\n", &cmd, &e), 0);
+	ck_assert_int_eq(cmd.word, SBX_CTL_PAUSE);
+	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_STATE, "restart python", &cmd, &e), 0);
+	ck_assert_str_eq(cmd.argv[0], "python");
+	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_STATE, "sleep", &cmd, &e), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(e.msg, "unknown word \"sleep\""));
+	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_STATE, "pause now", &cmd, &e), -EINVAL);
+}
+END_TEST
+
+START_TEST(node_paths)
+{
+	struct sbx_node n;
+	ck_assert_int_eq(sbx_node_parse("/", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_ROOT);
+	ck_assert_int_eq(sbx_node_parse("/ctl", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_CTL);
+	ck_assert_int_eq(sbx_node_parse("/profiles/py.json", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_PROFILE);
+	ck_assert_str_eq(n.sub, "py");
+	ck_assert_int_eq(sbx_node_parse("/profiles/py", &n), -ENOENT);
+	ck_assert_int_eq(sbx_node_parse("/work", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_LEASE);
+	ck_assert_str_eq(n.lease, "work");
+	ck_assert_int_eq(sbx_node_parse("/work/fs", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_FS);
+	ck_assert_str_eq(n.sub, "/");
+	ck_assert_int_eq(sbx_node_parse("/work/fs/etc/hosts", &n), 0);
+	ck_assert_str_eq(n.sub, "/etc/hosts");
+	ck_assert_int_eq(sbx_node_parse("/work/code.ts", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_CODE);
+	ck_assert_str_eq(n.sub, "ts");
+	ck_assert_int_eq(sbx_node_parse("/work/ports/8080", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_PORT);
+	ck_assert_int_eq(sbx_node_parse("/work/ports/0", &n), -ENOENT);
+	ck_assert_int_eq(sbx_node_parse("/work/ports/70000", &n), -ENOENT);
+	ck_assert_int_eq(sbx_node_parse("/work/results/3.png", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_RESULT_FILE);
+	ck_assert_int_eq(sbx_node_parse("/work/exec/x", &n), -ENOENT);
+	ck_assert_int_eq(sbx_node_parse("/work/nothing", &n), -ENOENT);
+	ck_assert_int_eq(sbx_node_parse("/.hidden", &n), -ENOENT);
+	ck_assert(sbx_node_is_runner(SBX_N_EXEC));
+	ck_assert(!sbx_node_is_runner(SBX_N_STATE));
+	ck_assert(sbx_node_is_dir(SBX_N_RESULTS));
+}
+END_TEST
+
 int main(void)
 {
-	return 0;
+	Suite *s = suite_create("base");
+	TCase *tc = tcase_create("pure");
+	tcase_add_test(tc, buf_invariants);
+	tcase_add_test(tc, buf_shell_quote);
+	tcase_add_test(tc, err_set_returns_negative);
+	tcase_add_test(tc, err_http_mapping);
+	tcase_add_test(tc, log_redacts_secrets);
+	tcase_add_test(tc, durations);
+	tcase_add_test(tc, spec_apply_and_roundtrip);
+	tcase_add_test(tc, spec_rejects);
+	tcase_add_test(tc, config_defaults_and_errors);
+	tcase_add_test(tc, ctl_words);
+	tcase_add_test(tc, node_paths);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
 }
