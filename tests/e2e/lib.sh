@@ -1,0 +1,119 @@
+# Shared helpers for the end-to-end tests (sourced). Each test mounts its own
+# sbxfs in a fresh temp dir, and a trap unmounts it and stops the daemon by
+# pid even when the test fails. Tests use only ordinary tools.
+set -u
+
+: "${SBXFS:?SBXFS must point at the sbxfs binary}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+E2E_NAME=$(basename "$0" .sh)
+FAILS=0
+CHECKS=0
+
+[ -c /dev/fuse ] || { echo "SKIP: /dev/fuse is missing"; exit 77; }
+
+WORK=$(mktemp -d "/tmp/sbxfs-$E2E_NAME.XXXXXX")
+MNT=$WORK/mnt
+STATE=$WORK/state
+CONFIG=$WORK/config.json
+mkdir -p "$MNT"
+SBXFS_PID=
+EXTRA_CLEANUP=
+
+log() { printf '%s: %s\n' "$E2E_NAME" "$*"; }
+
+# ok DESCRIPTION COMMAND...: runs the command, counts a pass or a failure.
+ok() {
+	local what=$1
+	shift
+	CHECKS=$((CHECKS + 1))
+	if "$@"; then
+		log "ok   $what"
+	else
+		FAILS=$((FAILS + 1))
+		log "FAIL $what"
+	fi
+}
+
+# eq DESCRIPTION ACTUAL EXPECTED
+eq() {
+	CHECKS=$((CHECKS + 1))
+	if [ "$2" = "$3" ]; then
+		log "ok   $1"
+	else
+		FAILS=$((FAILS + 1))
+		log "FAIL $1: got [$2], want [$3]"
+	fi
+}
+
+# errno_of PYTHON-STATEMENT: prints the errno name the statement fails with, or OK.
+errno_of() {
+	python3 - "$@" <<'PY'
+import errno, os, sys
+try:
+    exec(sys.argv[1])
+    print("OK")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+PY
+}
+
+wait_for() { # wait_for SECONDS COMMAND...
+	local t=$(($1 * 10))
+	shift
+	while [ $t -gt 0 ]; do
+		"$@" 2>/dev/null && return 0
+		sleep 0.1
+		t=$((t - 1))
+	done
+	return 1
+}
+
+mount_sbxfs() { # mount_sbxfs [-o extra]...
+	[ -f "$CONFIG" ] || echo '{}' >"$CONFIG"
+	${SBXFS_WRAPPER:-} "$SBXFS" -f -o "state_dir=$STATE,config=$CONFIG" "$@" "$MNT" \
+		>>"$WORK/sbxfs.log" 2>&1 &
+	SBXFS_PID=$!
+	if ! wait_for "${MOUNT_WAIT:-10}" test -f "$MNT/README"; then
+		log "mount did not come up"
+		cat "$WORK/sbxfs.log"
+		exit 1
+	fi
+}
+
+unmount_sbxfs() {
+	[ -n "$SBXFS_PID" ] || return 0
+	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
+	local t=100
+	while kill -0 "$SBXFS_PID" 2>/dev/null && [ $t -gt 0 ]; do
+		sleep 0.1
+		t=$((t - 1))
+	done
+	kill -0 "$SBXFS_PID" 2>/dev/null && kill -9 "$SBXFS_PID" 2>/dev/null
+	wait "$SBXFS_PID" 2>/dev/null
+	DAEMON_STATUS=$?
+	SBXFS_PID=
+}
+
+cleanup() {
+	local rc=$?
+	# End the leases (their sandboxes) before unmounting; bounded in time.
+	if [ -n "$SBXFS_PID" ] && [ -d "$MNT" ]; then
+		for d in "$MNT"/*/; do
+			[ -d "$d" ] && [ -f "$d/state" ] && timeout 30 rmdir "$d" 2>/dev/null
+		done
+	fi
+	unmount_sbxfs
+	[ -n "$EXTRA_CLEANUP" ] && eval "$EXTRA_CLEANUP"
+	if [ "$rc" != 0 ] || [ "$FAILS" != 0 ]; then
+		echo "--- daemon log (tail) ---"
+		tail -n 40 "$WORK/sbxfs.log" 2>/dev/null
+	fi
+	rm -rf --one-file-system "$WORK" 2>/dev/null
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+finish() {
+	log "$CHECKS checks, $FAILS failed"
+	[ "$FAILS" = 0 ]
+}
