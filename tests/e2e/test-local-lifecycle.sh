@@ -1,0 +1,60 @@
+#!/bin/bash
+# Lifecycle on the local provider: pause freezes (a spinning counter stops
+# advancing), resume thaws, kill ends it, rmdir forgets it, and an unmount
+# plus mount re-attaches with files and processes intact.
+. "$(dirname "$0")/lib.sh"
+mount_sbxfs
+L=$MNT/life
+mkdir "$L"
+
+echo 'nohup sh -c "i=0; while :; do i=\$((i+1)); echo \$i > /root/counter; sleep 0.1; done" >/dev/null 2>&1 &' >"$L/exec"
+sleep 1
+ok "counter advances while running" test "$(cat "$L/fs/root/counter")" -gt 2
+echo pause >"$L/state"
+eq "state says paused" "$(cat "$L/state")" "paused"
+a=$(cat "$L/fs/root/counter")
+sleep 1.5
+b=$(cat "$L/fs/root/counter")
+eq "a paused sandbox's counter stops" "$b" "$a"
+ok "status shows paused" grep -q "^life local paused" "$MNT/status"
+ok "info says paused without touching the sandbox" grep -q '"state": "paused"' "$L/info"
+echo resume >"$L/state"
+eq "state says running" "$(cat "$L/state")" "running"
+sleep 1
+c=$(cat "$L/fs/root/counter")
+ok "counter advances again after resume" test "$c" -gt "$b"
+
+# Access to a paused lease resumes it first.
+echo pause >"$L/state"
+echo 'echo awake' >"$L/exec"
+eq "a run on a paused lease resumes it" "$(cat "$L/exec")" "awake"
+eq "state after auto-resume" "$(cat "$L/state")" "running"
+ok "log journals the transitions" grep -q '"to":"paused"' "$L/log"
+
+# Remount: the lease, its files and its background processes survive.
+echo 'echo keep > /root/keep.txt' >"$L/exec"
+echo pause >"$L/state"
+unmount_sbxfs
+ok "daemon exited cleanly on unmount" test "${DAEMON_STATUS:-1}" = 0
+mount_sbxfs
+eq "lease back after remount" "$(cat "$L/state")" "paused"
+eq "files kept across remount" "$(cat "$L/fs/root/keep.txt")" "keep"
+echo 'ps -eo args' >"$L/exec"
+ok "background process kept across remount" grep -q "while :" "$L/exec"
+eq "state running after use" "$(cat "$L/state")" "running"
+
+# SIGTERM unmounts too, and leaves no mount behind.
+kill -TERM "$SBXFS_PID"
+wait_for 10 sh -c "! grep -q ' $MNT ' /proc/mounts"
+ok "SIGTERM unmounts" sh -c "! grep -q ' $MNT ' /proc/mounts"
+wait "$SBXFS_PID" 2>/dev/null
+SBXFS_PID=
+mount_sbxfs
+eq "lease back after SIGTERM" "$(cat "$L/state")" "running"
+
+echo kill >"$L/state"
+eq "state says killed" "$(cat "$L/state")" "killed"
+eq "fs/ of a killed lease" "$(errno_of "os.stat('$L/fs/root')")" "ENOENT"
+ok "rmdir a killed lease" rmdir "$L"
+ok "gone" test ! -e "$L"
+finish
