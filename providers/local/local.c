@@ -1,8 +1,468 @@
-/* local provider — placeholder until the implementation lands. */
-#include "provider.h"
+/*
+ * local — the `local` provider: sandboxes on this machine made of Linux
+ * namespaces, an overlay root over a template (the host's / by default), a
+ * tmpfs that caps the disk, and cgroups that cap memory/cpu and freeze.
+ *
+ * A lease lives in <state_dir>/local/<id>/:
+ *   rw/         tmpfs of diskMB: the overlay's upper/ and work/
+ *   root/       the lease's / (overlay), mounted in the host namespace
+ *   init.sock   the lease's sbxfs-init serves runs here (proto.h)
+ *   init.log    init's own errors
+ *   lease.json  what attach needs: init pid + start time, cgroups, template
+ *   paused      present while paused by SIGSTOP (no freezer available)
+ * The init and the mounts outlive the sbxfs daemon, so a remount attaches
+ * to the same files and processes. This file is the ops table and the
+ * lifecycle; see local.h for the other pieces. It keeps no lease names,
+ * timers or lifetimes: those are the core's.
+ */
+#include "local.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/log.h"
+#include "files.h"
+#include "proto.h"
+
+struct lcl_config lcl_cfg = {.disk_mb = 4096, .ready_ms = 10000, .cg = {.pids_max = 4096}};
+static char *cg_mode, *cg_root; /* owned copies of the settings strings */
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[4096];
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *s = buf + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	return mkdir(buf, mode) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+static int setting_str(json_t *s, const char *key, char **out, struct sbx_error *err)
+{
+	json_t *v = json_object_get(s, key);
+	if (!v)
+		return 0;
+	if (!json_is_string(v))
+		return sbx_error_set(err, EINVAL, 0, "providers.local.%s: not a string", key);
+	free(*out);
+	*out = strdup(json_string_value(v));
+	return 0;
+}
+
+static int setting_long(json_t *s, const char *key, long *out, struct sbx_error *err)
+{
+	json_t *v = json_object_get(s, key);
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return sbx_error_set(err, EINVAL, 0, "providers.local.%s: not a count", key);
+	*out = (long)json_integer_value(v);
+	return 0;
+}
+
+static void local_shutdown(void)
+{
+	free(lcl_cfg.state_dir);
+	free(lcl_cfg.init_path);
+	free(cg_mode);
+	free(cg_root);
+	lcl_cfg.state_dir = lcl_cfg.init_path = cg_mode = cg_root = NULL;
+	lcl_cfg.cg.mode = lcl_cfg.cg.root = NULL;
+}
+
+/* Settings (all optional): diskMB, cgroup ("auto"|"v1"|"v2"|"none"), cgroupRoot,
+ * pidsMax, initPath, readyTimeoutMs. */
+static int local_init(const struct sbx_provider_env *env, struct sbx_error *err)
+{
+	json_t *s = env && env->settings ? env->settings : NULL;
+	struct sbx_buf dir = SBX_BUF_INIT;
+	int e = 0;
+
+	local_shutdown();
+	if (s && ((e = setting_long(s, "diskMB", &lcl_cfg.disk_mb, err)) < 0 ||
+		  (e = setting_long(s, "pidsMax", &lcl_cfg.cg.pids_max, err)) < 0 ||
+		  (e = setting_long(s, "readyTimeoutMs", &lcl_cfg.ready_ms, err)) < 0 ||
+		  (e = setting_str(s, "cgroup", &cg_mode, err)) < 0 ||
+		  (e = setting_str(s, "cgroupRoot", &cg_root, err)) < 0 ||
+		  (e = setting_str(s, "initPath", &lcl_cfg.init_path, err)) < 0))
+		return e;
+	if (cg_mode && strcmp(cg_mode, "auto") && strcmp(cg_mode, "v1") && strcmp(cg_mode, "v2") &&
+	    strcmp(cg_mode, "none"))
+		return sbx_error_set(err, EINVAL, 0,
+				     "providers.local.cgroup: auto, v1, v2 or none");
+	lcl_cfg.cg.mode = cg_mode;
+	lcl_cfg.cg.root = cg_root;
+	if (lcl_cfg.disk_mb <= 0)
+		lcl_cfg.disk_mb = 4096;
+	sbx_buf_addf(&dir, "%s/local", env && env->state_dir ? env->state_dir : "/var/lib/sbxfs");
+	lcl_cfg.state_dir = sbx_buf_detach(&dir, NULL);
+	if ((e = mkdir_p(lcl_cfg.state_dir, 0700)) < 0)
+		return sbx_error_set(err, e, 0, "local provider: %s: %s", lcl_cfg.state_dir,
+				     strerror(-e));
+	return 0;
+}
+
+static void local_release(struct sbx_instance *inst)
+{
+	struct local_inst *li = lcl_inst(inst);
+	if (!li)
+		return;
+	if (li->dirfd >= 0)
+		close(li->dirfd);
+	if (li->rootfd >= 0)
+		close(li->rootfd);
+	free(li->dir);
+	free(li->lease);
+	free(li->template_name);
+	free(li->workdir);
+	sbx_spec_free(&li->spec);
+	lcl_cg_clear(&li->cg);
+	free(li);
+}
+
+static struct local_inst *inst_new(const struct sbx_spec *spec, const char *id)
+{
+	struct local_inst *li = calloc(1, sizeof(*li));
+	if (!li)
+		abort();
+	li->dirfd = li->rootfd = -1;
+	li->base.prov = &sbx_provider_local;
+	snprintf(li->base.id, sizeof(li->base.id), "%s", id);
+	if (asprintf(&li->dir, "%s/%s", lcl_cfg.state_dir, id) < 0)
+		abort();
+	sbx_spec_init(&li->spec);
+	if (spec) {
+		sbx_spec_free(&li->spec);
+		sbx_spec_copy(&li->spec, spec);
+	}
+	return li;
+}
+
+static int open_dirs(struct local_inst *li, struct sbx_error *err)
+{
+	struct statfs sf;
+	if ((li->dirfd = open(li->dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+	    (li->rootfd = openat(li->dirfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return sbx_error_set(err, errno, 0, "%s: %s", li->dir, strerror(errno));
+	if (fstatfs(li->rootfd, &sf) < 0 || sf.f_type != OVERLAYFS_SUPER_MAGIC)
+		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND,
+				     "sandbox %s: its root is not mounted", li->base.id);
+	return 0;
+}
+
+static int save_lease(struct local_inst *li, struct sbx_error *err)
+{
+	struct sbx_buf tmp = SBX_BUF_INIT, path = SBX_BUF_INIT;
+	json_t *j =
+	    json_pack("{s:s,s:s,s:s,s:I,s:I,s:b,s:s,s:o}", "id", li->base.id, "lease", li->lease,
+		      "template", li->template_name, "init_pid", (json_int_t)li->init_pid,
+		      "init_start", (json_int_t)li->init_start, "network_none", li->net_none,
+		      "workdir", li->workdir, "cgroup", lcl_cg_to_json(&li->cg));
+	int e = 0;
+	sbx_buf_addf(&path, "%s/lease.json", li->dir);
+	sbx_buf_addf(&tmp, "%s.tmp", path.buf);
+	if (!j || json_dump_file(j, tmp.buf, JSON_COMPACT) < 0 || rename(tmp.buf, path.buf) < 0)
+		e = sbx_error_set(err, EIO, 0, "writing %s", path.buf);
+	json_decref(j);
+	sbx_buf_release(&tmp);
+	sbx_buf_release(&path);
+	return e;
+}
+
+static int load_lease(struct local_inst *li)
+{
+	struct sbx_buf path = SBX_BUF_INIT;
+	json_int_t pid = 0, start = 0;
+	int none = 0;
+	const char *lease = NULL, *tmpl = NULL, *wd = NULL;
+	json_t *cg = NULL;
+
+	sbx_buf_addf(&path, "%s/lease.json", li->dir);
+	json_t *j = json_load_file(path.buf, 0, NULL);
+	sbx_buf_release(&path);
+	if (!j ||
+	    json_unpack(j, "{s:s,s:s,s:I,s:I,s:b,s:s,s:o}", "lease", &lease, "template", &tmpl,
+			"init_pid", &pid, "init_start", &start, "network_none", &none, "workdir",
+			&wd, "cgroup", &cg) < 0 ||
+	    lcl_cg_from_json(&li->cg, cg) < 0) {
+		json_decref(j);
+		return -ENOENT;
+	}
+	li->lease = strdup(lease);
+	li->template_name = strdup(tmpl);
+	li->workdir = strdup(wd);
+	li->init_pid = (pid_t)pid;
+	li->init_start = (unsigned long long)start;
+	li->net_none = none;
+	json_decref(j);
+	return 0;
+}
+
+/* Ends whatever of the lease exists; the first error wins. */
+static int teardown(struct local_inst *li, struct sbx_error *err)
+{
+	struct sbx_error ign = SBX_ERROR_INIT;
+	int e;
+
+	if (li->init_pid > 0)
+		lcl_init_kill(li);
+	lcl_cg_kill_all(&li->cg);
+	e = lcl_cg_destroy(&li->cg, err);
+	if (li->rootfd >= 0) {
+		close(li->rootfd); /* our own reference would keep the root busy */
+		li->rootfd = -1;
+	}
+	int e2 = lcl_storage_destroy(li->dir, e ? &ign : err);
+	return e ? e : e2;
+}
+
+static int local_create(const struct sbx_spec *spec, const char *lease, struct sbx_instance **out,
+			struct sbx_error *err)
+{
+	unsigned char rnd[6];
+	char id[32];
+	const char *lower = lcl_template_lower(spec->template_name);
+	struct sbx_error ign = SBX_ERROR_INIT;
+	struct local_inst *li;
+	int e;
+
+	if (!lower)
+		return sbx_error_set(err, EINVAL, 0,
+				     "unknown template %s (use \"host\" or the "
+				     "absolute path of a root file system)",
+				     spec->template_name);
+	if (!lcl_cfg.state_dir && (e = local_init(NULL, err)) < 0)
+		return e;
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return sbx_error_set(err, EIO, 0, "getrandom failed");
+	snprintf(id, sizeof(id), "lcl-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],
+		 rnd[4], rnd[5]);
+	li = inst_new(spec, id);
+	li->lease = strndup(lease && *lease ? lease : id, 63); /* a hostname's length */
+	li->template_name = strdup(spec->template_name ? spec->template_name : "host");
+	li->workdir = strdup(spec->working_dir ? spec->working_dir : "/root");
+	li->net_none = spec->network && !strcmp(spec->network, "none");
+	long disk = spec->res.disk_mb > 0 ? spec->res.disk_mb : lcl_cfg.disk_mb;
+
+	if ((e = lcl_storage_create(li->dir, lower, disk, err)) < 0) {
+		local_release(&li->base);
+		return e;
+	}
+	if ((e = open_dirs(li, err)) < 0 ||
+	    (e = lcl_cg_create(&li->cg, &lcl_cfg.cg, id, &spec->res, err)) < 0)
+		goto fail;
+	if ((e = lcl_mkdir_p(li, li->workdir, 0755)) < 0) {
+		e = sbx_error_set(err, e, 0, "workingDirectory %s: %s", li->workdir, strerror(-e));
+		goto fail;
+	}
+	if ((e = lcl_spawn_init(li, err)) < 0 || (e = save_lease(li, err)) < 0 ||
+	    (e = lcl_install_packages(li, spec, err)) < 0)
+		goto fail;
+	sbx_log(SBX_LOG_INFO, "local: created %s (lease %s, init %d, cgroup %s)", id, li->lease,
+		(int)li->init_pid, lcl_cg_kind_name(li->cg.kind));
+	*out = &li->base;
+	return 0;
+fail:
+	teardown(li, &ign);
+	local_release(&li->base);
+	return e;
+}
+
+static bool valid_id(const char *id)
+{
+	if (strncmp(id, "lcl-", 4) || strlen(id) != 16)
+		return false;
+	for (const char *p = id + 4; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return false;
+	return true;
+}
+
+static int local_attach(const struct sbx_spec *spec, const char *sandbox_id, json_t *saved,
+			struct sbx_instance **out, struct sbx_error *err)
+{
+	struct sbx_error ign = SBX_ERROR_INIT;
+	struct local_inst *li;
+	pid_t pong = 0;
+	int e;
+
+	if (!lcl_cfg.state_dir && (e = local_init(NULL, err)) < 0)
+		return e;
+	if (!valid_id(sandbox_id))
+		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "no local sandbox %s",
+				     sandbox_id);
+	li = inst_new(spec, sandbox_id);
+	if (load_lease(li) < 0) {
+		local_release(&li->base);
+		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "sandbox %s is gone",
+				     sandbox_id);
+	}
+	if (!lcl_init_alive(li)) {
+		/* Its processes are gone for good: reclaim the storage they left. */
+		li->init_pid = 0;
+		teardown(li, &ign);
+		local_release(&li->base);
+		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "sandbox %s is gone",
+				     sandbox_id);
+	}
+	if ((e = open_dirs(li, err)) < 0)
+		goto fail;
+	/* A frozen init cannot answer; its pid and start time have identified it already. */
+	if (lcl_cg_frozen(&li->cg) <= 0 &&
+	    (e = lcl_request(li, LCL_OP_PING, 0, 3000, &pong, err)) < 0)
+		goto fail;
+	if (pong && pong != li->init_pid) {
+		e = sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND,
+				  "sandbox %s: init.sock answers for "
+				  "another process",
+				  sandbox_id);
+		goto fail;
+	}
+	*out = &li->base;
+	return 0;
+fail:
+	local_release(&li->base);
+	return e;
+}
+
+static bool paused_by_signal(const struct local_inst *li)
+{
+	return faccessat(li->dirfd, "paused", F_OK, 0) == 0;
+}
+
+static int local_pause(struct sbx_instance *inst, struct sbx_error *err)
+{
+	struct local_inst *li = lcl_inst(inst);
+	int e = lcl_cg_freeze(&li->cg, true, err), fd;
+	if (e != -ENOTSUP)
+		return e;
+	/* No freezer: stop every process but init (which then still answers pings). */
+	if ((e = lcl_request(li, LCL_OP_SIGNAL, SIGSTOP, 5000, NULL, err)) < 0)
+		return e;
+	if ((fd = openat(li->dirfd, "paused", O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) >= 0)
+		close(fd);
+	return 0;
+}
+
+static int local_unpause(struct sbx_instance *inst, struct sbx_error *err)
+{
+	struct local_inst *li = lcl_inst(inst);
+	int e = lcl_cg_freeze(&li->cg, false, err);
+	if (e != -ENOTSUP)
+		return e;
+	if ((e = lcl_request(li, LCL_OP_SIGNAL, SIGCONT, 5000, NULL, err)) < 0)
+		return e;
+	unlinkat(li->dirfd, "paused", 0);
+	return 0;
+}
+
+static int local_kill(struct sbx_instance *inst, struct sbx_error *err)
+{
+	struct local_inst *li = lcl_inst(inst);
+	struct stat st;
+	if (!lcl_init_alive(li) && stat(li->dir, &st) < 0)
+		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "sandbox %s is gone", inst->id);
+	int e = teardown(li, err);
+	if (!e)
+		sbx_log(SBX_LOG_INFO, "local: killed %s", inst->id);
+	return e;
+}
+
+static int local_probe(struct sbx_instance *inst, enum sbx_remote_state *state,
+		       struct sbx_error *err)
+{
+	struct local_inst *li = lcl_inst(inst);
+	if (!lcl_init_alive(li))
+		*state = SBX_REMOTE_GONE;
+	else if (lcl_cg_frozen(&li->cg) > 0 || paused_by_signal(li))
+		*state = SBX_REMOTE_PAUSED;
+	else
+		*state = SBX_REMOTE_RUNNING;
+	return 0;
+}
+
+static int local_info(struct sbx_instance *inst, json_t **out, struct sbx_error *err)
+{
+	struct local_inst *li = lcl_inst(inst);
+	struct statvfs sv;
+	json_t *j = json_pack("{s:s+,s:s,s:i,s:s,s:s,s:o,s:s}", "root", li->dir, "/root", "dir",
+			      li->dir, "init_pid", (int)li->init_pid, "cgroup",
+			      lcl_cg_kind_name(li->cg.kind), "template", li->template_name, "caps",
+			      lcl_cg_caps(&li->cg), "network", li->net_none ? "none" : "host");
+	if (!j)
+		return sbx_error_set(err, ENOMEM, 0, "info: out of memory");
+	if (fstatvfs(li->rootfd, &sv) == 0)
+		json_object_set_new(j, "diskMB",
+				    json_integer((json_int_t)(sv.f_blocks * sv.f_frsize >> 20)));
+	*out = j;
+	return 0;
+}
+
+static int local_get_host(struct sbx_instance *inst, int port, char *buf, size_t size,
+			  struct sbx_error *err)
+{
+	if (lcl_inst(inst)->net_none)
+		return sbx_error_set(err, ENOTSUP, 0, "sandbox %s has network none", inst->id);
+	if (port <= 0 || port > 65535)
+		return sbx_error_set(err, EINVAL, 0, "bad port %d", port);
+	snprintf(buf, size, "127.0.0.1:%d", port);
+	return 0;
+}
 
 const struct sbx_provider sbx_provider_local = {
-	.abi = SBX_PROVIDER_ABI,
-	.name = "local",
-	.caps = SBX_CAP_DIRECT_IO | SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY,
+    .abi = SBX_PROVIDER_ABI,
+    .name = "local",
+    .caps = SBX_CAP_DIRECT_IO | SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY,
+    .init = local_init,
+    .shutdown = local_shutdown,
+    .create = local_create,
+    .attach = local_attach,
+    .release = local_release,
+    .pause = local_pause,
+    .unpause = local_unpause,
+    .kill = local_kill,
+    .probe = local_probe,
+    .info = local_info,
+    .get_host = local_get_host,
+    .run = lcl_run,
+    .stat = lcl_f_stat,
+    .list = lcl_f_list,
+    .read = lcl_f_read,
+    .write = lcl_f_write,
+    .truncate = lcl_f_truncate,
+    .mkdir = lcl_f_mkdir,
+    .unlink = lcl_f_unlink,
+    .rmdir = lcl_f_rmdir,
+    .rename = lcl_f_rename,
+    .chmod = lcl_f_chmod,
+    .chown = lcl_f_chown,
+    .utimens = lcl_f_utimens,
+    .symlink = lcl_f_symlink,
+    .readlink = lcl_f_readlink,
+    .link = lcl_f_link,
+    .mknod = lcl_f_mknod,
+    .statfs = lcl_f_statfs,
+    .open = lcl_f_open,
+    .pread = lcl_f_pread,
+    .pwrite = lcl_f_pwrite,
+    .ftruncate = lcl_f_ftruncate,
+    .fsync = lcl_f_fsync,
+    .fstat = lcl_f_fstat,
+    .close = lcl_f_close,
 };

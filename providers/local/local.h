@@ -1,0 +1,97 @@
+/*
+ * local.h — what the files of the local provider share. Internal to
+ * providers/local/; the core only sees the ops table sbx_provider_local.
+ *
+ *   local.c    ops table, settings, lifecycle (create/attach/kill/pause...)
+ *   storage.c  per-lease tmpfs + overlay root, masking, teardown
+ *   spawn.c    starting sbxfs-init in fresh namespaces; liveness checks
+ *   run.c      run(): the client side of proto.h
+ *   files.c    every file slot (files.h), resolved inside the root with openat2
+ *   packages.c pip/npm installs at create
+ *   cgroup.c   caps and freezing (cgroup.h)
+ *   init.c     the sbxfs-init program (a separate binary)
+ */
+#ifndef SBX_LOCAL_H
+#define SBX_LOCAL_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "provider.h"
+
+/* Provider-wide settings (set by init(), read-only afterwards). */
+struct lcl_config {
+	char *state_dir; /* <mount state dir>/local */
+	long disk_mb;	 /* default tmpfs size when resources.diskMB is 0 */
+	long ready_ms;	 /* how long create waits for sbxfs-init */
+	char *init_path; /* settings "initPath" (else found at run time) */
+	struct lcl_cg_config cg;
+};
+
+extern struct lcl_config lcl_cfg;
+extern const struct sbx_provider sbx_provider_local;
+
+/* One lease. Every field is set once by create/attach and read-only after,
+ * except `paused_by_signal` (protected by the lease's own pause ordering:
+ * the core never pauses and unpauses one lease concurrently). */
+struct local_inst {
+	struct sbx_instance base;      /* first: the core casts */
+	char *dir;		       /* <state>/local/<id> */
+	int dirfd;		       /* O_PATH of dir (the socket is reached through it) */
+	int rootfd;		       /* O_PATH of dir/root: every file op resolves from here */
+	pid_t init_pid;		       /* in the host pid namespace */
+	unsigned long long init_start; /* its start time, against pid reuse */
+	char *lease;
+	char *template_name;
+	bool net_none;
+	char *workdir;
+	struct sbx_spec spec; /* a copy: envs for every run */
+	struct lcl_cgroup cg;
+};
+
+static inline struct local_inst *lcl_inst(struct sbx_instance *i)
+{
+	return (struct local_inst *)i;
+}
+
+/* storage.c ----------------------------------------------------------- */
+/* Makes dir/{rw,root}: tmpfs of disk_mb at rw, the overlay of lower at
+ * root, host paths masked. 0 or -errno; on failure nothing is mounted. */
+int lcl_storage_create(const char *dir, const char *lower, long disk_mb, struct sbx_error *err);
+/* Unmounts root and rw (lazily if busy) and removes dir recursively without
+ * crossing mounts. 0 or -errno (the first failure). */
+int lcl_storage_destroy(const char *dir, struct sbx_error *err);
+/* The directory to use as lowerdir for a template name, or NULL (EINVAL). */
+const char *lcl_template_lower(const char *template_name);
+
+/* spawn.c ------------------------------------------------------------- */
+/* Starts sbxfs-init for inst (dir, cg, lease, net_none set) and waits until
+ * it serves; fills init_pid/init_start. 0 or -errno. */
+int lcl_spawn_init(struct local_inst *li, struct sbx_error *err);
+/* Start time of pid (field 22 of /proc/pid/stat), 0 when it does not exist. */
+unsigned long long lcl_proc_start(pid_t pid);
+/* Whether the lease's init is still the process we started. */
+bool lcl_init_alive(const struct local_inst *li);
+/* SIGKILLs the init (ends the whole pid namespace) and waits for it to go. */
+void lcl_init_kill(struct local_inst *li);
+
+/* run.c --------------------------------------------------------------- */
+int lcl_run(struct sbx_instance *inst, const struct sbx_run_req *req,
+	    const struct sbx_run_sink *sink, struct sbx_run_result *result, struct sbx_error *err);
+/* A PING (pong pid in *pid) or SIGNAL request, answered within timeout_ms. 0 or -errno. */
+int lcl_request(const struct local_inst *li, int op, int arg, long timeout_ms, pid_t *pid,
+		struct sbx_error *err);
+
+/* packages.c ---------------------------------------------------------- */
+/* Installs spec->packages inside the lease. -EIO with the installer's last
+ * stderr line in err when one fails. */
+int lcl_install_packages(struct local_inst *li, const struct sbx_spec *spec, struct sbx_error *err);
+
+/* files.c ------------------------------------------------------------- */
+/* Opens path inside the lease root (openat2 RESOLVE_IN_ROOT). fd or -errno. */
+int lcl_open_in_root(const struct local_inst *li, const char *path, int flags, mode_t mode);
+/* mkdir -p of path inside the root. 0 or -errno. */
+int lcl_mkdir_p(const struct local_inst *li, const char *path, mode_t mode);
+
+#endif

@@ -1,0 +1,216 @@
+/*
+ * spawn — starting a lease's sbxfs-init, and telling whether it still runs.
+ *
+ * The caller is a multi-threaded FUSE daemon, so between fork and exec the
+ * child makes only async-signal-safe calls: everything (paths, argv, the
+ * cgroup.procs descriptors) is prepared before fork. The child joins the
+ * lease's cgroups, unshares the namespaces and forks again, so that init is
+ * PID 1 of the new pid namespace and, once the middle process exits, a
+ * child of the host's init rather than of sbxfs: it outlives the daemon.
+ * This module does not talk the run protocol (run.c does).
+ */
+#include "local.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SBXFS_LIBEXECDIR
+#define SBXFS_LIBEXECDIR "/usr/local/libexec"
+#endif
+
+/* Where sbxfs-init is: settings, $SBXFS_INIT, next to our binary, libexecdir. */
+static int find_init(char *out, size_t size)
+{
+	char exe[PATH_MAX];
+	const char *env = getenv("SBXFS_INIT");
+	ssize_t n;
+
+	if (lcl_cfg.init_path && access(lcl_cfg.init_path, X_OK) == 0)
+		return snprintf(out, size, "%s", lcl_cfg.init_path) < (int)size ? 0 : -ENAMETOOLONG;
+	if (env && *env && access(env, X_OK) == 0)
+		return snprintf(out, size, "%s", env) < (int)size ? 0 : -ENAMETOOLONG;
+	if ((n = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) > 0) {
+		exe[n] = '\0';
+		snprintf(out, size, "%s/sbxfs-init", dirname(exe));
+		if (access(out, X_OK) == 0)
+			return 0;
+	}
+	snprintf(out, size, "%s/sbxfs-init", SBXFS_LIBEXECDIR);
+	return access(out, X_OK) == 0 ? 0 : -ENOENT;
+}
+
+/* Field 3 (state) and 22 (start time) of /proc/pid/stat. */
+static unsigned long long proc_stat(pid_t pid, char *state)
+{
+	char path[64], buf[1024];
+	unsigned long long start = 0;
+	int fd;
+	ssize_t n;
+
+	*state = '?';
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2,
+			 "%c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			 "%*s %*s %*s %llu",
+			 state, &start) != 2)
+		return 0;
+	return start;
+}
+
+unsigned long long lcl_proc_start(pid_t pid)
+{
+	char state;
+	return proc_stat(pid, &state);
+}
+
+bool lcl_init_alive(const struct local_inst *li)
+{
+	char state;
+	return li->init_pid > 0 && li->init_start &&
+	       proc_stat(li->init_pid, &state) == li->init_start && state != 'Z' && state != 'X';
+}
+
+void lcl_init_kill(struct local_inst *li)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, li->init_pid, 0);
+	char state;
+
+	if (pfd < 0)
+		return;
+	/* The pidfd pins the process: check it is still ours after opening it. */
+	if (proc_stat(li->init_pid, &state) == li->init_start) {
+		syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+		if (li->cg.kind == LCL_CG_V1 && lcl_cg_frozen(&li->cg) > 0)
+			lcl_cg_freeze(&li->cg, false, NULL); /* v1 keeps killed tasks frozen */
+		struct pollfd p = {.fd = pfd, .events = POLLIN};
+		poll(&p, 1, 10000);
+	}
+	close(pfd);
+}
+
+/* Reads the init's "ok PID" (or its reason for failing) within ms. */
+static int wait_ready(int fd, long ms, char *msg, size_t size)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	ssize_t n;
+	int r;
+
+	while ((r = poll(&p, 1, (int)ms)) < 0 && errno == EINTR)
+		;
+	if (r == 0)
+		return -ETIMEDOUT;
+	while ((n = read(fd, msg, size - 1)) < 0 && errno == EINTR)
+		;
+	msg[n > 0 ? n : 0] = '\0';
+	return n > 0 ? 0 : -ECHILD;
+}
+
+int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
+{
+	static char *const envp[] = {
+	    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+	char init[PATH_MAX], readyfd[16], msg[300];
+	int cgfds[LCL_CG_MAX_DIRS], ncg, pidp[2], readyp[2], e, st;
+	int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+		    (li->net_none ? CLONE_NEWNET : 0);
+	pid_t mid, pid = 0;
+
+	if ((e = find_init(init, sizeof(init))) < 0)
+		return sbx_error_set(err, e, 0, "sbxfs-init not found (set SBXFS_INIT)");
+	if ((ncg = lcl_cg_open_procs(&li->cg, cgfds)) < 0)
+		return sbx_error_set(err, ncg, 0, "opening cgroup.procs: %s", strerror(-ncg));
+	if (pipe2(pidp, O_CLOEXEC) < 0) {
+		e = sbx_error_set(err, errno, 0, "pipe: %s", strerror(errno));
+		goto out_cg;
+	}
+	if (pipe2(readyp, O_CLOEXEC) < 0) {
+		e = sbx_error_set(err, errno, 0, "pipe: %s", strerror(errno));
+		goto out_pidp;
+	}
+	snprintf(readyfd, sizeof(readyfd), "%d", readyp[1]);
+	char *argv[] = {"sbxfs-init", "-d", li->dir, "-h",
+			li->lease,    "-r", readyfd, li->net_none ? "-n" : NULL,
+			NULL};
+
+	mid = fork();
+	if (mid == 0) {
+		/* Async-signal-safe calls only from here to execve. */
+		for (int i = 0; i < ncg; i++)
+			if (write(cgfds[i], "0", 1) < 0)
+				_exit(10);
+		if (unshare(flags) < 0)
+			_exit(11);
+		pid_t p = _Fork();
+		if (p < 0)
+			_exit(12);
+		if (p == 0) {
+			setsid();
+			syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC);
+			fcntl(readyp[1], F_SETFD, 0);
+			execve(init, argv, envp);
+			_exit(127);
+		}
+		_exit(write(pidp[1], &p, sizeof(p)) == sizeof(p) ? 0 : 13);
+	}
+	close(pidp[1]);
+	close(readyp[1]);
+	pidp[1] = readyp[1] = -1;
+	if (mid < 0) {
+		e = sbx_error_set(err, errno, 0, "fork: %s", strerror(errno));
+		goto out_readyp;
+	}
+	while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) || read(pidp[0], &pid, sizeof(pid)) != sizeof(pid)) {
+		static const char *const what[] = {"joining the cgroup", "unshare", "fork"};
+		int code = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+		e = sbx_error_set(err, EIO, 0, "starting sbxfs-init: %s failed",
+				  code >= 10 && code <= 12 ? what[code - 10] : "the spawner");
+		goto out_readyp;
+	}
+	if ((e = wait_ready(readyp[0], lcl_cfg.ready_ms, msg, sizeof(msg))) < 0 ||
+	    strncmp(msg, "ok ", 3) != 0) {
+		kill(pid, SIGKILL);
+		e = e == -ETIMEDOUT
+			? sbx_error_set(err, ETIMEDOUT, 0, "sbxfs-init did not start within %ld ms",
+					lcl_cfg.ready_ms)
+			: sbx_error_set(err, EIO, 0, "sbxfs-init %s: %s", init,
+					e ? "exited at start-up (see init.log)" : msg);
+		goto out_readyp;
+	}
+	li->init_pid = pid;
+	li->init_start = lcl_proc_start(pid);
+	e = 0;
+out_readyp:
+	close(readyp[0]);
+	if (readyp[1] >= 0)
+		close(readyp[1]);
+out_pidp:
+	close(pidp[0]);
+	if (pidp[1] >= 0)
+		close(pidp[1]);
+out_cg:
+	for (int i = 0; i < ncg; i++)
+		close(cgfds[i]);
+	return e;
+}
