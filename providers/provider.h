@@ -253,6 +253,20 @@ struct sbx_provider {
 	int (*fstat)(struct sbx_instance *inst, uint64_t fh, struct sbx_stat *st,
 		     struct sbx_error *err);
 	void (*close)(struct sbx_instance *inst, uint64_t fh);
+
+	/* --- change notification ------------------------------------------ */
+	/*
+	 * Asks the provider to report changes made inside the sandbox by
+	 * anything else (a background job, an agent): cb(ctx, path) with the
+	 * absolute path that changed, or path NULL for "anything may have
+	 * changed" (events may have been lost, e.g. after a reconnect). cb
+	 * runs on a provider thread: it must be thread-safe, quick, and must
+	 * not call set_notify() or release(). cb NULL stops the reports; once
+	 * set_notify(NULL) or release() returns, no call is running or will
+	 * come. Optional (NULL: the core relies on its cache timeouts).
+	 */
+	void (*set_notify)(struct sbx_instance *inst, void (*cb)(void *ctx, const char *path),
+			   void *ctx);
 };
 
 /* The registry (providers/registry.c). */

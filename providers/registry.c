@@ -8,9 +8,11 @@
 #include <string.h>
 
 extern const struct sbx_provider sbx_provider_local;
+extern const struct sbx_provider sbx_provider_e2b;
 
 static const struct sbx_provider *const registry[] = {
 	&sbx_provider_local,
+	&sbx_provider_e2b,
 	NULL,
 };
 

@@ -1,0 +1,169 @@
+/*
+ * e2b — internals shared by the E2B provider's files: the instance
+ * struct, the provider-wide state, and the transport helpers (control
+ * plane REST, envd unary and streaming Connect RPC, /files) that
+ * transport.c implements over src/base/http.
+ *
+ * Not for the core: the core sees only sbx_provider_e2b (api.c).
+ * Layout: api.c lifecycle + ops table; files.c filesystem ops and the
+ * metadata batch; run.c process runs and statfs; watch.c the WatchDir
+ * thread; transport.c HTTP; protocol.c / connect.c / meta.c pure.
+ * The code interpreter (:49999, run_code/code_reset) would be interp.c,
+ * using e2b_conn_get(inst, E2B_INTERP_PORT, ...) and an NDJSON sink.
+ */
+#ifndef SBX_E2B_H
+#define SBX_E2B_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "base/http.h"
+#include "e2b/meta.h"
+#include "e2b/protocol.h"
+#include "provider.h"
+
+struct e2b_watch;
+
+/* Provider-wide state, set by init() and read-only afterwards. */
+struct e2b_global {
+	struct e2b_settings set;
+	struct sbx_http_client *http;
+};
+extern struct e2b_global e2b_g;
+extern const struct sbx_provider sbx_provider_e2b;
+
+struct e2b_inst {
+	struct sbx_instance base; /* first: the core casts */
+	pthread_mutex_t lock;     /* protects the fields marked (L) */
+	struct e2b_sandbox sb;    /* (L) ids, tokens, domain; replaced on unpause */
+	bool paused;              /* (L) */
+	char *workdir;            /* spec workingDirectory or NULL (immutable) */
+	long ttl_s;               /* lifetime asked for on create and resume (immutable) */
+
+	/* Metadata batch (meta.h). */
+	struct e2b_meta_queue queue;    /* (L) waiting */
+	struct e2b_meta_queue inflight; /* (L) being applied by a flush */
+	pthread_mutex_t flush_lock;     /* serialises flushes; taken before lock */
+	int late_err;                   /* (L) a timer flush's failure, for the next sync */
+	char late_msg[SBX_ERR_MSG_MAX]; /* (L) */
+	pthread_t flusher;              /* the timer thread (started with the first op) */
+	bool flusher_on;                /* (L) */
+	bool stopping;                  /* (L) release in progress */
+	pthread_cond_t wake;            /* signals the flusher (with lock) */
+	long last_op_ms;                /* (L) */
+
+	struct statvfs df;  /* (L) statfs cache */
+	long df_at_ms;      /* (L) 0: empty */
+
+	pthread_mutex_t watch_lock; /* protects watch */
+	struct e2b_watch *watch;
+};
+
+static inline struct e2b_inst *e2b_of(struct sbx_instance *i)
+{
+	return (struct e2b_inst *)i;
+}
+
+long e2b_now_ms(void);
+
+/* --- transport.c --------------------------------------------------------- */
+
+/* Request headers and base URL for one envd call (a snapshot: tokens are
+ * copied under the instance lock, then wiped by e2b_conn_release). */
+struct e2b_conn {
+	struct sbx_buf base;
+	char id_hdr[192], port_hdr[48], token_hdr[320];
+	const char *headers[8];
+	size_t n_headers;
+};
+void e2b_conn_get(struct e2b_inst *in, int port, struct e2b_conn *c);
+void e2b_conn_add(struct e2b_conn *c, const char *header);
+void e2b_conn_release(struct e2b_conn *c);
+
+/*
+ * Control plane call: METHOD api_url+path with a JSON body (NULL: none).
+ * 2xx: returns 0, *out = the parsed reply or NULL when empty (caller owns).
+ * Else returns the mapped -errno (e2b_api_error) with *status set so a
+ * caller can turn a 404 or 409 into its own answer.
+ */
+int e2b_api(const char *method, const char *path, json_t *body, bool idempotent, json_t **out,
+	    long *status, const char *what, struct sbx_error *e);
+
+/* Unary envd RPC ("filesystem.Filesystem/Stat"); *out = reply (owned). */
+int e2b_rpc(struct e2b_inst *in, const char *method, json_t *req, bool idempotent,
+	    size_t max_reply, json_t **out, const char *what, struct sbx_error *e);
+
+struct e2b_stream_opts {
+	long timeout_ms;          /* Connect-Timeout-Ms (0: none) and the total deadline */
+	long idle_ms;             /* no byte for this long ends the stream */
+	const atomic_int *cancel;
+};
+/* Streaming envd RPC: each data message goes to fn; 0 after a clean
+ * end-of-stream frame, else -errno (the end frame's error included). */
+int e2b_rpc_stream(struct e2b_inst *in, const char *method, json_t *req,
+		   const struct e2b_stream_opts *o, int (*fn)(void *ctx, const char *json, size_t len),
+		   void *ctx, const char *what, struct sbx_error *e);
+
+/* GET /files?path=P with an optional Range, 2xx body into sink. */
+int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len,
+		  sbx_sink_fn sink, void *ctx, long *status, struct sbx_error *e);
+/* POST /files?path=P, body streamed from fd (octet-stream). */
+int e2b_files_put(struct e2b_inst *in, const char *path, int fd, off_t size,
+		  struct sbx_error *e);
+
+/* --- run.c --------------------------------------------------------------- */
+int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
+	    const struct sbx_run_sink *sink, struct sbx_run_result *result,
+	    struct sbx_error *err);
+/* Runs shell text, collecting stdout/stderr (each bounded by max bytes). */
+int e2b_run_capture(struct e2b_inst *in, const char *shell, long timeout_ms, size_t max,
+		    struct sbx_buf *out, struct sbx_buf *errout, int *exit_code,
+		    struct sbx_error *e);
+int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
+	       struct sbx_error *err);
+
+/* --- files.c ------------------------------------------------------------- */
+/*
+ * Applies queued metadata ops. path NULL: all of them; else only when the
+ * queue touches path (subtree: anything below it too), else returns 0 at
+ * once without a request.
+ */
+int e2b_flush(struct e2b_inst *in, const char *path, bool subtree, struct sbx_error *e);
+/* Stops the flusher thread after a final flush (release). */
+void e2b_flusher_stop(struct e2b_inst *in);
+/* The file slots of the ops table (provider.h documents each). */
+int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
+	     struct sbx_error *err);
+int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
+	     struct sbx_error *err);
+int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len,
+	     sbx_sink_fn sink, void *ctx, struct sbx_error *err);
+int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+	      struct sbx_error *err);
+int e2b_truncate(struct sbx_instance *inst, const char *path, off_t size, struct sbx_error *err);
+int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
+int e2b_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+int e2b_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
+	       struct sbx_error *err);
+int e2b_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
+int e2b_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
+	      struct sbx_error *err);
+int e2b_utimens(struct sbx_instance *inst, const char *path, const struct timespec ts[2],
+		struct sbx_error *err);
+int e2b_symlink(struct sbx_instance *inst, const char *target, const char *path,
+		struct sbx_error *err);
+int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t size,
+		 struct sbx_error *err);
+int e2b_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err);
+int e2b_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
+	      struct sbx_error *err);
+int e2b_sync(struct sbx_instance *inst, struct sbx_error *err);
+
+/* --- watch.c ------------------------------------------------------------- */
+void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char *path),
+		    void *ctx);
+void e2b_watch_stop(struct e2b_inst *in);
+
+#endif

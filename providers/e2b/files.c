@@ -1,0 +1,482 @@
+/*
+ * files — the filesystem slots of the E2B provider: envd's Filesystem RPCs
+ * (Stat, ListDir, MakeDir, Move, Remove) and /files for contents, with
+ * errno refined per operation (sshfs-style); and the metadata batch: ops
+ * envd lacks are queued (meta.h) and applied as one shell script per
+ * batch at sync, before a run, before any access to a path they touch,
+ * and by a timer thread a second after the last one was queued.
+ *
+ * Not here: caching (the core's) and runs (run.c).
+ */
+#include "e2b/e2b.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+
+#define E2B_FLUSH_DELAY_MS 1000L
+#define E2B_LIST_MAX_REPLY (64u << 20)
+
+/* --- the metadata batch --------------------------------------------------- */
+
+/* Applies every op of q (one run per E2B_META_SCRIPT_MAX of script). */
+static int apply(struct e2b_inst *in, const struct e2b_meta_queue *q, struct sbx_error *e)
+{
+	struct sbx_buf script = SBX_BUF_INIT, out = SBX_BUF_INIT, err = SBX_BUF_INIT;
+	int ret = 0;
+	for (size_t first = 0, next; first < q->n; first = next) {
+		int code = 0, rc;
+		sbx_buf_reset(&script);
+		sbx_buf_reset(&out);
+		sbx_buf_reset(&err);
+		next = e2b_meta_render(q, first, E2B_META_SCRIPT_MAX, &script);
+		rc = e2b_run_capture(in, script.buf, 120000, 65536, &out, &err, &code, e);
+		if (rc) {
+			ret = ret ? ret : rc;
+			continue;
+		}
+		if (code && !ret) {
+			/* stdout lists the indexes of failed ops; report the first. */
+			char *end;
+			unsigned long i = strtoul(out.buf, &end, 10);
+			const struct e2b_meta_op *op = end != out.buf && i < q->n ? &q->ops[i] : NULL;
+			err.buf[strcspn(err.buf, "\n")] = '\0';
+			ret = sbx_error_set(e, EIO, SBX_E_EXECUTION_FAILED, "%s %s: %s",
+					    op ? e2b_meta_name(op->kind) : "metadata",
+					    op ? op->path : "", *err.buf ? err.buf : "failed");
+		}
+	}
+	sbx_buf_release(&script);
+	sbx_buf_release(&out);
+	sbx_buf_release(&err);
+	return ret;
+}
+
+int e2b_flush(struct e2b_inst *in, const char *path, bool subtree, struct sbx_error *e)
+{
+	bool need;
+	int rc;
+	pthread_mutex_lock(&in->lock);
+	if (path)
+		need = e2b_meta_touches(&in->queue, path, subtree) ||
+		       e2b_meta_touches(&in->inflight, path, subtree);
+	else
+		need = in->queue.n || in->inflight.n;
+	pthread_mutex_unlock(&in->lock);
+	if (!need)
+		return 0;
+
+	pthread_mutex_lock(&in->flush_lock);
+	pthread_mutex_lock(&in->lock);
+	/* A flush that ran while we waited may have applied our ops. */
+	if (!in->queue.n || (path && !e2b_meta_touches(&in->queue, path, subtree))) {
+		pthread_mutex_unlock(&in->lock);
+		pthread_mutex_unlock(&in->flush_lock);
+		return 0;
+	}
+	e2b_meta_take(&in->inflight, &in->queue);
+	pthread_mutex_unlock(&in->lock);
+
+	rc = apply(in, &in->inflight, e);
+
+	pthread_mutex_lock(&in->lock);
+	e2b_meta_clear(&in->inflight);
+	pthread_mutex_unlock(&in->lock);
+	pthread_mutex_unlock(&in->flush_lock);
+	return rc;
+}
+
+static void *flusher_main(void *arg)
+{
+	struct e2b_inst *in = arg;
+	pthread_mutex_lock(&in->lock);
+	while (!in->stopping) {
+		long due = in->last_op_ms + E2B_FLUSH_DELAY_MS, now = e2b_now_ms();
+		if (!in->queue.n) {
+			pthread_cond_wait(&in->wake, &in->lock);
+		} else if (now < due) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += (due - now) / 1000;
+			ts.tv_nsec += (due - now) % 1000 * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&in->wake, &in->lock, &ts);
+		} else {
+			struct sbx_error e = SBX_ERROR_INIT;
+			int rc;
+			pthread_mutex_unlock(&in->lock);
+			rc = e2b_flush(in, NULL, false, &e);
+			pthread_mutex_lock(&in->lock);
+			if (rc) {
+				sbx_log(SBX_LOG_WARN, "e2b: %s: %s", in->base.id, e.msg);
+				if (!in->late_err) {
+					in->late_err = -rc;
+					memcpy(in->late_msg, e.msg, sizeof(in->late_msg));
+				}
+			}
+		}
+	}
+	pthread_mutex_unlock(&in->lock);
+	return NULL;
+}
+
+void e2b_flusher_stop(struct e2b_inst *in)
+{
+	bool on;
+	pthread_mutex_lock(&in->lock);
+	in->stopping = true;
+	on = in->flusher_on;
+	pthread_cond_signal(&in->wake);
+	pthread_mutex_unlock(&in->lock);
+	if (on)
+		pthread_join(in->flusher, NULL);
+}
+
+static int enqueue(struct e2b_inst *in, const struct e2b_meta_op *op)
+{
+	pthread_mutex_lock(&in->lock);
+	e2b_meta_add(&in->queue, op);
+	in->last_op_ms = e2b_now_ms();
+	in->df_at_ms = 0;
+	if (!in->flusher_on && !in->stopping)
+		in->flusher_on = !pthread_create(&in->flusher, NULL, flusher_main, in);
+	pthread_cond_signal(&in->wake);
+	pthread_mutex_unlock(&in->lock);
+	return 0;
+}
+
+int e2b_sync(struct sbx_instance *inst, struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	int rc = e2b_flush(in, NULL, false, err);
+	pthread_mutex_lock(&in->lock);
+	if (!rc && in->late_err)
+		rc = sbx_error_set(err, in->late_err, SBX_E_EXECUTION_FAILED, "%s", in->late_msg);
+	in->late_err = 0;
+	pthread_mutex_unlock(&in->lock);
+	return rc;
+}
+
+int e2b_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
+{
+	struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .path = (char *)path, .mode = mode};
+	return enqueue(e2b_of(inst), &op);
+}
+
+int e2b_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
+	      struct sbx_error *err)
+{
+	struct e2b_meta_op op = {.kind = E2B_META_CHOWN, .path = (char *)path, .uid = uid,
+				 .gid = gid};
+	if (uid == (uid_t)-1 && gid == (gid_t)-1)
+		return 0;
+	return enqueue(e2b_of(inst), &op);
+}
+
+int e2b_utimens(struct sbx_instance *inst, const char *path, const struct timespec ts[2],
+		struct sbx_error *err)
+{
+	struct e2b_meta_op op = {.kind = E2B_META_UTIMENS, .path = (char *)path};
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (int i = 0; i < 2; i++) {
+		op.ts[i] = ts ? ts[i] : now;
+		/* "now" is the time of the call, not of the flush. */
+		if (op.ts[i].tv_nsec == UTIME_NOW)
+			op.ts[i] = now;
+	}
+	return enqueue(e2b_of(inst), &op);
+}
+
+int e2b_symlink(struct sbx_instance *inst, const char *target, const char *path,
+		struct sbx_error *err)
+{
+	struct e2b_meta_op op = {.kind = E2B_META_SYMLINK, .path = (char *)path,
+				 .arg = (char *)target};
+	return enqueue(e2b_of(inst), &op);
+}
+
+int e2b_truncate(struct sbx_instance *inst, const char *path, off_t size, struct sbx_error *err)
+{
+	struct e2b_meta_op op = {.kind = E2B_META_TRUNCATE, .path = (char *)path, .size = size};
+	if (size < 0)
+		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "truncate: negative size");
+	return enqueue(e2b_of(inst), &op);
+}
+
+int e2b_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err)
+{
+	struct e2b_meta_op op = {.kind = E2B_META_LINK, .path = (char *)to, .arg = (char *)from};
+	return enqueue(e2b_of(inst), &op);
+}
+
+int e2b_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
+	      struct sbx_error *err)
+{
+	struct e2b_meta_op op = {.kind = E2B_META_MKNOD, .path = (char *)path, .mode = mode,
+				 .dev = dev};
+	if (S_ISSOCK(mode))
+		return sbx_error_set(err, ENOTSUP, SBX_E_INTERNAL,
+				     "mknod %s: sockets are not supported", path);
+	return enqueue(e2b_of(inst), &op);
+}
+
+/* --- Filesystem RPCs ------------------------------------------------------ */
+
+/* Replaces the errno an RPC failure was mapped to by the operation's own. */
+static int refine(struct sbx_error *e, int err)
+{
+	e->err = err;
+	return -err;
+}
+
+static int rpc_path(struct e2b_inst *in, const char *method, const char *path, json_t **out,
+		    bool idempotent, const char *what, struct sbx_error *e)
+{
+	json_t *req = json_pack("{s:s}", "path", path);
+	int rc = e2b_rpc(in, method, req, idempotent, 0, out, what, e);
+	json_decref(req);
+	return rc;
+}
+
+static int stat_raw(struct e2b_inst *in, const char *path, struct sbx_stat *st,
+		    json_t **entry_out, struct sbx_error *err)
+{
+	json_t *out = NULL, *entry;
+	int rc = rpc_path(in, "filesystem.Filesystem/Stat", path, &out, true, "stat", err);
+	if (rc)
+		return rc;
+	entry = json_object_get(out, "entry");
+	if (e2b_entry_to_stat(entry, st))
+		rc = sbx_error_set(err, EPROTO, SBX_E_INTERNAL, "stat %s: bad entry", path);
+	else if (entry_out)
+		*entry_out = json_incref(entry);
+	json_decref(out);
+	return rc;
+}
+
+int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
+	     struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	int rc = e2b_flush(in, path, false, err);
+	return rc ? rc : stat_raw(in, path, st, NULL, err);
+}
+
+int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t size,
+		 struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	struct sbx_stat st;
+	json_t *entry = NULL;
+	const char *target;
+	int rc = e2b_flush(in, path, false, err);
+	if (!rc)
+		rc = stat_raw(in, path, &st, &entry, err);
+	if (rc)
+		return rc;
+	target = json_string_value(json_object_get(entry, "symlinkTarget"));
+	if (!target)
+		rc = sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "readlink %s: not a symlink", path);
+	else if (size)
+		snprintf(buf, size, "%s", target);
+	json_decref(entry);
+	return rc;
+}
+
+int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
+	     struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	json_t *req, *out = NULL, *entries, *entry;
+	size_t i;
+	int rc = e2b_flush(in, path, false, err);
+	if (rc)
+		return rc;
+	req = json_pack("{s:s,s:i}", "path", path, "depth", 1);
+	rc = e2b_rpc(in, "filesystem.Filesystem/ListDir", req, true, E2B_LIST_MAX_REPLY, &out,
+		     "list", err);
+	json_decref(req);
+	if (rc == -EINVAL)
+		rc = refine(err, ENOTDIR); /* ListDir on a file */
+	if (rc)
+		return rc;
+	entries = json_object_get(out, "entries");
+	json_array_foreach(entries, i, entry)
+	{
+		const char *name = json_string_value(json_object_get(entry, "name"));
+		struct sbx_stat st;
+		if (!name || !*name || strchr(name, '/') || e2b_entry_to_stat(entry, &st))
+			continue;
+		if (fn(ctx, name, &st))
+			break;
+	}
+	json_decref(out);
+	return 0;
+}
+
+int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len,
+	     sbx_sink_fn sink, void *ctx, struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	long status = 0;
+	int rc = e2b_flush(in, path, false, err);
+	if (rc || len == 0)
+		return rc;
+	rc = e2b_files_get(in, path, off, len, sink, ctx, &status, err);
+	if (rc == -EINVAL && status == 400)
+		rc = refine(err, EISDIR); /* "path ... is a directory" */
+	return rc;
+}
+
+/* dir/.sbxfs-RANDOM~base, within NAME_MAX. */
+static void temp_name(struct sbx_buf *b, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	unsigned r = 0;
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, &r, sizeof(r)) != sizeof(r))
+		r = (unsigned)e2b_now_ms() ^ (unsigned)(uintptr_t)b;
+	if (fd >= 0)
+		close(fd);
+	sbx_buf_add(b, path, (size_t)(slash - path) + 1);
+	sbx_buf_addf(b, ".sbxfs-%08x~%.200s", r, slash + 1);
+}
+
+static int move(struct e2b_inst *in, const char *from, const char *to, const char *what,
+		struct sbx_error *e)
+{
+	json_t *req = json_pack("{s:s,s:s}", "source", from, "destination", to), *out = NULL;
+	int rc = e2b_rpc(in, "filesystem.Filesystem/Move", req, false, 0, &out, what, e);
+	json_decref(out);
+	json_decref(req);
+	return rc;
+}
+
+int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+	      struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	struct sbx_buf tmp = SBX_BUF_INIT;
+	int rc = e2b_flush(in, path, false, err);
+	if (rc)
+		return rc;
+	if (!strrchr(path, '/') || !path[1])
+		return sbx_error_set(err, EISDIR, SBX_E_INTERNAL, "write %s: not a file", path);
+	/* Upload beside the target, then Move over it: readers never see half a file. */
+	temp_name(&tmp, path);
+	rc = e2b_files_put(in, tmp.buf, fd, size, err);
+	if (!rc) {
+		rc = move(in, tmp.buf, path, "write", err);
+		if (rc) {
+			struct sbx_error ignore = SBX_ERROR_INIT;
+			json_t *out = NULL;
+			rpc_path(in, "filesystem.Filesystem/Remove", tmp.buf, &out, true, "write",
+				 &ignore);
+			json_decref(out);
+		}
+	}
+	/* Uploads arrive 0644; anything else is a (batched) chmod. */
+	if (!rc && (mode & 07777) && (mode & 07777) != 0644) {
+		struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .path = (char *)path,
+					 .mode = mode};
+		enqueue(in, &op);
+	}
+	sbx_buf_release(&tmp);
+	return rc;
+}
+
+int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	json_t *out = NULL;
+	int rc = e2b_flush(in, path, false, err);
+	if (!rc)
+		rc = rpc_path(in, "filesystem.Filesystem/MakeDir", path, &out, false, "mkdir", err);
+	json_decref(out);
+	if (rc == -EINVAL)
+		rc = refine(err, ENOTDIR); /* a parent is a file */
+	if (!rc && (mode & 07777) && (mode & 07777) != 0755) {
+		struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .path = (char *)path,
+					 .mode = mode};
+		enqueue(in, &op);
+	}
+	return rc;
+}
+
+static int remove_path(struct e2b_inst *in, const char *path, const char *what,
+		       struct sbx_error *err)
+{
+	json_t *out = NULL;
+	int rc = rpc_path(in, "filesystem.Filesystem/Remove", path, &out, true, what, err);
+	json_decref(out);
+	return rc;
+}
+
+int e2b_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	struct sbx_stat st;
+	/* Remove is `rm -rf`: make sure it is no directory first. */
+	int rc = e2b_flush(in, path, false, err);
+	if (!rc)
+		rc = stat_raw(in, path, &st, NULL, err);
+	if (!rc && S_ISDIR(st.mode))
+		rc = sbx_error_set(err, EISDIR, SBX_E_INTERNAL, "unlink %s: is a directory", path);
+	return rc ? rc : remove_path(in, path, "unlink", err);
+}
+
+static int count_entry(void *ctx, const char *name, const struct sbx_stat *st)
+{
+	(*(int *)ctx)++;
+	return 1;
+}
+
+int e2b_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	int n = 0, rc;
+	if (!strcmp(path, "/"))
+		return sbx_error_set(err, EBUSY, SBX_E_INTERNAL, "rmdir /: refused");
+	rc = e2b_flush(in, path, true, err);
+	if (!rc)
+		rc = e2b_list(inst, path, count_entry, &n, err);
+	if (!rc && n)
+		rc = sbx_error_set(err, ENOTEMPTY, SBX_E_INTERNAL, "rmdir %s: not empty", path);
+	return rc ? rc : remove_path(in, path, "rmdir", err);
+}
+
+int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
+	       struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	struct sbx_stat st;
+	int rc;
+	if (flags & ~1u) /* RENAME_NOREPLACE = 1; EXCHANGE and others unsupported */
+		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "rename: flags %#x unsupported",
+				     flags);
+	rc = e2b_flush(in, from, true, err);
+	if (!rc)
+		rc = e2b_flush(in, to, true, err);
+	if (!rc && (flags & 1u)) {
+		struct sbx_error ignore = SBX_ERROR_INIT;
+		rc = stat_raw(in, to, &st, NULL, &ignore);
+		if (!rc)
+			return sbx_error_set(err, EEXIST, SBX_E_INTERNAL, "rename: %s exists", to);
+		if (rc != -ENOENT) {
+			*err = ignore;
+			return rc;
+		}
+		rc = 0;
+	}
+	return rc ? rc : move(in, from, to, "rename", err);
+}

@@ -1,0 +1,229 @@
+/* meta — see meta.h. */
+#include "e2b/meta.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+void e2b_meta_init(struct e2b_meta_queue *q)
+{
+	memset(q, 0, sizeof(*q));
+}
+
+void e2b_meta_clear(struct e2b_meta_queue *q)
+{
+	for (size_t i = 0; i < q->n; i++) {
+		free(q->ops[i].path);
+		free(q->ops[i].arg);
+	}
+	free(q->ops);
+	memset(q, 0, sizeof(*q));
+}
+
+static void reserve(struct e2b_meta_queue *q, size_t more)
+{
+	if (q->n + more <= q->alloc)
+		return;
+	q->alloc = q->alloc ? q->alloc * 2 : 16;
+	if (q->alloc < q->n + more)
+		q->alloc = q->n + more;
+	q->ops = realloc(q->ops, q->alloc * sizeof(*q->ops));
+	if (!q->ops)
+		abort();
+}
+
+static char *dup_or_null(const char *s)
+{
+	char *d;
+	if (!s)
+		return NULL;
+	d = strdup(s);
+	if (!d)
+		abort();
+	return d;
+}
+
+void e2b_meta_add(struct e2b_meta_queue *q, const struct e2b_meta_op *op)
+{
+	reserve(q, 1);
+	q->ops[q->n] = *op;
+	q->ops[q->n].path = dup_or_null(op->path);
+	q->ops[q->n].arg = dup_or_null(op->arg);
+	q->n++;
+}
+
+void e2b_meta_take(struct e2b_meta_queue *dst, struct e2b_meta_queue *src)
+{
+	if (!dst->n) {
+		e2b_meta_clear(dst);
+		*dst = *src;
+		memset(src, 0, sizeof(*src));
+		return;
+	}
+	reserve(dst, src->n);
+	memcpy(dst->ops + dst->n, src->ops, src->n * sizeof(*src->ops));
+	dst->n += src->n;
+	free(src->ops);
+	memset(src, 0, sizeof(*src));
+}
+
+/* a is path or lies below it (child only when !deep). */
+static bool under(const char *a, const char *path, bool deep)
+{
+	size_t n = strlen(path);
+	const char *rest;
+	if (!a)
+		return false;
+	if (!strcmp(a, path))
+		return true;
+	if (n == 1 && path[0] == '/')
+		n = 0;
+	if (strncmp(a, path, n) || a[n] != '/')
+		return false;
+	rest = a + n + 1;
+	return deep || !strchr(rest, '/');
+}
+
+bool e2b_meta_touches(const struct e2b_meta_queue *q, const char *path, bool subtree)
+{
+	for (size_t i = 0; i < q->n; i++) {
+		const struct e2b_meta_op *op = &q->ops[i];
+		if (under(op->path, path, subtree))
+			return true;
+		if (op->kind == E2B_META_LINK && under(op->arg, path, subtree))
+			return true;
+	}
+	return false;
+}
+
+const char *e2b_meta_name(enum e2b_meta_kind kind)
+{
+	static const char *const names[] = {"chmod", "chown", "utimens", "symlink",
+					    "truncate", "link", "mknod"};
+	return kind <= E2B_META_MKNOD ? names[kind] : "metadata change";
+}
+
+static void add_path(struct sbx_buf *b, const char *p)
+{
+	sbx_buf_addch(b, ' ');
+	sbx_buf_add_shquoted(b, p);
+}
+
+static bool same_group(const struct e2b_meta_op *a, const struct e2b_meta_op *b)
+{
+	if (a->kind != b->kind)
+		return false;
+	if (a->kind == E2B_META_CHMOD)
+		return (a->mode & 07777) == (b->mode & 07777);
+	if (a->kind == E2B_META_CHOWN)
+		return a->uid == b->uid && a->gid == b->gid;
+	return false;
+}
+
+static void add_touch(struct sbx_buf *b, const char *flag, const struct timespec *t,
+		      const char *path)
+{
+	sbx_buf_addf(b, "touch -h -c%s", flag);
+	if (t->tv_nsec != UTIME_NOW)
+		sbx_buf_addf(b, " -d @%lld.%09ld", (long long)t->tv_sec, t->tv_nsec);
+	sbx_buf_adds(b, " --");
+	add_path(b, path);
+}
+
+/* Renders op (and, for chmod/chown, the run [i, *next) of its like). */
+static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, size_t room,
+		       struct sbx_buf *b)
+{
+	const struct e2b_meta_op *op = &q->ops[i];
+	const struct timespec *ts = op->ts;
+	size_t j = i + 1;
+	switch (op->kind) {
+	case E2B_META_CHMOD:
+	case E2B_META_CHOWN:
+		if (op->kind == E2B_META_CHMOD)
+			sbx_buf_addf(b, "chmod %04o --", (unsigned)(op->mode & 07777));
+		else if (op->uid != (uid_t)-1 && op->gid != (gid_t)-1)
+			sbx_buf_addf(b, "chown -h %u:%u --", (unsigned)op->uid, (unsigned)op->gid);
+		else if (op->uid != (uid_t)-1)
+			sbx_buf_addf(b, "chown -h %u --", (unsigned)op->uid);
+		else
+			sbx_buf_addf(b, "chgrp -h %u --", (unsigned)op->gid);
+		add_path(b, op->path);
+		for (; j < q->n && same_group(op, &q->ops[j]) &&
+		       b->len + strlen(q->ops[j].path) + 64 < room;
+		     j++)
+			add_path(b, q->ops[j].path);
+		break;
+	case E2B_META_UTIMENS:
+		if (ts[0].tv_nsec == UTIME_OMIT && ts[1].tv_nsec == UTIME_OMIT) {
+			sbx_buf_adds(b, "true");
+		} else if (ts[0].tv_nsec != UTIME_OMIT && ts[1].tv_nsec != UTIME_OMIT &&
+			   ts[0].tv_sec == ts[1].tv_sec && ts[0].tv_nsec == ts[1].tv_nsec) {
+			add_touch(b, "", &ts[0], op->path);
+		} else {
+			sbx_buf_adds(b, "{ ");
+			if (ts[0].tv_nsec != UTIME_OMIT) {
+				add_touch(b, " -a", &ts[0], op->path);
+				sbx_buf_adds(b, ts[1].tv_nsec != UTIME_OMIT ? " && " : "");
+			}
+			if (ts[1].tv_nsec != UTIME_OMIT)
+				add_touch(b, " -m", &ts[1], op->path);
+			sbx_buf_adds(b, "; }");
+		}
+		break;
+	case E2B_META_SYMLINK:
+		sbx_buf_adds(b, "ln -s --");
+		add_path(b, op->arg);
+		add_path(b, op->path);
+		break;
+	case E2B_META_TRUNCATE:
+		sbx_buf_addf(b, "truncate -s %lld --", (long long)op->size);
+		add_path(b, op->path);
+		break;
+	case E2B_META_LINK:
+		sbx_buf_adds(b, "ln --");
+		add_path(b, op->arg);
+		add_path(b, op->path);
+		break;
+	case E2B_META_MKNOD:
+		if (S_ISFIFO(op->mode)) {
+			sbx_buf_addf(b, "mkfifo -m %04o --", (unsigned)(op->mode & 07777));
+			add_path(b, op->path);
+		} else if (S_ISCHR(op->mode) || S_ISBLK(op->mode)) {
+			sbx_buf_addf(b, "mknod -m %04o --", (unsigned)(op->mode & 07777));
+			add_path(b, op->path);
+			sbx_buf_addf(b, " %c %u %u", S_ISCHR(op->mode) ? 'c' : 'b',
+				     major(op->dev), minor(op->dev));
+		} else if (S_ISREG(op->mode) || !(op->mode & S_IFMT)) {
+			/* noclobber in a subshell: EEXIST semantics, no leak */
+			sbx_buf_adds(b, "( set -C; : >");
+			add_path(b, op->path);
+			sbx_buf_addf(b, " && chmod %04o --", (unsigned)(op->mode & 07777));
+			add_path(b, op->path);
+			sbx_buf_adds(b, " )");
+		} else {
+			sbx_buf_adds(b, "false");
+		}
+		break;
+	}
+	sbx_buf_addf(b, " || echo %zu\n", i);
+	*next = j;
+}
+
+size_t e2b_meta_render(const struct e2b_meta_queue *q, size_t first, size_t max_bytes,
+		       struct sbx_buf *b)
+{
+	size_t i = first, start = b->len;
+	while (i < q->n) {
+		size_t mark = b->len, next;
+		render_one(q, i, &next, start + max_bytes, b);
+		if (b->len - start > max_bytes && i > first) {
+			/* Did not fit: leave it for the next script. */
+			b->len = mark;
+			b->buf[mark] = '\0';
+			break;
+		}
+		i = next;
+	}
+	return i;
+}

@@ -1,0 +1,79 @@
+/*
+ * meta — the queue of metadata changes envd has no RPC for (chmod, chown,
+ * utimens, symlink, truncate, link, mknod) and its rendering into shell
+ * scripts, so that a `tar x` or `rsync -a` costs one command in the
+ * sandbox per batch, not one per file per attribute.
+ *
+ * Pure: strings in, shell text out; every path and target is quoted with
+ * sbx_buf_add_shquoted() and preceded by `--`. It does not run anything
+ * and has no lock (the instance that owns a queue locks it).
+ */
+#ifndef SBX_E2B_META_H
+#define SBX_E2B_META_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "base/buf.h"
+
+/* One script stays well under Linux's 128 KiB limit on one argv string. */
+#define E2B_META_SCRIPT_MAX (96u << 10)
+
+enum e2b_meta_kind {
+	E2B_META_CHMOD,
+	E2B_META_CHOWN,
+	E2B_META_UTIMENS,
+	E2B_META_SYMLINK,
+	E2B_META_TRUNCATE,
+	E2B_META_LINK,
+	E2B_META_MKNOD,
+};
+
+struct e2b_meta_op {
+	enum e2b_meta_kind kind;
+	char *path;  /* the path changed (owned) */
+	char *arg;   /* symlink: the target; link: the existing file (owned) */
+	mode_t mode; /* chmod, mknod (with the type bits) */
+	uid_t uid;   /* chown: (uid_t)-1 = keep */
+	gid_t gid;
+	struct timespec ts[2]; /* utimens: atime, mtime; UTIME_NOW / UTIME_OMIT */
+	off_t size;            /* truncate */
+	dev_t dev;             /* mknod */
+};
+
+struct e2b_meta_queue {
+	struct e2b_meta_op *ops;
+	size_t n, alloc;
+};
+
+void e2b_meta_init(struct e2b_meta_queue *q);
+/* Frees every op and the array; q is empty and reusable afterwards. */
+void e2b_meta_clear(struct e2b_meta_queue *q);
+/* Appends a copy of op (path and arg are duplicated). */
+void e2b_meta_add(struct e2b_meta_queue *q, const struct e2b_meta_op *op);
+/* Moves all ops of src to the end of dst (src becomes empty). */
+void e2b_meta_take(struct e2b_meta_queue *dst, struct e2b_meta_queue *src);
+/*
+ * Whether applying q could change what a read of path shows: an op on
+ * path itself, naming it (link source, symlink target path), or on one of
+ * its direct children (a listing shows their attributes). With subtree,
+ * also any op below path (for rename and remove of a directory).
+ */
+bool e2b_meta_touches(const struct e2b_meta_queue *q, const char *path, bool subtree);
+/*
+ * Renders ops [first, n) into b as shell text, one command per op (runs
+ * of the same chmod/chown merged into one command), each followed by
+ * `|| echo INDEX` so the caller learns which op failed. Stops before the
+ * script would pass max_bytes (but always renders at least one op).
+ * Returns the index after the last op rendered. Invalid ops (mknod of a
+ * socket) render as `echo INDEX`.
+ */
+size_t e2b_meta_render(const struct e2b_meta_queue *q, size_t first, size_t max_bytes,
+		       struct sbx_buf *b);
+/* A short description of op for error text ("chmod /a/b"). */
+const char *e2b_meta_name(enum e2b_meta_kind kind);
+
+#endif

@@ -1,0 +1,386 @@
+/*
+ * transport — the E2B provider's HTTP calls over src/base/http: control
+ * plane REST (X-API-KEY), envd unary and streaming Connect RPC and /files
+ * (X-Access-Token, E2b-Sandbox-Id/-Port). Each call maps the reply to
+ * 0 / -errno with a one-line message that names the operation and never
+ * a credential. It knows no provider op (api.c, files.c, run.c do).
+ */
+#include "e2b/e2b.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "e2b/connect.h"
+
+#define E2B_KEEPALIVE_S 30 /* Keepalive-Ping-Interval asked of envd on streams */
+
+long e2b_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void wipe(void *p, size_t n)
+{
+	volatile unsigned char *v = p;
+	while (n--)
+		*v++ = 0;
+}
+
+/* --- envd connection snapshot ------------------------------------------- */
+
+void e2b_conn_get(struct e2b_inst *in, int port, struct e2b_conn *c)
+{
+	memset(c, 0, sizeof(*c));
+	sbx_buf_init(&c->base);
+	pthread_mutex_lock(&in->lock);
+	if (port == E2B_ENVD_PORT || e2b_g.set.sandbox_url)
+		e2b_envd_base(&c->base, &e2b_g.set, in->sb.id, in->sb.domain);
+	else
+		sbx_buf_addf(&c->base, "https://%d-%s.%s", port, in->sb.id,
+			     in->sb.domain ? in->sb.domain : e2b_g.set.domain);
+	snprintf(c->id_hdr, sizeof(c->id_hdr), "E2b-Sandbox-Id: %s", in->sb.id);
+	snprintf(c->port_hdr, sizeof(c->port_hdr), "E2b-Sandbox-Port: %d", port);
+	c->headers[c->n_headers++] = c->id_hdr;
+	c->headers[c->n_headers++] = c->port_hdr;
+	if (in->sb.access_token) {
+		snprintf(c->token_hdr, sizeof(c->token_hdr), "X-Access-Token: %s",
+			 in->sb.access_token);
+		c->headers[c->n_headers++] = c->token_hdr;
+	}
+	pthread_mutex_unlock(&in->lock);
+}
+
+void e2b_conn_add(struct e2b_conn *c, const char *header)
+{
+	if (c->n_headers + 1 < sizeof(c->headers) / sizeof(c->headers[0]))
+		c->headers[c->n_headers++] = header;
+}
+
+void e2b_conn_release(struct e2b_conn *c)
+{
+	wipe(c->token_hdr, sizeof(c->token_hdr));
+	sbx_buf_release(&c->base);
+}
+
+/* --- control plane ------------------------------------------------------- */
+
+int e2b_api(const char *method, const char *path, json_t *body, bool idempotent, json_t **out,
+	    long *status, const char *what, struct sbx_error *e)
+{
+	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
+	struct sbx_http_resp resp;
+	struct sbx_buf url = SBX_BUF_INIT, key = SBX_BUF_INIT;
+	const char *headers[4] = {NULL};
+	char *text = NULL;
+	int rc;
+
+	*out = NULL;
+	*status = 0;
+	sbx_buf_addf(&url, "%s%s", e2b_g.set.api_url, path);
+	sbx_buf_addf(&key, "X-API-KEY: %s", e2b_g.set.api_key);
+	headers[0] = key.buf;
+	headers[1] = "Accept: application/json";
+	if (body) {
+		text = json_dumps(body, JSON_COMPACT);
+		if (!text) {
+			rc = sbx_error_set(e, ENOMEM, SBX_E_INTERNAL, "%s: out of memory", what);
+			goto out;
+		}
+		headers[2] = "Content-Type: application/json";
+		req.body = text;
+		req.body_len = strlen(text);
+		req.has_body = true;
+	}
+	req.method = method;
+	req.url = url.buf;
+	req.headers = headers;
+	req.idempotent = idempotent;
+	sbx_http_resp_init(&resp);
+	rc = sbx_http_perform(e2b_g.http, &req, &resp, e);
+	if (rc) {
+		sbx_error_prefix(e, what);
+		goto out_resp;
+	}
+	*status = resp.status;
+	if (resp.status < 200 || resp.status > 299) {
+		rc = e2b_api_error(resp.status, resp.body.buf, resp.body.len, what, e);
+		goto out_resp;
+	}
+	if (resp.body.len) {
+		json_error_t jerr;
+		*out = json_loadb(resp.body.buf, resp.body.len, 0, &jerr);
+		if (!*out)
+			rc = sbx_error_set(e, EPROTO, SBX_E_INTERNAL, "%s: bad JSON reply: %s", what,
+					   jerr.text);
+	}
+out_resp:
+	sbx_http_resp_release(&resp);
+out:
+	free(text);
+	wipe(key.buf, key.len);
+	sbx_buf_release(&key);
+	sbx_buf_release(&url);
+	return rc;
+}
+
+/* --- envd unary RPC ------------------------------------------------------ */
+
+int e2b_rpc(struct e2b_inst *in, const char *method, json_t *reqj, bool idempotent,
+	    size_t max_reply, json_t **out, const char *what, struct sbx_error *e)
+{
+	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
+	struct sbx_http_resp resp;
+	struct e2b_conn c;
+	char *text = json_dumps(reqj, JSON_COMPACT);
+	int rc;
+
+	*out = NULL;
+	if (!text)
+		return sbx_error_set(e, ENOMEM, SBX_E_INTERNAL, "%s: out of memory", what);
+	e2b_conn_get(in, E2B_ENVD_PORT, &c);
+	sbx_buf_addf(&c.base, "/%s", method);
+	e2b_conn_add(&c, "Content-Type: application/json");
+	e2b_conn_add(&c, "Connect-Protocol-Version: 1");
+	req.url = c.base.buf;
+	req.headers = c.headers;
+	req.body = text;
+	req.body_len = strlen(text);
+	req.idempotent = idempotent;
+	req.max_body = max_reply;
+	req.decompress = true;
+	sbx_http_resp_init(&resp);
+	rc = sbx_http_perform(e2b_g.http, &req, &resp, e);
+	if (rc) {
+		sbx_error_prefix(e, what);
+	} else if (resp.status != 200) {
+		rc = e2b_connect_unary_error(resp.status, resp.content_type, resp.body.buf,
+					     resp.body.len, what, e);
+	} else {
+		json_error_t jerr;
+		*out = json_loadb(resp.body.buf, resp.body.len, 0, &jerr);
+		if (!json_is_object(*out)) {
+			json_decref(*out);
+			*out = NULL;
+			rc = sbx_error_set(e, EPROTO, SBX_E_INTERNAL, "%s: bad JSON reply", what);
+		}
+	}
+	sbx_http_resp_release(&resp);
+	e2b_conn_release(&c);
+	free(text);
+	return rc;
+}
+
+/* --- envd streaming RPC -------------------------------------------------- */
+
+struct stream {
+	struct e2b_connect_decoder dec;
+	struct sbx_error err; /* why a callback stopped the transfer */
+};
+
+static int stream_response(void *ctx, const struct sbx_http_resp *resp)
+{
+	struct stream *s = ctx;
+	if (resp->status == 200 &&
+	    !sbx_http_content_type_is(resp->content_type, "application/connect+json"))
+		return sbx_error_set(&s->err, EPROTO, SBX_E_INTERNAL,
+				     "unsupported content type \"%s\"", resp->content_type);
+	return 0;
+}
+
+static int stream_sink(void *ctx, const char *data, size_t len)
+{
+	struct stream *s = ctx;
+	return e2b_connect_feed(&s->dec, data, len, &s->err);
+}
+
+int e2b_rpc_stream(struct e2b_inst *in, const char *method, json_t *reqj,
+		   const struct e2b_stream_opts *o, int (*fn)(void *ctx, const char *json, size_t len),
+		   void *ctx, const char *what, struct sbx_error *e)
+{
+	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
+	struct sbx_http_resp resp;
+	struct sbx_buf frame = SBX_BUF_INIT;
+	struct stream s = {.err = SBX_ERROR_INIT};
+	struct e2b_conn c;
+	char keepalive[48], deadline[48];
+	char *text = json_dumps(reqj, JSON_COMPACT);
+	int rc;
+
+	if (!text)
+		return sbx_error_set(e, ENOMEM, SBX_E_INTERNAL, "%s: out of memory", what);
+	e2b_connect_frame(&frame, 0, text, strlen(text));
+	e2b_connect_decoder_init(&s.dec, fn, ctx);
+	e2b_conn_get(in, E2B_ENVD_PORT, &c);
+	sbx_buf_addf(&c.base, "/%s", method);
+	e2b_conn_add(&c, "Content-Type: application/connect+json");
+	e2b_conn_add(&c, "Connect-Protocol-Version: 1");
+	snprintf(keepalive, sizeof(keepalive), "Keepalive-Ping-Interval: %d", E2B_KEEPALIVE_S);
+	e2b_conn_add(&c, keepalive);
+	if (o->timeout_ms > 0) {
+		snprintf(deadline, sizeof(deadline), "Connect-Timeout-Ms: %ld", o->timeout_ms);
+		e2b_conn_add(&c, deadline);
+		/* envd ends the stream at the deadline; give its answer time to arrive. */
+		req.timeout_ms = o->timeout_ms + 15000;
+	}
+	req.url = c.base.buf;
+	req.headers = c.headers;
+	req.body = frame.buf;
+	req.body_len = frame.len;
+	req.stream = true;
+	req.idle_ms = o->idle_ms ? o->idle_ms : 3 * E2B_KEEPALIVE_S * 1000L;
+	req.cancel = o->cancel;
+	req.sink = stream_sink;
+	req.sink_ctx = &s;
+	req.on_response = stream_response;
+	sbx_http_resp_init(&resp);
+	rc = sbx_http_perform(e2b_g.http, &req, &resp, e);
+	if (rc) {
+		if (s.err.err)
+			*e = s.err;
+		sbx_error_prefix(e, what);
+	} else if (resp.status != 200) {
+		rc = e2b_connect_unary_error(resp.status, resp.content_type, resp.body.buf,
+					     resp.body.len, what, e);
+	} else {
+		rc = e2b_connect_finish(&s.dec, what, e);
+	}
+	sbx_http_resp_release(&resp);
+	e2b_conn_release(&c);
+	e2b_connect_decoder_release(&s.dec);
+	sbx_buf_release(&frame);
+	free(text);
+	return rc;
+}
+
+/* --- /files -------------------------------------------------------------- */
+
+/* envd's HTTP errors: {"code": <status>, "message"}. */
+static int files_error(long status, const struct sbx_http_resp *r, const char *what,
+		       const char *path, struct sbx_error *e)
+{
+	json_t *root = r->body.len ? json_loadb(r->body.buf, r->body.len, 0, NULL) : NULL;
+	const char *msg = json_string_value(json_object_get(root, "message"));
+	int err = sbx_errno_from_http(status), rc;
+	enum sbx_errcode code = SBX_E_NONE;
+	if (status == 502) {
+		code = SBX_E_NOT_FOUND; /* the sandbox, not the file: see connect.h */
+		if (!msg)
+			msg = "the sandbox was not found";
+	}
+	rc = sbx_error_set(e, err ? err : EIO, code, "%s %s: %ld %s", what, path, status,
+			   msg ? msg : "failed");
+	json_decref(root);
+	return rc;
+}
+
+struct range_sink {
+	sbx_sink_fn sink;
+	void *ctx;
+	long status;
+	off_t skip, left; /* for a 200 that ignored our Range; left < 0: unbounded */
+};
+
+static int range_response(void *ctx, const struct sbx_http_resp *resp)
+{
+	struct range_sink *r = ctx;
+	r->status = resp->status;
+	if (resp->status != 206)
+		return 0;
+	r->skip = 0; /* the server did the slicing */
+	return 0;
+}
+
+static int range_write(void *ctx, const char *data, size_t len)
+{
+	struct range_sink *r = ctx;
+	if (r->skip) {
+		size_t n = (off_t)len < r->skip ? len : (size_t)r->skip;
+		r->skip -= n;
+		data += n;
+		len -= n;
+	}
+	if (r->left >= 0 && (off_t)len > r->left)
+		len = (size_t)r->left;
+	if (!len)
+		return 0;
+	if (r->left >= 0)
+		r->left -= len;
+	return r->sink(r->ctx, data, len);
+}
+
+int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len,
+		  sbx_sink_fn sink, void *ctx, long *status, struct sbx_error *e)
+{
+	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
+	struct sbx_http_resp resp;
+	struct range_sink rs = {.sink = sink, .ctx = ctx, .skip = off, .left = len};
+	struct e2b_conn c;
+	char range[96];
+	int rc;
+
+	*status = 0;
+	e2b_conn_get(in, E2B_ENVD_PORT, &c);
+	sbx_buf_adds(&c.base, "/files");
+	sbx_http_add_query(&c.base, "path", path);
+	if (off > 0 || len >= 0) {
+		if (len >= 0)
+			snprintf(range, sizeof(range), "Range: bytes=%lld-%lld", (long long)off,
+				 (long long)(off + len - 1));
+		else
+			snprintf(range, sizeof(range), "Range: bytes=%lld-", (long long)off);
+		e2b_conn_add(&c, range);
+	}
+	req.url = c.base.buf;
+	req.headers = c.headers;
+	req.stream = true;
+	req.idle_ms = 60000;
+	req.idempotent = true;
+	req.sink = range_write;
+	req.sink_ctx = &rs;
+	req.on_response = range_response;
+	sbx_http_resp_init(&resp);
+	rc = sbx_http_perform(e2b_g.http, &req, &resp, e);
+	*status = resp.status;
+	if (rc)
+		sbx_error_prefix(e, "read");
+	else if (resp.status < 200 || resp.status > 299)
+		rc = resp.status == 416 ? 0 : files_error(resp.status, &resp, "read", path, e);
+	sbx_http_resp_release(&resp);
+	e2b_conn_release(&c);
+	return rc;
+}
+
+int e2b_files_put(struct e2b_inst *in, const char *path, int fd, off_t size,
+		  struct sbx_error *e)
+{
+	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
+	struct sbx_http_resp resp;
+	struct e2b_conn c;
+	int rc;
+
+	e2b_conn_get(in, E2B_ENVD_PORT, &c);
+	sbx_buf_adds(&c.base, "/files");
+	sbx_http_add_query(&c.base, "path", path);
+	e2b_conn_add(&c, "Content-Type: application/octet-stream");
+	req.url = c.base.buf;
+	req.headers = c.headers;
+	req.body_fd = fd;
+	req.body_off = 0;
+	req.body_size = size;
+	req.stream = true;
+	req.idle_ms = 60000;
+	req.idempotent = true; /* the same bytes to the same (temporary) name */
+	sbx_http_resp_init(&resp);
+	rc = sbx_http_perform(e2b_g.http, &req, &resp, e);
+	if (rc)
+		sbx_error_prefix(e, "write");
+	else if (resp.status < 200 || resp.status > 299)
+		rc = files_error(resp.status, &resp, "write", path, e);
+	sbx_http_resp_release(&resp);
+	e2b_conn_release(&c);
+	return rc;
+}

@@ -1,0 +1,632 @@
+/*
+ * check_e2b — unit tests for the E2B provider's pure modules: Connect
+ * framing (connect.c), protobuf JSON and E2B shapes (protocol.c), and the
+ * metadata batch's shell text (meta.c). No network, no sandbox.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "e2b/connect.h"
+#include "e2b/meta.h"
+#include "e2b/protocol.h"
+
+/* --- Connect framing ------------------------------------------------------ */
+
+struct msgs {
+	char got[8][128];
+	int n;
+	int fail_at; /* 1-based message index that returns -EPIPE, 0: none */
+};
+
+static int collect(void *ctx, const char *json, size_t len)
+{
+	struct msgs *m = ctx;
+	if (m->n < 8)
+		snprintf(m->got[m->n], sizeof(m->got[0]), "%.*s", (int)len, json);
+	m->n++;
+	return m->fail_at == m->n ? -EPIPE : 0;
+}
+
+static void frames(struct sbx_buf *b)
+{
+	e2b_connect_frame(b, 0, "{\"event\":{\"start\":{\"pid\":1}}}", 30);
+	e2b_connect_frame(b, 0, "{\"a\":1}", 7);
+	e2b_connect_frame(b, E2B_CONNECT_FLAG_END, "{}", 2);
+}
+
+START_TEST(test_frame_encode)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	e2b_connect_frame(&b, 0, "{\"a\":1}", 7);
+	ck_assert_int_eq(b.len, 12);
+	ck_assert_int_eq((unsigned char)b.buf[0], 0);
+	ck_assert_int_eq((unsigned char)b.buf[4], 7);
+	ck_assert_mem_eq(b.buf + 5, "{\"a\":1}", 7);
+	sbx_buf_reset(&b);
+	e2b_connect_frame(&b, 2, "", 0);
+	ck_assert_mem_eq(b.buf, "\x02\0\0\0\0", 5);
+	sbx_buf_release(&b);
+}
+END_TEST
+
+/* Every split point of the byte stream, and the whole stream at once. */
+START_TEST(test_decode_split_packed)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	frames(&b);
+	for (size_t cut = 0; cut <= b.len; cut++) {
+		struct msgs m = {0};
+		struct e2b_connect_decoder d;
+		struct sbx_error e = SBX_ERROR_INIT;
+		e2b_connect_decoder_init(&d, collect, &m);
+		ck_assert_int_eq(e2b_connect_feed(&d, b.buf, cut, &e), 0);
+		ck_assert_int_eq(e2b_connect_feed(&d, b.buf + cut, b.len - cut, &e), 0);
+		ck_assert_int_eq(e2b_connect_finish(&d, "t", &e), 0);
+		ck_assert_int_eq(m.n, 2);
+		ck_assert_str_eq(m.got[1], "{\"a\":1}");
+		e2b_connect_decoder_release(&d);
+	}
+	/* byte by byte */
+	{
+		struct msgs m = {0};
+		struct e2b_connect_decoder d;
+		struct sbx_error e = SBX_ERROR_INIT;
+		e2b_connect_decoder_init(&d, collect, &m);
+		for (size_t i = 0; i < b.len; i++)
+			ck_assert_int_eq(e2b_connect_feed(&d, b.buf + i, 1, &e), 0);
+		ck_assert_int_eq(e2b_connect_finish(&d, "t", &e), 0);
+		ck_assert_int_eq(m.n, 2);
+		e2b_connect_decoder_release(&d);
+	}
+	sbx_buf_release(&b);
+}
+END_TEST
+
+START_TEST(test_decode_end_error)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	struct msgs m = {0};
+	struct e2b_connect_decoder d;
+	struct sbx_error e = SBX_ERROR_INIT;
+	const char *end = "{\"error\":{\"code\":\"deadline_exceeded\",\"message\":\"context deadline "
+			  "exceeded\"}}";
+	e2b_connect_frame(&b, 0, "{\"event\":{\"start\":{\"pid\":3}}}", 30);
+	e2b_connect_frame(&b, E2B_CONNECT_FLAG_END, end, strlen(end));
+	e2b_connect_decoder_init(&d, collect, &m);
+	ck_assert_int_eq(e2b_connect_feed(&d, b.buf, b.len, &e), 0);
+	ck_assert_int_eq(e2b_connect_finish(&d, "run", &e), -ETIMEDOUT);
+	ck_assert_int_eq(e.code, SBX_E_TIMEOUT);
+	ck_assert_ptr_nonnull(strstr(e.msg, "[deadline_exceeded] context deadline exceeded"));
+	e2b_connect_decoder_release(&d);
+
+	/* an error as the only frame: invalid cwd */
+	sbx_buf_reset(&b);
+	end = "{\"error\":{\"code\":\"invalid_argument\",\"message\":\"cwd '/nope' does not exist\"}}";
+	e2b_connect_frame(&b, E2B_CONNECT_FLAG_END, end, strlen(end));
+	e2b_connect_decoder_init(&d, collect, &m);
+	ck_assert_int_eq(e2b_connect_feed(&d, b.buf, b.len, &e), 0);
+	ck_assert_int_eq(e2b_connect_finish(&d, "run", &e), -EINVAL);
+	e2b_connect_decoder_release(&d);
+	sbx_buf_release(&b);
+}
+END_TEST
+
+START_TEST(test_decode_bad)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	struct msgs m = {0};
+	struct e2b_connect_decoder d;
+	struct sbx_error e = SBX_ERROR_INIT;
+
+	/* compressed flag */
+	e2b_connect_frame(&b, E2B_CONNECT_FLAG_COMPRESSED, "xx", 2);
+	e2b_connect_decoder_init(&d, collect, &m);
+	ck_assert_int_eq(e2b_connect_feed(&d, b.buf, b.len, &e), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(e.msg, "compressed"));
+	e2b_connect_decoder_release(&d);
+
+	/* no end frame */
+	sbx_buf_reset(&b);
+	e2b_connect_frame(&b, 0, "{}", 2);
+	e2b_connect_decoder_init(&d, collect, &m);
+	ck_assert_int_eq(e2b_connect_feed(&d, b.buf, b.len, &e), 0);
+	ck_assert_int_eq(e2b_connect_finish(&d, "run", &e), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(e.msg, "missing EndStreamResponse"));
+	e2b_connect_decoder_release(&d);
+
+	/* cut inside a frame */
+	e2b_connect_decoder_init(&d, collect, &m);
+	ck_assert_int_eq(e2b_connect_feed(&d, b.buf, 3, &e), 0);
+	ck_assert_int_eq(e2b_connect_finish(&d, "run", &e), -EPROTO);
+	e2b_connect_decoder_release(&d);
+
+	/* oversized length */
+	e2b_connect_decoder_init(&d, collect, &m);
+	ck_assert_int_eq(e2b_connect_feed(&d, "\0\x7f\xff\xff\xff", 5, &e), -EPROTO);
+	e2b_connect_decoder_release(&d);
+
+	/* data after the end frame */
+	sbx_buf_reset(&b);
+	e2b_connect_frame(&b, E2B_CONNECT_FLAG_END, "{}", 2);
+	e2b_connect_frame(&b, 0, "{}", 2);
+	e2b_connect_decoder_init(&d, collect, &m);
+	ck_assert_int_eq(e2b_connect_feed(&d, b.buf, b.len, &e), -EPROTO);
+	e2b_connect_decoder_release(&d);
+
+	/* the callback's error stops the stream */
+	sbx_buf_reset(&b);
+	frames(&b);
+	m.n = 0;
+	m.fail_at = 1;
+	e2b_connect_decoder_init(&d, collect, &m);
+	ck_assert_int_eq(e2b_connect_feed(&d, b.buf, b.len, &e), -EPIPE);
+	ck_assert_int_eq(m.n, 1);
+	e2b_connect_decoder_release(&d);
+	sbx_buf_release(&b);
+}
+END_TEST
+
+START_TEST(test_unary_errors)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	const char *nf = "{\"code\":\"not_found\",\"message\":\"file not found\"}";
+	ck_assert_int_eq(e2b_connect_unary_error(404, "application/json", nf, strlen(nf), "stat",
+						 &e),
+			 -ENOENT);
+	ck_assert_str_eq(e.msg, "stat: [not_found] file not found");
+	/* the body's code wins over the status */
+	ck_assert_int_eq(e2b_connect_unary_error(500, "application/json; charset=utf-8", nf,
+						 strlen(nf), "stat", &e),
+			 -ENOENT);
+	const char *ae = "{\"code\":\"already_exists\",\"message\":\"x\"}";
+	ck_assert_int_eq(e2b_connect_unary_error(409, "application/json", ae, strlen(ae), "mkdir",
+						 &e),
+			 -EEXIST);
+	/* the proxy's 502: numeric code, the sandbox is gone */
+	const char *gone = "{\"sandboxId\":\"abc\",\"message\":\"The sandbox was not found\","
+			   "\"code\":502}";
+	ck_assert_int_eq(e2b_connect_unary_error(502, "application/json; charset=utf-8", gone,
+						 strlen(gone), "stat", &e),
+			 -ENOTCONN);
+	ck_assert_int_eq(e.code, SBX_E_NOT_FOUND);
+	ck_assert_ptr_nonnull(strstr(e.msg, "The sandbox was not found"));
+	/* non-JSON: from the status */
+	ck_assert_int_eq(e2b_connect_unary_error(404, "text/plain", "nope", 4, "stat", &e),
+			 -ENOTSUP);
+	ck_assert_int_eq(e2b_connect_unary_error(401, "text/plain", "", 0, "stat", &e), -EACCES);
+	ck_assert_int_eq(e2b_connect_unary_error(503, NULL, "", 0, "stat", &e), -ENOTCONN);
+	ck_assert_int_eq(e2b_connect_unary_error(507, NULL, "", 0, "write", &e), -ENOSPC);
+	ck_assert_int_eq(e2b_connect_code_errno("unauthenticated"), EACCES);
+	ck_assert_int_eq(e2b_connect_code_errno("resource_exhausted"), EAGAIN);
+	ck_assert_int_eq(e2b_connect_code_errno("bogus"), EIO);
+}
+END_TEST
+
+/* --- control plane ----------------------------------------------------------- */
+
+START_TEST(test_api_errors)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	const char *b401 = "{\"code\":401,\"message\":\"Invalid API key\"}";
+	ck_assert_int_eq(e2b_api_error(401, b401, strlen(b401), "create", &e), -EACCES);
+	ck_assert_str_eq(e.msg, "create: 401 Invalid API key");
+	ck_assert_int_eq(e2b_api_error(404, "{\"code\":404,\"message\":\"sandbox not found\"}", 42,
+				       "kill", &e),
+			 -ENOENT);
+	ck_assert_int_eq(e.code, SBX_E_NOT_FOUND);
+	ck_assert_int_eq(e2b_api_error(429, "", 0, "create", &e), -EAGAIN);
+	ck_assert_int_eq(e2b_api_error(503, "", 0, "create", &e), -EAGAIN);
+	ck_assert_int_eq(e2b_api_error(507, "", 0, "create", &e), -ENOSPC);
+	ck_assert_int_eq(e2b_api_error(504, "", 0, "create", &e), -ETIMEDOUT);
+	ck_assert_int_eq(e2b_api_error(502, "", 0, "create", &e), -ENOTCONN);
+	ck_assert_int_eq(e2b_api_error(500, "not json", 8, "create", &e), -EIO);
+	ck_assert_int_eq(e2b_api_error(400, "", 0, "create", &e), -EINVAL);
+}
+END_TEST
+
+static const char *fake_env_key;
+static const char *fake_getenv(const char *name)
+{
+	if (!strcmp(name, "E2B_API_KEY"))
+		return fake_env_key;
+	if (!strcmp(name, "E2B_SANDBOX_URL"))
+		return "http://127.0.0.1:9/";
+	if (!strcmp(name, "E2B_DOMAIN"))
+		return "example.org";
+	return NULL;
+}
+
+START_TEST(test_settings)
+{
+	struct e2b_settings s;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_buf b = SBX_BUF_INIT;
+	json_t *cfg;
+
+	fake_env_key = NULL;
+	ck_assert_int_eq(e2b_settings_load(&s, NULL, fake_getenv, &e), -EACCES);
+	ck_assert_str_eq(e.msg, "E2B_API_KEY is not set");
+
+	fake_env_key = "e2b_secret";
+	ck_assert_int_eq(e2b_settings_load(&s, NULL, fake_getenv, &e), 0);
+	ck_assert_str_eq(s.api_url, "https://api.example.org");
+	ck_assert_str_eq(s.sandbox_url, "http://127.0.0.1:9");
+	e2b_envd_base(&b, &s, "abc", NULL);
+	ck_assert_str_eq(b.buf, "http://127.0.0.1:9");
+	sbx_buf_reset(&b);
+	e2b_host(&b, &s, "abc", NULL, 3000);
+	ck_assert_str_eq(b.buf, "3000-abc.example.org");
+	e2b_settings_free(&s);
+
+	cfg = json_pack("{s:s,s:s}", "apiUrl", "http://h:1", "domain", "e2b.app");
+	ck_assert_int_eq(e2b_settings_load(&s, cfg, fake_getenv, &e), 0);
+	ck_assert_str_eq(s.api_url, "http://h:1");
+	free(s.sandbox_url);
+	s.sandbox_url = NULL;
+	sbx_buf_reset(&b);
+	e2b_envd_base(&b, &s, "abc", NULL);
+	ck_assert_str_eq(b.buf, "https://sandbox.e2b.app");
+	sbx_buf_reset(&b);
+	e2b_envd_base(&b, &s, "abc", "own.example");
+	ck_assert_str_eq(b.buf, "https://49983-abc.own.example");
+	sbx_buf_reset(&b);
+	e2b_host(&b, &s, "abc", "own.example", 8080);
+	ck_assert_str_eq(b.buf, "8080-abc.own.example");
+	e2b_settings_free(&s);
+	json_decref(cfg);
+
+	cfg = json_pack("{s:s}", "apiUrl", "ftp://h");
+	ck_assert_int_eq(e2b_settings_load(&s, cfg, fake_getenv, &e), -EINVAL);
+	json_decref(cfg);
+	sbx_buf_release(&b);
+}
+END_TEST
+
+START_TEST(test_create_body)
+{
+	struct sbx_spec spec;
+	json_t *b;
+	char *s;
+	sbx_spec_init(&spec);
+	b = e2b_create_body(&spec, "work");
+	s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+	ck_assert_str_eq(s, "{\"autoPause\":true,\"metadata\":{\"sbxfs_lease\":\"work\"},"
+			    "\"templateID\":\"base\",\"timeout\":3600}");
+	free(s);
+	json_decref(b);
+	spec.template_name = strdup("code-interpreter-v1");
+	spec.res.timeout_s = 120;
+	json_object_set_new(spec.envs, "FOO", json_string("bar"));
+	spec.network = strdup("none");
+	b = e2b_create_body(&spec, "py");
+	s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+	ck_assert_str_eq(s, "{\"allow_internet_access\":false,\"autoPause\":true,"
+			    "\"envVars\":{\"FOO\":\"bar\"},\"metadata\":{\"sbxfs_lease\":\"py\"},"
+			    "\"templateID\":\"code-interpreter-v1\",\"timeout\":120}");
+	free(s);
+	json_decref(b);
+	sbx_spec_free(&spec);
+}
+END_TEST
+
+START_TEST(test_sandbox_parse)
+{
+	struct e2b_sandbox sb;
+	struct sbx_error e = SBX_ERROR_INIT;
+	json_t *j = json_loads("{\"sandboxID\":\"h9304dm05w1g1uh22rsh\",\"templateID\":\"base\","
+			       "\"clientID\":\"x\",\"envdVersion\":\"0.6.13\","
+			       "\"envdAccessToken\":\"tok\",\"trafficAccessToken\":null,"
+			       "\"domain\":null,\"state\":\"paused\",\"cpuCount\":2}",
+			       0, NULL);
+	ck_assert_int_eq(e2b_sandbox_parse(j, &sb, &e), 0);
+	ck_assert_str_eq(sb.id, "h9304dm05w1g1uh22rsh");
+	ck_assert_str_eq(sb.access_token, "tok");
+	ck_assert_ptr_null(sb.traffic_token);
+	ck_assert_ptr_null(sb.domain);
+	ck_assert_str_eq(sb.state, "paused");
+	ck_assert_int_eq(sb.cpu_count, 2);
+	e2b_sandbox_free(&sb);
+	json_decref(j);
+	j = json_loads("{\"templateID\":\"base\"}", 0, NULL);
+	ck_assert_int_eq(e2b_sandbox_parse(j, &sb, &e), -EPROTO);
+	json_decref(j);
+}
+END_TEST
+
+/* --- protobuf JSON -------------------------------------------------------------- */
+
+START_TEST(test_time)
+{
+	struct timespec ts;
+	ck_assert_int_eq(e2b_parse_time("1970-01-01T00:00:10Z", &ts), 0);
+	ck_assert_int_eq(ts.tv_sec, 10);
+	ck_assert_int_eq(ts.tv_nsec, 0);
+	ck_assert_int_eq(e2b_parse_time("2026-11-30T16:13:46.183Z", &ts), 0);
+	ck_assert_int_eq(ts.tv_nsec, 183000000);
+	ck_assert_int_eq(e2b_parse_time("2024-01-01T00:00:00.5Z", &ts), 0);
+	ck_assert_int_eq(ts.tv_sec, 1704067200);
+	ck_assert_int_eq(ts.tv_nsec, 500000000);
+	ck_assert_int_eq(e2b_parse_time("2024-01-01T02:00:00+02:00", &ts), 0);
+	ck_assert_int_eq(ts.tv_sec, 1704067200);
+	ck_assert_int_eq(e2b_parse_time("2024-01-01 00:00:00", &ts), -EINVAL);
+	ck_assert_int_eq(e2b_parse_time(NULL, &ts), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_entry_to_stat)
+{
+	struct sbx_stat st;
+	json_t *j = json_loads("{\"name\":\"hello.txt\",\"type\":\"FILE_TYPE_FILE\","
+			       "\"path\":\"/home/user/hello.txt\",\"size\":\"12\",\"mode\":420,"
+			       "\"permissions\":\"-rw-r--r--\",\"owner\":\"user\",\"group\":\"user\","
+			       "\"modifiedTime\":\"1970-01-01T00:01:00.25Z\"}",
+			       0, NULL);
+	ck_assert_int_eq(e2b_entry_to_stat(j, &st), 0);
+	ck_assert_int_eq(st.mode, S_IFREG | 0644);
+	ck_assert_int_eq(st.size, 12);
+	ck_assert_int_eq(st.uid, 1000);
+	ck_assert_int_eq(st.mtime.tv_sec, 60);
+	ck_assert_int_eq(st.mtime.tv_nsec, 250000000);
+	ck_assert_int_eq(st.nlink, 1);
+	json_decref(j);
+
+	/* size as a number, enum as a number, root owner */
+	j = json_loads("{\"name\":\"d\",\"type\":2,\"size\":4096,\"mode\":493,\"owner\":\"root\","
+		       "\"group\":\"0\"}",
+		       0, NULL);
+	ck_assert_int_eq(e2b_entry_to_stat(j, &st), 0);
+	ck_assert_int_eq(st.mode, S_IFDIR | 0755);
+	ck_assert_int_eq(st.size, 4096);
+	ck_assert_int_eq(st.uid, 0);
+	ck_assert_int_eq(st.nlink, 2);
+	json_decref(j);
+
+	/* a symlink: lstat view; missing size/mode are zero values */
+	j = json_loads("{\"name\":\"l\",\"type\":\"FILE_TYPE_FILE\",\"symlinkTarget\":\"/etc/hosts\"}",
+		       0, NULL);
+	ck_assert_int_eq(e2b_entry_to_stat(j, &st), 0);
+	ck_assert_int_eq(st.mode, S_IFLNK | 0777);
+	ck_assert_int_eq(st.size, 10);
+	json_decref(j);
+
+	j = json_loads("{\"name\":\"x\",\"type\":\"FILE_TYPE_UNSPECIFIED\"}", 0, NULL);
+	ck_assert_int_eq(e2b_entry_to_stat(j, &st), -EINVAL);
+	json_decref(j);
+}
+END_TEST
+
+START_TEST(test_base64)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	ck_assert_int_eq(e2b_base64_decode("aGVsbG8K", 8, &b), 0);
+	ck_assert_str_eq(b.buf, "hello\n");
+	sbx_buf_reset(&b);
+	ck_assert_int_eq(e2b_base64_decode("cGFydGlhbAo=", 12, &b), 0);
+	ck_assert_str_eq(b.buf, "partial\n");
+	sbx_buf_reset(&b);
+	ck_assert_int_eq(e2b_base64_decode("YQ", 2, &b), 0); /* unpadded */
+	ck_assert_str_eq(b.buf, "a");
+	sbx_buf_reset(&b);
+	ck_assert_int_eq(e2b_base64_decode("a$==", 4, &b), -EINVAL);
+	ck_assert_int_eq(e2b_base64_decode("Y", 1, &b), -EINVAL);
+	sbx_buf_reset(&b);
+	e2b_base64_encode("\0\xff\x10" "ab", 5, &b);
+	ck_assert_str_eq(b.buf, "AP8QYWI=");
+	sbx_buf_release(&b);
+}
+END_TEST
+
+START_TEST(test_proc_events)
+{
+	struct e2b_proc_event ev;
+	struct sbx_error e = SBX_ERROR_INIT;
+	const char *s;
+	e2b_proc_event_init(&ev);
+	s = "{\"event\":{\"start\":{\"pid\":1002}}}";
+	ck_assert_int_eq(e2b_proc_event_parse(s, strlen(s), &ev, &e), 0);
+	ck_assert_int_eq(ev.kind, E2B_PROC_START);
+	ck_assert_int_eq(ev.pid, 1002);
+	s = "{\"event\":{\"data\":{\"stderr\":\"b29wcwo=\"}}}";
+	ck_assert_int_eq(e2b_proc_event_parse(s, strlen(s), &ev, &e), 0);
+	ck_assert_int_eq(ev.kind, E2B_PROC_DATA);
+	ck_assert_int_eq(ev.stream, 2);
+	ck_assert_str_eq(ev.data.buf, "oops\n");
+	/* exitCode absent = 0 */
+	s = "{\"event\":{\"end\":{\"exited\":true,\"status\":\"exit status 0\"}}}";
+	ck_assert_int_eq(e2b_proc_event_parse(s, strlen(s), &ev, &e), 0);
+	ck_assert_int_eq(ev.kind, E2B_PROC_END);
+	ck_assert_int_eq(ev.exit_code, 0);
+	s = "{\"event\":{\"end\":{\"exited\":true,\"status\":\"exit status 3\",\"exitCode\":3,"
+	    "\"error\":\"exit status 3\"}}}";
+	ck_assert_int_eq(e2b_proc_event_parse(s, strlen(s), &ev, &e), 0);
+	ck_assert_int_eq(ev.exit_code, 3);
+	s = "{\"event\":{\"end\":{\"exitCode\":-1,\"status\":\"signal: killed\"}}}";
+	ck_assert_int_eq(e2b_proc_event_parse(s, strlen(s), &ev, &e), 0);
+	ck_assert_int_eq(ev.exit_code, 137);
+	s = "{\"event\":{\"end\":{\"exitCode\":-1,\"status\":\"signal: terminated\"}}}";
+	ck_assert_int_eq(e2b_proc_event_parse(s, strlen(s), &ev, &e), 0);
+	ck_assert_int_eq(ev.exit_code, 143);
+	s = "{\"event\":{\"keepalive\":{}}}";
+	ck_assert_int_eq(e2b_proc_event_parse(s, strlen(s), &ev, &e), 0);
+	ck_assert_int_eq(ev.kind, E2B_PROC_KEEPALIVE);
+	s = "{\"event\":{\"data\":{\"stdout\":\"!!\"}}}";
+	ck_assert_int_eq(e2b_proc_event_parse(s, strlen(s), &ev, &e), -EPROTO);
+	s = "{}";
+	ck_assert_int_eq(e2b_proc_event_parse(s, strlen(s), &ev, &e), -EPROTO);
+	e2b_proc_event_release(&ev);
+}
+END_TEST
+
+START_TEST(test_start_body)
+{
+	const char *envs[] = {"A=1", "B=x=y", "bad", NULL};
+	const char *argv[] = {"/usr/bin/env", "-0", NULL};
+	json_t *b = e2b_start_body("echo 'hi'", NULL, envs, "/tmp");
+	char *s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+	ck_assert_str_eq(s, "{\"process\":{\"args\":[\"-l\",\"-c\",\"echo 'hi'\"],\"cmd\":\"/bin/"
+			    "bash\",\"cwd\":\"/tmp\",\"envs\":{\"A\":\"1\",\"B\":\"x=y\"}},"
+			    "\"stdin\":false}");
+	free(s);
+	json_decref(b);
+	b = e2b_start_body(NULL, argv, NULL, NULL);
+	s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+	ck_assert_str_eq(s, "{\"process\":{\"args\":[\"-0\"],\"cmd\":\"/usr/bin/env\"},"
+			    "\"stdin\":false}");
+	free(s);
+	json_decref(b);
+}
+END_TEST
+
+START_TEST(test_watch_events)
+{
+	enum e2b_watch_kind k;
+	char name[64];
+	const char *s = "{\"start\":{}}";
+	ck_assert_int_eq(e2b_watch_event_parse(s, strlen(s), &k, name, sizeof(name)), 0);
+	ck_assert_int_eq(k, E2B_WATCH_START);
+	s = "{\"filesystem\":{\"name\":\"sub/new.txt\",\"type\":\"EVENT_TYPE_CREATE\"}}";
+	ck_assert_int_eq(e2b_watch_event_parse(s, strlen(s), &k, name, sizeof(name)), 0);
+	ck_assert_int_eq(k, E2B_WATCH_EVENT);
+	ck_assert_str_eq(name, "sub/new.txt");
+	s = "{\"keepalive\":{}}";
+	ck_assert_int_eq(e2b_watch_event_parse(s, strlen(s), &k, name, sizeof(name)), 0);
+	ck_assert_int_eq(k, E2B_WATCH_KEEPALIVE);
+	ck_assert_int_eq(e2b_watch_event_parse("[", 1, &k, name, sizeof(name)), -EPROTO);
+}
+END_TEST
+
+START_TEST(test_df)
+{
+	struct statvfs st;
+	const char *out = "Filesystem     1024-blocks    Used Available Capacity Mounted on\n"
+			  "overlay           1048576   24576   1024000       3% /\n"
+			  "Filesystem      Inodes IUsed  IFree IUse% Mounted on\n"
+			  "overlay         262144   100 262044    1% /\n";
+	ck_assert_int_eq(e2b_parse_df(out, &st), 0);
+	ck_assert_int_eq(st.f_frsize, 1024);
+	ck_assert_int_eq(st.f_blocks, 1048576);
+	ck_assert_int_eq(st.f_bfree, 1048576 - 24576);
+	ck_assert_int_eq(st.f_bavail, 1024000);
+	ck_assert_int_eq(st.f_files, 262144);
+	ck_assert_int_eq(st.f_ffree, 262044);
+	ck_assert_int_eq(e2b_parse_df("garbage", &st), -EPROTO);
+}
+END_TEST
+
+/* --- metadata batch ---------------------------------------------------------- */
+
+START_TEST(test_meta_render)
+{
+	struct e2b_meta_queue q;
+	struct sbx_buf b = SBX_BUF_INIT;
+	struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .mode = 0100644};
+	e2b_meta_init(&q);
+	op.path = "/a/it's";
+	e2b_meta_add(&q, &op);
+	op.path = "/a/$(rm -rf ~)";
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_UTIMENS, .path = "/a/-x"};
+	op.ts[0] = (struct timespec){1700000000, 5};
+	op.ts[1] = (struct timespec){1700000000, 5};
+	e2b_meta_add(&q, &op);
+	op.ts[0].tv_nsec = UTIME_OMIT;
+	op.ts[1] = (struct timespec){12, 0};
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_SYMLINK, .path = "/a/l", .arg = "../t t"};
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_CHOWN, .path = "/a/f", .uid = 0,
+				  .gid = (gid_t)-1};
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_TRUNCATE, .path = "/a/f", .size = 5};
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_LINK, .path = "/a/h", .arg = "/a/f"};
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_MKNOD, .path = "/a/p", .mode = S_IFIFO | 0600};
+	e2b_meta_add(&q, &op);
+	ck_assert_int_eq(e2b_meta_render(&q, 0, E2B_META_SCRIPT_MAX, &b), 9);
+	ck_assert_str_eq(b.buf,
+			 "chmod 0644 -- '/a/it'\\''s' '/a/$(rm -rf ~)' || echo 0\n"
+			 "touch -h -c -d @1700000000.000000005 -- '/a/-x' || echo 2\n"
+			 "{ touch -h -c -m -d @12.000000000 -- '/a/-x'; } || echo 3\n"
+			 "ln -s -- '../t t' '/a/l' || echo 4\n"
+			 "chown -h 0 -- '/a/f' || echo 5\n"
+			 "truncate -s 5 -- '/a/f' || echo 6\n"
+			 "ln -- '/a/f' '/a/h' || echo 7\n"
+			 "mkfifo -m 0600 -- '/a/p' || echo 8\n");
+	ck_assert(e2b_meta_touches(&q, "/a/f", false));
+	ck_assert(e2b_meta_touches(&q, "/a", false));  /* a listing of the parent */
+	ck_assert(!e2b_meta_touches(&q, "/", false));
+	ck_assert(e2b_meta_touches(&q, "/", true));
+	ck_assert(!e2b_meta_touches(&q, "/a/g", false));
+	ck_assert(!e2b_meta_touches(&q, "/a/ff", false));
+	e2b_meta_clear(&q);
+	sbx_buf_release(&b);
+}
+END_TEST
+
+/* A thousand files' chmod + utimens: few scripts, none over the limit. */
+START_TEST(test_meta_split)
+{
+	struct e2b_meta_queue q, q2;
+	struct sbx_buf b = SBX_BUF_INIT;
+	char path[64];
+	size_t first = 0, scripts = 0;
+	e2b_meta_init(&q);
+	for (int i = 0; i < 1000; i++) {
+		struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .path = path, .mode = 0755};
+		snprintf(path, sizeof(path), "/home/user/project/src/file-%04d.c", i);
+		e2b_meta_add(&q, &op);
+		op.kind = E2B_META_UTIMENS;
+		op.ts[0] = op.ts[1] = (struct timespec){1700000000 + i, 0};
+		e2b_meta_add(&q, &op);
+	}
+	while (first < q.n) {
+		sbx_buf_reset(&b);
+		first = e2b_meta_render(&q, first, E2B_META_SCRIPT_MAX, &b);
+		ck_assert_int_le(b.len, E2B_META_SCRIPT_MAX);
+		scripts++;
+	}
+	ck_assert_int_eq(scripts, 2);
+	/* take() moves everything */
+	e2b_meta_init(&q2);
+	e2b_meta_take(&q2, &q);
+	ck_assert_int_eq(q2.n, 2000);
+	ck_assert_int_eq(q.n, 0);
+	e2b_meta_clear(&q2);
+	sbx_buf_release(&b);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("e2b");
+	TCase *tc = tcase_create("pure");
+	SRunner *sr;
+	int failed;
+	tcase_add_test(tc, test_frame_encode);
+	tcase_add_test(tc, test_decode_split_packed);
+	tcase_add_test(tc, test_decode_end_error);
+	tcase_add_test(tc, test_decode_bad);
+	tcase_add_test(tc, test_unary_errors);
+	tcase_add_test(tc, test_api_errors);
+	tcase_add_test(tc, test_settings);
+	tcase_add_test(tc, test_create_body);
+	tcase_add_test(tc, test_sandbox_parse);
+	tcase_add_test(tc, test_time);
+	tcase_add_test(tc, test_entry_to_stat);
+	tcase_add_test(tc, test_base64);
+	tcase_add_test(tc, test_proc_events);
+	tcase_add_test(tc, test_start_body);
+	tcase_add_test(tc, test_watch_events);
+	tcase_add_test(tc, test_df);
+	tcase_add_test(tc, test_meta_render);
+	tcase_add_test(tc, test_meta_split);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
