@@ -214,7 +214,8 @@ static int load_lease(struct local_inst *li)
 	return 0;
 }
 
-/* Ends whatever of the lease exists; the first error wins. */
+/* Ends whatever of the lease exists (processes, cgroups, mounts, directory);
+ * the first error wins. */
 static int teardown(struct local_inst *li, struct sbx_error *err)
 {
 	struct sbx_error ign = SBX_ERROR_INIT;
@@ -224,10 +225,8 @@ static int teardown(struct local_inst *li, struct sbx_error *err)
 		lcl_init_kill(li);
 	lcl_cg_kill_all(&li->cg);
 	e = lcl_cg_destroy(&li->cg, err);
-	if (li->rootfd >= 0) {
-		close(li->rootfd); /* our own reference would keep the root busy */
-		li->rootfd = -1;
-	}
+	/* rootfd stays open until release() (another thread may be using it), so the
+	 * root is detached lazily and its tmpfs freed when the instance is released. */
 	int e2 = lcl_storage_destroy(li->dir, e ? &ign : err);
 	return e ? e : e2;
 }
@@ -388,9 +387,16 @@ static int local_probe(struct sbx_instance *inst, enum sbx_remote_state *state,
 		       struct sbx_error *err)
 {
 	struct local_inst *li = lcl_inst(inst);
-	if (!lcl_init_alive(li))
+	struct sbx_error ign = SBX_ERROR_INIT;
+	if (!lcl_init_alive(li)) {
 		*state = SBX_REMOTE_GONE;
-	else if (lcl_cg_frozen(&li->cg) > 0 || paused_by_signal(li))
+		/* Died behind our back (killed on the host, say): reclaim what it left. */
+		if (faccessat(li->dirfd, "lease.json", F_OK, 0) == 0) {
+			sbx_log(SBX_LOG_WARN, "local: %s: init %d died; reclaiming its storage",
+				inst->id, (int)li->init_pid);
+			teardown(li, &ign);
+		}
+	} else if (lcl_cg_frozen(&li->cg) > 0 || paused_by_signal(li))
 		*state = SBX_REMOTE_PAUSED;
 	else
 		*state = SBX_REMOTE_RUNNING;

@@ -265,6 +265,9 @@ int lcl_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	memset(result, 0, sizeof(*result));
 	if (!req->shell == !req->argv || (req->argv && !req->argv[0]))
 		return sbx_error_set(err, EINVAL, 0, "run: give exactly one of shell text or argv");
+	/* A frozen init would take the request and answer only after a resume. */
+	if (lcl_cg_frozen(&li->cg) > 0 || faccessat(li->dirfd, "paused", F_OK, 0) == 0)
+		return sbx_error_set(err, EBUSY, 0, "sandbox %s is paused", li->base.id);
 	build_payload(li, req, &h, &payload);
 	if (payload.len > LCL_MAX_PAYLOAD) {
 		e = sbx_error_set(err, E2BIG, 0, "run: command and environment exceed %u bytes",

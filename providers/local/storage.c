@@ -141,7 +141,9 @@ int lcl_storage_create(const char *dir, const char *lower, long disk_mb, struct 
 		goto out_rmdir;
 	}
 	sbx_buf_addf(&opts, "%s/upper", rw.buf);
-	if (mkdir(opts.buf, 0755) < 0 || (e = mask_host(opts.buf, lower)) < 0) {
+	/* chmod: the upper root is the lease's "/", whatever our umask. */
+	if (mkdir(opts.buf, 0755) < 0 || chmod(opts.buf, 0755) < 0 ||
+	    (e = mask_host(opts.buf, lower)) < 0) {
 		e = sbx_error_set(err, e ? e : -errno, 0, "preparing %s: %s", opts.buf,
 				  strerror(e ? -e : errno));
 		goto out_umount;

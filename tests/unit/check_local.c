@@ -543,6 +543,92 @@ START_TEST(test_kill)
 }
 END_TEST
 
+START_TEST(test_big_io_and_concurrency)
+{
+	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	/* 5 MB of output streams through; a 200 KiB script (over one argument's cap) runs. */
+	ck_assert_int_eq(run(lease, "head -c 5000000 /dev/zero | tr '\\0' x", &o), 0);
+	ck_assert_uint_eq(o.out.len, 5000000);
+	struct sbx_buf script = SBX_BUF_INIT;
+	for (int i = 0; i < 20000; i++)
+		sbx_buf_addf(&script, ": %05d\n", i);
+	sbx_buf_adds(&script, "echo end");
+	ck_assert_int_eq(run(lease, script.buf, &o), 0);
+	ck_assert_str_eq(o.out.buf, "end\n");
+	sbx_buf_release(&script);
+	/* Runs on one lease do not wait for each other. */
+	long long t0 = now_ms();
+	pid_t kids[3];
+	for (int i = 0; i < 3; i++) {
+		if ((kids[i] = fork()) == 0) {
+			struct outs k = {SBX_BUF_INIT, SBX_BUF_INIT};
+			_exit(run(lease, "sleep 1; echo done", &k) == 0 &&
+				      !strcmp(k.out.buf, "done\n")
+				  ? 0
+				  : 1);
+		}
+	}
+	for (int i = 0; i < 3; i++) {
+		int st;
+		ck_assert_int_eq(waitpid(kids[i], &st, 0), kids[i]);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	ck_assert_msg(now_ms() - t0 < 2500, "3 parallel 1 s runs took %lld ms", now_ms() - t0);
+}
+END_TEST
+
+START_TEST(test_outlives_creator)
+{
+	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_instance *in = NULL;
+	enum sbx_remote_state st;
+	char id[64] = "";
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* A "daemon" that creates a lease, starts a server and dies. */
+		struct sbx_instance *c = create(&spec, &err);
+		if (!c)
+			_exit(1);
+		run(c, "python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &", &o);
+		run(c, "echo persisted > /root/p", &o);
+		if (write(p[1], c->id, strlen(c->id)) < 0)
+			_exit(2);
+		_exit(0);
+	}
+	close(p[1]);
+	ck_assert(read(p[0], id, sizeof(id) - 1) > 0);
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+	ck_assert_int_eq(P->attach(&spec, id, NULL, &in, &err), 0);
+	ck_assert_int_eq(P->probe(in, &st, &err), 0);
+	ck_assert_int_eq(st, SBX_REMOTE_RUNNING);
+	ck_assert_int_eq(run(in,
+			     "cat /root/p; sleep 0.5; python3 -c \"import urllib.request as u; "
+			     "print(u.urlopen('http://127.0.0.1:8765/').status)\"",
+			     &o),
+			 0);
+	ck_assert_str_eq(o.out.buf, "persisted\n200\n");
+	/* The init dies behind the provider's back: probe says GONE and reclaims the rest. */
+	json_t *info = NULL;
+	ck_assert_int_eq(P->info(in, &info, &err), 0);
+	pid_t init = (pid_t)json_integer_value(json_object_get(info, "init_pid"));
+	char *root = strdup(json_string_value(json_object_get(info, "root")));
+	json_decref(info);
+	ck_assert_int_eq(kill(init, SIGKILL), 0);
+	for (int i = 0; i < 100 && !proc_gone(init); i++)
+		msleep(20);
+	ck_assert_int_eq(P->probe(in, &st, &err), 0);
+	ck_assert_int_eq(st, SBX_REMOTE_GONE);
+	ck_assert(!mounted(root));
+	ck_assert_int_eq(P->kill(in, &err), -ENOENT);
+	P->release(in);
+	free(root);
+}
+END_TEST
+
 START_TEST(test_create_errors)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -709,12 +795,14 @@ int main(void)
 	tcase_add_test(tc, test_symlinks_stay_inside);
 	tcase_add_test(tc, test_files);
 	tcase_add_test(tc, test_attach);
+	tcase_add_test(tc, test_big_io_and_concurrency);
 	suite_add_tcase(s, tc);
 	TCase *own = tcase_create("own leases");
 	tcase_set_timeout(own, 300);
 	tcase_add_unchecked_fixture(own, NULL, kill_leftovers);
 	tcase_add_test(own, test_kill);
 	tcase_add_test(own, test_create_errors);
+	tcase_add_test(own, test_outlives_creator);
 	tcase_add_test(own, test_packages_and_network_none);
 	tcase_add_test(own, test_cgroup_v2_freeze);
 	tcase_add_test(own, test_no_cgroup_sigstop);
