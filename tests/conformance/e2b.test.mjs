@@ -8,12 +8,9 @@ import {
 	AuthenticationError, RateLimitError, ServiceBusyError, SandboxError, NotEnoughSpaceError,
 } from 'e2b';
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter';
-import { startFake, countDuring, rejectsWith } from './lib/harness.mjs';
+import { startFake, countDuring, rejectsWith, clearEnv } from './lib/harness.mjs';
 
-for (const k of Object.keys(process.env)) {
-	if (k.startsWith('E2B_'))
-		delete process.env[k];
-}
+clearEnv('E2B_');
 
 let fake;
 let opts;

@@ -15,7 +15,6 @@
  */
 const crypto = require('crypto');
 const common = require('./lib/common');
-const { SandboxRoot } = require('./lib/sandbox-root');
 const envd = require('./lib/e2b-envd');
 const processRpc = require('./lib/e2b-process');
 const interp = require('./lib/e2b-interp');
@@ -25,14 +24,10 @@ const ENVD_VERSION = '0.6.13';
 const DEFAULT_TIMEOUT_S = 300;
 const MAX_TIMEOUT_S = 86400;
 
-class E2bFake {
+class E2bFake extends common.FakeService {
 	constructor(opts) {
-		this.name = 'e2b';
-		this.opts = opts;
-		this.sandboxes = new Map();
-		this.server = new common.FakeServer(this);
-		this.data = common.makeDataDir(opts, 'e2b');
-		this.expiry = setInterval(() => this.expire(), 250);
+		super('e2b', opts);
+		this.every(250, () => this.expire());
 	}
 
 	/* Control plane and envd HTTP errors share {"code": status, "message"}; the interpreter answers plain text. */
@@ -88,18 +83,9 @@ class E2bFake {
 			autoPause: !!body.autoPause, autoResume: !!(body.autoResume && body.autoResume.enabled),
 			allowInternetAccess: body.allow_internet_access === undefined ? null : body.allow_internet_access,
 			startedAt: now, endAt: new Date(now.getTime() + timeout * 1000), state: 'running',
-			root: new SandboxRoot({ dataDir: this.data.dir, id, diskMb: this.opts.diskMb, userName: 'user', home: '/home/user' }),
 			procs: new Map(), endedProcs: new Map(), contexts: new Map(), watchers: new Map(),
 		};
-		this.sandboxes.set(id, sb);
-		try {
-			sb.root.create();
-		} catch (e) {
-			this.sandboxes.delete(id);
-			await sb.root.destroy();
-			throw e;
-		}
-		return sb;
+		return this.addSandbox(sb, { diskMb: this.opts.diskMb, userName: 'user', home: '/home/user' });
 	}
 
 	pause(sb) {
@@ -115,21 +101,13 @@ class E2bFake {
 		sb.endAt = new Date(Date.now() + (timeoutS || DEFAULT_TIMEOUT_S) * 1000);
 	}
 
-	async kill(sb) {
+	async remove(sb) {
 		this.sandboxes.delete(sb.id);
 		sb.state = 'killed';
 		envd.stopWatchers(sb);
 		processRpc.dropAll(sb);
 		interp.dropAll(sb);
 		await sb.root.destroy();
-	}
-
-	async vanish(id) {
-		const sb = this.sandboxes.get(id);
-		if (!sb)
-			return false;
-		await this.kill(sb);
-		return true;
 	}
 
 	/* Admin "expire": the lifetime ends now; with no id, the periodic check. */
@@ -147,21 +125,9 @@ class E2bFake {
 			if (sb.autoPause)
 				this.pause(sb);
 			else
-				await this.kill(sb);
+				await this.remove(sb);
 		}
 		return true;
-	}
-
-	async resetSandboxes() {
-		for (const sb of [...this.sandboxes.values()])
-			await this.kill(sb);
-	}
-
-	async shutdown() {
-		clearInterval(this.expiry);
-		await this.resetSandboxes();
-		if (this.data.owned)
-			require('fs').rmSync(this.data.dir, { recursive: true, force: true });
 	}
 
 	/* ---- JSON shapes (e2b.md §1.5) ---- */
@@ -272,7 +238,7 @@ class E2bFake {
 			sendEmpty(ctx.res, 204);
 		}));
 		s.route('DELETE', '/sandboxes/:id', this.api(async (ctx) => {
-			await this.kill(ctx.sb);
+			await this.remove(ctx.sb);
 			sendEmpty(ctx.res, 204);
 		}));
 		s.route('POST', '/sandboxes/:id/timeout', this.api(async (ctx) => {
@@ -314,19 +280,4 @@ class E2bFake {
 	}
 }
 
-async function main() {
-	const opts = common.parseArgs(process.argv.slice(2));
-	if (opts.help) {
-		process.stdout.write(common.usage('e2b'));
-		return;
-	}
-	common.requirePrivateMountNs();
-	const fake = new E2bFake(opts);
-	fake.routes();
-	await fake.server.listen();
-}
-
-main().catch((e) => {
-	process.stderr.write(`e2b fake: ${e.stack || e}\n`);
-	process.exit(1);
-});
+common.runMain('e2b', E2bFake);

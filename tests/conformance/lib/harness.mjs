@@ -78,3 +78,11 @@ export async function rejectsWith(fn, cls, check) {
 	}
 	throw new Error(`expected ${cls.name}, but it resolved`);
 }
+
+/* The SDKs read their settings from the environment too: the suites pass everything explicitly. */
+export function clearEnv(prefix) {
+	for (const k of Object.keys(process.env)) {
+		if (k.startsWith(prefix))
+			delete process.env[k];
+	}
+}

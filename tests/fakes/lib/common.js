@@ -2,9 +2,10 @@
 /*
  * Shared machinery of the fake E2B and fake Daytona servers: command-line
  * options, the HTTP/1.1 server and its router, per-endpoint counters, the
- * fault and latency switches, the admin API and clean shutdown.  It knows
- * nothing of either service's wire format: each fake passes in how to write
- * its own error bodies and what "the sandbox vanished" looks like.
+ * fault and latency switches, the admin API, the sandbox table (FakeService)
+ * and clean shutdown.  It knows nothing of either service's wire format:
+ * each fake passes in how to write its own error bodies and what "the
+ * sandbox vanished" looks like.
  *
  * Admin API (never counted, never faulted, needs no key):
  *   GET    /_fake/health                -> {"ok":true,"name":"e2b"}
@@ -40,6 +41,7 @@ const http = require('http');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
+const { SandboxRoot } = require('./sandbox-root');
 
 class HttpError extends Error {
 	constructor(status, message, extra) {
@@ -387,6 +389,79 @@ function randomId(n, alphabet = 'abcdefghijklmnopqrstuvwxyz0123456789') {
 	return s;
 }
 
+/*
+ * What both fakes' services share: the sandbox table, the data directory,
+ * the server, and the ways a sandbox ends.  A subclass provides remove(sb)
+ * (kill and forget one sandbox) plus the FakeServer hooks (errorReply,
+ * vanishReply, listSandboxes).
+ */
+class FakeService {
+	constructor(name, opts) {
+		this.name = name;
+		this.opts = opts;
+		this.sandboxes = new Map();
+		this.timers = [];
+		this.data = makeDataDir(opts, name);
+		this.server = new FakeServer(this);
+	}
+
+	every(ms, fn) {
+		this.timers.push(setInterval(fn, ms));
+	}
+
+	/* Registers sb and builds its root filesystem; on failure nothing is left behind. */
+	async addSandbox(sb, rootOpts) {
+		sb.root = new SandboxRoot(Object.assign({ dataDir: this.data.dir, id: sb.id }, rootOpts));
+		this.sandboxes.set(sb.id, sb);
+		try {
+			sb.root.create();
+		} catch (e) {
+			this.sandboxes.delete(sb.id);
+			await sb.root.destroy();
+			throw e;
+		}
+		return sb;
+	}
+
+	async vanish(id) {
+		const sb = this.sandboxes.get(id);
+		if (!sb)
+			return false;
+		await this.remove(sb);
+		return true;
+	}
+
+	async resetSandboxes() {
+		for (const sb of [...this.sandboxes.values()])
+			await this.remove(sb);
+	}
+
+	async shutdown() {
+		this.timers.forEach(clearInterval);
+		await this.resetSandboxes();
+		if (this.data.owned)
+			fs.rmSync(this.data.dir, { recursive: true, force: true });
+	}
+}
+
+/* The body of e2b.js / daytona.js: options, the namespace check, routes, listen. */
+function runMain(name, Service, defaults, extraUsage) {
+	(async () => {
+		const opts = parseArgs(process.argv.slice(2), defaults);
+		if (opts.help) {
+			process.stdout.write(usage(name, extraUsage));
+			return;
+		}
+		requirePrivateMountNs();
+		const svc = new Service(opts);
+		svc.routes();
+		await svc.server.listen();
+	})().catch((e) => {
+		process.stderr.write(`${name} fake: ${e.stack || e}\n`);
+		process.exit(1);
+	});
+}
+
 function usage(name, extra) {
 	return `usage: tests/fakes/run-fake.sh ${name} [--port N] [--host ADDR] [--port-file FILE]
        [--data-dir DIR] [--api-key KEY] [--disk-mb N] [--latency-ms N] [--fault JSON]...${extra || ''}
@@ -395,6 +470,6 @@ Prints "LISTENING <port>" as its first line.  See tests/fakes/README.md.
 }
 
 module.exports = {
-	HttpError, FakeServer, parseArgs, requirePrivateMountNs, readBody, sendJson,
-	sendEmpty, sleep, makeDataDir, randomId, usage,
+	HttpError, FakeServer, FakeService, runMain, parseArgs, requirePrivateMountNs, readBody,
+	sendJson, sendEmpty, sleep, randomId,
 };

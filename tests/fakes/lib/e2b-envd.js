@@ -13,7 +13,7 @@ const crypto = require('crypto');
 const { HttpError, sendJson, sendEmpty } = require('./common');
 const { RpcError, ServerStream, parseEnvelope, deadlineMs, unary } = require('./connect');
 const { parseMultipart } = require('./multipart');
-const { goModeString, walk } = require('./fsinfo');
+const { goModeString, walk, mkdirsAs, serveFile, lstatOrNull } = require('./fsinfo');
 
 const MIME = {
 	'.txt': 'text/plain; charset=utf-8', '.json': 'application/json', '.html': 'text/html; charset=utf-8',
@@ -43,20 +43,6 @@ function absPath(p, u) {
 	if (!p.startsWith('/'))
 		p = path.posix.join(u.home, p);
 	return path.posix.normalize(p);
-}
-
-/* mkdir -p as the user: new directories get the user's owner, as envd creates them. */
-function mkdirsAs(host, u) {
-	const missing = [];
-	let d = host;
-	while (!fs.existsSync(d)) {
-		missing.unshift(d);
-		d = path.dirname(d);
-	}
-	for (const m of missing) {
-		fs.mkdirSync(m);
-		fs.chownSync(m, u.uid, u.gid);
-	}
 }
 
 const TYPES = { file: 'FILE_TYPE_FILE', dir: 'FILE_TYPE_DIRECTORY', symlink: 'FILE_TYPE_SYMLINK' };
@@ -91,14 +77,6 @@ function entryInfo(sb, sandboxPath, host, lst) {
 	return e;
 }
 
-function lstatOrNull(host) {
-	try {
-		return fs.lstatSync(host);
-	} catch (e) {
-		return null;
-	}
-}
-
 /* "v1_" + base64(sha256("path:operation:username:token[:expiration]")), '=' stripped (e2b.md §2.3). */
 function signatureOk(ctx, sb) {
 	const q = ctx.query;
@@ -123,7 +101,7 @@ function filesUser(ctx) {
 	return u;
 }
 
-/* GET /files: Go's http.ServeContent, roughly (Range, Last-Modified, If-Modified-Since). */
+/* GET /files: served like Go's http.ServeContent; gzip only when asked for exactly that, as the SDK does. */
 async function getFile(ctx) {
 	const u = filesUser(ctx);
 	const p = absPath(ctx.query.get('path'), u);
@@ -136,43 +114,10 @@ async function getFile(ctx) {
 	}
 	if (st.isDirectory())
 		throw new HttpError(400, `path '${p}' is a directory`);
-	const { req, res } = ctx;
-	const headers = {
+	serveFile(ctx.req, ctx.res, r.host, st, {
 		'Content-Type': MIME[path.extname(p).toLowerCase()] || 'application/octet-stream',
-		'Last-Modified': st.mtime.toUTCString(), 'Accept-Ranges': 'bytes',
 		'Content-Disposition': `inline; filename=${path.posix.basename(p)}`, Vary: 'Accept-Encoding',
-	};
-	const ims = Date.parse(req.headers['if-modified-since'] || '');
-	if (!req.headers.range && ims && Math.floor(st.mtimeMs / 1000) * 1000 <= ims)
-		return sendEmpty(res, 304, headers);
-	let start = 0;
-	let end = st.size - 1;
-	let status = 200;
-	const m = /^bytes=(\d*)-(\d*)$/.exec(req.headers.range || '');
-	if (m && (m[1] || m[2])) {
-		if (m[1]) {
-			start = Number(m[1]);
-			end = m[2] ? Math.min(Number(m[2]), st.size - 1) : st.size - 1;
-		} else {
-			start = Math.max(0, st.size - Number(m[2]));
-		}
-		if (start >= st.size || start > end) {
-			res.writeHead(416, { 'Content-Range': `bytes */${st.size}`, 'Content-Length': 0 });
-			return res.end();
-		}
-		status = 206;
-		headers['Content-Range'] = `bytes ${start}-${end}/${st.size}`;
-	}
-	const gzip = status === 200 && req.headers['accept-encoding'] === 'gzip';
-	if (gzip)
-		headers['Content-Encoding'] = 'gzip';
-	else
-		headers['Content-Length'] = st.size ? end - start + 1 : 0;
-	res.writeHead(status, headers);
-	if (req.method === 'HEAD' || st.size === 0)
-		return res.end();
-	const src = fs.createReadStream(r.host, { start, end });
-	(gzip ? src.pipe(zlib.createGzip()) : src).pipe(res);
+	}, ctx.req.headers['accept-encoding'] === 'gzip');
 }
 
 function writeAs(sb, p, data, u) {

@@ -1,11 +1,14 @@
 'use strict';
 /*
- * File facts in the shapes both daemons print, shared by the two fakes:
- * Go's FileMode.String() and time.String(), and the directory walk behind
- * "list with depth".  The JSON objects themselves are built by each fake.
+ * File facts and file plumbing shared by the two fakes: Go's
+ * FileMode.String() and time.String(), the directory walk behind "list with
+ * depth", mkdir -p as a sandbox user, and serving a file with Range support
+ * (envd's GET /files and the toolbox's /files/download).  The JSON objects
+ * themselves are built by each fake.
  */
 const fs = require('fs');
 const path = require('path');
+const zlib = require('zlib');
 
 /* Go's FileMode.String(): type letters in the order of "dalTLDpSugct?", then rwx bits. */
 function goModeString(st) {
@@ -80,4 +83,69 @@ function walk(hostDir, sandboxDir, depth, visit) {
 	rec(hostDir, sandboxDir, 1);
 }
 
-module.exports = { goModeString, goTimeString, rfc3339, walk };
+function lstatOrNull(host) {
+	try {
+		return fs.lstatSync(host);
+	} catch (e) {
+		return null;
+	}
+}
+
+/* mkdir -p as user u: new directories get the user as owner, as both daemons create them. */
+function mkdirsAs(host, u) {
+	const missing = [];
+	let d = host;
+	while (!fs.existsSync(d)) {
+		missing.unshift(d);
+		d = path.dirname(d);
+	}
+	for (const m of missing) {
+		fs.mkdirSync(m);
+		fs.chownSync(m, u.uid, u.gid);
+	}
+}
+
+/*
+ * Answers a GET for the file at host (stat st) roughly as Go's
+ * http.ServeContent does: Last-Modified, If-Modified-Since, a single
+ * Range (206 + Content-Range, 416 when unsatisfiable), HEAD.  With gzip
+ * the whole file is sent compressed, without a length.
+ */
+function serveFile(req, res, host, st, headers, gzip) {
+	headers = Object.assign({ 'Last-Modified': st.mtime.toUTCString(), 'Accept-Ranges': 'bytes' }, headers);
+	const ims = Date.parse(req.headers['if-modified-since'] || '');
+	if (!req.headers.range && ims && Math.floor(st.mtimeMs / 1000) * 1000 <= ims) {
+		res.writeHead(304, headers);
+		return res.end();
+	}
+	let start = 0;
+	let end = st.size - 1;
+	let status = 200;
+	const m = /^bytes=(\d*)-(\d*)$/.exec(req.headers.range || '');
+	if (m && (m[1] || m[2])) {
+		if (m[1]) {
+			start = Number(m[1]);
+			end = m[2] ? Math.min(Number(m[2]), st.size - 1) : st.size - 1;
+		} else {
+			start = Math.max(0, st.size - Number(m[2]));
+		}
+		if (start >= st.size || start > end) {
+			res.writeHead(416, { 'Content-Range': `bytes */${st.size}`, 'Content-Length': 0 });
+			return res.end();
+		}
+		status = 206;
+		headers['Content-Range'] = `bytes ${start}-${end}/${st.size}`;
+	}
+	gzip = gzip && status === 200;
+	if (gzip)
+		headers['Content-Encoding'] = 'gzip';
+	else
+		headers['Content-Length'] = st.size ? end - start + 1 : 0;
+	res.writeHead(status, headers);
+	if (req.method === 'HEAD' || st.size === 0)
+		return res.end();
+	const src = fs.createReadStream(host, { start, end });
+	(gzip ? src.pipe(zlib.createGzip()) : src).pipe(res);
+}
+
+module.exports = { goModeString, goTimeString, rfc3339, walk, mkdirsAs, serveFile, lstatOrNull };

@@ -5,8 +5,7 @@
  * runs inside the sandbox as `node -e <tsstrip.js + this file>`.  Cells run
  * in one persistent vm context, so top-level declarations survive between
  * runs; the completion value of a cell is its result.  TypeScript goes
- * through the `typescript` package when the sandbox has one, else through
- * the crude stripper of tsstrip.js (stripTypes, defined before this file).
+ * through tsToJs() of tsstrip.js (defined before this file).
  */
 const vm = require('vm');
 const fs = require('fs');
@@ -26,27 +25,6 @@ const context = vm.createContext({
 context.global = context;
 context.globalThis = context;
 
-function loadTypescript() {
-	for (const dir of ['/usr/local/lib/node_modules', '/usr/lib/node_modules', '/usr/share/nodejs']) {
-		try {
-			return require(require.resolve('typescript', { paths: [dir] }));
-		} catch (e) { /* next */ }
-	}
-	return null;
-}
-
-let ts;
-function toJs(code) {
-	if (ts === undefined)
-		ts = loadTypescript();
-	if (ts) {
-		return ts.transpileModule(code, {
-			compilerOptions: { target: ts.ScriptTarget.ES2020, module: ts.ModuleKind.None },
-		}).outputText;
-	}
-	return stripTypes(code); // eslint-disable-line no-undef
-}
-
 function jsonable(v) {
 	if (v === null || typeof v !== 'object')
 		return false;
@@ -65,7 +43,7 @@ async function runCell(code, language) {
 	let value;
 	try {
 		if (language === 'typescript')
-			code = toJs(code);
+			code = tsToJs(code); // eslint-disable-line no-undef
 		try {
 			value = vm.runInContext(code, context, { filename: '<cell>' });
 		} catch (e) {

@@ -106,6 +106,13 @@ class SandboxRoot {
 		return f ? f[0] : String(id);
 	}
 
+	/* uid (or gid) of a sandbox user (or group) name, or null. */
+	lookupId(name, group) {
+		const file = path.join(this.rootDir, group ? 'etc/group' : 'etc/passwd');
+		const f = parseColonFile(file).find((x) => x[0] === name);
+		return f ? Number(f[2]) : null;
+	}
+
 	/*
 	 * Maps an absolute sandbox path to a host path under the root, resolving
 	 * symlinks relative to the root (like openat2's RESOLVE_IN_ROOT).  With

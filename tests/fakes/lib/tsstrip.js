@@ -9,6 +9,7 @@
  * It is a token walk, not a parser: enums, namespaces, decorators and
  * call-site generics are left alone (and then fail as JavaScript).
  * Loaded by `node -e` as plain script text, so it must stay self-contained.
+ * tsToJs() prefers the real compiler when the sandbox has it.
  */
 function stripTypes(src) {
 	const toks = [];
@@ -151,5 +152,21 @@ function stripTypes(src) {
 	return toks.filter((x) => !x.drop).map((x) => x.t).join('');
 }
 
+/* The real compiler when a `typescript` package is installed, else stripTypes. */
+function tsToJs(code) {
+	for (const dir of ['/usr/local/lib/node_modules', '/usr/lib/node_modules', '/usr/share/nodejs']) {
+		let ts;
+		try {
+			ts = require(require.resolve('typescript', { paths: [dir] }));
+		} catch (e) {
+			continue;
+		}
+		return ts.transpileModule(code, {
+			compilerOptions: { target: ts.ScriptTarget.ES2020, module: ts.ModuleKind.None },
+		}).outputText;
+	}
+	return stripTypes(code);
+}
+
 if (typeof module === 'object' && module && module.exports)
-	module.exports.stripTypes = stripTypes;
+	Object.assign(module.exports, { stripTypes, tsToJs });
