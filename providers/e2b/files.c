@@ -25,12 +25,32 @@
 
 /* --- the metadata batch --------------------------------------------------- */
 
+/*
+ * The first failed op a batch script reported: its stdout has one line
+ * with the op's index per failure (a login shell's own chatter is lines
+ * that are not bare numbers).
+ */
+static const struct e2b_meta_op *first_failed(const struct e2b_meta_queue *q, const char *out)
+{
+	for (const char *line = out; *line;) {
+		size_t len = strcspn(line, "\n");
+		if (len && strspn(line, "0123456789") == len) {
+			unsigned long i = strtoul(line, NULL, 10);
+			if (i < q->n)
+				return &q->ops[i];
+		}
+		line += len + (line[len] == '\n');
+	}
+	return NULL;
+}
+
 /* Applies every op of q (one run per E2B_META_SCRIPT_MAX of script). */
 static int apply(struct e2b_inst *in, const struct e2b_meta_queue *q, struct sbx_error *e)
 {
 	struct sbx_buf script = SBX_BUF_INIT, out = SBX_BUF_INIT, err = SBX_BUF_INIT;
 	int ret = 0;
 	for (size_t first = 0, next; first < q->n; first = next) {
+		const struct e2b_meta_op *failed;
 		int code = 0, rc;
 		sbx_buf_reset(&script);
 		sbx_buf_reset(&out);
@@ -41,15 +61,12 @@ static int apply(struct e2b_inst *in, const struct e2b_meta_queue *q, struct sbx
 			ret = ret ? ret : rc;
 			continue;
 		}
-		if (code && !ret) {
-			/* stdout lists the indexes of failed ops; report the first. */
-			char *end;
-			unsigned long i = strtoul(out.buf, &end, 10);
-			const struct e2b_meta_op *op = end != out.buf && i < q->n ? &q->ops[i] : NULL;
+		failed = first_failed(q, out.buf);
+		if ((failed || code) && !ret) {
 			err.buf[strcspn(err.buf, "\n")] = '\0';
 			ret = sbx_error_set(e, EIO, SBX_E_EXECUTION_FAILED, "%s %s: %s",
-					    op ? e2b_meta_name(op->kind) : "metadata",
-					    op ? op->path : "", *err.buf ? err.buf : "failed");
+					    failed ? e2b_meta_name(failed->kind) : "metadata",
+					    failed ? failed->path : "", *err.buf ? err.buf : "failed");
 		}
 	}
 	sbx_buf_release(&script);

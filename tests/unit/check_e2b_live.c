@@ -1,0 +1,633 @@
+/*
+ * check_e2b_live — drives the E2B provider's ops directly against the fake
+ * E2B server (tests/fakes/run-fake.sh e2b), the way the core will: create,
+ * run, files, the metadata batch, change notification, pause/unpause,
+ * attach, kill, faults. Request counts come from the fake's
+ * /_fake/counters, so the tests also pin the cost of each operation
+ * (listing 1,000 files = exactly one ListDir).
+ *
+ * Needs root and node (the fake mounts overlays in its own namespace);
+ * exits 77 (skip) without them. The fake is stopped by its pid at exit.
+ * Not a mount test: no FUSE here (tests/e2e does that).
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/http.h"
+#include "base/log.h"
+#include "e2b/e2b.h"
+
+#ifndef SBXFS_SRCDIR
+#define SBXFS_SRCDIR "."
+#endif
+
+static const struct sbx_provider *P = &sbx_provider_e2b;
+static pid_t fake_pid;
+static char base_url[64];
+static struct sbx_http_client *admin_http;
+static struct sbx_instance *inst;
+static struct sbx_spec spec;
+#define WD "/home/user/work"
+
+/* --- the fake -------------------------------------------------------------- */
+
+static void stop_fake(void)
+{
+	if (fake_pid > 0) {
+		kill(fake_pid, SIGTERM);
+		waitpid(fake_pid, NULL, 0);
+		fake_pid = 0;
+	}
+}
+
+static void on_signal(int sig)
+{
+	stop_fake();
+	_exit(128 + sig);
+}
+
+static int start_fake(void)
+{
+	const char *src = getenv("top_srcdir") ? getenv("top_srcdir") : SBXFS_SRCDIR;
+	char script[4096], line[128] = "";
+	int pfd[2], port = 0;
+	size_t n = 0;
+	snprintf(script, sizeof(script), "%s/tests/fakes/run-fake.sh", src);
+	if (geteuid() != 0 || access(script, R_OK) || system("command -v node >/dev/null 2>&1"))
+		return -1;
+	if (pipe(pfd))
+		return -1;
+	fake_pid = fork();
+	if (fake_pid == 0) {
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		close(pfd[1]);
+		execl("/bin/sh", "sh", script, "e2b", "--port", "0", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	atexit(stop_fake);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	while (n + 1 < sizeof(line)) {
+		struct pollfd p = {pfd[0], POLLIN, 0};
+		if (poll(&p, 1, 20000) <= 0 || read(pfd[0], line + n, 1) != 1)
+			break;
+		if (line[n++] == '\n')
+			break;
+	}
+	line[n] = '\0';
+	close(pfd[0]);
+	if (sscanf(line, "LISTENING %d", &port) != 1) {
+		fprintf(stderr, "fake did not start: %s\n", line);
+		stop_fake();
+		return -1;
+	}
+	snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d", port);
+	return 0;
+}
+
+/* An admin call; the reply body as JSON (or NULL). */
+static json_t *admin(const char *method, const char *path, const char *body)
+{
+	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
+	struct sbx_http_resp resp;
+	struct sbx_error e = SBX_ERROR_INIT;
+	char url[256];
+	const char *hdrs[] = {"Content-Type: application/json", NULL};
+	json_t *j = NULL;
+	snprintf(url, sizeof(url), "%s%s", base_url, path);
+	req.method = method;
+	req.url = url;
+	req.headers = hdrs;
+	if (body) {
+		req.body = body;
+		req.body_len = strlen(body);
+		req.has_body = true;
+	}
+	sbx_http_resp_init(&resp);
+	ck_assert_int_eq(sbx_http_perform(admin_http, &req, &resp, &e), 0);
+	ck_assert_int_lt(resp.status, 300);
+	if (resp.body.len)
+		j = json_loadb(resp.body.buf, resp.body.len, 0, NULL);
+	sbx_http_resp_release(&resp);
+	return j;
+}
+
+static void reset_counters(void)
+{
+	json_decref(admin("DELETE", "/_fake/counters", NULL));
+}
+
+/* A counter's value; key NULL: the sum of all. */
+static long counter(const char *key)
+{
+	json_t *c = admin("GET", "/_fake/counters", NULL), *v;
+	const char *k;
+	long n = 0;
+	json_object_foreach(c, k, v)
+	if (!key || !strcmp(k, key))
+		n += (long)json_integer_value(v);
+	json_decref(c);
+	return n;
+}
+
+#define LISTDIR "POST /filesystem.Filesystem/ListDir"
+#define STAT "POST /filesystem.Filesystem/Stat"
+#define START "POST /process.Process/Start"
+
+/* --- helpers --------------------------------------------------------------- */
+
+struct out {
+	struct sbx_buf o, e;
+};
+
+static int out_fn(void *ctx, enum sbx_stream s, const char *d, size_t n)
+{
+	struct out *o = ctx;
+	sbx_buf_add(s == SBX_STDOUT ? &o->o : &o->e, d, n);
+	return 0;
+}
+
+/* Runs shell text; returns the exit code, stdout in *o (caller releases). */
+static int sh(const char *text, struct out *o)
+{
+	struct sbx_run_sink sink = {o, out_fn};
+	struct sbx_run_req req = {.shell = text, .timeout_ms = 30000};
+	struct sbx_run_result res;
+	struct sbx_error e = SBX_ERROR_INIT;
+	int rc = P->run(inst, &req, &sink, &res, &e);
+	ck_assert_msg(rc == 0, "run %s: %s", text, e.msg);
+	return res.exit_code;
+}
+
+static int sink_buf(void *ctx, const char *d, size_t n)
+{
+	sbx_buf_add(ctx, d, n);
+	return 0;
+}
+
+static int count_fn(void *ctx, const char *name, const struct sbx_stat *st)
+{
+	(*(long *)ctx)++;
+	return 0;
+}
+
+/* --- tests ----------------------------------------------------------------- */
+
+START_TEST(t01_create)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	reset_counters();
+	ck_assert_msg(P->create(&spec, "live", &inst, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(strlen(inst->id), 20);
+	ck_assert_int_eq(counter("POST /v2/sandboxes"), 1);
+	ck_assert_int_eq(counter(START), 1); /* mkdir -p workingDirectory */
+}
+END_TEST
+
+START_TEST(t02_run)
+{
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	const char *envs[] = {"EXTRA=x y", NULL};
+	struct sbx_run_sink sink = {&o, out_fn};
+	struct sbx_run_req req = {.shell = "echo $GREETING $EXTRA; pwd; echo oops >&2; exit 3",
+				  .envs = envs, .timeout_ms = 20000};
+	struct sbx_run_result res;
+	struct sbx_error e = SBX_ERROR_INIT;
+	ck_assert_msg(P->run(inst, &req, &sink, &res, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(res.exit_code, 3);
+	ck_assert_str_eq(o.o.buf, "hi x y\n" WD "\n");
+	ck_assert_str_eq(o.e.buf, "oops\n");
+	ck_assert(!res.timed_out);
+	sbx_buf_release(&o.o);
+	sbx_buf_release(&o.e);
+
+	/* a deadline: envd kills it, we report timed_out */
+	req = (struct sbx_run_req){.shell = "sleep 20", .timeout_ms = 1000};
+	ck_assert_msg(P->run(inst, &req, NULL, &res, &e) == 0, "%s", e.msg);
+	ck_assert(res.timed_out);
+	ck_assert_int_lt(res.duration_ms, 8000);
+
+	/* a bad cwd is the run's error, not a crash */
+	req = (struct sbx_run_req){.shell = "true", .cwd = "/nope", .timeout_ms = 5000};
+	ck_assert_int_lt(P->run(inst, &req, NULL, &res, &e), 0);
+}
+END_TEST
+
+/* With debug logging on, neither the API key nor the access token shows. */
+START_TEST(t03_no_secrets_in_logs)
+{
+	char path[] = "/tmp/sbxfs-e2b-log-XXXXXX";
+	int fd = mkstemp(path), saved = dup(2);
+	struct sbx_stat st;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	struct sbx_buf log = SBX_BUF_INIT;
+	char chunk[4096];
+	ssize_t n;
+	const char *token = e2b_of(inst)->sb.access_token;
+	ck_assert_ptr_nonnull(token);
+	dup2(fd, 2);
+	sbx_log_setup(0, SBX_LOG_DEBUG);
+	ck_assert_int_eq(P->stat(inst, "/home/user", &st, &e), 0);
+	sh("echo hello", &o);
+	sbx_log_setup(0, SBX_LOG_WARN);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	lseek(fd, 0, SEEK_SET);
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+		sbx_buf_add(&log, chunk, (size_t)n);
+	close(fd);
+	unlink(path);
+	ck_assert_ptr_nonnull(strstr(log.buf, "X-Access-Token: ***"));
+	ck_assert_ptr_null(strstr(log.buf, token));
+	ck_assert_ptr_null(strstr(log.buf, "test-key"));
+	sbx_buf_release(&log);
+	sbx_buf_release(&o.o);
+	sbx_buf_release(&o.e);
+}
+END_TEST
+
+START_TEST(t04_write_read)
+{
+	char path[] = "/tmp/sbxfs-e2b-up-XXXXXX";
+	int fd = mkstemp(path);
+	size_t size = 3u << 20;
+	char *data = malloc(size);
+	struct sbx_buf got = SBX_BUF_INIT;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	unlink(path);
+	for (size_t i = 0; i < size; i++)
+		data[i] = (char)(i * 7 + i / 4096);
+	ck_assert_int_eq(write(fd, data, size), (ssize_t)size);
+	reset_counters();
+	ck_assert_msg(P->write(inst, WD "/big.bin", fd, (off_t)size, 0100755, &e) == 0, "%s",
+		      e.msg);
+	ck_assert_int_eq(counter("POST /files"), 1);
+	ck_assert_int_eq(counter("POST /filesystem.Filesystem/Move"), 1);
+	ck_assert_int_eq(counter(NULL), 2); /* the chmod 0755 waits in the batch */
+	ck_assert_int_eq(P->stat(inst, WD "/big.bin", &st, &e), 0);
+	ck_assert_int_eq(st.size, (off_t)size);
+	ck_assert_int_eq(st.mode, S_IFREG | 0755);
+	/* a range */
+	ck_assert_int_eq(P->read(inst, WD "/big.bin", 1000000, 5000, sink_buf, &got, &e), 0);
+	ck_assert_int_eq(got.len, 5000);
+	ck_assert_mem_eq(got.buf, data + 1000000, 5000);
+	/* to the end */
+	sbx_buf_reset(&got);
+	ck_assert_int_eq(P->read(inst, WD "/big.bin", 0, -1, sink_buf, &got, &e), 0);
+	ck_assert_int_eq(got.len, size);
+	ck_assert_mem_eq(got.buf, data, size);
+	/* past the end: nothing */
+	sbx_buf_reset(&got);
+	ck_assert_int_eq(P->read(inst, WD "/big.bin", (off_t)size + 10, 100, sink_buf, &got, &e),
+			 0);
+	ck_assert_int_eq(got.len, 0);
+	/* overwrite keeps the file whole and atomic: a new, shorter content */
+	ck_assert_int_eq(ftruncate(fd, 10), 0);
+	ck_assert_int_eq(P->write(inst, WD "/big.bin", fd, 10, 0100644, &e), 0);
+	ck_assert_int_eq(P->stat(inst, WD "/big.bin", &st, &e), 0);
+	ck_assert_int_eq(st.size, 10);
+	close(fd);
+	free(data);
+	sbx_buf_release(&got);
+}
+END_TEST
+
+START_TEST(t05_list_1000)
+{
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	struct sbx_error e = SBX_ERROR_INIT;
+	long n = 0;
+	ck_assert_int_eq(sh("mkdir -p " WD "/many && cd " WD "/many && "
+			    "for i in $(seq 1000); do echo $i > f$i; done",
+			    &o),
+			 0);
+	reset_counters();
+	ck_assert_msg(P->list(inst, WD "/many", count_fn, &n, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(n, 1000);
+	ck_assert_int_eq(counter(LISTDIR), 1);
+	ck_assert_int_eq(counter(NULL), 1);
+	sbx_buf_release(&o.o);
+	sbx_buf_release(&o.e);
+}
+END_TEST
+
+/* chmod + utimens of 200 files: no request until something needs them, then one run. */
+START_TEST(t06_meta_batch)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	char p[128];
+	reset_counters();
+	for (int i = 1; i <= 200; i++) {
+		struct timespec ts[2] = {{1600000000 + i, 0}, {1600000000 + i, 500}};
+		snprintf(p, sizeof(p), WD "/many/f%d", i);
+		ck_assert_int_eq(P->chmod(inst, p, 0100600, &e), 0);
+		ck_assert_int_eq(P->utimens(inst, p, ts, &e), 0);
+	}
+	ck_assert_int_eq(counter(NULL), 0);
+	ck_assert_int_eq(P->stat(inst, WD "/many/f150", &st, &e), 0);
+	ck_assert_int_eq(st.mode, S_IFREG | 0600);
+	ck_assert_int_eq(st.mtime.tv_sec, 1600000150);
+	ck_assert_int_eq(counter(START), 1);
+	ck_assert_int_eq(counter(STAT), 1);
+	/* an unrelated path does not flush; sync with nothing queued costs nothing */
+	ck_assert_int_eq(P->chmod(inst, WD "/many/f999", 0100640, &e), 0);
+	ck_assert_int_eq(P->stat(inst, WD "/big.bin", &st, &e), 0);
+	ck_assert_int_eq(counter(START), 1);
+	ck_assert_int_eq(P->sync(inst, &e), 0);
+	ck_assert_int_eq(counter(START), 2);
+	ck_assert_int_eq(P->sync(inst, &e), 0);
+	ck_assert_int_eq(counter(START), 2);
+	ck_assert_int_eq(P->stat(inst, WD "/many/f999", &st, &e), 0);
+	ck_assert_int_eq(st.mode, S_IFREG | 0640);
+}
+END_TEST
+
+START_TEST(t07_links_truncate)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	char buf[256];
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	ck_assert_int_eq(P->symlink(inst, "many/f1", WD "/ln", &e), 0);
+	ck_assert_int_eq(P->readlink(inst, WD "/ln", buf, sizeof(buf), &e), 0);
+	ck_assert_msg(strstr(buf, "many/f1") != NULL, "%s", buf);
+	ck_assert_int_eq(P->stat(inst, WD "/ln", &st, &e), 0);
+	ck_assert(S_ISLNK(st.mode));
+	ck_assert_int_eq(P->truncate(inst, WD "/many/f2", 0, &e), 0);
+	ck_assert_int_eq(P->link(inst, WD "/many/f3", WD "/hard", &e), 0);
+	ck_assert_int_eq(P->mknod(inst, WD "/fifo", S_IFIFO | 0600, 0, &e), 0);
+	ck_assert_int_eq(P->mknod(inst, WD "/sock", S_IFSOCK | 0600, 0, &e), -ENOTSUP);
+	ck_assert_int_eq(P->stat(inst, WD "/many/f2", &st, &e), 0);
+	ck_assert_int_eq(st.size, 0);
+	ck_assert_int_eq(sh("cat " WD "/hard; test -p " WD "/fifo", &o), 0);
+	ck_assert_str_eq(o.o.buf, "3\n");
+	/* a batch op that fails surfaces at sync */
+	ck_assert_int_eq(P->chmod(inst, WD "/does-not-exist", 0100600, &e), 0);
+	ck_assert_int_eq(P->sync(inst, &e), -EIO);
+	ck_assert_msg(strstr(e.msg, "chmod " WD "/does-not-exist") != NULL, "%s", e.msg);
+	sbx_buf_release(&o.o);
+	sbx_buf_release(&o.e);
+}
+END_TEST
+
+START_TEST(t08_errors)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	struct sbx_buf got = SBX_BUF_INIT;
+	long n = 0;
+	ck_assert_int_eq(P->stat(inst, WD "/nothere", &st, &e), -ENOENT);
+	ck_assert_int_eq(e.code, SBX_E_NOT_FOUND);
+	ck_assert_int_eq(P->unlink(inst, WD "/many", &e), -EISDIR);
+	ck_assert_int_eq(P->rmdir(inst, WD "/many", &e), -ENOTEMPTY);
+	ck_assert_int_eq(P->mkdir(inst, WD "/many", 040755, &e), -EEXIST);
+	ck_assert_int_eq(P->mkdir(inst, WD "/empty", 040700, &e), 0);
+	ck_assert_int_eq(P->stat(inst, WD "/empty", &st, &e), 0);
+	ck_assert_int_eq(st.mode, S_IFDIR | 0700);
+	ck_assert_int_eq(P->rmdir(inst, WD "/empty", &e), 0);
+	ck_assert_int_eq(P->stat(inst, WD "/empty", &st, &e), -ENOENT);
+	ck_assert_int_eq(P->rename(inst, WD "/many/f4", WD "/many/f5", 1, &e), -EEXIST);
+	ck_assert_int_eq(P->rename(inst, WD "/many/f4", WD "/moved", 0, &e), 0);
+	ck_assert_int_eq(P->stat(inst, WD "/moved", &st, &e), 0);
+	ck_assert_int_eq(P->rename(inst, WD "/many/f4", WD "/x", 0, &e), -ENOENT);
+	ck_assert_int_eq(P->rename(inst, WD "/moved", WD "/x", 2, &e), -EINVAL);
+	ck_assert_int_eq(P->unlink(inst, WD "/moved", &e), 0);
+	ck_assert_int_eq(P->unlink(inst, WD "/moved", &e), -ENOENT);
+	ck_assert_int_eq(P->read(inst, WD "/many", 0, -1, sink_buf, &got, &e), -EISDIR);
+	ck_assert_int_eq(P->read(inst, WD "/nothere", 0, -1, sink_buf, &got, &e), -ENOENT);
+	ck_assert_int_eq(P->list(inst, WD "/big.bin", count_fn, &n, &e), -ENOTDIR);
+	ck_assert_int_eq(P->list(inst, WD "/nothere", count_fn, &n, &e), -ENOENT);
+	sbx_buf_release(&got);
+}
+END_TEST
+
+START_TEST(t09_statfs_host_info)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct statvfs sv;
+	char host[256], want[256], *s;
+	json_t *info;
+	ck_assert_msg(P->statfs(inst, "/", &sv, &e) == 0, "%s", e.msg);
+	ck_assert_int_gt(sv.f_blocks, 0);
+	reset_counters();
+	ck_assert_int_eq(P->statfs(inst, WD, &sv, &e), 0); /* cached */
+	ck_assert_int_eq(counter(NULL), 0);
+	ck_assert_int_eq(P->get_host(inst, 3000, host, sizeof(host), &e), 0);
+	snprintf(want, sizeof(want), "3000-%s.e2b.app", inst->id);
+	ck_assert_str_eq(host, want);
+	ck_assert_int_eq(P->info(inst, &info, &e), 0);
+	s = json_dumps(info, JSON_COMPACT);
+	ck_assert_ptr_nonnull(strstr(s, "\"template\":\"base\""));
+	ck_assert_ptr_null(strstr(s, e2b_of(inst)->sb.access_token));
+	free(s);
+	json_decref(info);
+}
+END_TEST
+
+struct seen {
+	pthread_mutex_t lock;
+	char paths[64][256];
+	int n;
+};
+
+static void notify_cb(void *ctx, const char *path)
+{
+	struct seen *s = ctx;
+	pthread_mutex_lock(&s->lock);
+	if (s->n < 64)
+		snprintf(s->paths[s->n++], 256, "%s", path ? path : "(all)");
+	pthread_mutex_unlock(&s->lock);
+}
+
+static bool seen_path(struct seen *s, const char *p)
+{
+	bool found = false;
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < s->n && !found; i++)
+		found = !strcmp(s->paths[i], p);
+	pthread_mutex_unlock(&s->lock);
+	return found;
+}
+
+/* A background job writes a file; the event arrives within a second. */
+START_TEST(t10_notify)
+{
+	struct seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	long t0;
+	P->set_notify(inst, notify_cb, &s);
+	usleep(500000); /* the stream is up */
+	sh("(sleep 0.3; echo bg > " WD "/from-bg.txt) >/dev/null 2>&1 &", &o);
+	t0 = e2b_now_ms();
+	while (!seen_path(&s, WD "/from-bg.txt") && e2b_now_ms() - t0 < 3000)
+		usleep(20000);
+	ck_assert_msg(seen_path(&s, WD "/from-bg.txt"), "no event (%d seen)", s.n);
+	ck_assert_int_lt(e2b_now_ms() - t0, 300 + 1000);
+	P->set_notify(inst, NULL, NULL);
+	sbx_buf_release(&o.o);
+	sbx_buf_release(&o.e);
+}
+END_TEST
+
+START_TEST(t11_pause_unpause)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	enum sbx_remote_state rs;
+	ck_assert_int_eq(P->chmod(inst, WD "/many/f7", 0100604, &e), 0);
+	ck_assert_msg(P->pause(inst, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(P->probe(inst, &rs, &e), 0);
+	ck_assert_int_eq(rs, SBX_REMOTE_PAUSED);
+	ck_assert_int_eq(P->pause(inst, &e), 0); /* 409: already paused */
+	ck_assert_int_eq(P->stat(inst, WD "/big.bin", &st, &e), -ENOTCONN);
+	ck_assert_int_eq(e.code, SBX_E_NOT_FOUND);
+	ck_assert_msg(P->unpause(inst, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(P->probe(inst, &rs, &e), 0);
+	ck_assert_int_eq(rs, SBX_REMOTE_RUNNING);
+	ck_assert_int_eq(P->stat(inst, WD "/many/f7", &st, &e), 0);
+	ck_assert_int_eq(st.mode, S_IFREG | 0604); /* flushed before the pause */
+	ck_assert_int_eq(P->set_timeout(inst, 600, &e), 0);
+}
+END_TEST
+
+START_TEST(t12_faults)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_instance *other = NULL, *again = NULL;
+	struct sbx_stat st;
+	enum sbx_remote_state rs;
+	reset_counters();
+	json_decref(admin("POST", "/_fake/faults",
+			  "{\"faults\":[{\"kind\":\"429\",\"count\":1,\"key\":\"POST /v2/sandboxes\","
+			  "\"retryAfter\":1}]}"));
+	ck_assert_msg(P->create(&spec, "other", &other, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(counter("POST /v2/sandboxes"), 2);
+	/* a dropped connection on an idempotent read is retried */
+	json_decref(admin("POST", "/_fake/faults",
+			  "{\"faults\":[{\"kind\":\"drop\",\"count\":1,\"key\":\"" STAT "\"}]}"));
+	ck_assert_msg(P->stat(other, "/home/user", &st, &e) == 0, "%s", e.msg);
+	/* attach by id: a second handle on the same sandbox */
+	ck_assert_int_eq(P->attach(&spec, other->id, NULL, &again, &e), 0);
+	ck_assert_int_eq(P->stat(again, "/home/user", &st, &e), 0);
+	P->release(again);
+	/* the sandbox vanishes behind our back */
+	{
+		char path[256];
+		snprintf(path, sizeof(path), "/_fake/sandboxes/%s/vanish", other->id);
+		json_decref(admin("POST", path, NULL));
+	}
+	ck_assert_int_eq(P->stat(other, "/home/user", &st, &e), -ENOTCONN);
+	ck_assert_int_eq(P->probe(other, &rs, &e), 0);
+	ck_assert_int_eq(rs, SBX_REMOTE_GONE);
+	ck_assert_int_eq(P->kill(other, &e), -ENOENT);
+	ck_assert_int_eq(P->attach(&spec, other->id, NULL, &again, &e), -ENOENT);
+	P->release(other);
+	json_decref(admin("DELETE", "/_fake/faults", NULL));
+}
+END_TEST
+
+START_TEST(t13_kill)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	enum sbx_remote_state rs;
+	ck_assert_int_eq(P->kill(inst, &e), 0);
+	ck_assert_int_eq(P->probe(inst, &rs, &e), 0);
+	ck_assert_int_eq(rs, SBX_REMOTE_GONE);
+	ck_assert_int_eq(P->kill(inst, &e), -ENOENT);
+	P->release(inst);
+	inst = NULL;
+}
+END_TEST
+
+START_TEST(t14_credentials)
+{
+	struct sbx_provider_env env = {.settings = NULL};
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_instance *x = NULL;
+	P->shutdown();
+	setenv("E2B_API_KEY", "wrong-key", 1);
+	ck_assert_int_eq(P->init(&env, &e), 0);
+	ck_assert_int_eq(P->create(&spec, "bad", &x, &e), -EACCES);
+	ck_assert_ptr_null(strstr(e.msg, "wrong-key"));
+	P->shutdown();
+	unsetenv("E2B_API_KEY");
+	ck_assert_int_eq(P->init(&env, &e), -EACCES);
+	ck_assert_str_eq(e.msg, "E2B_API_KEY is not set");
+	setenv("E2B_API_KEY", "test-key", 1);
+	ck_assert_int_eq(P->init(&env, &e), 0);
+}
+END_TEST
+
+int main(void)
+{
+	struct sbx_provider_env env = {.settings = NULL};
+	struct sbx_error e = SBX_ERROR_INIT;
+	Suite *s;
+	TCase *tc;
+	SRunner *sr;
+	int failed;
+
+	sbx_log_setup(0, SBX_LOG_WARN);
+	if (start_fake()) {
+		fprintf(stderr, "check_e2b_live: needs root, node and the fake: skipped\n");
+		return 77;
+	}
+	admin_http = sbx_http_client_new(NULL);
+	setenv("E2B_API_KEY", "test-key", 1);
+	setenv("E2B_API_URL", base_url, 1);
+	setenv("E2B_SANDBOX_URL", base_url, 1);
+	if (P->init(&env, &e)) {
+		fprintf(stderr, "init: %s\n", e.msg);
+		return 1;
+	}
+	sbx_spec_init(&spec);
+	spec.provider = strdup("e2b");
+	spec.working_dir = strdup(WD);
+	json_object_set_new(spec.envs, "GREETING", json_string("hi"));
+
+	s = suite_create("e2b-live");
+	tc = tcase_create("fake");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, t01_create);
+	tcase_add_test(tc, t02_run);
+	tcase_add_test(tc, t03_no_secrets_in_logs);
+	tcase_add_test(tc, t04_write_read);
+	tcase_add_test(tc, t05_list_1000);
+	tcase_add_test(tc, t06_meta_batch);
+	tcase_add_test(tc, t07_links_truncate);
+	tcase_add_test(tc, t08_errors);
+	tcase_add_test(tc, t09_statfs_host_info);
+	tcase_add_test(tc, t10_notify);
+	tcase_add_test(tc, t11_pause_unpause);
+	tcase_add_test(tc, t12_faults);
+	tcase_add_test(tc, t13_kill);
+	tcase_add_test(tc, t14_credentials);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	/* One fake and one sandbox shared in order: no fork between tests. */
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_VERBOSE);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	if (inst)
+		P->release(inst);
+	P->shutdown();
+	sbx_spec_free(&spec);
+	sbx_http_client_free(admin_http);
+	stop_fake();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
