@@ -1,31 +1,483 @@
-/* cache — placeholder until the remote cache lands. */
-#include "cache.h"
+/*
+ * cache — the metadata half of the tables behind fs_cached.c (see
+ * cache.h): attributes and readlink targets by path, listings by
+ * directory, invalidation. The content entries are in cache_file.c; both
+ * share one lock and the structs in cache_int.h. No I/O here.
+ */
+#include "base/fsutil.h"
+#include "cache_int.h"
 
-#include <stdlib.h>
-#include <string.h>
+/* Past this many attribute entries, expired ones are swept on insert. */
+#define SBX_CACHE_SWEEP_AT 65536
 
-struct sbx_cache {
-	char *dir;
-};
+/* ---- the cache ------------------------------------------------------------ */
 
 struct sbx_cache *sbx_cache_new(const char *dir)
 {
-	struct sbx_cache *c = calloc(1, sizeof(*c));
-	if (!c)
-		abort();
-	c->dir = strdup(dir);
+	struct sbx_cache *c = xcalloc(1, sizeof(*c));
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	c->dir = xstrdup(dir);
+	c->ttl_ms = SBX_CACHE_TTL_MS;
+	c->neg_ttl_ms = SBX_CACHE_NEG_TTL_MS;
+	c->sweep_at = SBX_CACHE_SWEEP_AT;
 	return c;
+}
+
+static void attr_free(struct sbx_cache *c, struct cattr *a)
+{
+	HASH_DEL(c->attrs, a);
+	free(a->path);
+	free(a->link);
+	free(a);
+}
+
+static void dir_free(struct sbx_cache *c, struct cdir *d)
+{
+	struct cname *n, *tmp;
+	HASH_DEL(c->dirs, d);
+	HASH_ITER(hh, d->names, n, tmp) {
+		HASH_DEL(d->names, n);
+		free(n->name);
+		free(n);
+	}
+	free(d->path);
+	free(d);
 }
 
 void sbx_cache_free(struct sbx_cache *c)
 {
+	struct cattr *a, *atmp;
+	struct cdir *d, *dtmp;
 	if (!c)
 		return;
+	cache_files_free(c);
+	HASH_ITER(hh, c->attrs, a, atmp)
+		attr_free(c, a);
+	HASH_ITER(hh, c->dirs, d, dtmp)
+		dir_free(c, d);
+	pthread_mutex_destroy(&c->lock);
+	pthread_cond_destroy(&c->cond);
 	free(c->dir);
 	free(c);
 }
 
+bool sbx_cache_watch_claim(struct sbx_cache *c, const void *inst)
+{
+	pthread_mutex_lock(&c->lock);
+	bool claim = inst && inst != c->watched;
+	if (claim)
+		c->watched = inst;
+	pthread_mutex_unlock(&c->lock);
+	return claim;
+}
+
+void sbx_cache_notify(void *ctx, const char *path)
+{
+	if (path)
+		sbx_cache_invalidate_path(ctx, path);
+	else
+		sbx_cache_invalidate_all(ctx);
+}
+
+void sbx_cache_set_ttl(struct sbx_cache *c, long ttl_ms, long neg_ttl_ms)
+{
+	pthread_mutex_lock(&c->lock);
+	c->ttl_ms = ttl_ms;
+	c->neg_ttl_ms = neg_ttl_ms;
+	pthread_mutex_unlock(&c->lock);
+}
+
+unsigned long sbx_cache_gen(struct sbx_cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	unsigned long g = c->gen;
+	pthread_mutex_unlock(&c->lock);
+	return g;
+}
+
 void sbx_cache_invalidate_all(struct sbx_cache *c)
 {
-	(void)c;
+	struct cattr *a, *atmp;
+	struct cdir *d, *dtmp;
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->gen++;
+	HASH_ITER(hh, c->attrs, a, atmp)
+		attr_free(c, a);
+	HASH_ITER(hh, c->dirs, d, dtmp)
+		dir_free(c, d);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Drops path's attributes and listing (lock held). */
+static void drop_locked(struct sbx_cache *c, const char *path)
+{
+	struct cattr *a;
+	struct cdir *d;
+	HASH_FIND_STR(c->attrs, path, a);
+	if (a)
+		attr_free(c, a);
+	HASH_FIND_STR(c->dirs, path, d);
+	if (d)
+		dir_free(c, d);
+}
+
+static void drop_parent_locked(struct sbx_cache *c, const char *path)
+{
+	char parent[4096];
+	if (split(path, parent, sizeof(parent)))
+		drop_locked(c, parent);
+}
+
+void sbx_cache_invalidate_path(struct sbx_cache *c, const char *path)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->gen++;
+	drop_locked(c, path);
+	drop_parent_locked(c, path);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Drops what is known of path and everything below it (lock held). */
+static void drop_tree_locked(struct sbx_cache *c, const char *path)
+{
+	struct cattr *a, *atmp;
+	struct cdir *d, *dtmp;
+	HASH_ITER(hh, c->attrs, a, atmp)
+		if (is_under(a->path, path))
+			attr_free(c, a);
+	HASH_ITER(hh, c->dirs, d, dtmp)
+		if (is_under(d->path, path))
+			dir_free(c, d);
+}
+
+void sbx_cache_invalidate_tree(struct sbx_cache *c, const char *path)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->gen++;
+	drop_tree_locked(c, path);
+	drop_parent_locked(c, path);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- attributes ------------------------------------------------------------ */
+
+static bool fresh(long long expires, bool any_age)
+{
+	return any_age || sbx_now_ms() < expires;
+}
+
+static struct cattr *attr_slot_locked(struct sbx_cache *c, const char *path)
+{
+	struct cattr *a;
+	HASH_FIND_STR(c->attrs, path, a);
+	if (a)
+		return a;
+	if (HASH_COUNT(c->attrs) >= c->sweep_at) {
+		/* Expired entries go; the next sweep waits until the table doubles. */
+		struct cattr *x, *tmp;
+		long long now = sbx_now_ms();
+		HASH_ITER(hh, c->attrs, x, tmp)
+			if (x->expires <= now && x->link_expires <= now)
+				attr_free(c, x);
+		c->sweep_at = HASH_COUNT(c->attrs) * 2;
+		if (c->sweep_at < SBX_CACHE_SWEEP_AT)
+			c->sweep_at = SBX_CACHE_SWEEP_AT;
+	}
+	a = xcalloc(1, sizeof(*a));
+	a->path = xstrdup(path);
+	HASH_ADD_KEYPTR(hh, c->attrs, a->path, strlen(a->path), a);
+	return a;
+}
+
+void cache_attr_set_locked(struct sbx_cache *c, const char *path, const struct sbx_stat *st)
+{
+	struct cattr *a = attr_slot_locked(c, path);
+	a->has_st = st != NULL;
+	a->neg = st == NULL;
+	if (st)
+		a->st = *st;
+	a->expires = sbx_now_ms() + (st ? c->ttl_ms : c->neg_ttl_ms);
+}
+
+void cache_attr_drop_locked(struct sbx_cache *c, const char *path)
+{
+	struct cattr *a;
+	HASH_FIND_STR(c->attrs, path, a);
+	if (a)
+		attr_free(c, a);
+}
+
+/* 1 present, 0 absent from a usable listing of path's parent, -1 unknown. */
+static int listed_locked(struct sbx_cache *c, const char *path, bool any_age)
+{
+	char parent[4096];
+	const char *name = split(path, parent, sizeof(parent));
+	struct cdir *d;
+	struct cname *n;
+	if (!name)
+		return -1;
+	HASH_FIND_STR(c->dirs, parent, d);
+	if (!d || !fresh(d->expires, any_age))
+		return -1;
+	HASH_FIND_STR(d->names, name, n);
+	return n != NULL;
+}
+
+enum sbx_cache_hit sbx_cache_attr_get(struct sbx_cache *c, const char *path, struct sbx_stat *st,
+				      bool any_age)
+{
+	enum sbx_cache_hit hit = SBX_CACHE_MISS;
+	struct cattr *a;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->attrs, path, a);
+	if (a && (a->has_st || a->neg) && fresh(a->expires, any_age)) {
+		hit = a->neg ? SBX_CACHE_NEGATIVE : SBX_CACHE_HIT;
+		if (a->has_st)
+			*st = a->st;
+	} else if (listed_locked(c, path, any_age) == 0) {
+		hit = SBX_CACHE_NEGATIVE;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return hit;
+}
+
+void sbx_cache_attr_put(struct sbx_cache *c, const char *path, const struct sbx_stat *st,
+			unsigned long gen)
+{
+	pthread_mutex_lock(&c->lock);
+	if (gen == c->gen)
+		cache_attr_set_locked(c, path, st);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* The cached attributes of path to edit in place, or NULL (lock held). */
+static struct cattr *attr_edit_locked(struct sbx_cache *c, const char *path)
+{
+	struct cattr *a;
+	c->gen++;
+	HASH_FIND_STR(c->attrs, path, a);
+	return a && a->has_st ? a : NULL;
+}
+
+void sbx_cache_attr_chmod(struct sbx_cache *c, const char *path, mode_t mode)
+{
+	pthread_mutex_lock(&c->lock);
+	struct cattr *a = attr_edit_locked(c, path);
+	if (a)
+		a->st.mode = (a->st.mode & S_IFMT) | (mode & 07777);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_attr_chown(struct sbx_cache *c, const char *path, uid_t uid, gid_t gid)
+{
+	pthread_mutex_lock(&c->lock);
+	struct cattr *a = attr_edit_locked(c, path);
+	if (a && uid != (uid_t)-1)
+		a->st.uid = uid;
+	if (a && gid != (gid_t)-1)
+		a->st.gid = gid;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_attr_utimens(struct sbx_cache *c, const char *path, const struct timespec ts[2])
+{
+	pthread_mutex_lock(&c->lock);
+	struct cattr *a = attr_edit_locked(c, path);
+	if (a && (ts[0].tv_nsec == UTIME_NOW || ts[1].tv_nsec == UTIME_NOW)) {
+		attr_free(c, a);
+	} else if (a) {
+		if (ts[0].tv_nsec != UTIME_OMIT)
+			a->st.atime = ts[0];
+		if (ts[1].tv_nsec != UTIME_OMIT)
+			a->st.mtime = ts[1];
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_link_get(struct sbx_cache *c, const char *path, char *buf, size_t size,
+			bool any_age)
+{
+	struct cattr *a;
+	bool hit = false;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->attrs, path, a);
+	if (a && a->link && fresh(a->link_expires, any_age)) {
+		snprintf(buf, size, "%s", a->link);
+		hit = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return hit;
+}
+
+void sbx_cache_link_put(struct sbx_cache *c, const char *path, const char *target,
+			unsigned long gen)
+{
+	pthread_mutex_lock(&c->lock);
+	if (gen == c->gen) {
+		struct cattr *a = attr_slot_locked(c, path);
+		free(a->link);
+		a->link = xstrdup(target);
+		a->link_expires = sbx_now_ms() + c->ttl_ms;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- listings --------------------------------------------------------------- */
+
+void sbx_cache_listing_add(struct sbx_cache_listing *ls, const char *name,
+			   const struct sbx_stat *st)
+{
+	if (ls->n == ls->alloc) {
+		ls->alloc = ls->alloc ? ls->alloc * 2 : 32;
+		ls->ents = realloc(ls->ents, ls->alloc * sizeof(*ls->ents));
+		if (!ls->ents)
+			abort();
+	}
+	struct sbx_cache_dirent *e = &ls->ents[ls->n++];
+	memset(e, 0, sizeof(*e));
+	e->name = xstrdup(name);
+	e->has_st = st != NULL;
+	if (st)
+		e->st = *st;
+}
+
+void sbx_cache_listing_release(struct sbx_cache_listing *ls)
+{
+	for (size_t i = 0; i < ls->n; i++)
+		free(ls->ents[i].name);
+	free(ls->ents);
+	memset(ls, 0, sizeof(*ls));
+}
+
+static void names_add(struct cdir *d, const char *name)
+{
+	struct cname *n;
+	HASH_FIND_STR(d->names, name, n);
+	if (n)
+		return;
+	n = xcalloc(1, sizeof(*n));
+	n->name = xstrdup(name);
+	HASH_ADD_KEYPTR(hh, d->names, n->name, strlen(n->name), n);
+}
+
+void sbx_cache_dir_put(struct sbx_cache *c, const char *dir, const struct sbx_cache_listing *ls,
+		       bool with_attrs, unsigned long gen)
+{
+	struct cdir *d;
+	pthread_mutex_lock(&c->lock);
+	if (gen != c->gen)
+		goto out;
+	HASH_FIND_STR(c->dirs, dir, d);
+	if (d)
+		dir_free(c, d);
+	d = xcalloc(1, sizeof(*d));
+	d->path = xstrdup(dir);
+	d->expires = sbx_now_ms() + c->ttl_ms;
+	HASH_ADD_KEYPTR(hh, c->dirs, d->path, strlen(d->path), d);
+	for (size_t i = 0; i < ls->n; i++) {
+		names_add(d, ls->ents[i].name);
+		if (with_attrs && ls->ents[i].has_st) {
+			char *p = join(dir, ls->ents[i].name);
+			cache_attr_set_locked(c, p, &ls->ents[i].st);
+			free(p);
+		}
+	}
+out:
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_dir_get(struct sbx_cache *c, const char *dir, bool any_age,
+		       struct sbx_cache_listing *out)
+{
+	struct cdir *d;
+	struct cname *n, *tmp;
+	bool hit = false;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->dirs, dir, d);
+	if (d && fresh(d->expires, any_age)) {
+		hit = true;
+		HASH_ITER(hh, d->names, n, tmp) {
+			char *p = join(dir, n->name);
+			struct cattr *a;
+			HASH_FIND_STR(c->attrs, p, a);
+			bool ok = a && a->has_st && fresh(a->expires, any_age);
+			sbx_cache_listing_add(out, n->name, ok ? &a->st : NULL);
+			free(p);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return hit;
+}
+
+void sbx_cache_note_added(struct sbx_cache *c, const char *path, const struct sbx_stat *st)
+{
+	char parent[4096];
+	const char *name = split(path, parent, sizeof(parent));
+	struct cdir *d = NULL;
+	pthread_mutex_lock(&c->lock);
+	c->gen++;
+	if (st) {
+		cache_attr_set_locked(c, path, st);
+	} else {
+		struct cattr *a;
+		HASH_FIND_STR(c->attrs, path, a);
+		if (a)
+			attr_free(c, a);
+	}
+	if (name) {
+		struct cattr *pa;
+		HASH_FIND_STR(c->dirs, parent, d);
+		if (d)
+			names_add(d, name);
+		HASH_FIND_STR(c->attrs, parent, pa);
+		if (pa)
+			attr_free(c, pa);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_note_removed(struct sbx_cache *c, const char *path)
+{
+	char parent[4096];
+	const char *name = split(path, parent, sizeof(parent));
+	struct cattr *a;
+	struct cdir *d;
+	pthread_mutex_lock(&c->lock);
+	c->gen++;
+	drop_tree_locked(c, path);
+	cache_attr_set_locked(c, path, NULL);
+	if (name) {
+		struct cname *n;
+		HASH_FIND_STR(c->dirs, parent, d);
+		if (d) {
+			HASH_FIND_STR(d->names, name, n);
+			if (n) {
+				HASH_DEL(d->names, n);
+				free(n->name);
+				free(n);
+			}
+		}
+		HASH_FIND_STR(c->attrs, parent, a);
+		if (a)
+			attr_free(c, a);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_note_changed(struct sbx_cache *c, const char *path)
+{
+	struct cattr *a;
+	pthread_mutex_lock(&c->lock);
+	c->gen++;
+	HASH_FIND_STR(c->attrs, path, a);
+	if (a)
+		attr_free(c, a);
+	pthread_mutex_unlock(&c->lock);
 }

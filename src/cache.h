@@ -58,6 +58,14 @@ void sbx_cache_invalidate_all(struct sbx_cache *c);
 void sbx_cache_invalidate_path(struct sbx_cache *c, const char *path);
 /* Drops path, everything below it, and its parent (renames, rmdir). */
 void sbx_cache_invalidate_tree(struct sbx_cache *c, const char *path);
+/*
+ * True exactly once per instance: the caller should ask that instance for
+ * change notifications (provider set_notify) now. The cache must outlive
+ * the instance's notifications (the lease releases its instance first).
+ */
+bool sbx_cache_watch_claim(struct sbx_cache *c, const void *inst);
+/* Change notification callback (ctx: the cache; path NULL: anything). */
+void sbx_cache_notify(void *ctx, const char *path);
 /* Changes the TTLs (milliseconds; tests use short ones). */
 void sbx_cache_set_ttl(struct sbx_cache *c, long ttl_ms, long neg_ttl_ms);
 
@@ -142,6 +150,8 @@ void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cach
  */
 void sbx_cache_note_added(struct sbx_cache *c, const char *path, const struct sbx_stat *st);
 void sbx_cache_note_removed(struct sbx_cache *c, const char *path);
+/* path's own attributes changed in an unknown way (truncate, link count). */
+void sbx_cache_note_changed(struct sbx_cache *c, const char *path);
 
 /* ---- contents ----------------------------------------------------------- */
 
@@ -221,6 +231,8 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
  */
 bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_stat *st,
 			    bool have_remote);
+/* Attributes of an open entry from local facts alone (unlinked files). */
+void sbx_cache_file_stat(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_stat *st);
 /* True if path is a file created here that the sandbox does not have yet. */
 bool sbx_cache_file_local_only(struct sbx_cache *c, const char *path);
 /* Content of path no longer matches its stamp (changed remotely by us). */

@@ -1,0 +1,445 @@
+/*
+ * cache_file — the content half of the cache (see cache.h): one entry per
+ * path holding a local cache file, its reference count, busy claim, dirty
+ * state and remote stamp, plus the overlay of local facts on attributes
+ * and listings. Tables and lock are shared with cache.c (cache_int.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "base/fsutil.h"
+#include "base/log.h"
+#include "cache_int.h"
+
+static void cfile_free(struct sbx_cfile *cf, bool keep_file)
+{
+	if (cf->fd >= 0)
+		close(cf->fd);
+	if (!keep_file)
+		unlink(cf->file);
+	free(cf->file);
+	free(cf->path);
+	free(cf);
+}
+
+/* Writes FILE.path naming the sandbox path of a dirty file left on disk. */
+static void keep_dirty(struct sbx_cfile *cf)
+{
+	struct sbx_buf side = SBX_BUF_INIT;
+	sbx_buf_addf(&side, "%s.path", cf->file);
+	sbx_write_file_atomic(side.buf, cf->path, strlen(cf->path));
+	sbx_log(SBX_LOG_WARN, "cache: unsaved changes to %s kept in %s", cf->path, cf->file);
+	sbx_buf_release(&side);
+}
+
+void cache_files_free(struct sbx_cache *c)
+{
+	struct sbx_cfile *cf, *tmp;
+	HASH_ITER(hh, c->files, cf, tmp) {
+		HASH_DEL(c->files, cf);
+		if (cf->dirty)
+			keep_dirty(cf);
+		cfile_free(cf, cf->dirty);
+	}
+}
+
+/* ---- local facts over remote attributes ------------------------------------------- */
+
+/* Local size and times of an entry with an open fd (lock held). */
+static bool local_stat_locked(struct sbx_cfile *cf, struct stat *sys)
+{
+	return cf->fd >= 0 && fstat(cf->fd, sys) == 0;
+}
+
+/* Applies cf's local facts to st (lock held); full: st describes cf alone. */
+static void overlay_locked(struct sbx_cfile *cf, struct sbx_stat *st, bool full)
+{
+	struct stat sys;
+	if (!local_stat_locked(cf, &sys))
+		return;
+	if (full) {
+		memset(st, 0, sizeof(*st));
+		st->mode = S_IFREG | (cf->mode & 07777);
+		st->nlink = 1;
+		st->uid = getuid();
+		st->gid = getgid();
+		st->atime = sys.st_atim;
+	}
+	st->size = sys.st_size;
+	if (full || cf->dirty) {
+		st->mtime = sys.st_mtim;
+		st->ctime = sys.st_ctim;
+	}
+}
+
+/* cf's local facts matter for path's attributes (lock held). */
+static bool overlays(const struct sbx_cfile *cf)
+{
+	return cf->linked && cf->have_data && (cf->refs > 0 || cf->dirty);
+}
+
+void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cache_listing *ls)
+{
+	struct sbx_cfile *cf, *tmp;
+	char parent[4096];
+	pthread_mutex_lock(&c->lock);
+	HASH_ITER(hh, c->files, cf, tmp) {
+		const char *name = split(cf->path, parent, sizeof(parent));
+		if (!name || strcmp(parent, dir) || !overlays(cf))
+			continue;
+		size_t i;
+		for (i = 0; i < ls->n && strcmp(ls->ents[i].name, name); i++)
+			;
+		if (i == ls->n) {
+			if (cf->remote)
+				continue; /* removed remotely: the listing is the truth */
+			sbx_cache_listing_add(ls, name, NULL);
+			overlay_locked(cf, &ls->ents[i].st, true);
+			ls->ents[i].has_st = true;
+		} else if (ls->ents[i].has_st) {
+			overlay_locked(cf, &ls->ents[i].st, false);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- contents ----------------------------------------------------------------- */
+
+int sbx_cfile_fd(const struct sbx_cfile *cf)
+{
+	return cf->fd;
+}
+
+/* Gives cf a new, empty cache file (lock held). */
+static int cfile_create_locked(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	struct sbx_buf tmpl = SBX_BUF_INIT;
+	int rc = sbx_mkdir_p(c->dir, 0700), fd;
+	if (rc)
+		return rc;
+	sbx_buf_addf(&tmpl, "%s/cXXXXXX", c->dir);
+	fd = mkostemp(tmpl.buf, O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		sbx_buf_release(&tmpl);
+		return rc;
+	}
+	if (cf->file)
+		unlink(cf->file);
+	free(cf->file);
+	cf->file = sbx_buf_detach(&tmpl, NULL);
+	cf->fd = fd;
+	cf->have_data = false;
+	cf->stamped = false;
+	return 0;
+}
+
+/* Makes sure cf->fd is open, reopening a kept file (lock held). */
+static int cfile_ensure_fd_locked(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	if (cf->fd >= 0)
+		return 0;
+	if (cf->file && cf->have_data) {
+		cf->fd = open(cf->file, O_RDWR | O_CLOEXEC);
+		if (cf->fd >= 0)
+			return 0;
+	}
+	return cfile_create_locked(c, cf);
+}
+
+static void snapshot_locked(const struct sbx_cfile *cf, struct sbx_cfile_state *s)
+{
+	s->path = xstrdup(cf->path);
+	s->linked = cf->linked;
+	s->have_data = cf->have_data;
+	s->dirty = cf->dirty;
+	s->remote = cf->remote;
+	s->stamped = cf->stamped;
+	s->stamp_size = cf->stamp_size;
+	s->stamp_mtime = cf->stamp_mtime;
+	s->mode = cf->mode;
+	s->wgen = cf->wgen;
+}
+
+/* Drops clean, unused entries beyond the byte budget, oldest first (lock held). */
+static void evict_locked(struct sbx_cache *c)
+{
+	for (;;) {
+		struct sbx_cfile *cf, *tmp, *oldest = NULL;
+		long long total = 0;
+		HASH_ITER(hh, c->files, cf, tmp) {
+			if (cf->refs || cf->dirty)
+				continue;
+			total += cf->bytes;
+			if (!oldest || cf->used_ms < oldest->used_ms)
+				oldest = cf;
+		}
+		if (total <= SBX_CACHE_KEEP_BYTES || !oldest)
+			return;
+		HASH_DEL(c->files, oldest);
+		cfile_free(oldest, false);
+	}
+}
+
+int sbx_cache_file_open(struct sbx_cache *c, const char *path, struct sbx_cfile **out,
+			struct sbx_cfile_state *state)
+{
+	struct sbx_cfile *cf;
+	int rc;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->files, path, cf);
+	if (!cf) {
+		cf = xcalloc(1, sizeof(*cf));
+		cf->path = xstrdup(path);
+		cf->fd = -1;
+		cf->linked = true;
+		cf->remote = true;
+		HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
+	}
+	cf->refs++;
+	while (cf->busy)
+		pthread_cond_wait(&c->cond, &c->lock);
+	rc = cfile_ensure_fd_locked(c, cf);
+	if (rc) {
+		pthread_mutex_unlock(&c->lock);
+		sbx_cache_file_put(c, cf);
+		return rc;
+	}
+	cf->busy = true;
+	cf->used_ms = sbx_now_ms();
+	snapshot_locked(cf, state);
+	pthread_mutex_unlock(&c->lock);
+	*out = cf;
+	return 0;
+}
+
+void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cfile_how how,
+			  mode_t mode, const struct sbx_stat *st)
+{
+	pthread_mutex_lock(&c->lock);
+	switch (how) {
+	case SBX_CF_KEEP:
+		break;
+	case SBX_CF_NEW:
+	case SBX_CF_TRUNC:
+		if (ftruncate(cf->fd, 0) == 0) {
+			cf->have_data = true;
+			cf->dirty = true;
+			cf->wgen++;
+			cf->stamped = false;
+			if (how == SBX_CF_NEW) {
+				cf->remote = false;
+				cf->mode = mode & 07777;
+			}
+		}
+		break;
+	case SBX_CF_LOADED:
+		cf->have_data = true;
+		cf->dirty = false;
+		cf->remote = true;
+		cf->stamped = st != NULL;
+		if (st) {
+			cf->stamp_size = st->size;
+			cf->stamp_mtime = st->mtime;
+			cf->mode = st->mode & 07777;
+		}
+		break;
+	case SBX_CF_FAILED:
+		cf->have_data = false;
+		cf->stamped = false;
+		break;
+	}
+	cf->busy = false;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_file_put(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	struct stat sys;
+	pthread_mutex_lock(&c->lock);
+	if (--cf->refs > 0 || cf->dirty) {
+		if (!cf->linked && cf->refs == 0)
+			cfile_free(cf, false); /* unlinked while dirty: the user removed it */
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	if (!cf->linked) {
+		cfile_free(cf, false);
+	} else if (!cf->have_data) {
+		HASH_DEL(c->files, cf);
+		cfile_free(cf, false);
+	} else {
+		cf->bytes = local_stat_locked(cf, &sys) ? sys.st_size : 0;
+		close(cf->fd);
+		cf->fd = -1;
+		evict_locked(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+struct sbx_cfile *sbx_cache_file_find_live(struct sbx_cache *c, const char *path)
+{
+	struct sbx_cfile *cf;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->files, path, cf);
+	if (cf && overlays(cf))
+		cf->refs++;
+	else
+		cf = NULL;
+	pthread_mutex_unlock(&c->lock);
+	return cf;
+}
+
+void sbx_cache_file_changed(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->dirty = true;
+	cf->have_data = true;
+	cf->wgen++;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
+				 struct sbx_cfile_state *state)
+{
+	pthread_mutex_lock(&c->lock);
+	while (cf->busy)
+		pthread_cond_wait(&c->cond, &c->lock);
+	cf->busy = true;
+	snapshot_locked(cf, state);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsigned long wgen,
+			       bool ok, const struct sbx_stat *st, unsigned long gen)
+{
+	pthread_mutex_lock(&c->lock);
+	if (ok) {
+		bool current = gen == c->gen;
+		cf->remote = true;
+		if (wgen == cf->wgen)
+			cf->dirty = false;
+		cf->stamped = st != NULL;
+		if (st) {
+			cf->stamp_size = st->size;
+			cf->stamp_mtime = st->mtime;
+		}
+		/* The upload changed path: older attributes must not outlive it. */
+		c->gen++;
+		if (cf->linked && st && current) {
+			cache_attr_set_locked(c, cf->path, st);
+		} else if (cf->linked) {
+			cache_attr_drop_locked(c, cf->path);
+		}
+	}
+	cf->busy = false;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_stat *st,
+			    bool have_remote)
+{
+	struct sbx_cfile *cf;
+	bool applied = false;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->files, path, cf);
+	if (cf && overlays(cf) && (have_remote || !cf->remote)) {
+		overlay_locked(cf, st, !have_remote);
+		applied = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return applied;
+}
+
+void sbx_cache_file_stat(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_stat *st)
+{
+	pthread_mutex_lock(&c->lock);
+	overlay_locked(cf, st, true);
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_file_local_only(struct sbx_cache *c, const char *path)
+{
+	struct sbx_cfile *cf;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->files, path, cf);
+	bool local = cf && cf->have_data && !cf->remote;
+	pthread_mutex_unlock(&c->lock);
+	return local;
+}
+
+void sbx_cache_file_stale(struct sbx_cache *c, const char *path)
+{
+	struct sbx_cfile *cf;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->files, path, cf);
+	if (cf && !cf->dirty)
+		cf->stamped = false;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_file_restamp(struct sbx_cache *c, const char *path, const struct timespec *mtime)
+{
+	struct sbx_cfile *cf;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->files, path, cf);
+	if (cf && !cf->dirty && cf->stamped)
+		cf->stamp_mtime = *mtime;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Takes cf out of the table; it lives on while referenced (lock held). */
+static void detach_locked(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	HASH_DEL(c->files, cf);
+	cf->linked = false;
+	if (cf->refs == 0)
+		cfile_free(cf, false);
+}
+
+void sbx_cache_file_unlink(struct sbx_cache *c, const char *path)
+{
+	struct sbx_cfile *cf;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->files, path, cf);
+	if (cf)
+		detach_locked(c, cf);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_file_rename(struct sbx_cache *c, const char *from, const char *to, bool exchange)
+{
+	struct sbx_cfile *cf, *tmp, *moved = NULL;
+	pthread_mutex_lock(&c->lock);
+	/* Take every affected entry out first, so the new keys never collide. */
+	HASH_ITER(hh, c->files, cf, tmp) {
+		const char *root = NULL, *dest = NULL;
+		if (is_under(cf->path, from)) {
+			root = from;
+			dest = to;
+		} else if (is_under(cf->path, to)) {
+			if (!exchange) {
+				detach_locked(c, cf);
+				continue;
+			}
+			root = to;
+			dest = from;
+		} else {
+			continue;
+		}
+		struct sbx_buf b = SBX_BUF_INIT;
+		sbx_buf_addf(&b, "%s%s", dest, cf->path + strlen(root));
+		HASH_DEL(c->files, cf);
+		free(cf->path);
+		cf->path = sbx_buf_detach(&b, NULL);
+		HASH_ADD_KEYPTR(hh, moved, cf->path, strlen(cf->path), cf);
+	}
+	HASH_ITER(hh, moved, cf, tmp) {
+		HASH_DEL(moved, cf);
+		HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
+	}
+	pthread_mutex_unlock(&c->lock);
+}

@@ -1,0 +1,128 @@
+/*
+ * cache_int — what cache.c (attributes, listings) and cache_file.c
+ * (contents) share: the tables' structs and a few helpers. Private to
+ * those two files; everyone else uses cache.h.
+ */
+#ifndef SBX_CACHE_INT_H
+#define SBX_CACHE_INT_H
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "base/buf.h"
+#include "cache.h"
+
+struct cattr {
+	UT_hash_handle hh;
+	char *path;
+	bool has_st, neg;
+	long long expires;
+	struct sbx_stat st;
+	char *link;
+	long long link_expires;
+};
+
+struct cname {
+	UT_hash_handle hh;
+	char *name;
+};
+
+struct cdir {
+	UT_hash_handle hh;
+	char *path;
+	long long expires;
+	struct cname *names;
+};
+
+struct sbx_cfile {
+	UT_hash_handle hh;
+	char *path;      /* (T) key while linked */
+	char *file;      /* the local cache file */
+	int fd;          /* (T) open while refs > 0 or dirty; fixed while a reference is held */
+	int refs;        /* (T) */
+	bool linked;     /* (T) in c->files under path */
+	bool busy;       /* (T) claimed by an open or an upload */
+	bool have_data;  /* (T) */
+	bool dirty;      /* (T) */
+	bool remote;     /* (T) */
+	bool stamped;    /* (T) */
+	off_t stamp_size;               /* (T) */
+	struct timespec stamp_mtime;    /* (T) */
+	mode_t mode;                    /* (T) */
+	unsigned long wgen;             /* (T) */
+	long long used_ms;              /* (T) for eviction */
+	off_t bytes;                    /* (T) size when last closed */
+};
+
+struct sbx_cache {
+	pthread_mutex_t lock; /* protects everything below but dir */
+	pthread_cond_t cond;  /* a busy claim was released */
+	char *dir;
+	unsigned long gen;
+	long ttl_ms, neg_ttl_ms;
+	unsigned sweep_at; /* attribute count that triggers the next sweep */
+	const void *watched; /* the instance asked for change notifications */
+	struct cattr *attrs;
+	struct cdir *dirs;
+	struct sbx_cfile *files;
+};
+
+static inline void *xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n, sz);
+	if (!p)
+		abort();
+	return p;
+}
+
+static inline char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		abort();
+	return p;
+}
+
+/* ---- paths --------------------------------------------------------------- */
+
+/* Splits "/a/b" into parent "/a" (into buf) and returns "b"; NULL for "/". */
+static inline const char *split(const char *path, char *parent, size_t size)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash || !slash[1])
+		return NULL;
+	size_t n = slash == path ? 1 : (size_t)(slash - path);
+	if (n >= size)
+		return NULL;
+	memcpy(parent, path, n);
+	parent[n] = '\0';
+	return slash + 1;
+}
+
+/* path is root itself or lies below it (root "/": everything). */
+static inline bool is_under(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+	if (n == 1)
+		return true;
+	return !strncmp(path, root, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+static inline char *join(const char *dir, const char *name)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	sbx_buf_addf(&b, "%s/%s", strcmp(dir, "/") ? dir : "", name);
+	return sbx_buf_detach(&b, NULL);
+}
+
+/* Sets path's attributes (st NULL: negative) fresh now (lock held). */
+void cache_attr_set_locked(struct sbx_cache *c, const char *path, const struct sbx_stat *st);
+/* Forgets path's attributes (lock held). */
+void cache_attr_drop_locked(struct sbx_cache *c, const char *path);
+/* Frees every content entry, keeping dirty files on disk (cache_file.c). */
+void cache_files_free(struct sbx_cache *c);
+
+#endif
