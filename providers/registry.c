@@ -8,10 +8,12 @@
 #include <string.h>
 
 extern const struct sbx_provider sbx_provider_local;
+extern const struct sbx_provider sbx_provider_daytona;
 extern const struct sbx_provider sbx_provider_e2b;
 
 static const struct sbx_provider *const registry[] = {
 	&sbx_provider_local,
+	&sbx_provider_daytona,
 	&sbx_provider_e2b,
 	NULL,
 };

@@ -19,7 +19,8 @@
 #define MP_HEADERS_MAX (8u << 10)
 #define MP_NAME_MAX 4096
 
-enum { MP_PREAMBLE, MP_AFTER_DELIM, MP_HEADERS, MP_BODY, MP_END };
+/* MP_BODY_LEN: a part with Content-Length, whose bytes are counted, not searched. */
+enum { MP_PREAMBLE, MP_AFTER_DELIM, MP_HEADERS, MP_BODY, MP_BODY_LEN, MP_END };
 
 int dt_boundary_parse(const char *ct, char *out, size_t size)
 {
@@ -132,11 +133,19 @@ static const char *find_param(const char *line, const char *key)
 static int parse_headers(struct dt_multipart *mp, char *hdr)
 {
 	char name[256] = "", filename[MP_NAME_MAX] = "";
+	mp->part_len = -1;
 	for (char *line = hdr; line && *line;) {
 		char *eol = strstr(line, "\r\n");
 		if (eol)
 			*eol = '\0';
-		if (!strncasecmp(line, "Content-Disposition:", 20)) {
+		if (!strncasecmp(line, "Content-Length:", 15)) {
+			char *end;
+			long long n = strtoll(line + 15, &end, 10);
+			while (*end == ' ' || *end == '\t')
+				end++;
+			if (end != line + 15 && !*end && n >= 0)
+				mp->part_len = n;
+		} else if (!strncasecmp(line, "Content-Disposition:", 20)) {
 			const char *v;
 			if ((v = find_param(line, "name")))
 				param_value(v, name, sizeof(name));
@@ -224,9 +233,30 @@ static int step(struct dt_multipart *mp)
 			rc = parse_headers(mp, hdr);
 			free(hdr);
 			sbx_buf_consume(b, hl + 2);
-			mp->state = MP_BODY;
+			mp->state = mp->part_len >= 0 ? MP_BODY_LEN : MP_BODY;
 			if (rc)
 				return rc;
+			continue;
+		}
+		case MP_BODY_LEN: {
+			/*
+			 * Counted bytes may hold the delimiter itself (a file can
+			 * contain anything); after them, the delimiter is searched
+			 * for as in the preamble.
+			 */
+			size_t n = (unsigned long long)mp->part_len < b->len ? (size_t)mp->part_len
+									      : b->len;
+			rc = emit(mp, b->buf, n);
+			sbx_buf_consume(b, n);
+			mp->part_len -= (long long)n;
+			if (rc)
+				return rc;
+			if (mp->part_len)
+				return 0;
+			if (mp->ops->end && (rc = mp->ops->end(mp->ctx)))
+				return rc;
+			/* What follows is "\r\n--boundary": found as in the preamble. */
+			mp->state = MP_PREAMBLE;
 			continue;
 		}
 		case MP_END:

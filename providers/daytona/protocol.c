@@ -259,7 +259,7 @@ int dt_fileinfo_parse(json_t *fi, struct sbx_stat *st, const char **name)
 	const char *nm = json_string_value(json_object_get(fi, "name"));
 
 	memset(st, 0, sizeof(*st));
-	if (!nm || !*nm || strchr(nm, '/'))
+	if (name && (!nm || !*nm || strchr(nm, '/')))
 		return -EIO;
 	if (dt_mode_parse(json_string_value(json_object_get(fi, "mode")),
 			  json_string_value(json_object_get(fi, "permissions")),
@@ -282,25 +282,23 @@ int dt_fileinfo_parse(json_t *fi, struct sbx_stat *st, const char **name)
 
 /* --- errors ---------------------------------------------------------------- */
 
+/*
+ * The daemon's specific codes. Generic ones (NOT_FOUND, BAD_REQUEST,
+ * INTERNAL_SERVER_ERROR ...) only restate the status, which then decides
+ * (so a 507 with INTERNAL_SERVER_ERROR is still ENOSPC).
+ */
 static const struct {
 	const char *code;
 	int err;
 } dt_codes[] = {
 	{"FILE_NOT_FOUND", ENOENT},
-	{"NOT_FOUND", ENOENT},
 	{"PROCESS_NOT_FOUND", ENOENT},
+	{"SANDBOX_NOT_FOUND", ENOENT},
 	{"FILE_ACCESS_DENIED", EACCES},
-	{"FORBIDDEN", EACCES},
-	{"UNAUTHORIZED", EACCES},
 	{"INVALID_FILE_PATH", EINVAL},
-	{"BAD_REQUEST", EINVAL},
-	{"INVALID_REQUEST_BODY", EINVAL},
-	{"UNPROCESSABLE_ENTITY", EINVAL},
 	{"FILE_READ_FAILED", EIO},
-	{"INTERNAL_SERVER_ERROR", EIO},
 	{"REQUEST_TIMEOUT", ETIMEDOUT},
 	{"PROCESS_EXECUTION_TIMEOUT", ETIMEDOUT},
-	{"CONFLICT", EEXIST},
 	{"SESSION_ENDED", ESRCH},
 	{"COMMAND_ALREADY_COMPLETED", ESRCH},
 	{"SANDBOX_NOT_STARTED", ENOTCONN},

@@ -99,7 +99,8 @@ int dt_time_parse(const char *s, struct timespec *ts);
 unsigned dt_owner_parse(const char *s);
 /*
  * One FileInfo object to st; *name (borrowed from fi) is its `name`.
- * -EIO when the object has no usable name or mode.
+ * -EIO when the object has no usable mode, or (name not NULL: a listing
+ * entry) no usable name.
  */
 int dt_fileinfo_parse(json_t *fi, struct sbx_stat *st, const char **name);
 
@@ -137,7 +138,9 @@ struct dt_multipart_ops {
 /*
  * A streaming multipart/form-data parser: feed it the body in chunks of
  * any size; it calls ops as parts begin, carry bytes and end. Headers of a
- * part are bounded (8 KiB); part bodies are not held, only passed on.
+ * part are bounded (8 KiB); part bodies are not held, only passed on. A
+ * part with Content-Length (the daemon sends it for files) is counted, so
+ * a file containing the daemon's fixed boundary still arrives whole.
  */
 struct dt_multipart {
 	const struct dt_multipart_ops *ops;
@@ -145,6 +148,7 @@ struct dt_multipart {
 	char delim[256]; /* "\r\n--" boundary */
 	size_t dlen;
 	int state;
+	long long part_len;  /* the current part's Content-Length, -1 if none */
 	struct sbx_buf pend; /* bytes not yet known to be outside a delimiter */
 	int rc;              /* first error (sticky) */
 };

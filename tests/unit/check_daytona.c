@@ -290,6 +290,31 @@ START_TEST(test_multipart_binary)
 }
 END_TEST
 
+START_TEST(test_multipart_counted)
+{
+	/* The file holds the daemon's own delimiter: only Content-Length saves it. */
+	static const char data[] = "a\r\n--DAYTONA-FILE-BOUNDARY\r\nb\r\n--DAYTONA-FILE-BOUNDARY--\r\n";
+	size_t dlen = sizeof(data) - 1;
+	struct sbx_buf body = SBX_BUF_INIT;
+	sbx_buf_addf(&body,
+		     "--DAYTONA-FILE-BOUNDARY\r\n"
+		     "Content-Disposition: form-data; name=\"file\"; filename=\"/x\"\r\n"
+		     "Content-Length: %zu\r\n\r\n",
+		     dlen);
+	sbx_buf_add(&body, data, dlen);
+	sbx_buf_adds(&body, "\r\n--DAYTONA-FILE-BOUNDARY--\r\n");
+	for (size_t chunk = 1; chunk <= body.len; chunk++) {
+		struct sink s = {SBX_BUF_INIT, 0};
+		struct sbx_error err = SBX_ERROR_INIT;
+		ck_assert_int_eq(download(CT, "/x", body.buf, body.len, chunk, 0, -1, &s, &err), 0);
+		ck_assert_int_eq(s.b.len, dlen);
+		ck_assert(!memcmp(s.b.buf, data, dlen));
+		sbx_buf_release(&s.b);
+	}
+	sbx_buf_release(&body);
+}
+END_TEST
+
 START_TEST(test_multipart_bad)
 {
 	struct sink s = {SBX_BUF_INIT, 0};
@@ -639,6 +664,7 @@ static Suite *daytona_suite(void)
 	tcase_add_test(tc, test_multipart_split_everywhere);
 	tcase_add_test(tc, test_multipart_error_part);
 	tcase_add_test(tc, test_multipart_binary);
+	tcase_add_test(tc, test_multipart_counted);
 	tcase_add_test(tc, test_multipart_bad);
 	tcase_add_test(tc, test_dto);
 	tcase_add_test(tc, test_create_body);

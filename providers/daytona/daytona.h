@@ -1,0 +1,180 @@
+/*
+ * daytona/daytona.h — what the Daytona provider's own files share (api.c,
+ * files.c, run.c, batch.c): the settings read at init, the instance
+ * struct, and the request helpers over base/http.
+ *
+ * It is internal to providers/daytona/: the core only sees
+ * sbx_provider_daytona (provider.h).
+ */
+#ifndef SBX_DAYTONA_H
+#define SBX_DAYTONA_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+#include "base/buf.h"
+#include "base/http.h"
+#include "daytona/protocol.h"
+#include "provider.h"
+
+/* The daemon answers in the formats of this SDK (>= 0.167: JSON logs, envs). */
+#define DT_SDK_VERSION "0.218.0"
+#define DT_SESSIONS_IDLE_MAX 4
+#define DT_BATCH_MAX_ENTRIES 64
+#define DT_BATCH_MAX_BYTES (128u << 10)
+#define DT_STATFS_TTL_S 30
+
+/*
+ * Settings read once by init (read-only afterwards, so no lock). The
+ * credential lives only in `auth`, an HTTP header line; it is never
+ * logged (http redacts Authorization), never in a URL, never in argv.
+ */
+struct dt_conf {
+	char *api_url;   /* without a trailing '/' */
+	char *target;    /* NULL: the server's default region */
+	char *auth;      /* "Authorization: Bearer ..." */
+	char *org;       /* "X-Daytona-Organization-ID: ..." with a JWT, else NULL */
+	long state_timeout_ms; /* create/start/stop waits (default 60 s) */
+	struct sbx_http_client *http;
+	struct sbx_error init_err; /* why init failed (err == 0: it did not) */
+};
+
+extern struct dt_conf dt_conf;
+extern const struct sbx_provider sbx_provider_daytona;
+
+struct dt_batch {
+	struct sbx_buf script; /* queued commands, one a line */
+	char **paths;          /* the path each one touches (for "affected?") */
+	size_t n;
+};
+
+struct dt_instance {
+	struct sbx_instance base; /* first: the core casts */
+	struct sbx_spec spec;     /* owned copy */
+	char *toolbox;            /* "{toolboxProxyUrl}/{id}" (set once, then read-only) */
+
+	pthread_mutex_t lock; /* protects every field below */
+	struct dt_sandbox facts;  /* the last DTO seen (for info) */
+	time_t facts_at;
+	char *idle[DT_SESSIONS_IDLE_MAX]; /* sessions free for the next run */
+	size_t n_idle;
+	unsigned epoch;        /* bumps on stop/start: older sessions are gone */
+	bool no_sessions;      /* the daemon has no session API: use execute */
+	struct dt_batch batch;
+	bool flushing;         /* a batch is being applied (see flush_lock) */
+	struct statvfs sfs;
+	time_t sfs_at;         /* 0: not cached */
+
+	pthread_mutex_t flush_lock; /* held while a batch runs remotely */
+};
+
+static inline struct dt_instance *dt_inst(struct sbx_instance *i)
+{
+	return (struct dt_instance *)i;
+}
+
+/* --- requests (api.c) ------------------------------------------------------ */
+
+/* One JSON-or-nothing request; see dt_call(). */
+struct dt_call {
+	const char *method;   /* NULL: GET, or POST when body is set */
+	const char *url;
+	json_t *body;         /* sent as application/json (not stolen) */
+	bool empty_post;      /* POST without a body */
+	json_t **reply;       /* the parsed JSON reply (new reference), or NULL */
+	struct sbx_buf *raw;  /* or the raw reply body */
+	const char *accept;   /* NULL: application/json */
+	const char *what;     /* "stat /a" — the prefix of error messages */
+	long timeout_ms;      /* 0: the client's default */
+	size_t max_body;      /* 0: DT_JSON_MAX */
+	bool idempotent;
+	long *status;         /* the reply's HTTP status (0: none came), or NULL */
+	/* Streaming (files.c): a multipart request body, a reply sink. */
+	int (*mime_fn)(void *ctx, struct curl_mime *mime);
+	void *mime_ctx;
+	sbx_http_sink_fn sink; /* 2xx reply body, streamed (stream = true) */
+	int (*on_response)(void *ctx, const struct sbx_http_resp *resp);
+	void *sink_ctx;
+	bool stream;
+};
+
+/*
+ * Performs c. 0 for a 2xx reply (with *c->reply / c->raw filled), else
+ * -errno with err filled: transport failures from http (ENOTCONN,
+ * ETIMEDOUT ...), HTTP errors through dt_error_from_reply().
+ */
+int dt_call(const struct dt_call *c, struct sbx_error *err);
+/*
+ * Fills hdr (room for n pointers) with the common headers plus extra
+ * (NULL-terminated, may be NULL); returns hdr.
+ */
+const char **dt_headers(const char **hdr, size_t n, const char *const *extra);
+/* The init error when the provider is not usable, else 0. */
+int dt_ready(struct sbx_error *err);
+/* URL helpers: "{toolbox}{path}" and "{api_url}/sandbox/{id}{suffix}". */
+void dt_toolbox_url(struct dt_instance *di, struct sbx_buf *b, const char *path);
+void dt_sandbox_url(struct sbx_buf *b, const char *id, const char *suffix);
+/* Stores the DTO's facts on the instance (for info). */
+void dt_facts_set(struct dt_instance *di, const struct dt_sandbox *sb);
+long dt_now_ms(void);
+void dt_sleep_ms(long ms);
+/* A random lowercase hex string of 2*bytes characters into out. */
+void dt_random_hex(char *out, size_t bytes);
+
+/* --- runs (run.c) ---------------------------------------------------------- */
+
+int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
+	   const struct sbx_run_sink *sink, struct sbx_run_result *result, struct sbx_error *err);
+/*
+ * Runs an internal helper command through /process/execute (one request):
+ * combined output into out (bounded), exit code into *exit_code.
+ */
+int dt_exec(struct dt_instance *di, const char *cmd, long timeout_ms, struct sbx_buf *out,
+	    int *exit_code, struct sbx_error *err);
+/* Forgets every idle session (the sandbox stopped: they are gone). */
+void dt_sessions_drop(struct dt_instance *di);
+
+/* --- metadata batch (batch.c) ------------------------------------------------ */
+
+/* Applies the queued commands if any (all of them, in order). */
+int dt_batch_flush(struct dt_instance *di, struct sbx_error *err);
+/* Flushes when a queued command touches path or an entry of directory path. */
+int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_error *err);
+void dt_batch_free(struct dt_batch *b);
+
+int dt_sync(struct sbx_instance *inst, struct sbx_error *err);
+int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespec ts[2],
+	       struct sbx_error *err);
+int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
+	       struct sbx_error *err);
+int dt_truncate(struct sbx_instance *inst, const char *path, off_t size, struct sbx_error *err);
+int dt_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err);
+int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
+	     struct sbx_error *err);
+int dt_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t size,
+		struct sbx_error *err);
+int dt_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
+	      struct sbx_error *err);
+
+/* --- files (files.c) --------------------------------------------------------- */
+
+int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
+	    struct sbx_error *err);
+int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
+	    struct sbx_error *err);
+int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, sbx_sink_fn sink,
+	    void *ctx, struct sbx_error *err);
+int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+	     struct sbx_error *err);
+int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
+int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
+	      struct sbx_error *err);
+int dt_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
+int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
+	     struct sbx_error *err);
+
+#endif

@@ -1,0 +1,543 @@
+/*
+ * daytona/files — the file ops over the toolbox's /files endpoints: stat
+ * (/files/info), list (/files: every entry with its attributes in one
+ * call), read (/files/bulk-download, a multipart reply parsed as it
+ * streams), write (/files/bulk-upload through curl_mime, streamed from the
+ * cache file), mkdir, unlink, rmdir, rename, chmod and chown.
+ *
+ * Rename-over. The daemon's move refuses an existing destination (409), so
+ * replacing a file is three moves: target -> backup, new -> target,
+ * delete backup; a failed second move moves the backup back. Between the
+ * first two moves (one round trip) the target does not exist; that is the
+ * window. A write first uploads to a hidden temporary name in the same
+ * directory, so a failed or cut upload never touches the old content, and
+ * gives the new file the old one's mode and owner before the swap.
+ *
+ * Not here: commands (run.c) and the operations done by commands (batch.c).
+ */
+#include "daytona/daytona.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+/* "{toolbox}{ep}?path=P" */
+static void path_url(struct dt_instance *di, struct sbx_buf *b, const char *ep, const char *path)
+{
+	dt_toolbox_url(di, b, ep);
+	sbx_http_add_query(b, "path", path);
+}
+
+/* "op path" for error messages. */
+static const char *what(char *buf, size_t size, const char *op, const char *path)
+{
+	snprintf(buf, size, "%s %s", op, path);
+	return buf;
+}
+
+/* GET /files/info: the FileInfo object (new reference) and/or st. */
+static int info(struct dt_instance *di, const char *path, json_t **out, struct sbx_stat *st,
+		struct sbx_error *err)
+{
+	struct sbx_buf url = SBX_BUF_INIT;
+	char w[300];
+	json_t *j = NULL;
+	int rc;
+	path_url(di, &url, "/files/info", path);
+	rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &j,
+				       .what = what(w, sizeof(w), "stat", path),
+				       .idempotent = true},
+		     err);
+	if (!rc && st && dt_fileinfo_parse(j, st, NULL))
+		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "%s: unreadable file info", w);
+	if (!rc && out)
+		*out = json_incref(j);
+	json_decref(j);
+	sbx_buf_release(&url);
+	return rc;
+}
+
+/* A sibling of path with a hidden unique name: "DIR/.sbxfs-KIND-HEX". */
+static char *sibling(const char *path, const char *kind)
+{
+	const char *slash = strrchr(path, '/');
+	char hex[25], *s;
+	dt_random_hex(hex, 12);
+	if (asprintf(&s, "%.*s/.sbxfs-%s-%s", (int)(slash ? slash - path : 0), path, kind, hex) < 0)
+		abort();
+	return s;
+}
+
+static int move(struct dt_instance *di, const char *from, const char *to, struct sbx_error *err)
+{
+	struct sbx_buf url = SBX_BUF_INIT;
+	char w[300];
+	int rc;
+	dt_toolbox_url(di, &url, "/files/move");
+	sbx_http_add_query(&url, "source", from);
+	sbx_http_add_query(&url, "destination", to);
+	rc = dt_call(&(struct dt_call){.url = url.buf, .empty_post = true,
+				       .what = what(w, sizeof(w), "rename", from)},
+		     err);
+	sbx_buf_release(&url);
+	return rc;
+}
+
+static int del(struct dt_instance *di, const char *path, bool recursive, struct sbx_error *err)
+{
+	struct sbx_buf url = SBX_BUF_INIT;
+	char w[300];
+	int rc;
+	path_url(di, &url, "/files", path);
+	if (recursive)
+		sbx_http_add_query(&url, "recursive", "true");
+	rc = dt_call(&(struct dt_call){.method = "DELETE", .url = url.buf,
+				       .what = what(w, sizeof(w), "delete", path),
+				       .idempotent = true},
+		     err);
+	sbx_buf_release(&url);
+	return rc;
+}
+
+static void del_quietly(struct dt_instance *di, const char *path, bool recursive)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	if (del(di, path, recursive, &e) && e.err != ENOENT)
+		sbx_log(SBX_LOG_WARN, "daytona: %s: leftover %s: %s", di->base.id, path, e.msg);
+}
+
+/* POST /files/permissions; mode < 0, owner/group NULL: left as they are. */
+static int perms(struct dt_instance *di, const char *path, long mode, const char *owner,
+		 const char *group, struct sbx_error *err)
+{
+	struct sbx_buf url = SBX_BUF_INIT;
+	char m[16], w[300];
+	int rc;
+	path_url(di, &url, "/files/permissions", path);
+	sbx_http_add_query(&url, "owner", owner);
+	sbx_http_add_query(&url, "group", group);
+	if (mode >= 0) {
+		snprintf(m, sizeof(m), "%lo", (unsigned long)mode & 07777);
+		sbx_http_add_query(&url, "mode", m);
+	}
+	rc = dt_call(&(struct dt_call){.url = url.buf, .empty_post = true,
+				       .what = what(w, sizeof(w), "chmod", path),
+				       .idempotent = true},
+		     err);
+	sbx_buf_release(&url);
+	return rc;
+}
+
+/*
+ * Puts `from` in the place of the existing `to` (see the top comment);
+ * to_dir: `to` is an (empty) directory, so its backup is deleted recursively.
+ */
+static int replace(struct dt_instance *di, const char *from, const char *to, bool to_dir,
+		   struct sbx_error *err)
+{
+	char *bak = sibling(to, "old");
+	struct sbx_error e2 = SBX_ERROR_INIT;
+	int rc = move(di, to, bak, err);
+	if (rc == -ENOENT) { /* gone meanwhile: a plain move will do */
+		sbx_error_clear(err);
+		rc = move(di, from, to, err);
+		goto out;
+	}
+	if (rc)
+		goto out;
+	rc = move(di, from, to, err);
+	if (rc) {
+		if (move(di, bak, to, &e2))
+			sbx_log(SBX_LOG_ERR, "daytona: %s: could not restore %s from %s: %s",
+				di->base.id, to, bak, e2.msg);
+		goto out;
+	}
+	del_quietly(di, bak, to_dir);
+out:
+	free(bak);
+	return rc;
+}
+
+/* --- stat, list -------------------------------------------------------------- */
+
+int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
+	    struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	int rc = dt_batch_flush_for(di, path, err);
+	return rc ? rc : info(di, path, NULL, st, err);
+}
+
+int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
+	    struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	struct sbx_buf url = SBX_BUF_INIT;
+	char w[300];
+	json_t *arr = NULL, *e;
+	size_t i;
+	int rc;
+
+	if ((rc = dt_batch_flush_for(di, path, err)))
+		return rc;
+	path_url(di, &url, "/files", path);
+	rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &arr,
+				       .what = what(w, sizeof(w), "list", path),
+				       .max_body = DT_LIST_MAX, .idempotent = true},
+		     err);
+	if (!rc && !json_is_array(arr))
+		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "%s: reply is not a list", w);
+	json_array_foreach(rc ? NULL : arr, i, e)
+	{
+		struct sbx_stat st;
+		const char *name;
+		if (dt_fileinfo_parse(e, &st, &name) || !strcmp(name, ".") || !strcmp(name, "..")) {
+			sbx_log(SBX_LOG_DEBUG, "daytona: %s: skipping an unreadable entry", w);
+			continue;
+		}
+		if (fn(ctx, name, &st))
+			break;
+	}
+	json_decref(arr);
+	sbx_buf_release(&url);
+	return rc;
+}
+
+/* --- read ---------------------------------------------------------------------- */
+
+struct read_ctx {
+	struct dt_download d;
+	bool started;
+	struct sbx_error derr; /* the download's own error (http's would be generic) */
+	const char *path;
+	long long off, len;
+	sbx_sink_fn sink;
+	void *sink_ctx;
+};
+
+static int read_on_response(void *ctx, const struct sbx_http_resp *resp)
+{
+	struct read_ctx *r = ctx;
+	int rc = dt_download_init(&r->d, resp->content_type, r->path, r->off, r->len, r->sink,
+				  r->sink_ctx, &r->derr);
+	r->started = true;
+	return rc;
+}
+
+static int read_sink(void *ctx, const char *data, size_t len)
+{
+	struct read_ctx *r = ctx;
+	int rc = dt_download_feed(&r->d, data, len);
+	/* The range is complete: stop the transfer (read_done() says it is fine). */
+	return rc == DT_DOWNLOAD_DONE ? -ECANCELED : rc;
+}
+
+int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, sbx_sink_fn sink,
+	    void *ctx, struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	struct read_ctx r = {.path = path, .off = off, .len = len, .sink = sink, .sink_ctx = ctx};
+	struct sbx_buf url = SBX_BUF_INIT;
+	json_t *body;
+	char w[300];
+	int rc;
+
+	if ((rc = dt_batch_flush_for(di, path, err)))
+		return rc;
+	body = json_pack("{s[s]}", "paths", path);
+	dt_toolbox_url(di, &url, "/files/bulk-download");
+	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .accept = "multipart/form-data",
+				       .what = what(w, sizeof(w), "read", path),
+				       .on_response = read_on_response, .sink = read_sink,
+				       .sink_ctx = &r, .stream = true, .idempotent = true},
+		     err);
+	if (r.started) {
+		/* -ECANCELED with the range complete is read_sink's early stop. */
+		if (!r.derr.err && (!rc || (rc == -ECANCELED && r.d.got_file && r.d.left == 0)))
+			rc = dt_download_finish(&r.d);
+		if (r.derr.err) {
+			/* The download's own reason beats http's generic one. */
+			rc = -r.derr.err;
+			if (err)
+				*err = r.derr;
+		} else if (!rc) {
+			sbx_error_clear(err);
+		}
+		dt_download_release(&r.d);
+	}
+	json_decref(body);
+	sbx_buf_release(&url);
+	return rc;
+}
+
+/* --- write ---------------------------------------------------------------------- */
+
+struct upload {
+	const char *path; /* the destination in the sandbox */
+	int fd;
+	off_t size, pos;
+	int err; /* errno of a failed local read */
+};
+
+static size_t upload_read(char *buf, size_t size, size_t n, void *ctx)
+{
+	struct upload *u = ctx;
+	size_t want = size * n;
+	ssize_t got;
+	if (u->pos >= u->size)
+		return 0;
+	if ((off_t)want > u->size - u->pos)
+		want = (size_t)(u->size - u->pos);
+	do
+		got = pread(u->fd, buf, want, u->pos);
+	while (got < 0 && errno == EINTR);
+	if (got <= 0) {
+		/* A cache file shorter than promised is as bad as an I/O error. */
+		u->err = got < 0 ? errno : EIO;
+		return CURL_READFUNC_ABORT;
+	}
+	u->pos += got;
+	return (size_t)got;
+}
+
+static int upload_seek(void *ctx, curl_off_t off, int origin)
+{
+	struct upload *u = ctx;
+	if (origin != SEEK_SET || off < 0 || off > u->size)
+		return CURL_SEEKFUNC_CANTSEEK;
+	u->pos = (off_t)off;
+	return CURL_SEEKFUNC_OK;
+}
+
+/* Builds the form: files[0].path (text) before files[0].file (streamed). */
+static int upload_mime(void *ctx, struct curl_mime *mime)
+{
+	struct upload *u = ctx;
+	const char *base = strrchr(u->path, '/');
+	curl_mimepart *p;
+	u->pos = 0;
+	if (!(p = curl_mime_addpart(mime)) || curl_mime_name(p, "files[0].path") ||
+	    curl_mime_data(p, u->path, CURL_ZERO_TERMINATED))
+		return -ENOMEM;
+	if (!(p = curl_mime_addpart(mime)) || curl_mime_name(p, "files[0].file") ||
+	    curl_mime_filename(p, base ? base + 1 : u->path) ||
+	    curl_mime_type(p, "application/octet-stream") ||
+	    curl_mime_data_cb(p, (curl_off_t)u->size, upload_read, upload_seek, NULL, u))
+		return -ENOMEM;
+	return 0;
+}
+
+static int upload(struct dt_instance *di, const char *dest, int fd, off_t size,
+		  struct sbx_error *err)
+{
+	struct upload u = {.path = dest, .fd = fd, .size = size};
+	struct sbx_buf url = SBX_BUF_INIT;
+	char w[300];
+	int rc;
+	dt_toolbox_url(di, &url, "/files/bulk-upload");
+	rc = dt_call(&(struct dt_call){.url = url.buf, .mime_fn = upload_mime, .mime_ctx = &u,
+				       .what = what(w, sizeof(w), "upload", dest), .stream = true},
+		     err);
+	if (u.err)
+		rc = sbx_error_set(err, u.err, SBX_E_INTERNAL, "%s: reading the local copy failed",
+				   w);
+	sbx_buf_release(&url);
+	return rc;
+}
+
+int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+	     struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	struct sbx_stat old;
+	json_t *fi = NULL;
+	char *tmp = NULL;
+	const char *owner = NULL, *group = NULL;
+	bool exists;
+	int rc;
+
+	if ((rc = dt_batch_flush(di, err)))
+		return rc;
+	rc = info(di, path, &fi, &old, err);
+	if (rc && rc != -ENOENT)
+		goto out;
+	exists = !rc;
+	sbx_error_clear(err);
+	if (exists && S_ISDIR(old.mode)) {
+		rc = sbx_error_set(err, EISDIR, 0, "write %s: is a directory", path);
+		goto out;
+	}
+	tmp = sibling(path, "new");
+	if ((rc = upload(di, tmp, fd, size, err))) {
+		del_quietly(di, tmp, false);
+		goto out;
+	}
+	if (exists) {
+		owner = json_string_value(json_object_get(fi, "owner"));
+		group = json_string_value(json_object_get(fi, "group"));
+	}
+	rc = perms(di, tmp, exists ? (long)(old.mode & 07777) : (long)(mode & 07777), owner, group,
+		   err);
+	if (rc && (owner || group)) /* not ours to give away: keep the mode at least */
+		rc = perms(di, tmp, (long)(old.mode & 07777), NULL, NULL, err);
+	if (!rc) {
+		rc = exists ? -EEXIST : move(di, tmp, path, err);
+		if (rc == -EEXIST) {
+			sbx_error_clear(err);
+			rc = replace(di, tmp, path, false, err);
+		}
+	}
+	if (rc)
+		del_quietly(di, tmp, false);
+out:
+	free(tmp);
+	json_decref(fi);
+	return rc;
+}
+
+/* --- namespace ops ------------------------------------------------------------------ */
+
+int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	struct sbx_buf url = SBX_BUF_INIT;
+	char m[16], w[300];
+	int rc;
+	if ((rc = dt_batch_flush(di, err)))
+		return rc;
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+	path_url(di, &url, "/files/folder", path);
+	sbx_http_add_query(&url, "mode", m);
+	rc = dt_call(&(struct dt_call){.url = url.buf, .empty_post = true,
+				       .what = what(w, sizeof(w), "mkdir", path)},
+		     err);
+	sbx_buf_release(&url);
+	return rc;
+}
+
+int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	int rc = dt_batch_flush(di, err);
+	if (!rc)
+		rc = del(di, path, false, err);
+	if (rc == -EINVAL) /* "cannot delete directory without recursive flag" */
+		rc = sbx_error_set(err, EISDIR, 0, "unlink %s: is a directory", path);
+	return rc;
+}
+
+static int count_entry(void *ctx, const char *name, const struct sbx_stat *st)
+{
+	(*(size_t *)ctx)++;
+	return 1; /* one is enough */
+}
+
+int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	struct sbx_stat st;
+	size_t n = 0;
+	int rc;
+	if ((rc = dt_batch_flush(di, err)))
+		return rc;
+	rc = dt_list(inst, path, count_entry, &n, err);
+	if (rc && rc != -ENOENT && !info(di, path, NULL, &st, NULL) && !S_ISDIR(st.mode))
+		return sbx_error_set(err, ENOTDIR, 0, "rmdir %s: not a directory", path);
+	if (rc)
+		return rc;
+	if (n)
+		return sbx_error_set(err, ENOTEMPTY, 0, "rmdir %s: directory not empty", path);
+	return del(di, path, true, err);
+}
+
+/* rename(2)'s rules for an existing target, then the three-move swap. */
+static int rename_over(struct dt_instance *di, const char *from, const char *to,
+		       struct sbx_error *err)
+{
+	struct sbx_stat fst, tst;
+	size_t n = 0;
+	int rc;
+	if ((rc = info(di, from, NULL, &fst, err)) || (rc = info(di, to, NULL, &tst, err)))
+		return rc;
+	if (S_ISDIR(tst.mode)) {
+		if (!S_ISDIR(fst.mode))
+			return sbx_error_set(err, EISDIR, 0, "rename %s: %s is a directory", from,
+					     to);
+		if ((rc = dt_list(&di->base, to, count_entry, &n, err)))
+			return rc;
+		if (n)
+			return sbx_error_set(err, ENOTEMPTY, 0, "rename %s: %s is not empty", from,
+					     to);
+	} else if (S_ISDIR(fst.mode)) {
+		return sbx_error_set(err, ENOTDIR, 0, "rename %s: %s is not a directory", from, to);
+	}
+	return replace(di, from, to, S_ISDIR(tst.mode), err);
+}
+
+/* RENAME_EXCHANGE: a -> tmp, b -> a, tmp -> b, undoing what was done on failure. */
+static int exchange(struct dt_instance *di, const char *a, const char *b, struct sbx_error *err)
+{
+	char *tmp = sibling(a, "swap");
+	struct sbx_error e2 = SBX_ERROR_INIT;
+	int rc = move(di, a, tmp, err);
+	if (!rc && (rc = move(di, b, a, err)))
+		move(di, tmp, a, &e2);
+	else if (!rc && (rc = move(di, tmp, b, err)) && !move(di, a, b, &e2))
+		move(di, tmp, a, &e2);
+	free(tmp);
+	return rc;
+}
+
+int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
+	      struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	int rc;
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return sbx_error_set(err, EINVAL, 0, "rename %s: unknown flags", from);
+	if ((rc = dt_batch_flush(di, err)))
+		return rc;
+	if (flags & RENAME_EXCHANGE)
+		return exchange(di, from, to, err);
+	if (!strcmp(from, to))
+		return 0;
+	rc = move(di, from, to, err);
+	if (rc != -EEXIST || (flags & RENAME_NOREPLACE))
+		return rc;
+	sbx_error_clear(err);
+	return rename_over(di, from, to, err);
+}
+
+int dt_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	int rc = dt_batch_flush(di, err);
+	return rc ? rc : perms(di, path, (long)(mode & 07777), NULL, NULL, err);
+}
+
+int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
+	     struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	char u[24], g[24];
+	int rc;
+	if (uid == (uid_t)-1 && gid == (gid_t)-1)
+		return 0;
+	if ((rc = dt_batch_flush(di, err)))
+		return rc;
+	snprintf(u, sizeof(u), "%u", (unsigned)uid);
+	snprintf(g, sizeof(g), "%u", (unsigned)gid);
+	return perms(di, path, -1, uid == (uid_t)-1 ? NULL : u, gid == (gid_t)-1 ? NULL : g, err);
+}

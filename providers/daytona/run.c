@@ -1,0 +1,368 @@
+/*
+ * daytona/run — commands in a Daytona sandbox.
+ *
+ * A run goes through a toolbox session, because only a session keeps
+ * stdout and stderr apart (/process/execute combines them): the command,
+ * wrapped by dt_wrap_command() so each run has its own cwd, envs, stdin and
+ * timeout and leaves the session shell untouched, is sent with runAsync;
+ * then GET .../command/{id} (exit code) and GET .../logs (JSON stdout and
+ * stderr so far) are polled, and the bytes that are new since the last poll
+ * are streamed into the sink.
+ *
+ * A session runs its commands one after another (the daemon writes each to
+ * the session shell's stdin), so an instance keeps a small pool: a run
+ * takes an idle session or creates one, and gives it back after. The
+ * deadline is enforced in the sandbox by `timeout -s KILL` (exit 137); a
+ * run still going 5 s after it has its session deleted (which kills the
+ * shell) and reports timed_out all the same. A daemon without sessions
+ * (404) gets /process/execute with the output combined into stdout.
+ *
+ * Not here: run_code (a later issue), file ops.
+ */
+#include "daytona/daytona.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+
+#define DT_POLL_TIMEOUT_MS 30000L
+#define DT_KILL_GRACE_MS 5000L
+#define DT_EXEC_NO_LIMIT_MS (3600L * 1000) /* transport deadline of an unlimited execute */
+
+/* --- sessions ------------------------------------------------------------ */
+
+void dt_sessions_drop(struct dt_instance *di)
+{
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = 0; i < di->n_idle; i++)
+		free(di->idle[i]);
+	di->n_idle = 0;
+	di->epoch++;
+	pthread_mutex_unlock(&di->lock);
+}
+
+static void session_url(struct dt_instance *di, struct sbx_buf *b, const char *sid,
+			const char *suffix)
+{
+	dt_toolbox_url(di, b, "/process/session");
+	if (sid) {
+		sbx_buf_addch(b, '/');
+		sbx_http_add_escaped(b, sid);
+	}
+	if (suffix)
+		sbx_buf_adds(b, suffix);
+}
+
+static void session_delete(struct dt_instance *di, const char *sid)
+{
+	struct sbx_buf url = SBX_BUF_INIT;
+	struct sbx_error e = SBX_ERROR_INIT;
+	session_url(di, &url, sid, NULL);
+	if (dt_call(&(struct dt_call){.method = "DELETE", .url = url.buf, .what = "delete session",
+				      .timeout_ms = 10000, .idempotent = true},
+		    &e) &&
+	    e.err != ENOENT)
+		sbx_log(SBX_LOG_INFO, "daytona: %s: %s", di->base.id, e.msg);
+	sbx_buf_release(&url);
+}
+
+/*
+ * An idle session of di, or a new one. *sid is malloc'd. -ENOSYS when the
+ * daemon has no session API (the caller falls back to execute).
+ */
+static int session_take(struct dt_instance *di, char **sid, unsigned *epoch,
+			struct sbx_error *err)
+{
+	struct sbx_buf url = SBX_BUF_INIT;
+	char id[40] = "sbxfs-";
+	json_t *body;
+	int rc;
+
+	pthread_mutex_lock(&di->lock);
+	*epoch = di->epoch;
+	if (di->no_sessions) {
+		pthread_mutex_unlock(&di->lock);
+		return -ENOSYS;
+	}
+	if (di->n_idle) {
+		*sid = di->idle[--di->n_idle];
+		pthread_mutex_unlock(&di->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&di->lock);
+
+	dt_random_hex(id + 6, 12);
+	body = json_pack("{ss}", "sessionId", id);
+	session_url(di, &url, NULL, NULL);
+	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .what = "create session",
+				       .timeout_ms = DT_POLL_TIMEOUT_MS},
+		     err);
+	json_decref(body);
+	sbx_buf_release(&url);
+	if (rc == -ENOENT) {
+		pthread_mutex_lock(&di->lock);
+		di->no_sessions = true;
+		pthread_mutex_unlock(&di->lock);
+		sbx_log(SBX_LOG_INFO, "daytona: %s has no session API; runs combine stderr",
+			di->base.id);
+		sbx_error_clear(err);
+		return -ENOSYS;
+	}
+	if (!rc && !(*sid = strdup(id)))
+		abort();
+	return rc;
+}
+
+/* Gives a healthy session back (dropped if the sandbox restarted since). */
+static void session_give(struct dt_instance *di, char *sid, unsigned epoch)
+{
+	bool kept = false;
+	pthread_mutex_lock(&di->lock);
+	if (epoch == di->epoch && di->n_idle < DT_SESSIONS_IDLE_MAX) {
+		di->idle[di->n_idle++] = sid;
+		kept = true;
+	}
+	pthread_mutex_unlock(&di->lock);
+	if (!kept) {
+		if (epoch == di->epoch)
+			session_delete(di, sid);
+		free(sid);
+	}
+}
+
+/* --- one run over a session ---------------------------------------------------- */
+
+struct run_state {
+	struct dt_instance *di;
+	const struct sbx_run_sink *sink;
+	size_t sent_out, sent_err; /* bytes of each stream already delivered */
+};
+
+static int deliver(struct run_state *rs, enum sbx_stream s, const char *p, size_t len,
+		   size_t *sent)
+{
+	int rc = 0;
+	if (len > *sent && rs->sink && rs->sink->output)
+		rc = rs->sink->output(rs->sink->ctx, s, p + *sent, len - *sent);
+	if (len > *sent)
+		*sent = len;
+	return rc;
+}
+
+/* One poll: the command's state, then its logs (so logs after exit are whole). */
+static int poll_once(struct run_state *rs, const char *sid, const char *cmd_id, bool *done,
+		     int *code, struct sbx_error *err)
+{
+	struct sbx_buf url = SBX_BUF_INIT, raw = SBX_BUF_INIT;
+	struct dt_logs logs;
+	char suffix[160];
+	int rc;
+
+	snprintf(suffix, sizeof(suffix), "/command/%s", cmd_id);
+	session_url(rs->di, &url, sid, suffix);
+	rc = dt_call(&(struct dt_call){.url = url.buf, .raw = &raw, .what = "run: command",
+				       .timeout_ms = DT_POLL_TIMEOUT_MS, .idempotent = true},
+		     err);
+	if (!rc && dt_command_parse(raw.buf, raw.len, done, code))
+		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "run: command reply is not JSON");
+	if (rc)
+		goto out;
+	sbx_buf_adds(&url, "/logs");
+	rc = dt_call(&(struct dt_call){.url = url.buf, .raw = &raw, .what = "run: logs",
+				       .timeout_ms = DT_POLL_TIMEOUT_MS, .max_body = DT_LOGS_MAX,
+				       .idempotent = true},
+		     err);
+	if (rc)
+		goto out;
+	dt_logs_parse(raw.buf, raw.len, &logs);
+	rc = deliver(rs, SBX_STDOUT, logs.out, logs.out_len, &rs->sent_out);
+	if (!rc)
+		rc = deliver(rs, SBX_STDERR, logs.err, logs.err_len, &rs->sent_err);
+	dt_logs_release(&logs);
+	if (rc)
+		rc = sbx_error_set(err, rc, 0, "run: the reader stopped the output");
+out:
+	sbx_buf_release(&url);
+	sbx_buf_release(&raw);
+	return rc;
+}
+
+/* Sends the command; *cmd_id (malloc'd) names it. -ENOENT/-ESRCH: the session is gone. */
+static int session_exec(struct dt_instance *di, const char *sid, const char *command,
+			char **cmd_id, struct sbx_error *err)
+{
+	struct sbx_buf url = SBX_BUF_INIT;
+	json_t *body = json_pack("{sssb}", "command", command, "runAsync", 1), *reply = NULL;
+	const char *id;
+	int rc;
+
+	session_url(di, &url, sid, "/exec");
+	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .reply = &reply,
+				       .what = "run", .timeout_ms = DT_POLL_TIMEOUT_MS},
+		     err);
+	if (!rc) {
+		id = json_string_value(json_object_get(reply, "cmdId"));
+		if (!id || !*id || strchr(id, '/'))
+			rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "run: reply has no cmdId");
+		else if (!(*cmd_id = strdup(id)))
+			abort();
+	}
+	json_decref(reply);
+	json_decref(body);
+	sbx_buf_release(&url);
+	return rc;
+}
+
+static int run_session(struct dt_instance *di, const char *command, long timeout_ms,
+		       const struct sbx_run_sink *sink, struct sbx_run_result *res,
+		       struct sbx_error *err)
+{
+	struct run_state rs = {.di = di, .sink = sink};
+	char *sid = NULL, *cmd_id = NULL;
+	unsigned epoch;
+	long start = dt_now_ms(), delay = 20;
+	bool done = false;
+	int rc, code = 0;
+
+	if ((rc = session_take(di, &sid, &epoch, err)))
+		return rc;
+	rc = session_exec(di, sid, command, &cmd_id, err);
+	if (rc == -ENOENT || rc == -ESRCH) {
+		/* A pooled session the daemon lost (it restarted): one fresh try. */
+		free(sid);
+		sid = NULL;
+		sbx_error_clear(err);
+		dt_sessions_drop(di);
+		if ((rc = session_take(di, &sid, &epoch, err)))
+			return rc;
+		rc = session_exec(di, sid, command, &cmd_id, err);
+	}
+	while (!rc) {
+		dt_sleep_ms(delay);
+		delay = delay * 2 > 500 ? 500 : delay * 2;
+		rc = poll_once(&rs, sid, cmd_id, &done, &code, err);
+		if (rc || done)
+			break;
+		if (timeout_ms > 0 && dt_now_ms() - start > timeout_ms + DT_KILL_GRACE_MS) {
+			/* `timeout` is missing or stuck: deleting the session kills it. */
+			session_delete(di, sid);
+			free(sid);
+			sid = NULL;
+			res->timed_out = true;
+			res->exit_code = 137;
+			break;
+		}
+	}
+	if (!rc && done) {
+		res->exit_code = code;
+		res->timed_out = timeout_ms > 0 && code == 137 && dt_now_ms() - start >= timeout_ms;
+	}
+	if (sid) {
+		if (rc && rc != -ENOENT)
+			session_delete(di, sid); /* it may still run: stop it */
+		if (rc) {
+			free(sid);
+		} else {
+			session_give(di, sid, epoch);
+		}
+	}
+	free(cmd_id);
+	return rc;
+}
+
+/* --- /process/execute ---------------------------------------------------------- */
+
+/* POST /process/execute; the combined output into out (bounded). */
+static int execute(struct dt_instance *di, const char *command, long timeout_ms,
+		   struct sbx_buf *out, int *exit_code, bool *timed_out, struct sbx_error *err)
+{
+	struct sbx_buf url = SBX_BUF_INIT;
+	json_t *body = json_pack("{ss}", "command", command), *reply = NULL, *v;
+	long status = 0;
+	int rc;
+
+	*timed_out = false;
+	/* The daemon's own limit backs up the wrapper's (which fires first). */
+	if (timeout_ms > 0)
+		json_object_set_new(body, "timeout", json_integer((timeout_ms + 999) / 1000 + 5));
+	dt_toolbox_url(di, &url, "/process/execute");
+	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .reply = &reply,
+				       .what = "execute",
+				       .timeout_ms = timeout_ms > 0 ? timeout_ms + 30000
+								    : DT_EXEC_NO_LIMIT_MS,
+				       .max_body = DT_LOGS_MAX, .status = &status},
+		     err);
+	if (rc == -ETIMEDOUT && status == 408 && timeout_ms > 0) {
+		/* 408 from the daemon: it killed the process group. */
+		*timed_out = true;
+		*exit_code = 137;
+		sbx_error_clear(err);
+		rc = 0;
+	} else if (!rc) {
+		v = json_object_get(reply, "exitCode");
+		if (!v)
+			v = json_object_get(reply, "code");
+		*exit_code = json_is_integer(v) ? (int)json_integer_value(v) : -1;
+		v = json_object_get(reply, "result");
+		if (json_is_string(v))
+			sbx_buf_add(out, json_string_value(v), json_string_length(v));
+	}
+	json_decref(reply);
+	json_decref(body);
+	sbx_buf_release(&url);
+	return rc;
+}
+
+int dt_exec(struct dt_instance *di, const char *cmd, long timeout_ms, struct sbx_buf *out,
+	    int *exit_code, struct sbx_error *err)
+{
+	bool timed_out;
+	int rc = execute(di, cmd, timeout_ms, out, exit_code, &timed_out, err);
+	if (!rc && timed_out)
+		rc = sbx_error_set(err, ETIMEDOUT, 0, "command timed out after %ld s",
+				   timeout_ms / 1000);
+	return rc;
+}
+
+/* --- the run op ------------------------------------------------------------------ */
+
+int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
+	   const struct sbx_run_sink *sink, struct sbx_run_result *result, struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	struct sbx_buf cmd = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	char **envs = sbx_envs_merge(&di->spec, req->envs);
+	long start = dt_now_ms();
+	struct dt_wrap w = {
+		.shell = req->shell,
+		.argv = req->argv,
+		.cwd = req->cwd ? req->cwd : di->spec.working_dir,
+		.envs = (const char *const *)envs,
+		.timeout_ms = req->timeout_ms,
+	};
+	int rc;
+
+	memset(result, 0, sizeof(*result));
+	if ((rc = dt_batch_flush(di, err)))
+		goto out;
+	if ((!req->shell && !(req->argv && req->argv[0])) || dt_wrap_command(&cmd, &w)) {
+		rc = sbx_error_set(err, EINVAL, 0, "run: no command, or a malformed env entry");
+		goto out;
+	}
+	rc = run_session(di, cmd.buf, req->timeout_ms, sink, result, err);
+	if (rc == -ENOSYS) {
+		rc = execute(di, cmd.buf, req->timeout_ms, &out, &result->exit_code,
+			     &result->timed_out, err);
+		if (!rc && out.len && sink && sink->output)
+			rc = sink->output(sink->ctx, SBX_STDOUT, out.buf, out.len);
+	}
+out:
+	result->duration_ms = dt_now_ms() - start;
+	free(envs);
+	sbx_buf_release(&cmd);
+	sbx_buf_release(&out);
+	return rc;
+}

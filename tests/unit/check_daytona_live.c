@@ -1,0 +1,596 @@
+/*
+ * check_daytona_live — drives the Daytona provider's ops directly against
+ * the fake Daytona server (tests/fakes/daytona.js), counting requests with
+ * its admin API. Started by tests/unit/daytona-live.sh, which launches the
+ * fake and sets DAYTONA_API_URL, DAYTONA_API_KEY and FAKE_URL; run alone it
+ * skips (77).
+ *
+ * One sandbox is shared by the tests in order (CK_NOFORK): create, runs,
+ * files, metadata, faults, pause/unpause, kill.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/http.h"
+#include "base/log.h"
+#include "daytona/protocol.h"
+#include "provider.h"
+
+extern const struct sbx_provider sbx_provider_daytona;
+static const struct sbx_provider *P = &sbx_provider_daytona;
+static struct sbx_instance *inst;
+static struct sbx_http_client *admin;
+static const char *fake_url;
+
+/* --- the fake's admin API -------------------------------------------------- */
+
+static json_t *admin_call(const char *method, const char *path, const char *body)
+{
+	struct sbx_buf url = SBX_BUF_INIT;
+	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
+	struct sbx_http_resp resp;
+	struct sbx_error err = SBX_ERROR_INIT;
+	const char *hdr[] = {"Content-Type: application/json", NULL};
+	json_t *j = NULL;
+	sbx_buf_addf(&url, "%s%s", fake_url, path);
+	req.method = method;
+	req.url = url.buf;
+	req.headers = hdr;
+	req.body = body;
+	req.body_len = body ? strlen(body) : 0;
+	req.has_body = body != NULL;
+	sbx_http_resp_init(&resp);
+	ck_assert_int_eq(sbx_http_perform(admin, &req, &resp, &err), 0);
+	ck_assert_int_lt(resp.status, 300);
+	if (resp.body.len)
+		j = json_loadb(resp.body.buf, resp.body.len, 0, NULL);
+	sbx_http_resp_release(&resp);
+	sbx_buf_release(&url);
+	return j;
+}
+
+static long counter(const char *key)
+{
+	json_t *j = admin_call("GET", "/_fake/counters", NULL);
+	long n = (long)json_integer_value(json_object_get(j, key));
+	json_decref(j);
+	return n;
+}
+
+static long total_requests(void)
+{
+	json_t *j = admin_call("GET", "/_fake/counters", NULL), *v;
+	const char *k;
+	long n = 0;
+	json_object_foreach(j, k, v)
+	n += (long)json_integer_value(v);
+	json_decref(j);
+	return n;
+}
+
+static void counters_reset(void)
+{
+	json_decref(admin_call("DELETE", "/_fake/counters", NULL));
+}
+
+static void fault(const char *json)
+{
+	json_decref(admin_call("POST", "/_fake/faults", json));
+}
+
+static void faults_clear(void)
+{
+	json_decref(admin_call("DELETE", "/_fake/faults", NULL));
+}
+
+/* --- helpers ------------------------------------------------------------------ */
+
+struct out {
+	struct sbx_buf o, e;
+	int calls;
+};
+
+static int out_fn(void *ctx, enum sbx_stream s, const char *p, size_t n)
+{
+	struct out *o = ctx;
+	sbx_buf_add(s == SBX_STDOUT ? &o->o : &o->e, p, n);
+	o->calls++;
+	return 0;
+}
+
+static void out_release(struct out *o)
+{
+	sbx_buf_release(&o->o);
+	sbx_buf_release(&o->e);
+	o->calls = 0;
+}
+
+/* Runs shell text; asserts the call succeeded; returns the exit code. */
+static int sh(const char *text, struct out *o, struct sbx_run_result *res)
+{
+	struct sbx_run_req req = {.shell = text};
+	struct sbx_run_sink sink = {o, out_fn};
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc = P->run(inst, &req, &sink, res, &err);
+	ck_assert_msg(rc == 0, "run %s: %s", text, err.msg);
+	return res->exit_code;
+}
+
+static void sh_ok(const char *text)
+{
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT, 0};
+	struct sbx_run_result res;
+	ck_assert_msg(sh(text, &o, &res) == 0, "%s: %s", text, o.e.buf);
+	out_release(&o);
+}
+
+static int buf_sink(void *ctx, const char *p, size_t n)
+{
+	sbx_buf_add(ctx, p, n);
+	return 0;
+}
+
+static int read_all(const char *path, off_t off, off_t len, struct sbx_buf *b,
+		    struct sbx_error *err)
+{
+	sbx_buf_reset(b);
+	return P->read(inst, path, off, len, buf_sink, b, err);
+}
+
+/* A local file holding data (the provider streams uploads from an fd). */
+static int local_file(const char *data, size_t n)
+{
+	char tmpl[] = "/tmp/sbx-dt-live-XXXXXX";
+	int fd = mkstemp(tmpl);
+	ck_assert_int_ge(fd, 0);
+	unlink(tmpl);
+	ck_assert_int_eq(write(fd, data, n), (ssize_t)n);
+	return fd;
+}
+
+static int count_fn(void *ctx, const char *name, const struct sbx_stat *st)
+{
+	(*(long *)ctx)++;
+	return 0;
+}
+
+static int leftover_fn(void *ctx, const char *name, const struct sbx_stat *st)
+{
+	if (!strncmp(name, ".sbxfs-", 7))
+		(*(long *)ctx)++;
+	return 0;
+}
+
+/* --- tests ------------------------------------------------------------------------ */
+
+START_TEST(test_init_and_create)
+{
+	struct sbx_provider_env env = {json_object(), "/tmp"};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_spec spec;
+	char *key = strdup(getenv("DAYTONA_API_KEY"));
+
+	/* No credential: the provider is disabled with a clear reason. */
+	unsetenv("DAYTONA_API_KEY");
+	ck_assert_int_eq(P->init(&env, &err), -EACCES);
+	ck_assert_str_eq(err.msg, "DAYTONA_API_KEY is not set");
+	setenv("DAYTONA_API_KEY", key, 1);
+	free(key);
+	/* A key in the config file is not taken. */
+	json_object_set_new(env.settings, "apiKey", json_string("from-config"));
+	ck_assert_int_eq(P->init(&env, &err), 0);
+	json_decref(env.settings);
+
+	sbx_spec_init(&spec);
+	spec.provider = strdup("daytona");
+	spec.idle_timeout_s = 600;
+	spec.working_dir = strdup("/home/daytona");
+	json_object_set_new(spec.envs, "SPEC_ENV", json_string("from spec"));
+	counters_reset();
+	ck_assert_msg(P->create(&spec, "live", &inst, &err) == 0, "%s", err.msg);
+	sbx_spec_free(&spec);
+	ck_assert_int_eq(counter("POST /api/sandbox"), 1);
+	printf("create: %ld requests\n", total_requests());
+	ck_assert_int_gt(strlen(inst->id), 0);
+}
+END_TEST
+
+START_TEST(test_run)
+{
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT, 0};
+	struct sbx_run_result res;
+	struct sbx_error err = SBX_ERROR_INIT;
+
+	counters_reset();
+	ck_assert_int_eq(sh("echo out; echo err >&2; exit 3", &o, &res), 3);
+	ck_assert_str_eq(o.o.buf, "out\n");
+	ck_assert_str_eq(o.e.buf, "err\n");
+	ck_assert(!res.timed_out);
+	printf("run (short): %ld requests\n", total_requests());
+	out_release(&o);
+
+	/* spec envs, request envs, the spec's working directory, a given cwd */
+	const char *envs[] = {"REQ_ENV=it's $set", NULL};
+	struct sbx_run_req req = {.shell = "echo \"$SPEC_ENV|$REQ_ENV\"; pwd", .envs = envs};
+	struct sbx_run_sink sink = {&o, out_fn};
+	ck_assert_int_eq(P->run(inst, &req, &sink, &res, &err), 0);
+	ck_assert_str_eq(o.o.buf, "from spec|it's $set\n/home/daytona\n");
+	out_release(&o);
+	req.cwd = "/tmp";
+	req.shell = "pwd";
+	ck_assert_int_eq(P->run(inst, &req, &sink, &res, &err), 0);
+	ck_assert_str_eq(o.o.buf, "/tmp\n");
+	out_release(&o);
+
+	/* runs are independent: no cd or variable leaks into the next */
+	sh_ok("cd /; export LEAK=1; LEAK2=2");
+	ck_assert_int_eq(sh("pwd; echo \"[$LEAK$LEAK2]\"", &o, &res), 0);
+	ck_assert_str_eq(o.o.buf, "/home/daytona\n[]\n");
+	out_release(&o);
+
+	/* argv form */
+	const char *argv[] = {"printf", "%s|", "a b", "c'd", NULL};
+	struct sbx_run_req areq = {.argv = argv};
+	ck_assert_int_eq(P->run(inst, &areq, &sink, &res, &err), 0);
+	ck_assert_str_eq(o.o.buf, "a b|c'd|");
+	out_release(&o);
+
+	/* output streams while the command runs */
+	ck_assert_int_eq(sh("echo a; sleep 1.2; echo b >&2; sleep 0.3; echo c", &o, &res), 0);
+	ck_assert_str_eq(o.o.buf, "a\nc\n");
+	ck_assert_str_eq(o.e.buf, "b\n");
+	ck_assert_int_ge(o.calls, 2);
+	out_release(&o);
+}
+END_TEST
+
+START_TEST(test_run_timeout)
+{
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT, 0};
+	struct sbx_run_result res;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_req req = {.shell = "echo start; sleep 30; echo never", .timeout_ms = 700};
+	struct sbx_run_sink sink = {&o, out_fn};
+	ck_assert_int_eq(P->run(inst, &req, &sink, &res, &err), 0);
+	ck_assert(res.timed_out);
+	ck_assert_int_eq(res.exit_code, 137);
+	ck_assert_int_lt(res.duration_ms, 5000);
+	ck_assert_str_eq(o.o.buf, "start\n");
+	out_release(&o);
+	/* the session is fine afterwards */
+	ck_assert_int_eq(sh("echo after", &o, &res), 0);
+	ck_assert_str_eq(o.o.buf, "after\n");
+	out_release(&o);
+}
+END_TEST
+
+START_TEST(test_stat_list)
+{
+	struct sbx_stat st;
+	struct sbx_error err = SBX_ERROR_INIT;
+	long n = 0;
+
+	ck_assert_int_eq(P->stat(inst, "/home/daytona", &st, &err), 0);
+	ck_assert(S_ISDIR(st.mode));
+	ck_assert_int_eq(P->stat(inst, "/nonexistent", &st, &err), -ENOENT);
+	ck_assert_int_eq(err.code, SBX_E_NOT_FOUND);
+
+	sh_ok("mkdir -p /tmp/many && cd /tmp/many && i=0; while [ $i -lt 1000 ]; do "
+	      ": > f$i; i=$((i+1)); done; mkdir sub; ln -s f1 link");
+	counters_reset();
+	ck_assert_int_eq(P->list(inst, "/tmp/many", count_fn, &n, &err), 0);
+	ck_assert_int_eq(n, 1002);
+	ck_assert_int_eq(counter("GET /toolbox/:id/files"), 1);
+	ck_assert_int_eq(total_requests(), 1);
+	printf("list of 1002 entries: %ld request\n", total_requests());
+	ck_assert_int_eq(P->list(inst, "/nonexistent", count_fn, &n, &err), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_read)
+{
+	struct sbx_buf b = SBX_BUF_INIT, want = SBX_BUF_INIT;
+	struct sbx_error err = SBX_ERROR_INIT;
+
+	sh_ok("printf 'hello\\r\\n--DAYTONA-FILE-BOUNDARY\\r\\nworld' > /tmp/r.txt; "
+	      "i=0; while [ $i -lt 30000 ]; do echo \"line $i\"; i=$((i+1)); done > /tmp/big.txt");
+	counters_reset();
+	ck_assert_msg(read_all("/tmp/r.txt", 0, -1, &b, &err) == 0, "%s", err.msg);
+	ck_assert_str_eq(b.buf, "hello\r\n--DAYTONA-FILE-BOUNDARY\r\nworld");
+	ck_assert_int_eq(read_all("/tmp/r.txt", 0, -1, &b, &err), 0);
+	ck_assert_str_eq(b.buf, "hello\r\n--DAYTONA-FILE-BOUNDARY\r\nworld");
+	ck_assert_int_eq(counter("POST /toolbox/:id/files/bulk-download"), 2);
+	ck_assert_int_eq(total_requests(), 2);
+	ck_assert_int_eq(read_all("/tmp/r.txt", 2, 3, &b, &err), 0);
+	ck_assert_str_eq(b.buf, "llo");
+
+	for (int i = 0; i < 30000; i++)
+		sbx_buf_addf(&want, "line %d\n", i);
+	ck_assert_int_eq(read_all("/tmp/big.txt", 0, -1, &b, &err), 0);
+	ck_assert_int_eq(b.len, want.len);
+	ck_assert(!memcmp(b.buf, want.buf, want.len));
+	ck_assert_int_eq(read_all("/tmp/big.txt", 100000, 10, &b, &err), 0);
+	ck_assert(!memcmp(b.buf, want.buf + 100000, 10));
+
+	ck_assert_int_eq(read_all("/tmp/missing.txt", 0, -1, &b, &err), -ENOENT);
+	ck_assert_msg(strstr(err.msg, "file not found"), "%s", err.msg);
+	ck_assert_int_eq(read_all("/tmp", 0, -1, &b, &err), -EINVAL);
+	sbx_buf_release(&b);
+	sbx_buf_release(&want);
+}
+END_TEST
+
+START_TEST(test_write)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	long left = 0;
+	int fd;
+
+	/* a new file gets the mode asked for */
+	fd = local_file("new\n", 4);
+	counters_reset();
+	ck_assert_msg(P->write(inst, "/tmp/w-new.txt", fd, 4, 0600, &err) == 0, "%s", err.msg);
+	printf("write (new file): %ld requests\n", total_requests());
+	close(fd);
+	ck_assert_int_eq(P->stat(inst, "/tmp/w-new.txt", &st, &err), 0);
+	ck_assert_int_eq(st.mode, S_IFREG | 0600);
+	ck_assert_int_eq(st.size, 4);
+
+	/* over an existing file: its mode survives, the content is replaced */
+	sh_ok("printf old > /tmp/w.sh && chmod 755 /tmp/w.sh");
+	fd = local_file("#!/bin/sh\necho replaced\n", 25);
+	counters_reset();
+	ck_assert_msg(P->write(inst, "/tmp/w.sh", fd, 25, 0644, &err) == 0, "%s", err.msg);
+	printf("write (rename-over): %ld requests\n", total_requests());
+	ck_assert_int_eq(counter("POST /toolbox/:id/files/bulk-upload"), 1);
+	close(fd);
+	ck_assert_int_eq(read_all("/tmp/w.sh", 0, -1, &b, &err), 0);
+	ck_assert_str_eq(b.buf, "#!/bin/sh\necho replaced\n");
+	ck_assert_int_eq(P->stat(inst, "/tmp/w.sh", &st, &err), 0);
+	ck_assert_int_eq(st.mode, S_IFREG | 0755);
+	ck_assert_int_eq(P->list(inst, "/tmp", leftover_fn, &left, &err), 0);
+	ck_assert_int_eq(left, 0);
+
+	/* an empty file, and a file in a directory that does not exist */
+	fd = local_file("", 0);
+	ck_assert_int_eq(P->write(inst, "/tmp/w.sh", fd, 0, 0644, &err), 0);
+	ck_assert_int_eq(P->stat(inst, "/tmp/w.sh", &st, &err), 0);
+	ck_assert_int_eq(st.size, 0);
+	ck_assert_int_eq(P->write(inst, "/tmp", fd, 0, 0644, &err), -EISDIR);
+	close(fd);
+
+	/* a failed upload leaves the old content alone */
+	sh_ok("printf keep > /tmp/keep.txt");
+	fd = local_file("lost", 4);
+	fault("{\"faults\":[{\"kind\":\"5xx\",\"status\":500,\"count\":1,"
+	      "\"key\":\"POST /toolbox/:id/files/bulk-upload\"}]}");
+	ck_assert_int_eq(P->write(inst, "/tmp/keep.txt", fd, 4, 0644, &err), -EIO);
+	faults_clear();
+	close(fd);
+	ck_assert_int_eq(read_all("/tmp/keep.txt", 0, -1, &b, &err), 0);
+	ck_assert_str_eq(b.buf, "keep");
+	left = 0;
+	ck_assert_int_eq(P->list(inst, "/tmp", leftover_fn, &left, &err), 0);
+	ck_assert_int_eq(left, 0);
+	sbx_buf_release(&b);
+}
+END_TEST
+
+START_TEST(test_namespace)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	struct sbx_buf b = SBX_BUF_INIT;
+
+	ck_assert_int_eq(P->mkdir(inst, "/tmp/d1", 0750, &err), 0);
+	ck_assert_int_eq(P->stat(inst, "/tmp/d1", &st, &err), 0);
+	ck_assert_int_eq(st.mode, S_IFDIR | 0750);
+	sh_ok("echo a > /tmp/d1/a; echo b > /tmp/b; echo c > /tmp/c");
+	ck_assert_int_eq(P->rmdir(inst, "/tmp/d1", &err), -ENOTEMPTY);
+	ck_assert_int_eq(P->unlink(inst, "/tmp/d1", &err), -EISDIR);
+	ck_assert_int_eq(P->rmdir(inst, "/tmp/b", &err), -ENOTDIR);
+	ck_assert_int_eq(P->unlink(inst, "/tmp/d1/a", &err), 0);
+	ck_assert_int_eq(P->rmdir(inst, "/tmp/d1", &err), 0);
+	ck_assert_int_eq(P->stat(inst, "/tmp/d1", &st, &err), -ENOENT);
+	ck_assert_int_eq(P->unlink(inst, "/tmp/d1", &err), -ENOENT);
+
+	/* rename: plain, over an existing file, NOREPLACE, EXCHANGE */
+	ck_assert_int_eq(P->rename(inst, "/tmp/b", "/tmp/b2", 0, &err), 0);
+	ck_assert_int_eq(P->rename(inst, "/tmp/b2", "/tmp/c", 1 /* NOREPLACE */, &err), -EEXIST);
+	counters_reset();
+	ck_assert_int_eq(P->rename(inst, "/tmp/b2", "/tmp/c", 0, &err), 0);
+	printf("rename over an existing file: %ld requests\n", total_requests());
+	ck_assert_int_eq(read_all("/tmp/c", 0, -1, &b, &err), 0);
+	ck_assert_str_eq(b.buf, "b\n");
+	ck_assert_int_eq(P->stat(inst, "/tmp/b2", &st, &err), -ENOENT);
+	sh_ok("echo x > /tmp/x; echo y > /tmp/y");
+	ck_assert_int_eq(P->rename(inst, "/tmp/x", "/tmp/y", 2 /* EXCHANGE */, &err), 0);
+	ck_assert_int_eq(read_all("/tmp/x", 0, -1, &b, &err), 0);
+	ck_assert_str_eq(b.buf, "y\n");
+	/* directories: onto an empty one works, onto a full one does not */
+	sh_ok("mkdir -p /tmp/da /tmp/db /tmp/dc && echo 1 > /tmp/da/f && echo 2 > /tmp/dc/f");
+	ck_assert_int_eq(P->rename(inst, "/tmp/da", "/tmp/db", 0, &err), 0);
+	ck_assert_int_eq(P->stat(inst, "/tmp/db/f", &st, &err), 0);
+	ck_assert_int_eq(P->rename(inst, "/tmp/db", "/tmp/dc", 0, &err), -ENOTEMPTY);
+	ck_assert_int_eq(P->rename(inst, "/tmp/c", "/tmp/dc", 0, &err), -EISDIR);
+
+	/* chmod, chown */
+	ck_assert_int_eq(P->chmod(inst, "/tmp/c", 0604, &err), 0);
+	ck_assert_int_eq(P->stat(inst, "/tmp/c", &st, &err), 0);
+	ck_assert_int_eq(st.mode & 07777, 0604);
+	ck_assert_int_eq(P->chown(inst, "/tmp/c", 0, 0, &err), 0);
+	ck_assert_int_eq(P->stat(inst, "/tmp/c", &st, &err), 0);
+	ck_assert_int_eq(st.uid, 0);
+	ck_assert_int_eq(st.gid, 0);
+	sbx_buf_release(&b);
+}
+END_TEST
+
+START_TEST(test_batched_metadata)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	struct statvfs sv;
+	char target[256];
+	struct timespec ts[2] = {{1000000000, 0}, {1200000000, 500}};
+
+	sh_ok("echo 0123456789 > /tmp/t.txt");
+	counters_reset();
+	ck_assert_int_eq(P->symlink(inst, "t.txt", "/tmp/t.link", &err), 0);
+	ck_assert_int_eq(P->truncate(inst, "/tmp/t.txt", 4, &err), 0);
+	ck_assert_int_eq(P->utimens(inst, "/tmp/t.txt", ts, &err), 0);
+	ck_assert_int_eq(P->link(inst, "/tmp/t.txt", "/tmp/t.hard", &err), 0);
+	ck_assert_int_eq(P->mknod(inst, "/tmp/t.fifo", S_IFIFO | 0640, 0, &err), 0);
+	ck_assert_int_eq(total_requests(), 0); /* queued */
+	/* reading an affected path applies the whole queue in one command */
+	ck_assert_int_eq(P->readlink(inst, "/tmp/t.link", target, sizeof(target), &err), 0);
+	ck_assert_str_eq(target, "t.txt");
+	ck_assert_int_eq(counter("POST /toolbox/:id/process/execute"), 2);
+	ck_assert_int_eq(P->stat(inst, "/tmp/t.txt", &st, &err), 0);
+	ck_assert_int_eq(st.size, 4);
+	ck_assert_int_eq(st.mtime.tv_sec, 1200000000);
+	ck_assert_int_eq(P->stat(inst, "/tmp/t.fifo", &st, &err), 0);
+	ck_assert(S_ISFIFO(st.mode));
+	ck_assert_int_eq(st.mode & 0777, 0640);
+	ck_assert_int_eq(P->stat(inst, "/tmp/t.hard", &st, &err), 0);
+	ck_assert_int_eq(P->readlink(inst, "/tmp/t.txt", target, sizeof(target), &err), -EINVAL);
+	ck_assert_int_eq(P->readlink(inst, "/tmp/nope", target, sizeof(target), &err), -ENOENT);
+
+	/* a failing queued change surfaces at sync */
+	ck_assert_int_eq(P->symlink(inst, "x", "/tmp/t.txt", &err), 0);
+	ck_assert_int_eq(P->sync(inst, &err), -EIO);
+	ck_assert_msg(strstr(err.msg, "File exists"), "%s", err.msg);
+	ck_assert_int_eq(P->sync(inst, &err), 0);
+
+	ck_assert_int_eq(P->statfs(inst, "/", &sv, &err), 0);
+	ck_assert_int_gt(sv.f_blocks, 0);
+	counters_reset();
+	ck_assert_int_eq(P->statfs(inst, "/tmp", &sv, &err), 0);
+	ck_assert_int_eq(total_requests(), 0); /* cached */
+}
+END_TEST
+
+START_TEST(test_faults_and_facts)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	char url[512];
+	json_t *info;
+	char *dump;
+
+	/* 429 is retried; a dropped connection on a GET too */
+	fault("{\"faults\":[{\"kind\":\"429\",\"retryAfter\":0,\"count\":1,"
+	      "\"key\":\"GET /toolbox/:id/files/info\"}]}");
+	ck_assert_int_eq(P->stat(inst, "/tmp", &st, &err), 0);
+	fault("{\"faults\":[{\"kind\":\"drop\",\"count\":1,\"key\":\"GET /toolbox/:id/files/info\"}]}");
+	ck_assert_int_eq(P->stat(inst, "/tmp", &st, &err), 0);
+	/* a 502 from the proxy is not retried: the sandbox is unreachable */
+	fault("{\"faults\":[{\"kind\":\"5xx\",\"status\":502,\"count\":10,"
+	      "\"key\":\"GET /toolbox/:id/files/info\"}]}");
+	ck_assert_int_eq(P->stat(inst, "/tmp", &st, &err), -ENOTCONN);
+	faults_clear();
+
+	ck_assert_int_eq(P->get_host(inst, 3000, url, sizeof(url), &err), 0);
+	ck_assert_msg(strstr(url, "3000-"), "%s", url);
+	ck_assert_int_eq(P->info(inst, &info, &err), 0);
+	dump = json_dumps(info, JSON_COMPACT);
+	ck_assert_msg(!strstr(dump, getenv("DAYTONA_API_KEY")), "%s", dump);
+	ck_assert_msg(strstr(dump, "\"remoteState\":\"started\""), "%s", dump);
+	free(dump);
+	json_decref(info);
+}
+END_TEST
+
+START_TEST(test_pause_unpause)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT, 0};
+	struct sbx_run_result res;
+	enum sbx_remote_state rs;
+	struct sbx_stat st;
+
+	counters_reset();
+	ck_assert_msg(P->pause(inst, &err) == 0, "%s", err.msg);
+	printf("pause: %ld requests\n", total_requests());
+	ck_assert_int_eq(P->probe(inst, &rs, &err), 0);
+	ck_assert_int_eq(rs, SBX_REMOTE_PAUSED);
+	ck_assert_int_eq(P->stat(inst, "/tmp", &st, &err), -ENOTCONN);
+	ck_assert_int_eq(P->pause(inst, &err), 0); /* already stopped: fine */
+	counters_reset();
+	ck_assert_msg(P->unpause(inst, &err) == 0, "%s", err.msg);
+	printf("unpause: %ld requests\n", total_requests());
+	ck_assert_int_eq(P->probe(inst, &rs, &err), 0);
+	ck_assert_int_eq(rs, SBX_REMOTE_RUNNING);
+	/* the old sessions died with the stop: a new one is made */
+	ck_assert_int_eq(sh("cat /tmp/c", &o, &res), 0);
+	ck_assert_str_eq(o.o.buf, "b\n");
+	out_release(&o);
+}
+END_TEST
+
+START_TEST(test_kill)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	enum sbx_remote_state rs;
+	struct sbx_instance *again;
+	char id[128];
+
+	snprintf(id, sizeof(id), "%s", inst->id);
+	ck_assert_int_eq(P->attach(NULL, id, NULL, &again, &err), 0);
+	P->release(again);
+	ck_assert_int_eq(P->kill(inst, &err), 0);
+	ck_assert_int_eq(P->probe(inst, &rs, &err), 0);
+	ck_assert_int_eq(rs, SBX_REMOTE_GONE);
+	ck_assert_int_eq(P->kill(inst, &err), -ENOENT);
+	P->release(inst);
+	inst = NULL;
+	ck_assert_int_eq(P->attach(NULL, id, NULL, &again, &err), -ENOENT);
+	P->shutdown();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s;
+	TCase *tc;
+	SRunner *sr;
+	int failed;
+
+	fake_url = getenv("FAKE_URL");
+	if (!fake_url || !getenv("DAYTONA_API_URL") || !getenv("DAYTONA_API_KEY")) {
+		fprintf(stderr, "check_daytona_live: run me through daytona-live.sh\n");
+		return 77;
+	}
+	if (getenv("SBX_DEBUG"))
+		sbx_log_setup(0, SBX_LOG_DEBUG);
+	admin = sbx_http_client_new(NULL);
+	s = suite_create("daytona-live");
+	tc = tcase_create("fake");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_init_and_create);
+	tcase_add_test(tc, test_run);
+	tcase_add_test(tc, test_run_timeout);
+	tcase_add_test(tc, test_stat_list);
+	tcase_add_test(tc, test_read);
+	tcase_add_test(tc, test_write);
+	tcase_add_test(tc, test_namespace);
+	tcase_add_test(tc, test_batched_metadata);
+	tcase_add_test(tc, test_faults_and_facts);
+	tcase_add_test(tc, test_pause_unpause);
+	tcase_add_test(tc, test_kill);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	sbx_http_client_free(admin);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
