@@ -31,11 +31,19 @@ static int fail(struct sbx_error *err, int e, const char *op, const char *path)
 	return sbx_error_set(err, e, 0, "%s %s: %s", op, path, strerror(e < 0 ? -e : e));
 }
 
+/* openat2 refuses what open(2) ignores: bits FUSE passes along (FMODE_EXEC,
+ * S_IFREG in a create's mode) are dropped here. */
+#define OPEN_FLAGS                                                                                 \
+	(O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | O_DSYNC |     \
+	 O_SYNC | O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME | O_PATH |         \
+	 O_TMPFILE)
+
 int lcl_open_in_root(const struct local_inst *li, const char *path, int flags, mode_t mode)
 {
+	flags &= OPEN_FLAGS;
 	struct open_how how = {
 	    .flags = (unsigned long long)(flags | O_CLOEXEC),
-	    .mode = (flags & (O_CREAT | __O_TMPFILE)) ? mode : 0,
+	    .mode = (flags & (O_CREAT | __O_TMPFILE)) ? mode & 07777 : 0,
 	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 	};
 	for (int tries = 0; tries < 8; tries++) {

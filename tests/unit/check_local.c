@@ -436,7 +436,10 @@ START_TEST(test_files)
 	/* handles */
 	uint64_t fh;
 	char buf[16] = "";
-	ck_assert_int_eq(P->open(lease, "/srv/t/h", O_RDWR | O_CREAT | O_EXCL, 0640, &fh, &err), 0);
+	ck_assert_int_eq(P->open(lease, "/srv/t/h",
+				 O_RDWR | O_CREAT | O_EXCL | O_LARGEFILE | 0x20 /* FMODE_EXEC */,
+				 S_IFREG | 0640, &fh, &err),
+			 0);
 	ck_assert_int_eq(P->pwrite(lease, fh, "hello", 5, 0, &err), 5);
 	ck_assert_int_eq(P->ftruncate(lease, fh, 4, &err), 0);
 	ck_assert_int_eq(P->fsync(lease, fh, 0, &err), 0);
