@@ -181,6 +181,13 @@ describe('sandbox', () => {
 		assert.equal(await sbx.files.exists('/tmp/survived'), false);
 	});
 
+	test('commands: connect re-attaches to a running command', async () => {
+		const h = await sbx.commands.run('sleep 0.5; echo later', { background: true });
+		await h.disconnect();
+		const again = await sbx.commands.connect(h.pid);
+		assert.equal((await again.wait()).stdout, 'later\n');
+	});
+
 	test('commands: background, list, stdin, kill', async () => {
 		const h = await sbx.commands.run('cat', { background: true, stdin: true });
 		assert.ok((await sbx.commands.list()).some((p) => p.pid === h.pid));
@@ -316,6 +323,11 @@ describe('fault switches', () => {
 				(e) => assert.ok(e instanceof SandboxNotFoundError || e instanceof TimeoutError, e.constructor.name));
 		});
 
+		test('vanish fault on the control plane is a 404: SandboxNotFoundError', async () => {
+			await fake.faults([{ kind: 'vanish', count: 1, key: 'GET /sandboxes/:id' }]);
+			await rejectsWith(() => sbx.getInfo(), SandboxNotFoundError);
+		});
+
 		test('latency is added to every request', async () => {
 			await fake.faults([], 300);
 			const t0 = Date.now();
@@ -346,10 +358,16 @@ describe('fault switches', () => {
 });
 
 describe('envd HTTP details', () => {
+	let sbx;
+	let h;
+	before(async () => {
+		sbx = await Sandbox.create(opts);
+		h = { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '49983', 'x-access-token': sbx.envdAccessToken };
+	});
+	after(() => sbx.kill());
+
 	test('GET /files honours Range', async () => {
-		const sbx = await Sandbox.create(opts);
 		await sbx.files.write('/home/user/r.txt', '0123456789');
-		const h = { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '49983', 'x-access-token': sbx.envdAccessToken ?? (await sbx.getInfo()).envdAccessToken };
 		const r = await fetch(`${fake.url}/files?path=%2Fhome%2Fuser%2Fr.txt`, { headers: { ...h, range: 'bytes=2-5' } });
 		assert.equal(r.status, 206);
 		assert.equal(r.headers.get('content-range'), 'bytes 2-5/10');
@@ -358,6 +376,27 @@ describe('envd HTTP details', () => {
 		assert.equal(full.headers.get('content-length'), '10');
 		assert.ok(full.headers.get('last-modified'));
 		await full.text();
-		await sbx.kill();
+	});
+
+	test('Start frames: start first, keepalive after silence, data, end, end-stream', async () => {
+		const msg = Buffer.from(JSON.stringify({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'sleep 1.4; echo x'] }, stdin: false }));
+		const head = Buffer.alloc(5);
+		head.writeUInt32BE(msg.length, 1);
+		const r = await fetch(`${fake.url}/process.Process/Start`, {
+			method: 'POST', body: Buffer.concat([head, msg]),
+			headers: { ...h, 'content-type': 'application/connect+json', 'connect-protocol-version': '1', 'keepalive-ping-interval': '1' },
+		});
+		assert.equal(r.status, 200);
+		assert.equal(r.headers.get('content-type'), 'application/connect+json');
+		const buf = Buffer.from(await r.arrayBuffer());
+		const frames = [];
+		for (let i = 0; i < buf.length; i += 5 + buf.readUInt32BE(i + 1))
+			frames.push([buf[i], JSON.parse(buf.subarray(i + 5, i + 5 + buf.readUInt32BE(i + 1)))]);
+		assert.ok(frames[0][1].event.start.pid > 0);
+		assert.deepEqual(frames[1], [0, { event: { keepalive: {} } }]);
+		assert.deepEqual(frames[2], [0, { event: { data: { stdout: Buffer.from('x\n').toString('base64') } } }]);
+		assert.deepEqual(frames[3], [0, { event: { end: { exited: true, status: 'exit status 0' } } }]);
+		assert.deepEqual(frames[4], [2, {}]);
+		assert.equal(frames.length, 5);
 	});
 });

@@ -23,6 +23,7 @@ const { HttpError, sendJson, sendEmpty } = common;
 const ENVD_VERSION = '0.6.13';
 const DEFAULT_TIMEOUT_S = 300;
 const MAX_TIMEOUT_S = 86400;
+const DATA_PLANE = /^\/(health|files|execute|contexts)(\/|$)|^\/(filesystem\.Filesystem|process\.Process)\//;
 
 class E2bFake extends common.FakeService {
 	constructor(opts) {
@@ -40,8 +41,11 @@ class E2bFake extends common.FakeService {
 		sendJson(ctx.res, status, { code: status, message });
 	}
 
+	/* A vanished sandbox: the edge proxy's 502 on the data plane, the API's 404 on the control plane. */
 	vanishReply(ctx) {
 		const id = ctx.params.id || this.routedId(ctx.req) || '';
+		if (!DATA_PLANE.test(ctx.url.pathname))
+			return sendJson(ctx.res, 404, { code: 404, message: `sandbox "${id}" not found` });
 		sendJson(ctx.res, 502, { sandboxId: id, message: 'The sandbox was not found', code: 502 },
 			{ 'Content-Type': 'application/json; charset=utf-8' });
 	}
