@@ -111,7 +111,8 @@ static int install_one(struct local_inst *li, const char *entry, bool npm_defaul
 		name = staged.buf;
 	}
 	if (npm) {
-		sbx_buf_adds(&cmd, "npm install -g --no-audit --no-fund --loglevel=error -- ");
+		sbx_buf_adds(&cmd, "NPM_CONFIG_UPDATE_NOTIFIER=false npm install -g --no-audit "
+				   "--no-fund --loglevel=error -- ");
 	} else {
 		sbx_buf_adds(&cmd,
 			     "PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore "

@@ -516,10 +516,12 @@ START_TEST(test_kill)
 {
 	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
 	struct sbx_error err = SBX_ERROR_INIT;
+	long long t0 = now_ms();
 	struct sbx_instance *in = create(&spec, &err), *again = NULL;
 	enum sbx_remote_state st;
 	json_t *info = NULL;
 	ck_assert_msg(in, "create: %s", err.msg);
+	fprintf(stderr, "create: %lld ms\n", now_ms() - t0);
 	ck_assert_int_eq(run(in, "sleep 1000 >/dev/null 2>&1 &", &o), 0);
 	ck_assert_int_eq(P->info(in, &info, &err), 0);
 	pid_t init = (pid_t)json_integer_value(json_object_get(info, "init_pid"));
@@ -532,7 +534,9 @@ START_TEST(test_kill)
 	ck_assert_int_eq(P->get_host(in, 8000, host, sizeof(host), &err), 0);
 	ck_assert_str_eq(host, "127.0.0.1:8000");
 
+	t0 = now_ms();
 	ck_assert_int_eq(P->kill(in, &err), 0);
+	fprintf(stderr, "kill: %lld ms\n", now_ms() - t0);
 	ck_assert_int_eq(P->probe(in, &st, &err), 0);
 	ck_assert_int_eq(st, SBX_REMOTE_GONE);
 	ck_assert(proc_gone(init));
@@ -679,7 +683,30 @@ START_TEST(test_packages_and_network_none)
 	s.working_dir = strdup("/work/dir");
 	snprintf(path, sizeof(path), "pip:%s", pkg);
 	json_array_append_new(s.packages, json_string(path));
+	char npm[256];
+	snprintf(npm, sizeof(npm), "%s/sbxnpm", state_dir);
+	ck_assert_int_eq(mkdir(npm, 0755), 0);
+	snprintf(path, sizeof(path), "%s/package.json", npm);
+	f = fopen(path, "w");
+	fputs("{\"name\": \"sbxnpm\", \"version\": \"1.0.0\", \"bin\": {\"sbxnpm\": \"cli.js\"}}\n",
+	      f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/cli.js", npm);
+	f = fopen(path, "w");
+	fputs("#!/usr/bin/env node\nconsole.log('npm ok')\n", f);
+	fclose(f);
+	chmod(path, 0755);
+	snprintf(path, sizeof(path), "npm:%s", npm);
+	json_array_append_new(s.packages, json_string(path));
+	long long t0 = now_ms();
 	struct sbx_instance *in = create(&s, &err);
+	fprintf(stderr, "create with a pip and an npm package: %lld ms\n", now_ms() - t0);
+	for (const char *const *f = (const char *const[]){"package.json", "cli.js", NULL}; *f;
+	     f++) {
+		snprintf(path, sizeof(path), "%s/%s", npm, *f);
+		unlink(path);
+	}
+	rmdir(npm);
 	for (const char *const *f = (const char *const[]){"setup.py", "sbxdemo.py", NULL}; *f;
 	     f++) {
 		snprintf(path, sizeof(path), "%s/%s", pkg, *f);
@@ -689,10 +716,13 @@ START_TEST(test_packages_and_network_none)
 	ck_assert_msg(in, "create: %s", err.msg);
 	ck_assert_int_eq(run(in,
 			     "python3 -c 'import sbxdemo; print(sbxdemo.ANSWER)'; pwd; "
-			     "cat /sys/class/net/*/operstate | tr '\\n' ' '",
+			     "sbxnpm",
 			     &o),
 			 0);
-	ck_assert_msg(!strncmp(o.out.buf, "42\n/work/dir\n", 13), "%s / %s", o.out.buf, o.err.buf);
+	ck_assert_msg(!strcmp(o.out.buf, "42\n/work/dir\nnpm ok\n"), "%s / %s", o.out.buf,
+		      o.err.buf);
+	ck_assert_int_eq(run(in, "cat /sys/class/net/lo/operstate; ls /sys/class/net", &o), 0);
+	ck_assert_msg(!strcmp(o.out.buf, "unknown\nlo\n"), "network none: %s", o.out.buf);
 	char host[32];
 	ck_assert_int_eq(P->get_host(in, 80, host, sizeof(host), &err), -ENOTSUP);
 	kill_release(in);
