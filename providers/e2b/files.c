@@ -355,6 +355,13 @@ int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len,
 	return rc;
 }
 
+static bool utf8_ok(const char *s)
+{
+	json_t *j = json_string(s); /* jansson validates UTF-8 */
+	json_decref(j);
+	return j != NULL;
+}
+
 /* dir/.sbxfs-RANDOM~base, within NAME_MAX. */
 static void temp_name(struct sbx_buf *b, const char *path)
 {
@@ -389,18 +396,20 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 		return rc;
 	if (!strrchr(path, '/') || !path[1])
 		return sbx_error_set(err, EISDIR, SBX_E_INTERNAL, "write %s: not a file", path);
+	if (!utf8_ok(path))
+		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL,
+				     "write: the path is not valid UTF-8 (envd speaks JSON)");
 	/* Upload beside the target, then Move over it: readers never see half a file. */
 	temp_name(&tmp, path);
 	rc = e2b_files_put(in, tmp.buf, fd, size, err);
-	if (!rc) {
+	if (!rc)
 		rc = move(in, tmp.buf, path, "write", err);
-		if (rc) {
-			struct sbx_error ignore = SBX_ERROR_INIT;
-			json_t *out = NULL;
-			rpc_path(in, "filesystem.Filesystem/Remove", tmp.buf, &out, true, "write",
-				 &ignore);
-			json_decref(out);
-		}
+	if (rc) {
+		/* Best effort: no half upload left behind under a hidden name. */
+		struct sbx_error ignore = SBX_ERROR_INIT;
+		json_t *out = NULL;
+		rpc_path(in, "filesystem.Filesystem/Remove", tmp.buf, &out, true, "write", &ignore);
+		json_decref(out);
 	}
 	/* Uploads arrive 0644; anything else is a (batched) chmod. */
 	if (!rc && (mode & 07777) && (mode & 07777) != 0644) {

@@ -129,18 +129,28 @@ out:
 
 /* --- envd unary RPC ------------------------------------------------------ */
 
+/* A request message that could not be built: json_pack() refuses strings
+ * that are not UTF-8, and JSON cannot carry such a path to envd. */
+static int bad_request(json_t *reqj, const char *what, struct sbx_error *e)
+{
+	if (!reqj)
+		return sbx_error_set(e, EINVAL, SBX_E_INTERNAL,
+				     "%s: the path is not valid UTF-8 (envd speaks JSON)", what);
+	return sbx_error_set(e, ENOMEM, SBX_E_INTERNAL, "%s: out of memory", what);
+}
+
 int e2b_rpc(struct e2b_inst *in, const char *method, json_t *reqj, bool idempotent,
 	    size_t max_reply, json_t **out, const char *what, struct sbx_error *e)
 {
 	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
 	struct e2b_conn c;
-	char *text = json_dumps(reqj, JSON_COMPACT);
+	char *text = reqj ? json_dumps(reqj, JSON_COMPACT) : NULL;
 	int rc;
 
 	*out = NULL;
 	if (!text)
-		return sbx_error_set(e, ENOMEM, SBX_E_INTERNAL, "%s: out of memory", what);
+		return bad_request(reqj, what, e);
 	e2b_conn_get(in, E2B_ENVD_PORT, &c);
 	sbx_buf_addf(&c.base, "/%s", method);
 	e2b_conn_add(&c, "Content-Type: application/json");
@@ -207,11 +217,11 @@ int e2b_rpc_stream(struct e2b_inst *in, const char *method, json_t *reqj,
 	struct stream s = {.err = SBX_ERROR_INIT};
 	struct e2b_conn c;
 	char keepalive[48], deadline[48];
-	char *text = json_dumps(reqj, JSON_COMPACT);
+	char *text = reqj ? json_dumps(reqj, JSON_COMPACT) : NULL;
 	int rc;
 
 	if (!text)
-		return sbx_error_set(e, ENOMEM, SBX_E_INTERNAL, "%s: out of memory", what);
+		return bad_request(reqj, what, e);
 	e2b_connect_frame(&frame, 0, text, strlen(text));
 	e2b_connect_decoder_init(&s.dec, fn, ctx);
 	e2b_conn_get(in, E2B_ENVD_PORT, &c);
@@ -282,6 +292,7 @@ struct range_sink {
 	void *ctx;
 	long status;
 	off_t skip, left; /* for a 200 that ignored our Range; left < 0: unbounded */
+	bool done;        /* stopped early on purpose */
 };
 
 static int range_response(void *ctx, const struct sbx_http_resp *resp)
@@ -305,11 +316,19 @@ static int range_write(void *ctx, const char *data, size_t len)
 	}
 	if (r->left >= 0 && (off_t)len > r->left)
 		len = (size_t)r->left;
-	if (!len)
-		return 0;
-	if (r->left >= 0)
-		r->left -= len;
-	return r->sink(r->ctx, data, len);
+	if (len) {
+		int rc = r->sink(r->ctx, data, len);
+		if (rc)
+			return rc;
+		if (r->left >= 0)
+			r->left -= len;
+	}
+	/* A server that ignored Range: stop once the range is delivered. */
+	if (r->left == 0 && r->status == 200) {
+		r->done = true;
+		return -ECANCELED;
+	}
+	return 0;
 }
 
 int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len,
@@ -345,8 +364,12 @@ int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len,
 	sbx_http_resp_init(&resp);
 	rc = sbx_http_perform(e2b_g.http, &req, &resp, e);
 	*status = resp.status;
-	if (rc)
+	if (rc && rs.done) {
+		rc = 0;
+		sbx_error_clear(e);
+	} else if (rc) {
 		sbx_error_prefix(e, "read");
+	}
 	else if (resp.status < 200 || resp.status > 299)
 		rc = resp.status == 416 ? 0 : files_error(resp.status, &resp, "read", path, e);
 	sbx_http_resp_release(&resp);

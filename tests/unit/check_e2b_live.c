@@ -411,6 +411,8 @@ START_TEST(t08_errors)
 	ck_assert_int_eq(P->read(inst, WD "/nothere", 0, -1, sink_buf, &got, &e), -ENOENT);
 	ck_assert_int_eq(P->list(inst, WD "/big.bin", count_fn, &n, &e), -ENOTDIR);
 	ck_assert_int_eq(P->list(inst, WD "/nothere", count_fn, &n, &e), -ENOENT);
+	ck_assert_int_eq(P->stat(inst, WD "/bad\xff", &st, &e), -EINVAL);
+	ck_assert_int_eq(P->write(inst, WD "/bad\xff", 0, 0, 0100644, &e), -EINVAL);
 	sbx_buf_release(&got);
 }
 END_TEST
@@ -540,6 +542,23 @@ START_TEST(t12_faults)
 }
 END_TEST
 
+/* Packages that cannot be installed fail create, and the sandbox is not left behind. */
+START_TEST(t12b_create_packages_fail)
+{
+	struct sbx_spec bad;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_instance *x = NULL;
+	sbx_spec_copy(&bad, &spec);
+	json_array_append_new(bad.packages, json_string("--not a valid requirement"));
+	reset_counters();
+	ck_assert_int_eq(P->create(&bad, "pkgs", &x, &e), -EIO);
+	ck_assert_ptr_null(x);
+	ck_assert_msg(strstr(e.msg, "installing packages failed") != NULL, "%s", e.msg);
+	ck_assert_int_eq(counter("DELETE /sandboxes/:id"), 1);
+	sbx_spec_free(&bad);
+}
+END_TEST
+
 START_TEST(t13_kill)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
@@ -595,6 +614,7 @@ int main(void)
 		return 1;
 	}
 	sbx_spec_init(&spec);
+	free(spec.provider);
 	spec.provider = strdup("e2b");
 	spec.working_dir = strdup(WD);
 	json_object_set_new(spec.envs, "GREETING", json_string("hi"));
@@ -614,6 +634,7 @@ int main(void)
 	tcase_add_test(tc, t10_notify);
 	tcase_add_test(tc, t11_pause_unpause);
 	tcase_add_test(tc, t12_faults);
+	tcase_add_test(tc, t12b_create_packages_fail);
 	tcase_add_test(tc, t13_kill);
 	tcase_add_test(tc, t14_credentials);
 	suite_add_tcase(s, tc);
