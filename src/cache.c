@@ -20,7 +20,9 @@ struct sbx_cache *sbx_cache_new(const char *dir)
 	c->dir = xstrdup(dir);
 	c->ttl_ms = SBX_CACHE_TTL_MS;
 	c->neg_ttl_ms = SBX_CACHE_NEG_TTL_MS;
+	c->retry_ms = SBX_CACHE_RETRY_MS;
 	c->sweep_at = SBX_CACHE_SWEEP_AT;
+	cache_files_adopt(c);
 	return c;
 }
 
@@ -85,6 +87,13 @@ void sbx_cache_set_ttl(struct sbx_cache *c, long ttl_ms, long neg_ttl_ms)
 	pthread_mutex_lock(&c->lock);
 	c->ttl_ms = ttl_ms;
 	c->neg_ttl_ms = neg_ttl_ms;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_set_retry(struct sbx_cache *c, long retry_ms)
+{
+	pthread_mutex_lock(&c->lock);
+	c->retry_ms = retry_ms;
 	pthread_mutex_unlock(&c->lock);
 }
 

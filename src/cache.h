@@ -35,6 +35,8 @@
 #define SBX_CACHE_TTL_MS 2000
 /* How long "no such file" is trusted. */
 #define SBX_CACHE_NEG_TTL_MS 1000
+/* A dirty file whose upload failed is not retried by others' flushes before this. */
+#define SBX_CACHE_RETRY_MS 10000
 /* Clean content files kept after their last close (least recently used go first). */
 #define SBX_CACHE_KEEP_BYTES (256LL << 20)
 
@@ -45,7 +47,8 @@ struct sbx_cache *sbx_cache_new(const char *dir);
 /*
  * Frees the cache (NULL-safe). Clean content files are deleted; dirty ones
  * stay on disk with a NAME.path file beside them naming the sandbox path,
- * so nothing written is lost silently. No handle may be open.
+ * so nothing written is lost silently: the next sbx_cache_new() on the same
+ * dir takes them back as dirty entries. No handle may be open.
  */
 void sbx_cache_free(struct sbx_cache *c);
 /* Drops attributes and listings (content stays, revalidated by size+mtime). */
@@ -68,6 +71,8 @@ bool sbx_cache_watch_claim(struct sbx_cache *c, const void *inst);
 void sbx_cache_notify(void *ctx, const char *path);
 /* Changes the TTLs (milliseconds; tests use short ones). */
 void sbx_cache_set_ttl(struct sbx_cache *c, long ttl_ms, long neg_ttl_ms);
+/* Changes the orphan retry back-off (SBX_CACHE_RETRY_MS). */
+void sbx_cache_set_retry(struct sbx_cache *c, long retry_ms);
 
 /*
  * The generation: bumped by every invalidation and mutation. Take it before
@@ -224,13 +229,26 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 			       bool ok, const struct sbx_stat *st, unsigned long gen);
 
 /*
- * Overlays local knowledge on attributes of path: an open or dirty file
- * shows its local size (and local mtime while dirty). With have_remote
- * false, only a file created here and not uploaded yet counts, and st is
- * filled entirely. True when something was applied.
+ * Up to max dirty entries no handle holds (leftovers of failed uploads, or
+ * taken back from a previous mount), each with a reference for the caller
+ * to retry and put. Entries that failed in the last SBX_CACHE_RETRY_MS are
+ * skipped.
+ */
+size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_t max);
+
+enum sbx_overlay {
+	SBX_OV_REMOTE,     /* st holds remote attributes: local size (and mtime if dirty) on top */
+	SBX_OV_LOCAL_ONLY, /* only a file created here, not uploaded yet: st filled entirely */
+	SBX_OV_NO_REMOTE,  /* the sandbox has no such file: any local changes, st filled entirely */
+};
+
+/*
+ * Overlays local knowledge of an open or dirty file on attributes of path
+ * (see enum sbx_overlay). True when something was applied. Local changes
+ * stay visible even when the sandbox lost the file: they will go up.
  */
 bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_stat *st,
-			    bool have_remote);
+			    enum sbx_overlay how);
 /* Attributes of an open entry from local facts alone (unlinked files). */
 void sbx_cache_file_stat(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_stat *st);
 /* True if path is a file created here that the sandbox does not have yet. */

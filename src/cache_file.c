@@ -4,6 +4,7 @@
  * state and remote stamp, plus the overlay of local facts on attributes
  * and listings. Tables and lock are shared with cache.c (cache_int.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -42,6 +43,47 @@ void cache_files_free(struct sbx_cache *c)
 			keep_dirty(cf);
 		cfile_free(cf, cf->dirty);
 	}
+}
+
+void cache_files_adopt(struct sbx_cache *c)
+{
+	DIR *d = opendir(c->dir);
+	struct dirent *de;
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+		struct sbx_buf side = SBX_BUF_INIT, path = SBX_BUF_INIT;
+		struct sbx_cfile *cf;
+		if (n < 6 || strcmp(de->d_name + n - 5, ".path"))
+			continue;
+		sbx_buf_addf(&side, "%s/%s", c->dir, de->d_name);
+		if (sbx_read_file(side.buf, &path, 4096) || path.buf[0] != '/')
+			goto next;
+		HASH_FIND_STR(c->files, path.buf, cf);
+		if (cf)
+			goto next; /* two leftovers for one path: the second stays on disk */
+		cf = xcalloc(1, sizeof(*cf));
+		cf->file = xstrdup(side.buf);
+		cf->file[side.len - 5] = '\0';
+		cf->fd = open(cf->file, O_RDWR | O_CLOEXEC);
+		if (cf->fd < 0) {
+			free(cf->file);
+			free(cf);
+			goto next;
+		}
+		cf->path = sbx_buf_detach(&path, NULL);
+		cf->linked = cf->have_data = cf->dirty = cf->remote = true;
+		cf->mode = 0644;
+		HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
+		unlink(side.buf); /* written again if still dirty at the next free */
+		sbx_log(SBX_LOG_WARN, "cache: unsaved changes to %s taken back from %s", cf->path,
+			cf->file);
+next:
+		sbx_buf_release(&side);
+		sbx_buf_release(&path);
+	}
+	closedir(d);
 }
 
 /* ---- local facts over remote attributes ------------------------------------------- */
@@ -92,7 +134,7 @@ void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cach
 		for (i = 0; i < ls->n && strcmp(ls->ents[i].name, name); i++)
 			;
 		if (i == ls->n) {
-			if (cf->remote)
+			if (cf->remote && !cf->dirty)
 				continue; /* removed remotely: the listing is the truth */
 			sbx_cache_listing_add(ls, name, NULL);
 			overlay_locked(cf, &ls->ents[i].st, true);
@@ -333,21 +375,42 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 		} else if (cf->linked) {
 			cache_attr_drop_locked(c, cf->path);
 		}
+	} else if (cf->dirty) {
+		cf->retry_at = sbx_now_ms() + c->retry_ms;
 	}
 	cf->busy = false;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 }
 
+size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_t max)
+{
+	struct sbx_cfile *cf, *tmp;
+	long long now = sbx_now_ms();
+	size_t n = 0;
+	pthread_mutex_lock(&c->lock);
+	HASH_ITER(hh, c->files, cf, tmp) {
+		if (n == max)
+			break;
+		if (cf->dirty && !cf->refs && !cf->busy && cf->retry_at <= now) {
+			cf->refs++;
+			out[n++] = cf;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
 bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_stat *st,
-			    bool have_remote)
+			    enum sbx_overlay how)
 {
 	struct sbx_cfile *cf;
 	bool applied = false;
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_STR(c->files, path, cf);
-	if (cf && overlays(cf) && (have_remote || !cf->remote)) {
-		overlay_locked(cf, st, !have_remote);
+	if (cf && overlays(cf) &&
+	    (how == SBX_OV_REMOTE || !cf->remote || (how == SBX_OV_NO_REMOTE && cf->dirty))) {
+		overlay_locked(cf, st, how != SBX_OV_REMOTE);
 		applied = true;
 	}
 	pthread_mutex_unlock(&c->lock);

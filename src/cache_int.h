@@ -55,6 +55,7 @@ struct sbx_cfile {
 	unsigned long wgen;             /* (T) */
 	long long used_ms;              /* (T) for eviction */
 	off_t bytes;                    /* (T) size when last closed */
+	long long retry_at;             /* (T) no orphan retry before (a failed upload) */
 };
 
 struct sbx_cache {
@@ -62,7 +63,7 @@ struct sbx_cache {
 	pthread_cond_t cond;  /* a busy claim was released */
 	char *dir;
 	unsigned long gen;
-	long ttl_ms, neg_ttl_ms;
+	long ttl_ms, neg_ttl_ms, retry_ms;
 	unsigned sweep_at; /* attribute count that triggers the next sweep */
 	const void *watched; /* the instance asked for change notifications */
 	struct cattr *attrs;
@@ -124,5 +125,7 @@ void cache_attr_set_locked(struct sbx_cache *c, const char *path, const struct s
 void cache_attr_drop_locked(struct sbx_cache *c, const char *path);
 /* Frees every content entry, keeping dirty files on disk (cache_file.c). */
 void cache_files_free(struct sbx_cache *c);
+/* Takes back the dirty files a previous cache left in c->dir (cache_file.c). */
+void cache_files_adopt(struct sbx_cache *c);
 
 #endif

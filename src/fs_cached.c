@@ -49,17 +49,22 @@ static bool is_answer(int rc)
 }
 
 /* Records a failure of `op path` in the lease's `error` file; returns rc. */
-static int fail(struct sbx_lease *l, const char *op, const char *path, int rc,
-		struct sbx_error *err)
+static int record(struct sbx_lease *l, const char *op, const char *path, int rc,
+		  struct sbx_error *err)
 {
 	char what[300];
 	if (!err->err || !err->msg[0])
 		sbx_error_set(err, rc, SBX_E_NONE, "%s %s: %s", op, path, strerror(-rc));
-	if (!is_answer(rc)) {
-		snprintf(what, sizeof(what), "%s %s", op, path);
-		sbx_lease_error(l, what, err);
-	}
+	snprintf(what, sizeof(what), "%s %s", op, path);
+	sbx_lease_error(l, what, err);
 	return rc;
+}
+
+/* record() unless the failure is an answer (ENOENT...). */
+static int fail(struct sbx_lease *l, const char *op, const char *path, int rc,
+		struct sbx_error *err)
+{
+	return is_answer(rc) ? rc : record(l, op, path, rc, err);
 }
 
 static int unsupported(struct sbx_lease *l, const char *what, struct sbx_error *err)
@@ -179,7 +184,7 @@ static int lookup(struct sbx_lease *l, const char *path, struct sbx_stat *st,
  * write slot, then one stat to stamp it. On failure the entry stays dirty
  * and the failure is recorded.
  */
-static int upload(struct sbx_lease *l, struct sbx_cfile *cf, struct sbx_error *err)
+static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct sbx_error *err)
 {
 	struct sbx_cache *c = l->cache;
 	struct sbx_cfile_state s;
@@ -214,11 +219,39 @@ static int upload(struct sbx_lease *l, struct sbx_cfile *cf, struct sbx_error *e
 	sbx_lease_unuse(l);
 out:
 	sbx_cache_file_end_upload(c, cf, s.wgen, done, src == 0 ? &st : NULL, gen);
+	if (sent)
+		*sent = done;
 	if (done && !s.remote)
 		sbx_cache_note_added(c, s.path, src == 0 ? &st : NULL);
-	if (rc)
-		fail(l, "upload", s.path, rc, err);
+	if (rc) /* always said: written data is waiting */
+		record(l, "upload", s.path, rc, err);
 	free(s.path);
+	return rc;
+}
+
+/*
+ * After a successful upload (the provider is reachable): retries a few
+ * dirty files whose own handles are gone. Their failures are recorded,
+ * not returned: this close did its own job.
+ */
+static void retry_orphans(struct sbx_lease *l)
+{
+	struct sbx_cfile *orphans[2];
+	struct sbx_error err = SBX_ERROR_INIT;
+	size_t n = sbx_cache_file_orphans(l->cache, orphans, 2);
+	for (size_t i = 0; i < n; i++) {
+		upload(l, orphans[i], NULL, &err);
+		sbx_cache_file_put(l->cache, orphans[i]);
+	}
+}
+
+/* Uploads f's data if dirty, then (if it went up) others' leftovers. */
+static int upload_handle(struct sbx_fs_file *f, struct sbx_error *err)
+{
+	bool sent = false;
+	int rc = upload(f->lease, f->priv, &sent, err);
+	if (sent)
+		retry_orphans(f->lease);
 	return rc;
 }
 
@@ -228,7 +261,7 @@ static int settle(struct sbx_lease *l, const char *path, struct sbx_error *err)
 	struct sbx_cfile *cf = sbx_cache_file_find_live(l->cache, path);
 	int rc = 0;
 	if (cf) {
-		rc = upload(l, cf, err);
+		rc = upload(l, cf, NULL, err);
 		sbx_cache_file_put(l->cache, cf);
 	}
 	return rc;
@@ -253,28 +286,32 @@ static int c_getattr(struct sbx_lease *l, const char *path, struct sbx_fs_file *
 	}
 	switch (sbx_cache_attr_get(c, path, &s, any_age(l))) {
 	case SBX_CACHE_HIT:
-		sbx_cache_file_overlay(c, path, &s, true);
+		sbx_cache_file_overlay(c, path, &s, SBX_OV_REMOTE);
 		goto out;
 	case SBX_CACHE_NEGATIVE:
-		if (sbx_cache_file_overlay(c, path, &s, false))
-			goto out;
 		rc = no_such(path, err);
 		goto out_gone;
 	default:
-		if (sbx_cache_file_overlay(c, path, &s, false))
+		if (sbx_cache_file_overlay(c, path, &s, SBX_OV_LOCAL_ONLY))
 			goto out;
 		break;
 	}
 	rc = remote_stat(l, path, &s, err);
 	if (rc)
 		goto out_gone;
-	sbx_cache_file_overlay(c, path, &s, true);
+	sbx_cache_file_overlay(c, path, &s, SBX_OV_REMOTE);
 out:
 	sbx_stat_to_sys(st, &s);
 	return 0;
 out_gone:
+	if (rc != -ENOENT)
+		return rc;
+	if (sbx_cache_file_overlay(c, path, &s, SBX_OV_NO_REMOTE)) {
+		sbx_error_clear(err);
+		goto out;
+	}
 	/* An open file that was unlinked still has attributes through its handle. */
-	if (rc == -ENOENT && f && f->priv) {
+	if (f && f->priv) {
 		sbx_cache_file_stat(c, f->priv, &s);
 		sbx_error_clear(err);
 		goto out;
@@ -520,14 +557,14 @@ static ssize_t c_write(struct sbx_fs_file *f, const char *buf, size_t size, off_
 
 static int c_flush(struct sbx_fs_file *f, struct sbx_error *err)
 {
-	return upload(f->lease, f->priv, err);
+	return upload_handle(f, err);
 }
 
 static int c_fsync(struct sbx_fs_file *f, int datasync, struct sbx_error *err)
 {
 	struct sbx_lease *l = f->lease;
 	struct sbx_instance *inst;
-	int rc = upload(l, f->priv, err);
+	int rc = upload_handle(f, err);
 	if (rc || !l->prov->sync)
 		return rc;
 	rc = use(l, &inst, "sync", f->path, err);
@@ -538,7 +575,7 @@ static void c_release(struct sbx_fs_file *f)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	/* Late writes (mmap) after the last flush still go up; failures are recorded. */
-	upload(f->lease, f->priv, &err);
+	upload(f->lease, f->priv, NULL, &err);
 	sbx_cache_file_put(f->lease->cache, f->priv);
 	free(f->path);
 	free(f);
@@ -564,7 +601,7 @@ static int c_truncate(struct sbx_lease *l, const char *path, struct sbx_fs_file 
 			sbx_cache_file_changed(c, cf);
 		if (!f) {
 			if (!rc)
-				rc = upload(l, cf, err);
+				rc = upload(l, cf, NULL, err);
 			sbx_cache_file_put(c, cf);
 		}
 		return rc;
@@ -628,6 +665,12 @@ static int c_unlink(struct sbx_lease *l, const char *path, struct sbx_error *err
 		rc = begin(l, l->prov->unlink, "unlink", path, NULL, &inst, err);
 		if (!rc)
 			rc = end(l, l->prov->unlink(inst, path, err), "unlink", path, err);
+		/* Local changes of a file the sandbox lost: removing them is the whole job. */
+		if (rc == -ENOENT && sbx_cache_file_overlay(l->cache, path, &(struct sbx_stat){0},
+							    SBX_OV_NO_REMOTE)) {
+			sbx_error_clear(err);
+			rc = 0;
+		}
 	}
 	if (!rc) {
 		sbx_cache_file_unlink(l->cache, path);

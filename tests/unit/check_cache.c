@@ -135,6 +135,13 @@ static char *error_text(void)
 	return sbx_buf_detach(&b, NULL);
 }
 
+static void ck_no_error(void)
+{
+	char *t = error_text();
+	ck_assert_str_eq(t, "");
+	free(t);
+}
+
 static void ck_error_mentions(const char *what)
 {
 	char *t = error_text();
@@ -226,7 +233,7 @@ START_TEST(test_negative_entries_cached)
 	ck_assert_int_eq(gattr("/nope", &st), -ENOENT);
 	ck_assert_int_eq(gattr("/nope", &st), -ENOENT);
 	ck_assert_int_eq(memprov_calls(mp, MP_STAT), 1);
-	ck_assert_str_eq(error_text(), ""); /* an answer, not a fault */
+	ck_no_error(); /* an answer, not a fault */
 }
 END_TEST
 
@@ -619,7 +626,7 @@ START_TEST(test_mkdir_rmdir_keep_listing)
 	ck_assert_int_eq(gattr("/dnew", &st), -ENOENT);
 	ck_assert_int_eq(memprov_calls(mp, MP_LIST), 0);
 	ck_assert_int_eq(memprov_calls(mp, MP_STAT), 1);
-	ck_assert_str_eq(error_text(), ""); /* EEXIST is an answer */
+	ck_no_error(); /* EEXIST is an answer */
 }
 END_TEST
 
@@ -725,6 +732,46 @@ START_TEST(test_cache_free_keeps_dirty_files)
 }
 END_TEST
 
+START_TEST(test_orphan_retried_by_another_close)
+{
+	struct sbx_fs_file *f = xopen("/a", O_CREAT | O_WRONLY, 0644);
+	xwrite(f, "left behind", 0);
+	memprov_fail(mp, MP_WRITE, EIO, 2);
+	sbx_cache_set_retry(L->cache, 0);
+	ck_assert_int_eq(F->flush(f, &E), -EIO);
+	F->release(f);
+	ck_assert(!memprov_exists(mp, "/a"));
+	f = xopen("/b", O_CREAT | O_WRONLY, 0644);
+	xwrite(f, "b", 0);
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	F->release(f);
+	ck_remote("/b", "b");
+	ck_remote("/a", "left behind");
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 4);
+}
+END_TEST
+
+START_TEST(test_dirty_files_survive_remount)
+{
+	struct stat st;
+	char *dir = sbx_lease_path(L, "cache");
+	struct sbx_fs_file *f = xopen("/unsaved", O_CREAT | O_WRONLY, 0644);
+	xwrite(f, "keep me", 0);
+	memprov_fail(mp, MP_WRITE, ENOTCONN, -1);
+	ck_assert_int_eq(F->flush(f, &E), -ENOTCONN);
+	F->release(f);
+	sbx_cache_free(L->cache); /* unmount */
+	L->cache = sbx_cache_new(dir); /* mount again */
+	ck_assert_int_eq(gattr("/unsaved", &st), 0);
+	ck_assert_int_eq(st.st_size, 7);
+	memprov_fail(mp, MP_WRITE, 0, 0);
+	ck_assert(listed("/", "unsaved"));
+	ck_cat("/unsaved", "keep me");
+	ck_remote("/unsaved", "keep me");
+	free(dir);
+}
+END_TEST
+
 /* ---- threads ------------------------------------------------------------------------------------ */
 
 static void *worker(void *arg)
@@ -809,6 +856,8 @@ int main(void)
 	tcase_add_test(data, test_truncate_by_path);
 	tcase_add_test(data, test_truncate_by_handle);
 	tcase_add_test(data, test_cache_free_keeps_dirty_files);
+	tcase_add_test(data, test_orphan_retried_by_another_close);
+	tcase_add_test(data, test_dirty_files_survive_remount);
 	tcase_add_test(data, test_threads);
 	suite_add_tcase(s, data);
 
