@@ -3,6 +3,7 @@
 // stand-in for sbxfs's own Daytona provider tests.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync, existsSync } from 'node:fs';
 import {
 	Daytona, DaytonaNotFoundError, DaytonaTimeoutError, DaytonaAuthenticationError, DaytonaRateLimitError,
 	DaytonaServiceUnavailableError, DaytonaInternalServerError, DaytonaConnectionError, DaytonaValidationError,
@@ -48,14 +49,22 @@ describe('control plane', () => {
 		assert.ok(n >= 3, `create polled GET /api/sandbox/:id (${n} GETs)`);
 	});
 
-	test('resources are echoed, and disk is the size of the sandbox\'s filesystem', async () => {
+	test('resources: disk is the filesystem size, cpu and memory cgroup limits', async () => {
 		const sbx = await daytona.create({ image: 'debian:12', resources: { cpu: 2, memory: 2, disk: 1 } });
 		assert.equal(sbx.cpu, 2);
 		assert.equal(sbx.memory, 2);
 		assert.equal(sbx.disk, 1);
 		const r = await sbx.process.executeCommand("df -m / | awk 'NR==2 {print $2}'");
 		assert.equal(r.result, '1024\n');
+		const { cgroups } = (await fake.sandboxes()).find((s) => s.id === sbx.id);
+		if (cgroups.length) {
+			const own = (await sbx.process.executeCommand('cat /proc/self/cgroup')).result;
+			assert.match(own, new RegExp(`:memory:/sbxfs-fake-${sbx.id}\n`));
+			assert.equal(readFileSync(`/sys/fs/cgroup/memory/sbxfs-fake-${sbx.id}/memory.limit_in_bytes`, 'utf8'), `${2 * 1024 ** 3}\n`);
+			assert.equal(readFileSync(`/sys/fs/cgroup/cpu/sbxfs-fake-${sbx.id}/cpu.cfs_quota_us`, 'utf8'), '200000\n');
+		}
 		await sbx.delete();
+		assert.ok(cgroups.every((d) => !existsSync(d)), 'the cgroups are removed with the sandbox');
 	});
 
 	test('a wrong API key is DaytonaAuthenticationError', async () => {

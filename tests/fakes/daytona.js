@@ -64,7 +64,7 @@ class DaytonaFake extends common.FakeService {
 
 	listSandboxes() {
 		return [...this.sandboxes.values()].map((s) => ({
-			id: s.id, name: s.name, state: s.state, root: s.root.rootDir, pids: s.root.pids(),
+			id: s.id, name: s.name, state: s.state, root: s.root.rootDir, pids: s.root.pids(), cgroups: s.root.cgroups,
 		}));
 	}
 
@@ -100,7 +100,9 @@ class DaytonaFake extends common.FakeService {
 			createdAt: now, updatedAt: now, lastActivity: Date.now(),
 			previewToken: crypto.randomBytes(12).toString('hex'), sessions: new Map(),
 		};
-		return this.addSandbox(sb, { diskMb: disk * 1024, userName: 'daytona', home: HOME });
+		return this.addSandbox(sb, {
+			diskMb: disk * 1024, userName: 'daytona', home: HOME, memoryMb: sb.memory * 1024, cpuMillis: sb.cpu * 1000,
+		});
 	}
 
 	setState(sb, state) {

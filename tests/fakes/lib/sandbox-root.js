@@ -9,6 +9,9 @@
  * (/proc/PID/root), so background jobs that left their process group are
  * still frozen on pause and killed on delete.
  *
+ * With memoryMb / cpuMillis it also gets cgroup (v1) limits, best effort:
+ * where the hierarchies are missing or read-only the sandbox runs without.
+ *
  * It is not a security boundary: the fake runs as root on a test machine,
  * and paths are resolved inside the root only so that a sandbox's symlink
  * never makes the fake touch the host's files.
@@ -50,7 +53,7 @@ function pickFreeUid() {
 }
 
 class SandboxRoot {
-	/* opts: {dataDir, id, diskMb, userName, home} */
+	/* opts: {dataDir, id, diskMb, userName, home, memoryMb?, cpuMillis?} */
 	constructor(opts) {
 		this.id = opts.id;
 		this.dir = path.join(opts.dataDir, opts.id);
@@ -59,6 +62,28 @@ class SandboxRoot {
 		this.userName = opts.userName;
 		this.home = opts.home;
 		this.frozen = false;
+		this.limits = { memory: opts.memoryMb ? [['memory.limit_in_bytes', opts.memoryMb * 1024 * 1024]] : null,
+			cpu: opts.cpuMillis ? [['cpu.cfs_period_us', 100000], ['cpu.cfs_quota_us', opts.cpuMillis * 100]] : null };
+		this.cgroups = [];
+	}
+
+	/* One cgroup per limited controller; its directory is remembered only once it is set up. */
+	makeCgroups() {
+		for (const [ctl, settings] of Object.entries(this.limits)) {
+			if (!settings)
+				continue;
+			const dir = `/sys/fs/cgroup/${ctl}/sbxfs-fake-${this.id}`;
+			try {
+				fs.mkdirSync(dir);
+				for (const [file, value] of settings)
+					fs.writeFileSync(path.join(dir, file), String(value));
+				this.cgroups.push(dir);
+			} catch (e) {
+				try {
+					fs.rmdirSync(dir);
+				} catch (e2) { /* never made */ }
+			}
+		}
 	}
 
 	create() {
@@ -80,6 +105,7 @@ class SandboxRoot {
 		run('mount', ['--bind', '/proc', path.join(this.rootDir, 'proc')]);
 		run('mount', ['--rbind', '/dev', path.join(this.rootDir, 'dev')]);
 		this.addUser();
+		this.makeCgroups();
 	}
 
 	addUser() {
@@ -165,12 +191,17 @@ class SandboxRoot {
 	 * Runs argv inside the root as user u, in the sandbox directory cwd, as
 	 * the leader of a new session (so its process group can be signalled).
 	 * chroot(8) always changes to "/", hence the small sh that cd's first.
+	 * With cgroups, an outer sh joins them before anything can fork.
 	 */
 	spawn(argv, { u, env, cwd, stdio }) {
-		const args = [`--userspec=${u.uid}:${u.gid}`, this.rootDir,
+		let args = ['/usr/sbin/chroot', `--userspec=${u.uid}:${u.gid}`, this.rootDir,
 			'/bin/sh', '-c', 'cd "$1" || exit 126; shift; exec "$@"', 'sh', cwd || u.home, ...argv];
+		if (this.cgroups.length) {
+			args = ['/bin/sh', '-c', 'while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 126; shift; done; shift; exec "$@"',
+				'sh', ...this.cgroups, '--', ...args];
+		}
 		const env2 = Object.assign({}, env, { PWD: cwd || u.home });
-		return cp.spawn('/usr/sbin/chroot', args, { env: env2, stdio: stdio || 'pipe', detached: true });
+		return cp.spawn(args[0], args.slice(1), { env: env2, stdio: stdio || 'pipe', detached: true });
 	}
 
 	pids() {
@@ -221,6 +252,20 @@ class SandboxRoot {
 			}
 			await new Promise((r) => setTimeout(r, 20));
 		}
+		/* cgroups outlive mount namespaces: an exiting task may hold one a moment longer, so retry. */
+		for (const dir of this.cgroups) {
+			for (let i = 0; i < 50; i++) {
+				try {
+					fs.rmdirSync(dir);
+					break;
+				} catch (e) {
+					if (e.code === 'ENOENT')
+						break;
+					await new Promise((r) => setTimeout(r, 20));
+				}
+			}
+		}
+		this.cgroups = [];
 		if (this.mounted) {
 			cp.spawnSync('umount', ['-R', '-l', this.rootDir]);
 			cp.spawnSync('umount', ['-l', this.dir]);
