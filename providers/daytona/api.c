@@ -8,7 +8,7 @@
  * Not here: file ops (files.c), runs and sessions (run.c), the batched
  * metadata commands (batch.c), wire formats (protocol.c, multipart.c).
  *
- * Decisions (doc/PROVIDERS.md repeats them for users):
+ * Decisions (providers/daytona/README.md repeats them for users):
  *  - credentials come from the environment only (DAYTONA_API_KEY, or
  *    DAYTONA_JWT_TOKEN + DAYTONA_ORGANIZATION_ID); an apiKey/jwtToken in
  *    the config file is ignored with a warning, since that file is
@@ -299,9 +299,10 @@ static struct dt_instance *inst_new(const struct sbx_spec *spec, const struct dt
 		abort();
 	di->base.prov = &sbx_provider_daytona;
 	snprintf(di->base.id, sizeof(di->base.id), "%s", sb->id);
-	sbx_spec_init(&di->spec);
 	if (spec)
-		sbx_spec_copy(&di->spec, spec);
+		sbx_spec_copy(&di->spec, spec); /* copy initialises dst itself */
+	else
+		sbx_spec_init(&di->spec);
 	pthread_mutex_init(&di->lock, NULL);
 	pthread_mutex_init(&di->flush_lock, NULL);
 	sbx_buf_init(&di->batch.script);

@@ -356,8 +356,13 @@ int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	if (rc == -ENOSYS) {
 		rc = execute(di, cmd.buf, req->timeout_ms, &out, &result->exit_code,
 			     &result->timed_out, err);
-		if (!rc && out.len && sink && sink->output)
-			rc = sink->output(sink->ctx, SBX_STDOUT, out.buf, out.len);
+		/* Killed by the wrapper's `timeout` before the daemon's 408. */
+		if (!rc && req->timeout_ms > 0 && result->exit_code == 137 &&
+		    dt_now_ms() - start >= req->timeout_ms)
+			result->timed_out = true;
+		if (!rc && out.len && sink && sink->output &&
+		    (rc = sink->output(sink->ctx, SBX_STDOUT, out.buf, out.len)))
+			sbx_error_set(err, rc, 0, "run: the reader stopped the output");
 	}
 out:
 	result->duration_ms = dt_now_ms() - start;

@@ -179,6 +179,11 @@ START_TEST(test_init_and_create)
 	unsetenv("DAYTONA_API_KEY");
 	ck_assert_int_eq(P->init(&env, &err), -EACCES);
 	ck_assert_str_eq(err.msg, "DAYTONA_API_KEY is not set");
+	/* A JWT needs its organisation. */
+	setenv("DAYTONA_JWT_TOKEN", "jwt", 1);
+	ck_assert_int_eq(P->init(&env, &err), -EACCES);
+	ck_assert_str_eq(err.msg, "DAYTONA_ORGANIZATION_ID is required with DAYTONA_JWT_TOKEN");
+	unsetenv("DAYTONA_JWT_TOKEN");
 	setenv("DAYTONA_API_KEY", key, 1);
 	free(key);
 	/* A key in the config file is not taken. */
@@ -187,7 +192,6 @@ START_TEST(test_init_and_create)
 	json_decref(env.settings);
 
 	sbx_spec_init(&spec);
-	spec.provider = strdup("daytona");
 	spec.idle_timeout_s = 600;
 	spec.working_dir = strdup("/home/daytona");
 	json_object_set_new(spec.envs, "SPEC_ENV", json_string("from spec"));
@@ -508,6 +512,43 @@ START_TEST(test_faults_and_facts)
 }
 END_TEST
 
+START_TEST(test_run_without_sessions)
+{
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT, 0};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_run_result res;
+	struct sbx_instance *other;
+	struct sbx_run_sink sink = {&o, out_fn};
+	struct sbx_run_req req = {.shell = "echo out; echo err >&2; exit 4", .cwd = "/tmp"};
+
+	/* A daemon without the session API (404): /process/execute, combined. */
+	ck_assert_int_eq(P->attach(NULL, inst->id, NULL, &other, &err), 0);
+	fault("{\"faults\":[{\"kind\":\"5xx\",\"status\":404,\"count\":1,"
+	      "\"key\":\"POST /toolbox/:id/process/session\"}]}");
+	counters_reset();
+	ck_assert_msg(P->run(other, &req, &sink, &res, &err) == 0, "%s", err.msg);
+	faults_clear();
+	ck_assert_int_eq(res.exit_code, 4);
+	ck_assert_str_eq(o.o.buf, "out\nerr\n");
+	ck_assert_int_eq(o.e.len, 0);
+	out_release(&o);
+	req.shell = "pwd";
+	ck_assert_int_eq(P->run(other, &req, &sink, &res, &err), 0);
+	ck_assert_str_eq(o.o.buf, "/tmp\n");
+	ck_assert_int_eq(counter("POST /toolbox/:id/process/session"), 1); /* asked once */
+	ck_assert_int_eq(counter("POST /toolbox/:id/process/execute"), 2);
+	out_release(&o);
+	req.shell = "sleep 30";
+	req.timeout_ms = 700;
+	ck_assert_int_eq(P->run(other, &req, &sink, &res, &err), 0);
+	ck_assert(res.timed_out);
+	ck_assert_int_eq(res.exit_code, 137);
+	ck_assert_int_lt(res.duration_ms, 5000);
+	out_release(&o);
+	P->release(other);
+}
+END_TEST
+
 START_TEST(test_pause_unpause)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -553,6 +594,16 @@ START_TEST(test_kill)
 	inst = NULL;
 	ck_assert_int_eq(P->attach(NULL, id, NULL, &again, &err), -ENOENT);
 	P->shutdown();
+	/* Nobody listening: the provider is unreachable, not failing. */
+	struct sbx_provider_env env = {NULL, "/tmp"};
+	char *url = strdup(getenv("DAYTONA_API_URL"));
+	setenv("DAYTONA_API_URL", "http://127.0.0.1:1/api", 1);
+	ck_assert_int_eq(P->init(&env, &err), 0);
+	ck_assert_int_eq(P->attach(NULL, id, NULL, &again, &err), -ENOTCONN);
+	ck_assert_int_eq(err.code, SBX_E_CONNECTION_FAILED);
+	P->shutdown();
+	setenv("DAYTONA_API_URL", url, 1);
+	free(url);
 }
 END_TEST
 
@@ -583,6 +634,7 @@ int main(void)
 	tcase_add_test(tc, test_namespace);
 	tcase_add_test(tc, test_batched_metadata);
 	tcase_add_test(tc, test_faults_and_facts);
+	tcase_add_test(tc, test_run_without_sessions);
 	tcase_add_test(tc, test_pause_unpause);
 	tcase_add_test(tc, test_kill);
 	suite_add_tcase(s, tc);
