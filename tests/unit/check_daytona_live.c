@@ -11,6 +11,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,6 +251,45 @@ START_TEST(test_run)
 	ck_assert_str_eq(o.e.buf, "b\n");
 	ck_assert_int_ge(o.calls, 2);
 	out_release(&o);
+}
+END_TEST
+
+struct par {
+	const char *text;
+	struct out o;
+	struct sbx_run_result res;
+	int rc;
+};
+
+static void *par_run(void *arg)
+{
+	struct par *p = arg;
+	struct sbx_run_req req = {.shell = p->text};
+	struct sbx_run_sink sink = {&p->o, out_fn};
+	struct sbx_error err = SBX_ERROR_INIT;
+	p->rc = P->run(inst, &req, &sink, &p->res, &err);
+	return NULL;
+}
+
+START_TEST(test_run_parallel)
+{
+	/* A session runs one command at a time: concurrent runs get their own. */
+	struct par a = {"sleep 1; echo A"}, b = {"sleep 1; echo B >&2"};
+	struct timespec t0, t1;
+	pthread_t ta, tb;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(pthread_create(&ta, NULL, par_run, &a), 0);
+	ck_assert_int_eq(pthread_create(&tb, NULL, par_run, &b), 0);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_int_eq(a.rc, 0);
+	ck_assert_int_eq(b.rc, 0);
+	ck_assert_str_eq(a.o.o.buf, "A\n");
+	ck_assert_str_eq(b.o.e.buf, "B\n");
+	ck_assert_int_lt((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000, 1900);
+	out_release(&a.o);
+	out_release(&b.o);
 }
 END_TEST
 
@@ -627,6 +667,7 @@ int main(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_init_and_create);
 	tcase_add_test(tc, test_run);
+	tcase_add_test(tc, test_run_parallel);
 	tcase_add_test(tc, test_run_timeout);
 	tcase_add_test(tc, test_stat_list);
 	tcase_add_test(tc, test_read);
