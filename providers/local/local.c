@@ -1,10 +1,12 @@
 /*
  * local — the `local` provider: sandboxes on this machine made of Linux
  * namespaces, an overlay root over a template (the host's / by default), a
- * tmpfs that caps the disk, and cgroups that cap memory/cpu and freeze.
+ * capped disk (ext4 image or tmpfs) for its writes, and cgroups that cap
+ * memory and cpu and freeze the lease.
  *
  * A lease lives in <state_dir>/local/<id>/:
- *   rw/         tmpfs of diskMB: the overlay's upper/ and work/
+ *   rw/         the disk (diskMB; ext4 on disk.img, or tmpfs): overlay upper/ + work/
+ *   disk.img    the sparse ext4 image behind rw/ (when the disk is ext4)
  *   root/       the lease's / (overlay), mounted in the host namespace
  *   init.sock   the lease's sbxfs-init serves runs here (proto.h)
  *   init.log    init's own errors
@@ -35,7 +37,7 @@
 #include "proto.h"
 
 struct lcl_config lcl_cfg = {.disk_mb = 4096, .ready_ms = 10000, .cg = {.pids_max = 4096}};
-static char *cg_mode, *cg_root; /* owned copies of the settings strings */
+static char *cg_mode, *cg_root, *disk_kind; /* owned copies of the settings strings */
 
 static int mkdir_p(const char *path, mode_t mode)
 {
@@ -82,12 +84,13 @@ static void local_shutdown(void)
 	free(lcl_cfg.init_path);
 	free(cg_mode);
 	free(cg_root);
-	lcl_cfg.state_dir = lcl_cfg.init_path = cg_mode = cg_root = NULL;
+	free(disk_kind);
+	lcl_cfg.state_dir = lcl_cfg.init_path = cg_mode = cg_root = disk_kind = NULL;
 	lcl_cfg.cg.mode = lcl_cfg.cg.root = NULL;
 }
 
-/* Settings (all optional): diskMB, cgroup ("auto"|"v1"|"v2"|"none"), cgroupRoot,
- * pidsMax, initPath, readyTimeoutMs. */
+/* Settings (all optional): diskMB (4096), disk ("auto"|"ext4"|"tmpfs"), cgroup
+ * ("auto"|"v1"|"v2"|"none"), cgroupRoot, pidsMax (4096), initPath, readyTimeoutMs. */
 static int local_init(const struct sbx_provider_env *env, struct sbx_error *err)
 {
 	json_t *s = env && env->settings ? env->settings : NULL;
@@ -100,12 +103,19 @@ static int local_init(const struct sbx_provider_env *env, struct sbx_error *err)
 		  (e = setting_long(s, "readyTimeoutMs", &lcl_cfg.ready_ms, err)) < 0 ||
 		  (e = setting_str(s, "cgroup", &cg_mode, err)) < 0 ||
 		  (e = setting_str(s, "cgroupRoot", &cg_root, err)) < 0 ||
+		  (e = setting_str(s, "disk", &disk_kind, err)) < 0 ||
 		  (e = setting_str(s, "initPath", &lcl_cfg.init_path, err)) < 0))
 		return e;
 	if (cg_mode && strcmp(cg_mode, "auto") && strcmp(cg_mode, "v1") && strcmp(cg_mode, "v2") &&
 	    strcmp(cg_mode, "none"))
 		return sbx_error_set(err, EINVAL, 0,
 				     "providers.local.cgroup: auto, v1, v2 or none");
+	if (disk_kind && strcmp(disk_kind, "auto") && strcmp(disk_kind, "ext4") &&
+	    strcmp(disk_kind, "tmpfs"))
+		return sbx_error_set(err, EINVAL, 0, "providers.local.disk: auto, ext4 or tmpfs");
+	lcl_cfg.disk = !disk_kind || !strcmp(disk_kind, "auto") ? LCL_DISK_AUTO
+		       : !strcmp(disk_kind, "ext4")		? LCL_DISK_EXT4
+								: LCL_DISK_TMPFS;
 	lcl_cfg.cg.mode = cg_mode;
 	lcl_cfg.cg.root = cg_root;
 	if (lcl_cfg.disk_mb <= 0)
@@ -169,11 +179,11 @@ static int open_dirs(struct local_inst *li, struct sbx_error *err)
 static int save_lease(struct local_inst *li, struct sbx_error *err)
 {
 	struct sbx_buf tmp = SBX_BUF_INIT, path = SBX_BUF_INIT;
-	json_t *j =
-	    json_pack("{s:s,s:s,s:s,s:I,s:I,s:b,s:s,s:o}", "id", li->base.id, "lease", li->lease,
-		      "template", li->template_name, "init_pid", (json_int_t)li->init_pid,
-		      "init_start", (json_int_t)li->init_start, "network_none", li->net_none,
-		      "workdir", li->workdir, "cgroup", lcl_cg_to_json(&li->cg));
+	json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:I,s:b,s:s,s:s,s:o}", "id", li->base.id, "lease",
+			      li->lease, "template", li->template_name, "init_pid",
+			      (json_int_t)li->init_pid, "init_start", (json_int_t)li->init_start,
+			      "network_none", li->net_none, "workdir", li->workdir, "disk",
+			      lcl_disk_name(li->disk), "cgroup", lcl_cg_to_json(&li->cg));
 	int e = 0;
 	sbx_buf_addf(&path, "%s/lease.json", li->dir);
 	sbx_buf_addf(&tmp, "%s.tmp", path.buf);
@@ -190,16 +200,16 @@ static int load_lease(struct local_inst *li)
 	struct sbx_buf path = SBX_BUF_INIT;
 	json_int_t pid = 0, start = 0;
 	int none = 0;
-	const char *lease = NULL, *tmpl = NULL, *wd = NULL;
+	const char *lease = NULL, *tmpl = NULL, *wd = NULL, *disk = "tmpfs";
 	json_t *cg = NULL;
 
 	sbx_buf_addf(&path, "%s/lease.json", li->dir);
 	json_t *j = json_load_file(path.buf, 0, NULL);
 	sbx_buf_release(&path);
 	if (!j ||
-	    json_unpack(j, "{s:s,s:s,s:I,s:I,s:b,s:s,s:o}", "lease", &lease, "template", &tmpl,
+	    json_unpack(j, "{s:s,s:s,s:I,s:I,s:b,s:s,s?s,s:o}", "lease", &lease, "template", &tmpl,
 			"init_pid", &pid, "init_start", &start, "network_none", &none, "workdir",
-			&wd, "cgroup", &cg) < 0 ||
+			&wd, "disk", &disk, "cgroup", &cg) < 0 ||
 	    lcl_cg_from_json(&li->cg, cg) < 0) {
 		json_decref(j);
 		return -ENOENT;
@@ -210,6 +220,7 @@ static int load_lease(struct local_inst *li)
 	li->init_pid = (pid_t)pid;
 	li->init_start = (unsigned long long)start;
 	li->net_none = none;
+	li->disk = !strcmp(disk, "ext4") ? LCL_DISK_EXT4 : LCL_DISK_TMPFS;
 	json_decref(j);
 	return 0;
 }
@@ -259,7 +270,8 @@ static int local_create(const struct sbx_spec *spec, const char *lease, struct s
 	li->net_none = spec->network && !strcmp(spec->network, "none");
 	long disk = spec->res.disk_mb > 0 ? spec->res.disk_mb : lcl_cfg.disk_mb;
 
-	if ((e = lcl_storage_create(li->dir, lower, disk, err)) < 0) {
+	li->disk = lcl_cfg.disk;
+	if ((e = lcl_storage_create(li->dir, lower, disk, &li->disk, err)) < 0) {
 		local_release(&li->base);
 		return e;
 	}
@@ -407,10 +419,11 @@ static int local_info(struct sbx_instance *inst, json_t **out, struct sbx_error 
 {
 	struct local_inst *li = lcl_inst(inst);
 	struct statvfs sv;
-	json_t *j = json_pack("{s:s+,s:s,s:i,s:s,s:s,s:o,s:s}", "root", li->dir, "/root", "dir",
+	json_t *j = json_pack("{s:s+,s:s,s:i,s:s,s:s,s:o,s:s,s:s}", "root", li->dir, "/root", "dir",
 			      li->dir, "init_pid", (int)li->init_pid, "cgroup",
 			      lcl_cg_kind_name(li->cg.kind), "template", li->template_name, "caps",
-			      lcl_cg_caps(&li->cg), "network", li->net_none ? "none" : "host");
+			      lcl_cg_caps(&li->cg), "network", li->net_none ? "none" : "host",
+			      "disk", lcl_disk_name(li->disk));
 	if (!j)
 		return sbx_error_set(err, ENOMEM, 0, "info: out of memory");
 	if (fstatvfs(li->rootfd, &sv) == 0)

@@ -3,7 +3,8 @@
  * providers/local/; the core only sees the ops table sbx_provider_local.
  *
  *   local.c    ops table, settings, lifecycle (create/attach/kill/pause...)
- *   storage.c  per-lease tmpfs + overlay root, masking, teardown
+ *   storage.c  per-lease overlay root, masking, teardown
+ *   disk.c     the disk under the overlay: ext4 image on a loop device, or tmpfs
  *   spawn.c    starting sbxfs-init in fresh namespaces; liveness checks
  *   run.c      run(): the client side of proto.h
  *   files.c    every file slot (files.h), resolved inside the root with openat2
@@ -20,21 +21,25 @@
 #include "cgroup.h"
 #include "provider.h"
 
+/* What backs a lease's writable layer (disk.c). */
+enum lcl_disk { LCL_DISK_AUTO = 0, LCL_DISK_TMPFS, LCL_DISK_EXT4 };
+
 /* Provider-wide settings (set by init(), read-only afterwards). */
 struct lcl_config {
-	char *state_dir; /* <mount state dir>/local */
-	long disk_mb;	 /* default tmpfs size when resources.diskMB is 0 */
-	long ready_ms;	 /* how long create waits for sbxfs-init */
-	char *init_path; /* settings "initPath" (else found at run time) */
+	char *state_dir;    /* <mount state dir>/local */
+	long disk_mb;	    /* disk size when resources.diskMB is 0 */
+	enum lcl_disk disk; /* settings "disk" */
+	long ready_ms;	    /* how long create waits for sbxfs-init */
+	char *init_path;    /* settings "initPath" (else found at run time) */
 	struct lcl_cg_config cg;
 };
 
 extern struct lcl_config lcl_cfg;
 extern const struct sbx_provider sbx_provider_local;
 
-/* One lease. Every field is set once by create/attach and read-only after,
- * except `paused_by_signal` (protected by the lease's own pause ordering:
- * the core never pauses and unpauses one lease concurrently). */
+/* One lease. Every field is set by create/attach and read-only after, so
+ * threads share an instance without a lock; what changes (paused or not)
+ * lives in the kernel (the freezer) or in the file dir/paused. */
 struct local_inst {
 	struct sbx_instance base;      /* first: the core casts */
 	char *dir;		       /* <state>/local/<id> */
@@ -46,6 +51,7 @@ struct local_inst {
 	char *template_name;
 	bool net_none;
 	char *workdir;
+	enum lcl_disk disk;   /* tmpfs or ext4 (never auto) */
 	struct sbx_spec spec; /* a copy: envs for every run */
 	struct lcl_cgroup cg;
 };
@@ -56,14 +62,24 @@ static inline struct local_inst *lcl_inst(struct sbx_instance *i)
 }
 
 /* storage.c ----------------------------------------------------------- */
-/* Makes dir/{rw,root}: tmpfs of disk_mb at rw, the overlay of lower at
- * root, host paths masked. 0 or -errno; on failure nothing is mounted. */
-int lcl_storage_create(const char *dir, const char *lower, long disk_mb, struct sbx_error *err);
+/* Makes dir/{rw,root}: a disk of disk_mb at rw (*disk: what was asked for,
+ * then what was used), the overlay of lower at root, host paths masked.
+ * 0 or -errno; on failure nothing is mounted. */
+int lcl_storage_create(const char *dir, const char *lower, long disk_mb, enum lcl_disk *disk,
+		       struct sbx_error *err);
 /* Unmounts root and rw (lazily if busy) and removes dir recursively without
  * crossing mounts. 0 or -errno (the first failure). */
 int lcl_storage_destroy(const char *dir, struct sbx_error *err);
 /* The directory to use as lowerdir for a template name, or NULL (EINVAL). */
 const char *lcl_template_lower(const char *template_name);
+
+/* disk.c -------------------------------------------------------------- */
+/* Mounts a disk of disk_mb at rw (ext4 image dir/disk.img or tmpfs, see
+ * disk.c); *used says which. 0 or -errno. */
+int lcl_disk_mount(const char *dir, const char *rw, long disk_mb, enum lcl_disk want,
+		   enum lcl_disk *used, struct sbx_error *err);
+/* "tmpfs", "ext4" or "auto". */
+const char *lcl_disk_name(enum lcl_disk kind);
 
 /* spawn.c ------------------------------------------------------------- */
 /* Starts sbxfs-init for inst (dir, cg, lease, net_none set) and waits until

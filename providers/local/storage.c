@@ -1,7 +1,7 @@
 /*
- * storage — the disk of one local lease: `<dir>/rw` is a tmpfs of diskMB
- * (so a full disk is ENOSPC, inside the lease and through fs/ alike) that
- * holds the overlay's upper/ and work/; `<dir>/root` is the overlay of the
+ * storage — the file system of one local lease: `<dir>/rw` is a disk of
+ * diskMB (disk.c; a full disk is ENOSPC, inside the lease and through fs/
+ * alike) that holds the overlay's upper/ and work/; `<dir>/root` is the overlay of the
  * template (read-only lower) and upper/, mounted in the host's mount
  * namespace so that fs/ operations reach it directly.
  *
@@ -119,10 +119,10 @@ static void add_escaped(struct sbx_buf *b, const char *s)
 	}
 }
 
-int lcl_storage_create(const char *dir, const char *lower, long disk_mb, struct sbx_error *err)
+int lcl_storage_create(const char *dir, const char *lower, long disk_mb, enum lcl_disk *disk,
+		       struct sbx_error *err)
 {
 	struct sbx_buf rw = SBX_BUF_INIT, root = SBX_BUF_INIT, opts = SBX_BUF_INIT;
-	char size[64];
 	int e = 0;
 
 	sbx_buf_addf(&rw, "%s/rw", dir);
@@ -135,11 +135,11 @@ int lcl_storage_create(const char *dir, const char *lower, long disk_mb, struct 
 		e = sbx_error_set(err, errno, 0, "mkdir in %s: %s", dir, strerror(errno));
 		goto out_rmdir;
 	}
-	snprintf(size, sizeof(size), "size=%ldm,mode=0755", disk_mb);
-	if (mount("sbxfs-disk", rw.buf, "tmpfs", 0, size) < 0) {
-		e = sbx_error_set(err, errno, 0, "tmpfs at %s: %s", rw.buf, strerror(errno));
+	if ((e = lcl_disk_mount(dir, rw.buf, disk_mb, *disk, disk, err)) < 0)
 		goto out_rmdir;
-	}
+	sbx_buf_addf(&opts, "%s/lost+found", rw.buf);
+	rmdir(opts.buf); /* ext4's, not the lease's */
+	sbx_buf_reset(&opts);
 	sbx_buf_addf(&opts, "%s/upper", rw.buf);
 	/* chmod: the upper root is the lease's "/", whatever our umask. */
 	if (mkdir(opts.buf, 0755) < 0 || chmod(opts.buf, 0755) < 0 ||
@@ -171,6 +171,9 @@ int lcl_storage_create(const char *dir, const char *lower, long disk_mb, struct 
 out_umount:
 	umount2(rw.buf, MNT_DETACH);
 out_rmdir:
+	sbx_buf_reset(&opts);
+	sbx_buf_addf(&opts, "%s/disk.img", dir);
+	unlink(opts.buf);
 	rmdir(root.buf);
 	rmdir(rw.buf);
 	rmdir(dir);
