@@ -124,12 +124,25 @@ int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	       struct sbx_error *err);
 
 /* --- files.c ------------------------------------------------------------- */
+/* Which waiting metadata ops an operation on a path cannot do without. */
+enum e2b_flush_need {
+	E2B_FLUSH_ALL,      /* all of them (sync, before a run or a pause); path unused */
+	E2B_FLUSH_TOUCH,    /* any op on path or below it (rename, remove) */
+	E2B_FLUSH_ENTRY,    /* ops creating path (stat, readlink, mkdir) */
+	E2B_FLUSH_CHILDREN, /* ops creating path or an entry in it (list) */
+	E2B_FLUSH_CONTENT,  /* ENTRY, plus a truncate of path (read, write) */
+};
 /*
- * Applies queued metadata ops. path NULL: all of them; else only when the
- * queue touches path (subtree: anything below it too), else returns 0 at
- * once without a request.
+ * Applies the queued metadata ops if `need` says path depends on them
+ * (then all of them, in one batch), and waits for a batch in progress
+ * that touches path. Returns 0 at once, without a request, when neither.
+ * Attribute-only ops (chmod, chown, utimens, truncate) do not force a
+ * flush for stat/list: e2b_overlay() shows them on the remote answer.
  */
-int e2b_flush(struct e2b_inst *in, const char *path, bool subtree, struct sbx_error *e);
+int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need,
+	      struct sbx_error *e);
+/* Shows the queued (and in-progress) attribute ops of path on st. */
+void e2b_overlay(struct e2b_inst *in, const char *path, struct sbx_stat *st);
 /* Stops the flusher thread after a final flush (release). */
 void e2b_flusher_stop(struct e2b_inst *in);
 /* The file slots of the ops table (provider.h documents each). */

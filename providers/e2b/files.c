@@ -75,24 +75,40 @@ static int apply(struct e2b_inst *in, const struct e2b_meta_queue *q, struct sbx
 	return ret;
 }
 
-int e2b_flush(struct e2b_inst *in, const char *path, bool subtree, struct sbx_error *e)
+static bool needs(const struct e2b_meta_queue *q, const char *path, enum e2b_flush_need need)
 {
-	bool need;
+	switch (need) {
+	case E2B_FLUSH_ALL:
+		return q->n > 0;
+	case E2B_FLUSH_TOUCH:
+		return e2b_meta_touches(q, path, true);
+	case E2B_FLUSH_ENTRY:
+		return e2b_meta_creates(q, path, false);
+	case E2B_FLUSH_CHILDREN:
+		return e2b_meta_creates(q, path, true);
+	case E2B_FLUSH_CONTENT:
+		return e2b_meta_creates(q, path, false) || e2b_meta_truncates(q, path);
+	}
+	return true;
+}
+
+int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need,
+	      struct sbx_error *e)
+{
+	bool wait;
 	int rc;
+	if (!path)
+		need = E2B_FLUSH_ALL;
 	pthread_mutex_lock(&in->lock);
-	if (path)
-		need = e2b_meta_touches(&in->queue, path, subtree) ||
-		       e2b_meta_touches(&in->inflight, path, subtree);
-	else
-		need = in->queue.n || in->inflight.n;
+	wait = needs(&in->queue, path, need) || needs(&in->inflight, path, need);
 	pthread_mutex_unlock(&in->lock);
-	if (!need)
+	if (!wait)
 		return 0;
 
+	/* Taking flush_lock waits for the batch in progress. */
 	pthread_mutex_lock(&in->flush_lock);
 	pthread_mutex_lock(&in->lock);
-	/* A flush that ran while we waited may have applied our ops. */
-	if (!in->queue.n || (path && !e2b_meta_touches(&in->queue, path, subtree))) {
+	if (!needs(&in->queue, path, need)) {
 		pthread_mutex_unlock(&in->lock);
 		pthread_mutex_unlock(&in->flush_lock);
 		return 0;
@@ -107,6 +123,14 @@ int e2b_flush(struct e2b_inst *in, const char *path, bool subtree, struct sbx_er
 	pthread_mutex_unlock(&in->lock);
 	pthread_mutex_unlock(&in->flush_lock);
 	return rc;
+}
+
+void e2b_overlay(struct e2b_inst *in, const char *path, struct sbx_stat *st)
+{
+	pthread_mutex_lock(&in->lock);
+	e2b_meta_overlay(&in->inflight, path, st);
+	e2b_meta_overlay(&in->queue, path, st);
+	pthread_mutex_unlock(&in->lock);
 }
 
 static void *flusher_main(void *arg)
@@ -131,7 +155,7 @@ static void *flusher_main(void *arg)
 			struct sbx_error e = SBX_ERROR_INIT;
 			int rc;
 			pthread_mutex_unlock(&in->lock);
-			rc = e2b_flush(in, NULL, false, &e);
+			rc = e2b_flush(in, NULL, E2B_FLUSH_ALL, &e);
 			pthread_mutex_lock(&in->lock);
 			if (rc) {
 				sbx_log(SBX_LOG_WARN, "e2b: %s: %s", in->base.id, e.msg);
@@ -174,7 +198,7 @@ static int enqueue(struct e2b_inst *in, const struct e2b_meta_op *op)
 int e2b_sync(struct sbx_instance *inst, struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
-	int rc = e2b_flush(in, NULL, false, err);
+	int rc = e2b_flush(in, NULL, E2B_FLUSH_ALL, err);
 	pthread_mutex_lock(&in->lock);
 	if (!rc && in->late_err)
 		rc = sbx_error_set(err, in->late_err, SBX_E_EXECUTION_FAILED, "%s", in->late_msg);
@@ -285,8 +309,12 @@ int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	     struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
-	int rc = e2b_flush(in, path, false, err);
-	return rc ? rc : stat_raw(in, path, st, NULL, err);
+	int rc = e2b_flush(in, path, E2B_FLUSH_ENTRY, err);
+	if (!rc)
+		rc = stat_raw(in, path, st, NULL, err);
+	if (!rc)
+		e2b_overlay(in, path, st);
+	return rc;
 }
 
 int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t size,
@@ -296,7 +324,7 @@ int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t 
 	struct sbx_stat st;
 	json_t *entry = NULL;
 	const char *target;
-	int rc = e2b_flush(in, path, false, err);
+	int rc = e2b_flush(in, path, E2B_FLUSH_ENTRY, err);
 	if (!rc)
 		rc = stat_raw(in, path, &st, &entry, err);
 	if (rc)
@@ -315,8 +343,10 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 {
 	struct e2b_inst *in = e2b_of(inst);
 	json_t *req, *out = NULL, *entries, *entry;
+	struct sbx_buf child = SBX_BUF_INIT;
+	bool overlay;
 	size_t i;
-	int rc = e2b_flush(in, path, false, err);
+	int rc = e2b_flush(in, path, E2B_FLUSH_CHILDREN, err);
 	if (rc)
 		return rc;
 	req = json_pack("{s:s,s:i}", "path", path, "depth", 1);
@@ -327,6 +357,10 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 		rc = refine(err, ENOTDIR); /* ListDir on a file */
 	if (rc)
 		return rc;
+	pthread_mutex_lock(&in->lock);
+	overlay = e2b_meta_touches(&in->queue, path, false) ||
+		  e2b_meta_touches(&in->inflight, path, false);
+	pthread_mutex_unlock(&in->lock);
 	entries = json_object_get(out, "entries");
 	json_array_foreach(entries, i, entry)
 	{
@@ -334,9 +368,15 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 		struct sbx_stat st;
 		if (!name || !*name || strchr(name, '/') || e2b_entry_to_stat(entry, &st))
 			continue;
+		if (overlay) {
+			sbx_buf_reset(&child);
+			sbx_buf_addf(&child, "%s/%s", strcmp(path, "/") ? path : "", name);
+			e2b_overlay(in, child.buf, &st);
+		}
 		if (fn(ctx, name, &st))
 			break;
 	}
+	sbx_buf_release(&child);
 	json_decref(out);
 	return 0;
 }
@@ -346,7 +386,7 @@ int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len,
 {
 	struct e2b_inst *in = e2b_of(inst);
 	long status = 0;
-	int rc = e2b_flush(in, path, false, err);
+	int rc = e2b_flush(in, path, E2B_FLUSH_CONTENT, err);
 	if (rc || len == 0)
 		return rc;
 	rc = e2b_files_get(in, path, off, len, sink, ctx, &status, err);
@@ -391,7 +431,15 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 {
 	struct e2b_inst *in = e2b_of(inst);
 	struct sbx_buf tmp = SBX_BUF_INIT;
-	int rc = e2b_flush(in, path, false, err);
+	int rc;
+	/*
+	 * The new content replaces any truncate still waiting; the waiting
+	 * chmod/utimens of path stay queued and land on the new file.
+	 */
+	pthread_mutex_lock(&in->lock);
+	e2b_meta_drop_truncates(&in->queue, path);
+	pthread_mutex_unlock(&in->lock);
+	rc = e2b_flush(in, path, E2B_FLUSH_CONTENT, err); /* and a truncate in progress */
 	if (rc)
 		return rc;
 	if (!strrchr(path, '/') || !path[1])
@@ -425,7 +473,7 @@ int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct s
 {
 	struct e2b_inst *in = e2b_of(inst);
 	json_t *out = NULL;
-	int rc = e2b_flush(in, path, false, err);
+	int rc = e2b_flush(in, path, E2B_FLUSH_ENTRY, err);
 	if (!rc)
 		rc = rpc_path(in, "filesystem.Filesystem/MakeDir", path, &out, false, "mkdir", err);
 	json_decref(out);
@@ -453,7 +501,7 @@ int e2b_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *er
 	struct e2b_inst *in = e2b_of(inst);
 	struct sbx_stat st;
 	/* Remove is `rm -rf`: make sure it is no directory first. */
-	int rc = e2b_flush(in, path, false, err);
+	int rc = e2b_flush(in, path, E2B_FLUSH_TOUCH, err);
 	if (!rc)
 		rc = stat_raw(in, path, &st, NULL, err);
 	if (!rc && S_ISDIR(st.mode))
@@ -473,7 +521,7 @@ int e2b_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err
 	int n = 0, rc;
 	if (!strcmp(path, "/"))
 		return sbx_error_set(err, EBUSY, SBX_E_INTERNAL, "rmdir /: refused");
-	rc = e2b_flush(in, path, true, err);
+	rc = e2b_flush(in, path, E2B_FLUSH_TOUCH, err);
 	if (!rc)
 		rc = e2b_list(inst, path, count_entry, &n, err);
 	if (!rc && n)
@@ -490,9 +538,9 @@ int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsi
 	if (flags & ~1u) /* RENAME_NOREPLACE = 1; EXCHANGE and others unsupported */
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "rename: flags %#x unsupported",
 				     flags);
-	rc = e2b_flush(in, from, true, err);
+	rc = e2b_flush(in, from, E2B_FLUSH_TOUCH, err);
 	if (!rc)
-		rc = e2b_flush(in, to, true, err);
+		rc = e2b_flush(in, to, E2B_FLUSH_TOUCH, err);
 	if (!rc && (flags & 1u)) {
 		struct sbx_error ignore = SBX_ERROR_INIT;
 		rc = stat_raw(in, to, &st, NULL, &ignore);

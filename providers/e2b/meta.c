@@ -96,6 +96,73 @@ bool e2b_meta_touches(const struct e2b_meta_queue *q, const char *path, bool sub
 	return false;
 }
 
+static bool creates_kind(enum e2b_meta_kind k)
+{
+	return k == E2B_META_SYMLINK || k == E2B_META_LINK || k == E2B_META_MKNOD;
+}
+
+bool e2b_meta_creates(const struct e2b_meta_queue *q, const char *path, bool children)
+{
+	for (size_t i = 0; i < q->n; i++)
+		if (creates_kind(q->ops[i].kind) &&
+		    (children ? under(q->ops[i].path, path, false) : !strcmp(q->ops[i].path, path)))
+			return true;
+	return false;
+}
+
+bool e2b_meta_truncates(const struct e2b_meta_queue *q, const char *path)
+{
+	for (size_t i = 0; i < q->n; i++)
+		if (q->ops[i].kind == E2B_META_TRUNCATE && !strcmp(q->ops[i].path, path))
+			return true;
+	return false;
+}
+
+void e2b_meta_drop_truncates(struct e2b_meta_queue *q, const char *path)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < q->n; i++) {
+		if (q->ops[i].kind == E2B_META_TRUNCATE && !strcmp(q->ops[i].path, path)) {
+			free(q->ops[i].path);
+			free(q->ops[i].arg);
+			continue;
+		}
+		q->ops[o++] = q->ops[i];
+	}
+	q->n = o;
+}
+
+void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct sbx_stat *st)
+{
+	for (size_t i = 0; i < q->n; i++) {
+		const struct e2b_meta_op *op = &q->ops[i];
+		if (strcmp(op->path, path))
+			continue;
+		switch (op->kind) {
+		case E2B_META_CHMOD:
+			st->mode = (st->mode & S_IFMT) | (op->mode & 07777);
+			break;
+		case E2B_META_CHOWN:
+			if (op->uid != (uid_t)-1)
+				st->uid = op->uid;
+			if (op->gid != (gid_t)-1)
+				st->gid = op->gid;
+			break;
+		case E2B_META_UTIMENS:
+			if (op->ts[0].tv_nsec != UTIME_OMIT)
+				st->atime = op->ts[0];
+			if (op->ts[1].tv_nsec != UTIME_OMIT)
+				st->mtime = op->ts[1];
+			break;
+		case E2B_META_TRUNCATE:
+			st->size = op->size;
+			break;
+		default:
+			break;
+		}
+	}
+}
+
 const char *e2b_meta_name(enum e2b_meta_kind kind)
 {
 	static const char *const names[] = {"chmod", "chown", "utimens", "symlink",

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "base/buf.h"
+#include "provider.h"
 
 /* One script stays well under Linux's 128 KiB limit on one argv string. */
 #define E2B_META_SCRIPT_MAX (96u << 10)
@@ -63,6 +64,23 @@ void e2b_meta_take(struct e2b_meta_queue *dst, struct e2b_meta_queue *src);
  * also any op below path (for rename and remove of a directory).
  */
 bool e2b_meta_touches(const struct e2b_meta_queue *q, const char *path, bool subtree);
+/*
+ * Whether an op still waiting would create the entry at path (symlink,
+ * link, mknod), or with children, any entry directly inside path too:
+ * then a remote read cannot show it and the queue must be applied first.
+ */
+bool e2b_meta_creates(const struct e2b_meta_queue *q, const char *path, bool children);
+/* Whether a truncate of path is waiting (a read of its content must wait). */
+bool e2b_meta_truncates(const struct e2b_meta_queue *q, const char *path);
+/* Drops the waiting truncates of path (its whole content is being replaced). */
+void e2b_meta_drop_truncates(struct e2b_meta_queue *q, const char *path);
+/*
+ * Applies the waiting attribute ops on path (chmod, chown, utimens,
+ * truncate: all absolute, so applying them twice is harmless) to st, so
+ * that a stat or list answered before the flush already shows them.
+ */
+void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct sbx_stat *st);
+
 /*
  * Renders ops [first, n) into b as shell text, one command per op (runs
  * of the same chmod/chown merged into one command), each followed by

@@ -111,7 +111,7 @@ int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	    struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
-	int rc = e2b_flush(in, NULL, false, err);
+	int rc = e2b_flush(in, NULL, E2B_FLUSH_ALL, err);
 	if (rc) {
 		memset(result, 0, sizeof(*result));
 		return rc;

@@ -566,6 +566,46 @@ START_TEST(test_meta_render)
 }
 END_TEST
 
+START_TEST(test_meta_overlay)
+{
+	struct e2b_meta_queue q;
+	struct sbx_stat st = {.mode = S_IFREG | 0644, .uid = 1, .gid = 1, .size = 100};
+	struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .path = "/d/f", .mode = 0100700};
+	e2b_meta_init(&q);
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_CHOWN, .path = "/d/f", .uid = (uid_t)-1,
+				  .gid = 5};
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_UTIMENS, .path = "/d/f"};
+	op.ts[0].tv_nsec = UTIME_OMIT;
+	op.ts[1] = (struct timespec){77, 1};
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_TRUNCATE, .path = "/d/f", .size = 3};
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_CHMOD, .path = "/d/g", .mode = 0};
+	e2b_meta_add(&q, &op);
+	e2b_meta_overlay(&q, "/d/f", &st);
+	ck_assert_int_eq(st.mode, S_IFREG | 0700);
+	ck_assert_int_eq(st.uid, 1);
+	ck_assert_int_eq(st.gid, 5);
+	ck_assert_int_eq(st.mtime.tv_sec, 77);
+	ck_assert_int_eq(st.atime.tv_sec, 0);
+	ck_assert_int_eq(st.size, 3);
+	ck_assert(e2b_meta_truncates(&q, "/d/f"));
+	ck_assert(!e2b_meta_creates(&q, "/d/f", false));
+	ck_assert(!e2b_meta_creates(&q, "/d", true));
+	e2b_meta_drop_truncates(&q, "/d/f");
+	ck_assert(!e2b_meta_truncates(&q, "/d/f"));
+	ck_assert_int_eq(q.n, 4);
+	op = (struct e2b_meta_op){.kind = E2B_META_SYMLINK, .path = "/d/l", .arg = "f"};
+	e2b_meta_add(&q, &op);
+	ck_assert(e2b_meta_creates(&q, "/d/l", false));
+	ck_assert(e2b_meta_creates(&q, "/d", true));
+	ck_assert(!e2b_meta_creates(&q, "/", true));
+	e2b_meta_clear(&q);
+}
+END_TEST
+
 /* A thousand files' chmod + utimens: few scripts, none over the limit. */
 START_TEST(test_meta_split)
 {
@@ -623,6 +663,7 @@ int main(void)
 	tcase_add_test(tc, test_df);
 	tcase_add_test(tc, test_meta_render);
 	tcase_add_test(tc, test_meta_split);
+	tcase_add_test(tc, test_meta_overlay);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -324,12 +324,18 @@ START_TEST(t05_list_1000)
 }
 END_TEST
 
-/* chmod + utimens of 200 files: no request until something needs them, then one run. */
+/*
+ * chmod + utimens of 200 files: no request at all until something needs
+ * them; stat and list show them at once (overlaid on the remote answer);
+ * one run applies the whole batch.
+ */
 START_TEST(t06_meta_batch)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
 	struct sbx_stat st;
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT};
 	char p[128];
+	long n = 0;
 	reset_counters();
 	for (int i = 1; i <= 200; i++) {
 		struct timespec ts[2] = {{1600000000 + i, 0}, {1600000000 + i, 500}};
@@ -341,18 +347,58 @@ START_TEST(t06_meta_batch)
 	ck_assert_int_eq(P->stat(inst, WD "/many/f150", &st, &e), 0);
 	ck_assert_int_eq(st.mode, S_IFREG | 0600);
 	ck_assert_int_eq(st.mtime.tv_sec, 1600000150);
+	ck_assert_int_eq(st.mtime.tv_nsec, 500);
+	ck_assert_int_eq(P->list(inst, WD "/many", count_fn, &n, &e), 0);
+	ck_assert_int_eq(counter(START), 0);
+	ck_assert_int_eq(counter(NULL), 2); /* one Stat, one ListDir */
+	/* sync applies the batch: one run */
+	ck_assert_int_eq(P->sync(inst, &e), 0);
 	ck_assert_int_eq(counter(START), 1);
-	ck_assert_int_eq(counter(STAT), 1);
-	/* an unrelated path does not flush; sync with nothing queued costs nothing */
+	ck_assert_int_eq(P->sync(inst, &e), 0);
+	ck_assert_int_eq(counter(START), 1);
+	ck_assert_int_eq(sh("stat -c '%a %Y' " WD "/many/f1 " WD "/many/f200", &o), 0);
+	ck_assert_str_eq(o.o.buf, "600 1600000001\n600 1600000200\n");
+	/* a run applies what waits first; the timer applies it within a second otherwise */
 	ck_assert_int_eq(P->chmod(inst, WD "/many/f999", 0100640, &e), 0);
-	ck_assert_int_eq(P->stat(inst, WD "/big.bin", &st, &e), 0);
-	ck_assert_int_eq(counter(START), 1);
-	ck_assert_int_eq(P->sync(inst, &e), 0);
-	ck_assert_int_eq(counter(START), 2);
-	ck_assert_int_eq(P->sync(inst, &e), 0);
-	ck_assert_int_eq(counter(START), 2);
-	ck_assert_int_eq(P->stat(inst, WD "/many/f999", &st, &e), 0);
-	ck_assert_int_eq(st.mode, S_IFREG | 0640);
+	sbx_buf_reset(&o.o);
+	ck_assert_int_eq(sh("stat -c %a " WD "/many/f999", &o), 0);
+	ck_assert_str_eq(o.o.buf, "640\n");
+	ck_assert_int_eq(P->chmod(inst, WD "/many/f998", 0100604, &e), 0);
+	usleep(1800000);
+	reset_counters();
+	sbx_buf_reset(&o.o);
+	ck_assert_int_eq(sh("stat -c %a " WD "/many/f998", &o), 0);
+	ck_assert_str_eq(o.o.buf, "604\n");
+	ck_assert_int_eq(counter(START), 1); /* the timer had flushed already */
+	sbx_buf_release(&o.o);
+	sbx_buf_release(&o.e);
+}
+END_TEST
+
+/* The core's upload pattern: chmod/utimens waiting, then the new content. */
+START_TEST(t06b_write_keeps_waiting_attrs)
+{
+	char path[] = "/tmp/sbxfs-e2b-up-XXXXXX";
+	int fd = mkstemp(path);
+	struct timespec ts[2] = {{1500000000, 0}, {1500000000, 0}};
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	unlink(path);
+	ck_assert_int_eq(write(fd, "new content\n", 12), 12);
+	ck_assert_int_eq(P->truncate(inst, WD "/many/f10", 0, &e), 0);
+	ck_assert_int_eq(P->utimens(inst, WD "/many/f10", ts, &e), 0);
+	reset_counters();
+	ck_assert_int_eq(P->write(inst, WD "/many/f10", fd, 12, 0100600, &e), 0);
+	ck_assert_int_eq(P->stat(inst, WD "/many/f10", &st, &e), 0);
+	ck_assert_int_eq(counter(START), 0);
+	ck_assert_int_eq(st.size, 12);
+	ck_assert_int_eq(st.mtime.tv_sec, 1500000000);
+	ck_assert_int_eq(sh("cat " WD "/many/f10; stat -c '%a %Y' " WD "/many/f10", &o), 0);
+	ck_assert_str_eq(o.o.buf, "new content\n600 1500000000\n");
+	close(fd);
+	sbx_buf_release(&o.o);
+	sbx_buf_release(&o.e);
 }
 END_TEST
 
@@ -628,6 +674,7 @@ int main(void)
 	tcase_add_test(tc, t04_write_read);
 	tcase_add_test(tc, t05_list_1000);
 	tcase_add_test(tc, t06_meta_batch);
+	tcase_add_test(tc, t06b_write_keeps_waiting_attrs);
 	tcase_add_test(tc, t07_links_truncate);
 	tcase_add_test(tc, t08_errors);
 	tcase_add_test(tc, t09_statfs_host_info);
