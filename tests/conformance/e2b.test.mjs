@@ -306,7 +306,7 @@ describe('fault switches', () => {
 
 		test('drop: the connection is cut without an answer', async () => {
 			await fake.faults([{ kind: 'drop', count: 1, prefix: '/filesystem.Filesystem/ListDir' }]);
-			await assert.rejects(() => sbx.files.list('/home/user'));
+			await rejectsWith(() => sbx.files.list('/home/user'), SandboxError, (e) => assert.match(e.message, /fetch failed/));
 			assert.ok(Array.isArray(await sbx.files.list('/home/user')), 'the next call works');
 		});
 
@@ -319,8 +319,7 @@ describe('fault switches', () => {
 			await fake.faults([{ kind: 'vanish', count: 1, prefix: '/files' }]);
 			await rejectsWith(() => sbx.files.read('/etc/hostname'), TimeoutError);
 			await fake.faults([{ kind: 'vanish', count: 1, prefix: '/process.Process/Start' }]);
-			await rejectsWith(() => sbx.commands.run('true'), SandboxError,
-				(e) => assert.ok(e instanceof SandboxNotFoundError || e instanceof TimeoutError, e.constructor.name));
+			await rejectsWith(() => sbx.commands.run('true'), SandboxNotFoundError);
 		});
 
 		test('vanish fault on the control plane is a 404: SandboxNotFoundError', async () => {

@@ -7,7 +7,15 @@
 # need root); otherwise exits with the test runner's status.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-cd "$here" || exit 1
+export SBXFS_FAKES_DIR="$here/../fakes"
+# A read-only source tree (VPATH, distcheck): run a copy in the build directory.
+if [ -w "$here" ]; then
+	cd "$here" || exit 1
+else
+	work="$(pwd)/conformance-work"
+	mkdir -p "$work" && cp -R "$here"/*.mjs "$here"/lib "$here"/package.json "$here"/package-lock.json "$work"/ &&
+		chmod -R u+w "$work" && cd "$work" || exit 1
+fi
 
 skip() {
 	echo "conformance: SKIP: $*" >&2

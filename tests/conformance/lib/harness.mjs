@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-export const RUN_FAKE = path.resolve(here, '../../fakes/run-fake.sh');
+export const RUN_FAKE = path.resolve(process.env.SBXFS_FAKES_DIR || path.join(here, '../../fakes'), 'run-fake.sh');
 
 /*
  * Resolves {url, port, pid, admin(), counters(), faults(), reset(), stop()}
