@@ -1,0 +1,363 @@
+/*
+ * check_cache_files — the content half of the remote fs/ cache: downloads
+ * once, reads and writes on the local cache file, uploads on flush/fsync,
+ * and nothing written lost when an upload fails (see check_cache.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cachetest.h"
+
+/* ---- contents ------------------------------------------------------------------------- */
+
+START_TEST(test_second_read_downloads_nothing)
+{
+	put("/a", "hello");
+	ck_cat("/a", "hello");
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 1);
+	ck_cat("/a", "hello");
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 1);
+	/* After the TTL (or a run) one stat revalidates, still no download. */
+	sbx_cache_invalidate_all(L->cache);
+	memprov_reset_calls(mp);
+	ck_cat("/a", "hello");
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 0);
+	ck_assert_int_eq(memprov_calls(mp, MP_STAT), 1);
+	/* Changed remotely: downloaded again. */
+	put("/a", "HELLO, world");
+	sbx_cache_invalidate_all(L->cache);
+	ck_cat("/a", "HELLO, world");
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 1);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 0);
+}
+END_TEST
+
+START_TEST(test_big_file_streams_through)
+{
+	size_t n = (1 << 20) + 17, len;
+	char *data = malloc(n + 1);
+	for (size_t i = 0; i < n; i++)
+		data[i] = (char)('a' + (i * 7919) % 26);
+	data[n] = '\0';
+	memprov_put(mp, "/big", data, n, 0);
+	char *got = cat("/big");
+	ck_assert_uint_eq(strlen(got), n);
+	ck_assert(memcmp(got, data, n) == 0);
+	free(got);
+	/* And back up, rewritten in the middle. */
+	struct sbx_fs_file *f = xopen("/big", O_RDWR, 0);
+	xwrite(f, "XYZ", 500000);
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	F->release(f);
+	memcpy(data + 500000, "XYZ", 3);
+	got = memprov_get(mp, "/big", &len);
+	ck_assert_uint_eq(len, n);
+	ck_assert(memcmp(got, data, n) == 0);
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 1);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1);
+	free(got);
+	free(data);
+}
+END_TEST
+
+START_TEST(test_create_write_close_is_one_upload)
+{
+	struct stat st;
+	struct sbx_fs_file *f = xopen("/new", O_CREAT | O_WRONLY | O_EXCL, 0600);
+	xwrite(f, "abc", 0);
+	/* Before close, the mount already shows the new file and its size. */
+	ck_assert_int_eq(gattr("/new", &st), 0);
+	ck_assert_int_eq(st.st_size, 3);
+	ck_assert(listed("/", "new"));
+	ck_assert(!memprov_exists(mp, "/new"));
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	F->release(f);
+	ck_remote("/new", "abc");
+	ck_assert_int_eq(memprov_mode(mp, "/new") & 07777, 0600);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1);
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 0);
+	/* Reading it back costs nothing: the upload stamped the cache. */
+	memprov_reset_calls(mp);
+	ck_cat("/new", "abc");
+	ck_assert_int_eq(memprov_file_calls(mp), 0);
+	ck_assert_int_eq(gattr("/new", &st), 0);
+	ck_assert_int_eq(st.st_size, 3);
+	ck_assert_int_eq(memprov_file_calls(mp), 0);
+}
+END_TEST
+
+START_TEST(test_failed_upload_keeps_data)
+{
+	struct sbx_fs_file *f = xopen("/new", O_CREAT | O_RDWR, 0644);
+	xwrite(f, "precious", 0);
+	memprov_fail(mp, MP_WRITE, EIO, 1);
+	ck_assert_int_eq(F->flush(f, &E), -EIO);
+	ck_assert(!memprov_exists(mp, "/new"));
+	ck_error_mentions("upload /new");
+	char *s = slurp(f);
+	ck_assert_str_eq(s, "precious");
+	free(s);
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	ck_remote("/new", "precious");
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 2);
+	F->release(f);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 2);
+}
+END_TEST
+
+START_TEST(test_failed_upload_survives_close)
+{
+	struct stat st;
+	put("/doc", "old");
+	struct sbx_fs_file *f = xopen("/doc", O_WRONLY | O_TRUNC, 0);
+	xwrite(f, "new text", 0);
+	memprov_fail(mp, MP_WRITE, ENOTCONN, -1);
+	ck_assert_int_eq(F->flush(f, &E), -ENOTCONN);
+	F->release(f); /* tries once more, fails, keeps the data */
+	ck_error_mentions("upload /doc");
+	ck_remote("/doc", "old");
+	ck_assert_int_eq(gattr("/doc", &st), 0);
+	ck_assert_int_eq(st.st_size, 8); /* the mount shows what was written */
+	memprov_fail(mp, MP_WRITE, 0, 0);
+	/* The next close of any handle on it uploads; nothing is downloaded. */
+	memprov_reset_calls(mp);
+	ck_cat("/doc", "new text");
+	ck_remote("/doc", "new text");
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 0);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1);
+}
+END_TEST
+
+START_TEST(test_fsync_uploads_and_syncs)
+{
+	struct sbx_fs_file *f = xopen("/s", O_CREAT | O_WRONLY, 0644);
+	xwrite(f, "1", 0);
+	memprov_fail(mp, MP_WRITE, ETIMEDOUT, 1);
+	ck_assert_int_eq(F->fsync(f, 0, &E), -ETIMEDOUT);
+	ck_assert_int_eq(F->fsync(f, 0, &E), 0);
+	ck_remote("/s", "1");
+	ck_assert_int_eq(memprov_calls(mp, MP_SYNC), 1);
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	F->release(f);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 2);
+}
+END_TEST
+
+START_TEST(test_otrunc_needs_no_download)
+{
+	put("/a", "a long old content");
+	struct sbx_fs_file *f = xopen("/a", O_WRONLY | O_TRUNC, 0);
+	xwrite(f, "x", 0);
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	F->release(f);
+	ck_remote("/a", "x");
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 0);
+	/* O_APPEND writes at the end. */
+	f = xopen("/a", O_WRONLY | O_APPEND, 0);
+	xwrite(f, "yz", 0);
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	F->release(f);
+	ck_remote("/a", "xyz");
+}
+END_TEST
+
+START_TEST(test_handles_share_one_entry)
+{
+	put("/a", "0123456789");
+	struct sbx_fs_file *w = xopen("/a", O_RDWR, 0);
+	struct sbx_fs_file *r = xopen("/a", O_RDONLY, 0);
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 1);
+	xwrite(w, "AB", 2);
+	char *s = slurp(r);
+	ck_assert_str_eq(s, "01AB456789");
+	free(s);
+	ck_assert_int_eq(F->flush(r, &E), 0); /* any close uploads the shared dirty data */
+	ck_assert_int_eq(F->flush(w, &E), 0);
+	F->release(r);
+	F->release(w);
+	ck_remote("/a", "01AB456789");
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1);
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 1);
+}
+END_TEST
+
+/* ---- truncate ----------------------------------------------------------------------------- */
+
+START_TEST(test_truncate_by_path)
+{
+	struct stat st;
+	put("/a", "hello");
+	ck_assert_int_eq(gattr("/a", &st), 0);
+	ck_assert_int_eq(F->truncate(L, "/a", NULL, 2, &E), 0);
+	ck_remote("/a", "he");
+	ck_assert_int_eq(memprov_calls(mp, MP_TRUNCATE), 1);
+	ck_assert_int_eq(gattr("/a", &st), 0);
+	ck_assert_int_eq(st.st_size, 2);
+	/* With the file open, the cache file is cut and uploaded. */
+	struct sbx_fs_file *f = xopen("/a", O_RDWR, 0);
+	ck_assert_int_eq(F->truncate(L, "/a", NULL, 1, &E), 0);
+	ck_remote("/a", "h");
+	char *s = slurp(f);
+	ck_assert_str_eq(s, "h");
+	free(s);
+	F->release(f);
+	ck_assert_int_eq(memprov_calls(mp, MP_TRUNCATE), 1);
+	/* No truncate slot: download, cut, upload. */
+	mp->prov.truncate = NULL;
+	put("/b", "abcdef");
+	ck_assert_int_eq(F->truncate(L, "/b", NULL, 3, &E), 0);
+	ck_remote("/b", "abc");
+	ck_assert_int_eq(F->truncate(L, "/b", NULL, 0, &E), 0);
+	ck_remote("/b", "");
+}
+END_TEST
+
+START_TEST(test_truncate_by_handle)
+{
+	struct stat st;
+	put("/a", "hello");
+	struct sbx_fs_file *f = xopen("/a", O_RDWR, 0);
+	ck_assert_int_eq(F->truncate(L, "/a", f, 0, &E), 0);
+	ck_assert_int_eq(F->getattr(L, "/a", f, &st, &E), 0);
+	ck_assert_int_eq(st.st_size, 0);
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	F->release(f);
+	ck_remote("/a", "");
+	ck_assert_int_eq(memprov_calls(mp, MP_TRUNCATE), 0);
+}
+END_TEST
+
+START_TEST(test_cache_free_keeps_dirty_files)
+{
+	struct sbx_fs_file *f = xopen("/unsaved", O_CREAT | O_WRONLY, 0644);
+	xwrite(f, "keep me", 0);
+	memprov_fail(mp, MP_WRITE, EIO, -1);
+	ck_assert_int_eq(F->flush(f, &E), -EIO);
+	F->release(f);
+	sbx_cache_free(L->cache);
+	L->cache = NULL;
+	/* The cache directory holds the data and a note naming its path. */
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "grep -q '^keep me$' %s/cache/c* && grep -qx /unsaved %s/cache/*.path",
+		 L->dir, L->dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(test_orphan_retried_by_another_close)
+{
+	struct sbx_fs_file *f = xopen("/a", O_CREAT | O_WRONLY, 0644);
+	xwrite(f, "left behind", 0);
+	memprov_fail(mp, MP_WRITE, EIO, 2);
+	sbx_cache_set_retry(L->cache, 0);
+	ck_assert_int_eq(F->flush(f, &E), -EIO);
+	F->release(f);
+	ck_assert(!memprov_exists(mp, "/a"));
+	f = xopen("/b", O_CREAT | O_WRONLY, 0644);
+	xwrite(f, "b", 0);
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	F->release(f);
+	ck_remote("/b", "b");
+	ck_remote("/a", "left behind");
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 4);
+}
+END_TEST
+
+START_TEST(test_dirty_files_survive_remount)
+{
+	struct stat st;
+	char *dir = sbx_lease_path(L, "cache");
+	struct sbx_fs_file *f = xopen("/unsaved", O_CREAT | O_WRONLY, 0644);
+	xwrite(f, "keep me", 0);
+	memprov_fail(mp, MP_WRITE, ENOTCONN, -1);
+	ck_assert_int_eq(F->flush(f, &E), -ENOTCONN);
+	F->release(f);
+	sbx_cache_free(L->cache); /* unmount */
+	L->cache = sbx_cache_new(dir); /* mount again */
+	ck_assert_int_eq(gattr("/unsaved", &st), 0);
+	ck_assert_int_eq(st.st_size, 7);
+	memprov_fail(mp, MP_WRITE, 0, 0);
+	ck_assert(listed("/", "unsaved"));
+	ck_cat("/unsaved", "keep me");
+	ck_remote("/unsaved", "keep me");
+	free(dir);
+}
+END_TEST
+
+/* ---- threads ------------------------------------------------------------------------------------ */
+
+static void *worker(void *arg)
+{
+	long id = (long)arg;
+	char path[64], text[64];
+	struct stat st;
+	for (int i = 0; i < 30; i++) {
+		snprintf(path, sizeof(path), "/w/t%ld-%d", id, i % 5);
+		snprintf(text, sizeof(text), "thread %ld round %d", id, i);
+		struct sbx_fs_file *f = NULL;
+		struct sbx_error e = SBX_ERROR_INIT;
+		if (F->open(L, path, O_CREAT | O_WRONLY | O_TRUNC, 0644, &f, &e))
+			return (void *)1;
+		if (F->write(f, text, strlen(text), 0, &e) != (ssize_t)strlen(text) || F->flush(f, &e))
+			return (void *)2;
+		F->release(f);
+		if (F->getattr(L, path, NULL, &st, &e) || st.st_size != (off_t)strlen(text))
+			return (void *)3;
+		struct names nm = {0};
+		if (F->readdir(L, "/w", count_fill, &nm, &e))
+			return (void *)4;
+		if (i % 7 == 0)
+			sbx_cache_invalidate_all(L->cache);
+	}
+	return NULL;
+}
+
+START_TEST(test_threads)
+{
+	pthread_t t[8];
+	size_t len;
+	memprov_mkdirs(mp, "/w");
+	for (long i = 0; i < 8; i++)
+		pthread_create(&t[i], NULL, worker, (void *)i);
+	for (int i = 0; i < 8; i++) {
+		void *r;
+		pthread_join(t[i], &r);
+		ck_assert_ptr_null(r);
+	}
+	for (int i = 0; i < 8; i++) {
+		char path[64], want[64];
+		snprintf(path, sizeof(path), "/w/t%d-4", i);
+		snprintf(want, sizeof(want), "thread %d round 29", i);
+		char *got = memprov_get(mp, path, &len);
+		ck_assert_str_eq(got, want);
+		free(got);
+	}
+	ck_assert_int_eq(ls("/w").n, 40);
+}
+END_TEST
+
+TCase *cache_files_tcase(void)
+{
+	TCase *tc = tcase_create("contents");
+	tcase_add_checked_fixture(tc, cachetest_setup, cachetest_teardown);
+	tcase_add_test(tc, test_second_read_downloads_nothing);
+	tcase_add_test(tc, test_big_file_streams_through);
+	tcase_add_test(tc, test_create_write_close_is_one_upload);
+	tcase_add_test(tc, test_failed_upload_keeps_data);
+	tcase_add_test(tc, test_failed_upload_survives_close);
+	tcase_add_test(tc, test_fsync_uploads_and_syncs);
+	tcase_add_test(tc, test_otrunc_needs_no_download);
+	tcase_add_test(tc, test_handles_share_one_entry);
+	tcase_add_test(tc, test_truncate_by_path);
+	tcase_add_test(tc, test_truncate_by_handle);
+	tcase_add_test(tc, test_cache_free_keeps_dirty_files);
+	tcase_add_test(tc, test_orphan_retried_by_another_close);
+	tcase_add_test(tc, test_dirty_files_survive_remount);
+	tcase_add_test(tc, test_threads);
+	return tc;
+}
