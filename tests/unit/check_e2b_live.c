@@ -18,8 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <curl/curl.h>
 
 #include "base/http.h"
 #include "base/log.h"
@@ -301,6 +304,77 @@ START_TEST(t04_write_read)
 	ck_assert_int_eq(st.size, 10);
 	close(fd);
 	free(data);
+	sbx_buf_release(&got);
+}
+END_TEST
+
+static int count_bytes(void *ctx, const char *d, size_t n)
+{
+	*(long long *)ctx += (long long)n;
+	return 0;
+}
+
+static long maxrss_kb(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+/* 256 MiB up and down: streamed, never held in memory. */
+START_TEST(t04b_big_file_streams)
+{
+	char path[] = "/tmp/sbxfs-e2b-big-XXXXXX";
+	int fd = mkstemp(path);
+	off_t size = (off_t)256 << 20;
+	long long got = 0;
+	long rss0 = maxrss_kb();
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	unlink(path);
+	ck_assert_int_eq(ftruncate(fd, size), 0);
+	ck_assert_int_eq(pwrite(fd, "end", 3, size - 3), 3);
+	ck_assert_msg(P->write(inst, "/tmp/big", fd, size, 0100644, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(P->stat(inst, "/tmp/big", &st, &e), 0);
+	ck_assert_int_eq(st.size, size);
+	ck_assert_int_eq(P->read(inst, "/tmp/big", 0, -1, count_bytes, &got, &e), 0);
+	ck_assert_int_eq(got, size);
+	ck_assert_msg(maxrss_kb() - rss0 < 64 * 1024, "RSS grew by %ld KiB", maxrss_kb() - rss0);
+	ck_assert_int_eq(P->unlink(inst, "/tmp/big", &e), 0);
+	close(fd);
+}
+END_TEST
+
+static int add_part(void *ctx, struct curl_mime *mime)
+{
+	curl_mimepart *part = curl_mime_addpart(mime);
+	curl_mime_name(part, "file");
+	curl_mime_filename(part, WD "/multi.txt");
+	curl_mime_data(part, "from a form\n", CURL_ZERO_TERMINATED);
+	return 0;
+}
+
+/* The http layer's multipart body, as envd's /files accepts it. */
+START_TEST(t04c_http_multipart)
+{
+	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
+	struct sbx_http_resp resp;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_buf got = SBX_BUF_INIT;
+	struct e2b_conn c;
+	e2b_conn_get(e2b_of(inst), E2B_ENVD_PORT, &c);
+	sbx_buf_adds(&c.base, "/files");
+	req.url = c.base.buf;
+	req.headers = c.headers;
+	req.mime_fn = add_part;
+	sbx_http_resp_init(&resp);
+	ck_assert_int_eq(sbx_http_perform(e2b_g.http, &req, &resp, &e), 0);
+	ck_assert_int_eq(resp.status, 200);
+	ck_assert_ptr_nonnull(strstr(resp.body.buf, "multi.txt"));
+	ck_assert_int_eq(P->read(inst, WD "/multi.txt", 0, -1, sink_buf, &got, &e), 0);
+	ck_assert_str_eq(got.buf, "from a form\n");
+	sbx_http_resp_release(&resp);
+	e2b_conn_release(&c);
 	sbx_buf_release(&got);
 }
 END_TEST
@@ -672,6 +746,8 @@ int main(void)
 	tcase_add_test(tc, t02_run);
 	tcase_add_test(tc, t03_no_secrets_in_logs);
 	tcase_add_test(tc, t04_write_read);
+	tcase_add_test(tc, t04b_big_file_streams);
+	tcase_add_test(tc, t04c_http_multipart);
 	tcase_add_test(tc, t05_list_1000);
 	tcase_add_test(tc, t06_meta_batch);
 	tcase_add_test(tc, t06b_write_keeps_waiting_attrs);
