@@ -172,6 +172,7 @@ int sbx_cfile_fd(const struct sbx_cfile *cf);
 /* What the holder of a busy claim sees of an entry (a snapshot). */
 struct sbx_cfile_state {
 	char *path;             /* current sandbox path (caller frees) */
+	int refs;               /* references, the caller's included */
 	bool linked;            /* still reachable by path (not unlinked or replaced) */
 	bool have_data;         /* the cache file holds the whole content */
 	bool dirty;             /* local changes not uploaded */

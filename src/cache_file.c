@@ -193,6 +193,7 @@ static int cfile_ensure_fd_locked(struct sbx_cache *c, struct sbx_cfile *cf)
 static void snapshot_locked(const struct sbx_cfile *cf, struct sbx_cfile_state *s)
 {
 	s->path = xstrdup(cf->path);
+	s->refs = cf->refs;
 	s->linked = cf->linked;
 	s->have_data = cf->have_data;
 	s->dirty = cf->dirty;

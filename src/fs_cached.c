@@ -441,8 +441,12 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 	off_t got;
 	int rc;
 
-	if (s->have_data && s->dirty) {
-		/* Local changes are the newest content there is. */
+	if (s->have_data && (s->dirty || s->refs > 1)) {
+		/*
+		 * Local changes are the newest content there is; and a file open
+		 * elsewhere keeps its one shared content (refreshing it would pull
+		 * the bytes from under the other handles).
+		 */
 		if (excl)
 			return sbx_error_set(err, EEXIST, SBX_E_NONE, "%s exists", path);
 		*how = trunc ? SBX_CF_TRUNC : SBX_CF_KEEP;

@@ -178,11 +178,19 @@ START_TEST(test_handles_share_one_entry)
 	free(s);
 	ck_assert_int_eq(F->flush(r, &E), 0); /* any close uploads the shared dirty data */
 	ck_assert_int_eq(F->flush(w, &E), 0);
+	/* Changed remotely while open here: new opens share the open content... */
+	put("/a", "remote!");
+	sbx_cache_invalidate_all(L->cache);
+	char *t = cat("/a");
+	ck_assert_str_eq(t, "01AB456789");
+	free(t);
 	F->release(r);
 	F->release(w);
-	ck_remote("/a", "01AB456789");
 	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1);
 	ck_assert_int_eq(memprov_calls(mp, MP_READ), 1);
+	/* ... and the first open after the last close sees the change. */
+	ck_cat("/a", "remote!");
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 2);
 }
 END_TEST
 
