@@ -379,6 +379,66 @@ START_TEST(t04c_http_multipart)
 }
 END_TEST
 
+/* An envd GET /health through the http layer, with a deadline and retries. */
+static int health(const struct sbx_http_req *tmpl, struct sbx_http_resp *resp,
+		  struct sbx_error *e)
+{
+	struct sbx_http_req req = *tmpl;
+	struct e2b_conn c;
+	int rc;
+	e2b_conn_get(e2b_of(inst), E2B_ENVD_PORT, &c);
+	sbx_buf_adds(&c.base, "/health");
+	req.url = c.base.buf;
+	req.headers = c.headers;
+	rc = sbx_http_perform(e2b_g.http, &req, resp, e);
+	e2b_conn_release(&c);
+	return rc;
+}
+
+START_TEST(t04d_http_deadlines_retries)
+{
+	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
+	struct sbx_http_resp resp;
+	struct sbx_error e = SBX_ERROR_INIT;
+	long t0;
+	sbx_http_resp_init(&resp);
+	/* 503 twice: an idempotent GET gets through on the third attempt */
+	json_decref(admin("POST", "/_fake/faults",
+			  "{\"faults\":[{\"kind\":\"5xx\",\"status\":503,\"count\":2,"
+			  "\"key\":\"GET /health\"}]}"));
+	req.idempotent = true;
+	ck_assert_int_eq(health(&req, &resp, &e), 0);
+	ck_assert_int_eq(resp.status, 204);
+	ck_assert_int_eq(resp.attempts, 3);
+	/* not idempotent: the 503 comes back */
+	json_decref(admin("POST", "/_fake/faults",
+			  "{\"faults\":[{\"kind\":\"5xx\",\"status\":503,\"count\":1,"
+			  "\"key\":\"GET /health\"}]}"));
+	req.idempotent = false;
+	ck_assert_int_eq(health(&req, &resp, &e), 0);
+	ck_assert_int_eq(resp.status, 503);
+	ck_assert_int_eq(resp.attempts, 1);
+	/* a total deadline */
+	json_decref(admin("POST", "/_fake/faults",
+			  "{\"faults\":[{\"kind\":\"slow\",\"delayMs\":3000,\"count\":2,"
+			  "\"key\":\"GET /health\"}]}"));
+	req.timeout_ms = 700;
+	t0 = e2b_now_ms();
+	ck_assert_int_eq(health(&req, &resp, &e), -ETIMEDOUT);
+	ck_assert_int_eq(e.code, SBX_E_TIMEOUT);
+	ck_assert_int_lt(e2b_now_ms() - t0, 1500);
+	/* a stream: no total, but an idle limit */
+	req.timeout_ms = 0;
+	req.stream = true;
+	req.idle_ms = 1000;
+	t0 = e2b_now_ms();
+	ck_assert_int_eq(health(&req, &resp, &e), -ETIMEDOUT);
+	ck_assert_int_lt(e2b_now_ms() - t0, 2900);
+	json_decref(admin("DELETE", "/_fake/faults", NULL));
+	sbx_http_resp_release(&resp);
+}
+END_TEST
+
 START_TEST(t05_list_1000)
 {
 	struct out o = {SBX_BUF_INIT, SBX_BUF_INIT};
@@ -748,6 +808,7 @@ int main(void)
 	tcase_add_test(tc, t04_write_read);
 	tcase_add_test(tc, t04b_big_file_streams);
 	tcase_add_test(tc, t04c_http_multipart);
+	tcase_add_test(tc, t04d_http_deadlines_retries);
 	tcase_add_test(tc, t05_list_1000);
 	tcase_add_test(tc, t06_meta_batch);
 	tcase_add_test(tc, t06b_write_keeps_waiting_attrs);
