@@ -317,6 +317,7 @@ static void daytona_release(struct sbx_instance *inst)
 	if (!di)
 		return;
 	dt_sessions_drop(di);
+	dt_links_clear(di);
 	dt_batch_free(&di->batch);
 	sbx_spec_free(&di->spec);
 	free(di->toolbox);

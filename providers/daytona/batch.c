@@ -60,8 +60,11 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 				   "applying %zu queued change%s failed: %s", b.n,
 				   b.n == 1 ? "" : "s", line[0] ? line : "(no message)");
 	}
-	if (rc)
+	if (rc) {
 		sbx_log(SBX_LOG_WARN, "daytona: %s: %s", di->base.id, err ? err->msg : "batch failed");
+		for (size_t i = 0; i < b.n; i++) /* which ones failed is not known */
+			dt_links_forget(di, b.paths[i]);
+	}
 	pthread_mutex_lock(&di->lock);
 	di->flushing = false;
 	pthread_mutex_unlock(&di->lock);
@@ -185,6 +188,94 @@ int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespe
 	return rc;
 }
 
+/* --- the symlink table (see struct dt_link) ---------------------------------- */
+
+/* path is p, or p is below directory path. */
+static bool under(const char *p, const char *path)
+{
+	size_t n = strlen(path);
+	return !strncmp(p, path, n) && (p[n] == '\0' || p[n] == '/' || !strcmp(path, "/"));
+}
+
+static void link_drop(struct dt_instance *di, size_t i)
+{
+	free(di->links[i].path);
+	free(di->links[i].target);
+	di->links[i] = di->links[--di->n_links];
+}
+
+static void links_add(struct dt_instance *di, const char *path, const char *target)
+{
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = di->n_links; i-- > 0;)
+		if (!strcmp(di->links[i].path, path))
+			link_drop(di, i);
+	if (di->n_links == DT_LINKS_MAX)
+		link_drop(di, 0); /* an old one: it then looks like its target, as before */
+	di->links[di->n_links].path = strdup(path);
+	di->links[di->n_links].target = strdup(target);
+	if (!di->links[di->n_links].path || !di->links[di->n_links].target)
+		abort();
+	di->n_links++;
+	pthread_mutex_unlock(&di->lock);
+}
+
+bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *st, char *target,
+		    size_t size)
+{
+	bool found = false;
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = 0; !found && i < di->n_links; i++) {
+		if (strcmp(di->links[i].path, path))
+			continue;
+		found = true;
+		if (st) {
+			/* Owner and times stay those the caller already has (the target's). */
+			st->mode = S_IFLNK | 0777;
+			st->size = (off_t)strlen(di->links[i].target);
+			st->nlink = 1;
+		}
+		if (target)
+			snprintf(target, size, "%s", di->links[i].target);
+	}
+	pthread_mutex_unlock(&di->lock);
+	return found;
+}
+
+void dt_links_forget(struct dt_instance *di, const char *path)
+{
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = di->n_links; i-- > 0;)
+		if (under(di->links[i].path, path))
+			link_drop(di, i);
+	pthread_mutex_unlock(&di->lock);
+}
+
+void dt_links_rename(struct dt_instance *di, const char *from, const char *to)
+{
+	size_t fl = strlen(from);
+	dt_links_forget(di, to);
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = 0; i < di->n_links; i++) {
+		char *p;
+		if (!under(di->links[i].path, from))
+			continue;
+		if (asprintf(&p, "%s%s", to, di->links[i].path + fl) < 0)
+			abort();
+		free(di->links[i].path);
+		di->links[i].path = p;
+	}
+	pthread_mutex_unlock(&di->lock);
+}
+
+void dt_links_clear(struct dt_instance *di)
+{
+	pthread_mutex_lock(&di->lock);
+	while (di->n_links)
+		link_drop(di, 0);
+	pthread_mutex_unlock(&di->lock);
+}
+
 int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 	       struct sbx_error *err)
 {
@@ -195,6 +286,8 @@ int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 	arg(&b, target);
 	arg(&b, path);
 	rc = enqueue(dt_inst(inst), &b, path, err);
+	if (!rc)
+		links_add(dt_inst(inst), path, target);
 	sbx_buf_release(&b);
 	return rc;
 }
@@ -268,6 +361,8 @@ int dt_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t s
 		return sbx_error_set(err, EINVAL, 0, "readlink %s: no room", path);
 	if ((rc = dt_batch_flush_for(di, path, err)))
 		return rc;
+	if (dt_link_lookup(di, path, NULL, buf, size))
+		return 0;
 	/* exit 2: missing, 3: not a link; the target alone on stdout. */
 	sbx_buf_adds(&b, "if [ -L");
 	arg(&b, path);

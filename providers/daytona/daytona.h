@@ -25,6 +25,7 @@
 #define DT_BATCH_MAX_ENTRIES 64
 #define DT_BATCH_MAX_BYTES (128u << 10)
 #define DT_STATFS_TTL_S 30
+#define DT_LINKS_MAX 32
 
 /*
  * Settings read once by init (read-only afterwards, so no lock). The
@@ -50,6 +51,16 @@ struct dt_batch {
 	size_t n;
 };
 
+/*
+ * A symlink made through this instance. The daemon's /files/info (and its
+ * listing) follow symbolic links, so without this a new link would look
+ * like its target, and the kernel fails symlink(2) with EIO when the new
+ * entry's type is not a link.
+ */
+struct dt_link {
+	char *path, *target;
+};
+
 struct dt_instance {
 	struct sbx_instance base; /* first: the core casts */
 	struct sbx_spec spec;     /* owned copy */
@@ -66,6 +77,8 @@ struct dt_instance {
 	bool flushing;         /* a batch is being applied (see flush_lock) */
 	struct statvfs sfs;
 	time_t sfs_at;         /* 0: not cached */
+	struct dt_link links[DT_LINKS_MAX]; /* symlinks this instance made (batch.c) */
+	size_t n_links;
 
 	pthread_mutex_t flush_lock; /* held while a batch runs remotely */
 };
@@ -143,6 +156,18 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err);
 /* Flushes when a queued command touches path or an entry of directory path. */
 int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_error *err);
 void dt_batch_free(struct dt_batch *b);
+
+/*
+ * The symlink table: dt_link_lookup() fills st (and the target) for a
+ * link this instance made; dt_links_forget() drops path and everything
+ * below it (unlink, rmdir, rename, write); dt_links_rename() moves them;
+ * dt_links_clear() forgets all (a run may have changed anything).
+ */
+bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *st, char *target,
+		    size_t size);
+void dt_links_forget(struct dt_instance *di, const char *path);
+void dt_links_rename(struct dt_instance *di, const char *from, const char *to);
+void dt_links_clear(struct dt_instance *di);
 
 int dt_sync(struct sbx_instance *inst, struct sbx_error *err);
 int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespec ts[2],

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -177,16 +178,31 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 {
 	struct dt_instance *di = dt_inst(inst);
 	int rc = dt_batch_flush_for(di, path, err);
-	return rc ? rc : info(di, path, NULL, st, err);
+	if (rc)
+		return rc;
+	rc = info(di, path, NULL, st, err);
+	/* The daemon follows links: one we made is shown as the link it is. */
+	if ((!rc || rc == -ENOENT) && dt_link_lookup(di, path, NULL, NULL, 0)) {
+		if (rc) {
+			memset(st, 0, sizeof(*st));
+			clock_gettime(CLOCK_REALTIME, &st->mtime);
+			st->atime = st->ctime = st->mtime;
+			sbx_error_clear(err);
+			rc = 0;
+		}
+		dt_link_lookup(di, path, st, NULL, 0);
+	}
+	return rc;
 }
 
 int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
 	    struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
-	struct sbx_buf url = SBX_BUF_INIT;
+	struct sbx_buf url = SBX_BUF_INIT, child = SBX_BUF_INIT;
 	char w[300];
 	json_t *arr = NULL, *e;
+	bool links;
 	size_t i;
 	int rc;
 
@@ -199,6 +215,9 @@ int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *c
 		     err);
 	if (!rc && !json_is_array(arr))
 		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "%s: reply is not a list", w);
+	pthread_mutex_lock(&di->lock);
+	links = di->n_links > 0;
+	pthread_mutex_unlock(&di->lock);
 	json_array_foreach(rc ? NULL : arr, i, e)
 	{
 		struct sbx_stat st;
@@ -207,9 +226,17 @@ int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *c
 			sbx_log(SBX_LOG_DEBUG, "daytona: %s: skipping an unreadable entry", w);
 			continue;
 		}
+		if (links) {
+			sbx_buf_reset(&child);
+			sbx_buf_adds(&child, strcmp(path, "/") ? path : "");
+			sbx_buf_addch(&child, '/');
+			sbx_buf_adds(&child, name);
+			dt_link_lookup(di, child.buf, &st, NULL, 0);
+		}
 		if (fn(ctx, name, &st))
 			break;
 	}
+	sbx_buf_release(&child);
 	json_decref(arr);
 	sbx_buf_release(&url);
 	return rc;
@@ -401,6 +428,8 @@ int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mo
 	}
 	if (rc)
 		del_quietly(di, tmp, false);
+	else
+		dt_links_forget(di, path);
 out:
 	free(tmp);
 	json_decref(fi);
@@ -435,6 +464,8 @@ int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err
 		rc = del(di, path, false, err);
 	if (rc == -EINVAL) /* "cannot delete directory without recursive flag" */
 		rc = sbx_error_set(err, EISDIR, 0, "unlink %s: is a directory", path);
+	if (!rc)
+		dt_links_forget(di, path);
 	return rc;
 }
 
@@ -459,7 +490,9 @@ int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err)
 		return rc;
 	if (n)
 		return sbx_error_set(err, ENOTEMPTY, 0, "rmdir %s: directory not empty", path);
-	return del(di, path, true, err);
+	if (!(rc = del(di, path, true, err)))
+		dt_links_forget(di, path);
+	return rc;
 }
 
 /* rename(2)'s rules for an existing target, then the three-move swap. */
@@ -509,15 +542,21 @@ int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsig
 		return sbx_error_set(err, EINVAL, 0, "rename %s: unknown flags", from);
 	if ((rc = dt_batch_flush(di, err)))
 		return rc;
-	if (flags & RENAME_EXCHANGE)
+	if (flags & RENAME_EXCHANGE) {
+		dt_links_forget(di, from);
+		dt_links_forget(di, to);
 		return exchange(di, from, to, err);
+	}
 	if (!strcmp(from, to))
 		return 0;
 	rc = move(di, from, to, err);
-	if (rc != -EEXIST || (flags & RENAME_NOREPLACE))
-		return rc;
-	sbx_error_clear(err);
-	return rename_over(di, from, to, err);
+	if (rc == -EEXIST && !(flags & RENAME_NOREPLACE)) {
+		sbx_error_clear(err);
+		rc = rename_over(di, from, to, err);
+	}
+	if (!rc)
+		dt_links_rename(di, from, to);
+	return rc;
 }
 
 int dt_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)

@@ -496,7 +496,20 @@ START_TEST(test_batched_metadata)
 	/* reading an affected path applies the whole queue in one command */
 	ck_assert_int_eq(P->readlink(inst, "/tmp/t.link", target, sizeof(target), &err), 0);
 	ck_assert_str_eq(target, "t.txt");
-	ck_assert_int_eq(counter("POST /toolbox/:id/process/execute"), 2);
+	ck_assert_int_eq(counter("POST /toolbox/:id/process/execute"), 1);
+	/* the daemon's info follows links; the link we made is still shown as one */
+	ck_assert_int_eq(P->stat(inst, "/tmp/t.link", &st, &err), 0);
+	ck_assert(S_ISLNK(st.mode));
+	ck_assert_int_eq(st.size, 5);
+	ck_assert_int_eq(P->symlink(inst, "nowhere", "/tmp/dangling", &err), 0);
+	ck_assert_int_eq(P->stat(inst, "/tmp/dangling", &st, &err), 0);
+	ck_assert(S_ISLNK(st.mode));
+	ck_assert_int_eq(P->rename(inst, "/tmp/dangling", "/tmp/dangling2", 0, &err), 0);
+	ck_assert_int_eq(P->stat(inst, "/tmp/dangling2", &st, &err), 0);
+	ck_assert(S_ISLNK(st.mode));
+	ck_assert_int_eq(P->stat(inst, "/tmp/dangling", &st, &err), -ENOENT);
+	ck_assert_int_eq(P->unlink(inst, "/tmp/dangling2", &err), 0);
+	ck_assert_int_eq(P->stat(inst, "/tmp/dangling2", &st, &err), -ENOENT);
 	ck_assert_int_eq(P->stat(inst, "/tmp/t.txt", &st, &err), 0);
 	ck_assert_int_eq(st.size, 4);
 	ck_assert_int_eq(st.mtime.tv_sec, 1200000000);
