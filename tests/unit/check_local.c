@@ -1,9 +1,10 @@
 /*
  * check_local — the local provider driven through its ops table, no FUSE:
- * real namespaces, overlay, tmpfs and cgroups on this machine.
+ * real namespaces, overlay, loop/tmpfs disks and cgroups on this machine.
  *
- * One lease (memoryMB 64, diskMB 16) is shared by most tests through an
- * unchecked fixture; tests that need their own lease create and kill it.
+ * One lease (memoryMB 64, diskMB 16) is shared by the tests here through an
+ * unchecked fixture; tests that need their own lease are in
+ * check_local_life.c.
  * The teardown kills every lease left in the temporary state directory,
  * so a failing test leaves no mount, cgroup or process behind. Skips
  * (exit 77) when not root or when namespaces are not available.
@@ -28,19 +29,17 @@
 #include "base/buf.h"
 #include "provider.h"
 
+#include "local_check.h"
+
 #ifndef SBXFS_INIT_BUILD
 #define SBXFS_INIT_BUILD "sbxfs-init"
 #endif
 
-static const struct sbx_provider *P;
-static char state_dir[] = "/var/tmp/check_local.XXXXXX";
-static char marker[128];
-static struct sbx_spec spec;
-static struct sbx_instance *lease;
-
-struct outs {
-	struct sbx_buf out, err;
-};
+const struct sbx_provider *P;
+char state_dir[] = "/var/tmp/check_local.XXXXXX";
+char marker[128];
+struct sbx_spec spec;
+struct sbx_instance *lease;
 
 static int collect(void *ctx, enum sbx_stream s, const char *data, size_t len)
 {
@@ -50,8 +49,8 @@ static int collect(void *ctx, enum sbx_stream s, const char *data, size_t len)
 }
 
 /* Runs shell text; returns the exit code (fails the test on a call error). */
-static int run_ex(struct sbx_instance *in, const char *sh, const char *cwd, const char *const *envs,
-		  long timeout_ms, struct outs *o, bool *timed_out)
+int run_ex(struct sbx_instance *in, const char *sh, const char *cwd, const char *const *envs,
+	   long timeout_ms, struct outs *o, bool *timed_out)
 {
 	struct sbx_run_req req = {.shell = sh, .cwd = cwd, .envs = envs, .timeout_ms = timeout_ms};
 	struct sbx_run_sink sink = {.ctx = o, .output = collect};
@@ -66,19 +65,19 @@ static int run_ex(struct sbx_instance *in, const char *sh, const char *cwd, cons
 	return res.exit_code;
 }
 
-static int run(struct sbx_instance *in, const char *sh, struct outs *o)
+int run(struct sbx_instance *in, const char *sh, struct outs *o)
 {
 	return run_ex(in, sh, NULL, NULL, 30000, o, NULL);
 }
 
-static struct sbx_instance *create(struct sbx_spec *s, struct sbx_error *err)
+struct sbx_instance *create(struct sbx_spec *s, struct sbx_error *err)
 {
 	struct sbx_instance *in = NULL;
 	int e = P->create(s, "check", &in, err);
 	return e ? NULL : in;
 }
 
-static void kill_release(struct sbx_instance *in)
+void kill_release(struct sbx_instance *in)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	if (!in)
@@ -89,7 +88,7 @@ static void kill_release(struct sbx_instance *in)
 }
 
 /* Kills every lease still in the state dir (a failed test may have left one). */
-static void kill_leftovers(void)
+void kill_leftovers(void)
 {
 	char dir[256];
 	snprintf(dir, sizeof(dir), "%s/local", state_dir);
@@ -126,14 +125,14 @@ static void teardown_lease(void)
 	kill_leftovers();
 }
 
-static long long now_ms(void)
+long long now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
-static void msleep(long ms)
+void msleep(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 	nanosleep(&ts, NULL);
@@ -145,7 +144,7 @@ static int sink_buf(void *ctx, const char *data, size_t len)
 	return 0;
 }
 
-static char *read_file(struct sbx_instance *in, const char *path, int *e)
+char *read_file(struct sbx_instance *in, const char *path, int *e)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -153,7 +152,7 @@ static char *read_file(struct sbx_instance *in, const char *path, int *e)
 	return sbx_buf_detach(&b, NULL);
 }
 
-static void write_file(struct sbx_instance *in, const char *path, const char *text)
+void write_file(struct sbx_instance *in, const char *path, const char *text)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	FILE *f = tmpfile();
@@ -237,7 +236,7 @@ END_TEST
  * Starts a busy counter in the lease, pauses it (the counter must stand
  * still, probe says PAUSED) and resumes it (the counter moves again).
  */
-static void check_pause(struct sbx_instance *in)
+void check_pause(struct sbx_instance *in)
 {
 	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -487,7 +486,7 @@ START_TEST(test_attach)
 }
 END_TEST
 
-static bool mounted(const char *dir)
+bool mounted(const char *dir)
 {
 	FILE *f = fopen("/proc/self/mounts", "r");
 	char line[1024];
@@ -500,7 +499,7 @@ static bool mounted(const char *dir)
 }
 
 /* The process does not exist or is a zombie its new parent has not reaped yet. */
-static bool proc_gone(pid_t pid)
+bool proc_gone(pid_t pid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -512,44 +511,6 @@ static bool proc_gone(pid_t pid)
 	fclose(f);
 	return gone;
 }
-
-START_TEST(test_kill)
-{
-	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
-	struct sbx_error err = SBX_ERROR_INIT;
-	long long t0 = now_ms();
-	struct sbx_instance *in = create(&spec, &err), *again = NULL;
-	enum sbx_remote_state st;
-	json_t *info = NULL;
-	ck_assert_msg(in, "create: %s", err.msg);
-	fprintf(stderr, "create: %lld ms\n", now_ms() - t0);
-	ck_assert_int_eq(run(in, "sleep 1000 >/dev/null 2>&1 &", &o), 0);
-	ck_assert_int_eq(P->info(in, &info, &err), 0);
-	pid_t init = (pid_t)json_integer_value(json_object_get(info, "init_pid"));
-	char *root = strdup(json_string_value(json_object_get(info, "root")));
-	json_decref(info);
-	ck_assert_int_gt(init, 1);
-	ck_assert_int_eq(kill(init, 0), 0);
-	ck_assert(mounted(root));
-	char host[32];
-	ck_assert_int_eq(P->get_host(in, 8000, host, sizeof(host), &err), 0);
-	ck_assert_str_eq(host, "127.0.0.1:8000");
-
-	t0 = now_ms();
-	ck_assert_int_eq(P->kill(in, &err), 0);
-	fprintf(stderr, "kill: %lld ms\n", now_ms() - t0);
-	ck_assert_int_eq(P->probe(in, &st, &err), 0);
-	ck_assert_int_eq(st, SBX_REMOTE_GONE);
-	ck_assert(proc_gone(init));
-	ck_assert(!mounted(root));
-	*strrchr(root, '/') = '\0';
-	ck_assert_int_eq(access(root, F_OK), -1);
-	ck_assert_int_eq(P->attach(&spec, in->id, NULL, &again, &err), -ENOENT);
-	ck_assert_int_eq(P->kill(in, &err), -ENOENT);
-	P->release(in);
-	free(root);
-}
-END_TEST
 
 START_TEST(test_big_io_and_concurrency)
 {
@@ -582,247 +543,6 @@ START_TEST(test_big_io_and_concurrency)
 		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
 	ck_assert_msg(now_ms() - t0 < 2500, "3 parallel 1 s runs took %lld ms", now_ms() - t0);
-}
-END_TEST
-
-START_TEST(test_outlives_creator)
-{
-	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
-	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_instance *in = NULL;
-	enum sbx_remote_state st;
-	char id[64] = "";
-	int p[2];
-	ck_assert_int_eq(pipe(p), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* A "daemon" that creates a lease, starts a server and dies. */
-		struct sbx_instance *c = create(&spec, &err);
-		if (!c)
-			_exit(1);
-		run(c, "python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &", &o);
-		run(c, "echo persisted > /root/p", &o);
-		if (write(p[1], c->id, strlen(c->id)) < 0)
-			_exit(2);
-		_exit(0);
-	}
-	close(p[1]);
-	ck_assert(read(p[0], id, sizeof(id) - 1) > 0);
-	close(p[0]);
-	waitpid(pid, NULL, 0);
-	ck_assert_int_eq(P->attach(&spec, id, NULL, &in, &err), 0);
-	ck_assert_int_eq(P->probe(in, &st, &err), 0);
-	ck_assert_int_eq(st, SBX_REMOTE_RUNNING);
-	ck_assert_int_eq(run(in,
-			     "cat /root/p; sleep 0.5; python3 -c \"import urllib.request as u; "
-			     "print(u.urlopen('http://127.0.0.1:8765/').status)\"",
-			     &o),
-			 0);
-	ck_assert_str_eq(o.out.buf, "persisted\n200\n");
-	/* The init dies behind the provider's back: probe says GONE and reclaims the rest. */
-	json_t *info = NULL;
-	ck_assert_int_eq(P->info(in, &info, &err), 0);
-	pid_t init = (pid_t)json_integer_value(json_object_get(info, "init_pid"));
-	char *root = strdup(json_string_value(json_object_get(info, "root")));
-	json_decref(info);
-	ck_assert_int_eq(kill(init, SIGKILL), 0);
-	for (int i = 0; i < 100 && !proc_gone(init); i++)
-		msleep(20);
-	ck_assert_int_eq(P->probe(in, &st, &err), 0);
-	ck_assert_int_eq(st, SBX_REMOTE_GONE);
-	ck_assert(!mounted(root));
-	ck_assert_int_eq(P->kill(in, &err), -ENOENT);
-	P->release(in);
-	free(root);
-}
-END_TEST
-
-/* In this forked test only: the provider with settings {key: value}. */
-static void reinit(const char *key, const char *value)
-{
-	struct sbx_error err = SBX_ERROR_INIT;
-	json_t *settings = json_pack("{s:s}", key, value);
-	struct sbx_provider_env env = {settings, state_dir};
-	ck_assert_int_eq(P->init(&env, &err), 0);
-	json_decref(settings);
-}
-
-static void check_disk(const char *kind, long disk_mb, long write_mb, bool fits)
-{
-	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
-	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_spec s;
-	json_t *info = NULL;
-	char sh[128];
-	reinit("disk", kind);
-	sbx_spec_copy(&s, &spec);
-	s.res.disk_mb = disk_mb;
-	struct sbx_instance *in = create(&s, &err);
-	ck_assert_msg(in, "create: %s", err.msg);
-	ck_assert_int_eq(P->info(in, &info, &err), 0);
-	ck_assert_str_eq(json_string_value(json_object_get(info, "disk")), kind);
-	json_decref(info);
-	snprintf(sh, sizeof(sh), "dd if=/dev/zero of=/root/big bs=1M count=%ld 2>&1; echo ok",
-		 write_mb);
-	int code = run(in, sh, &o);
-	if (fits)
-		ck_assert_msg(code == 0 && strstr(o.out.buf, "ok"), "%d %s", code, o.out.buf);
-	else
-		ck_assert_msg(strstr(o.out.buf, "No space left"), "%d %s", code, o.out.buf);
-	kill_release(in);
-	sbx_spec_free(&s);
-	sbx_buf_release(&o.out);
-	sbx_buf_release(&o.err);
-}
-
-START_TEST(test_disk_tmpfs)
-{
-	check_disk("tmpfs", 16, 32, false);
-}
-END_TEST
-
-/* An ext4 disk is not RAM: 100 MB of files fit in a lease capped at 64 MB of memory. */
-START_TEST(test_disk_ext4)
-{
-	if (access("/dev/loop-control", W_OK) == 0)
-		check_disk("ext4", 128, 100, true);
-}
-END_TEST
-
-START_TEST(test_create_errors)
-{
-	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_spec s;
-	sbx_spec_copy(&s, &spec);
-	free(s.template_name);
-	s.template_name = strdup("no-such-template");
-	ck_assert_ptr_null(create(&s, &err));
-	ck_assert_int_eq(err.err, EINVAL);
-	free(s.template_name);
-	s.template_name = strdup("host");
-	json_array_append_new(s.packages, json_string("pip:./no-such-package-dir"));
-	ck_assert_ptr_null(create(&s, &err));
-	ck_assert_int_eq(err.err, EIO);
-	ck_assert_msg(strstr(err.msg, "no-such-package-dir"), "%s", err.msg);
-	sbx_spec_free(&s);
-}
-END_TEST
-
-START_TEST(test_packages_and_network_none)
-{
-	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
-	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_spec s;
-	char pkg[256], path[300];
-	/* A local package under the state dir, which the lease cannot see: it is copied in. */
-	snprintf(pkg, sizeof(pkg), "%s/sbxdemo", state_dir);
-	ck_assert_int_eq(mkdir(pkg, 0755), 0);
-	snprintf(path, sizeof(path), "%s/setup.py", pkg);
-	FILE *f = fopen(path, "w");
-	fputs("from setuptools import setup\nsetup(name='sbxdemo', version='0.1', "
-	      "py_modules=['sbxdemo'])\n",
-	      f);
-	fclose(f);
-	snprintf(path, sizeof(path), "%s/sbxdemo.py", pkg);
-	f = fopen(path, "w");
-	fputs("ANSWER = 42\n", f);
-	fclose(f);
-	sbx_spec_copy(&s, &spec);
-	s.res.disk_mb = 256;
-	s.res.memory_mb = 512;
-	free(s.network);
-	s.network = strdup("none");
-	free(s.working_dir);
-	s.working_dir = strdup("/work/dir");
-	snprintf(path, sizeof(path), "pip:%s", pkg);
-	json_array_append_new(s.packages, json_string(path));
-	char npm[256];
-	snprintf(npm, sizeof(npm), "%s/sbxnpm", state_dir);
-	ck_assert_int_eq(mkdir(npm, 0755), 0);
-	snprintf(path, sizeof(path), "%s/package.json", npm);
-	f = fopen(path, "w");
-	fputs("{\"name\": \"sbxnpm\", \"version\": \"1.0.0\", \"bin\": {\"sbxnpm\": \"cli.js\"}}\n",
-	      f);
-	fclose(f);
-	snprintf(path, sizeof(path), "%s/cli.js", npm);
-	f = fopen(path, "w");
-	fputs("#!/usr/bin/env node\nconsole.log('npm ok')\n", f);
-	fclose(f);
-	chmod(path, 0755);
-	snprintf(path, sizeof(path), "npm:%s", npm);
-	json_array_append_new(s.packages, json_string(path));
-	long long t0 = now_ms();
-	struct sbx_instance *in = create(&s, &err);
-	fprintf(stderr, "create with a pip and an npm package: %lld ms\n", now_ms() - t0);
-	for (const char *const *f = (const char *const[]){"package.json", "cli.js", NULL}; *f;
-	     f++) {
-		snprintf(path, sizeof(path), "%s/%s", npm, *f);
-		unlink(path);
-	}
-	rmdir(npm);
-	for (const char *const *f = (const char *const[]){"setup.py", "sbxdemo.py", NULL}; *f;
-	     f++) {
-		snprintf(path, sizeof(path), "%s/%s", pkg, *f);
-		unlink(path);
-	}
-	rmdir(pkg);
-	ck_assert_msg(in, "create: %s", err.msg);
-	ck_assert_int_eq(run(in,
-			     "python3 -c 'import sbxdemo; print(sbxdemo.ANSWER)'; pwd; "
-			     "sbxnpm",
-			     &o),
-			 0);
-	ck_assert_msg(!strcmp(o.out.buf, "42\n/work/dir\nnpm ok\n"), "%s / %s", o.out.buf,
-		      o.err.buf);
-	ck_assert_int_eq(run(in, "cat /sys/class/net/lo/operstate; ls /sys/class/net", &o), 0);
-	ck_assert_msg(!strcmp(o.out.buf, "unknown\nlo\n"), "network none: %s", o.out.buf);
-	char host[32];
-	ck_assert_int_eq(P->get_host(in, 80, host, sizeof(host), &err), -ENOTSUP);
-	kill_release(in);
-	sbx_spec_free(&s);
-}
-END_TEST
-
-/* Another cgroup mode in this forked test only: v2 where a cgroup2 mount exists, none else. */
-static void pause_with_mode(const char *mode, const char *root)
-{
-	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
-	struct sbx_error err = SBX_ERROR_INIT;
-	json_t *settings = json_pack("{s:s}", "cgroup", mode);
-	if (root)
-		json_object_set_new(settings, "cgroupRoot", json_string(root));
-	struct sbx_provider_env env = {settings, state_dir};
-	ck_assert_int_eq(P->init(&env, &err), 0);
-	json_decref(settings);
-	struct sbx_instance *in = create(&spec, &err);
-	ck_assert_msg(in, "create: %s", err.msg);
-	json_t *info = NULL;
-	ck_assert_int_eq(P->info(in, &info, &err), 0);
-	ck_assert_str_eq(json_string_value(json_object_get(info, "cgroup")),
-			 !strcmp(mode, "none") ? "none" : mode);
-	json_decref(info);
-	check_pause(in);
-	ck_assert_int_eq(run(in, "echo ok", &o), 0);
-	/* Kill while paused must work too. */
-	ck_assert_int_eq(P->pause(in, &err), 0);
-	kill_release(in);
-	sbx_buf_release(&o.out);
-	sbx_buf_release(&o.err);
-}
-
-START_TEST(test_cgroup_v2_freeze)
-{
-	struct statfs sf;
-	if (statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == 0x63677270)
-		pause_with_mode("v2", NULL);
-	else if (statfs("/sys/fs/cgroup/unified", &sf) == 0 && sf.f_type == 0x63677270)
-		pause_with_mode("v2", "/sys/fs/cgroup/unified");
-}
-END_TEST
-
-START_TEST(test_no_cgroup_sigstop)
-{
-	pause_with_mode("none", NULL);
 }
 END_TEST
 
@@ -883,18 +603,7 @@ int main(void)
 	tcase_add_test(tc, test_attach);
 	tcase_add_test(tc, test_big_io_and_concurrency);
 	suite_add_tcase(s, tc);
-	TCase *own = tcase_create("own leases");
-	tcase_set_timeout(own, 300);
-	tcase_add_unchecked_fixture(own, NULL, kill_leftovers);
-	tcase_add_test(own, test_kill);
-	tcase_add_test(own, test_create_errors);
-	tcase_add_test(own, test_disk_tmpfs);
-	tcase_add_test(own, test_disk_ext4);
-	tcase_add_test(own, test_outlives_creator);
-	tcase_add_test(own, test_packages_and_network_none);
-	tcase_add_test(own, test_cgroup_v2_freeze);
-	tcase_add_test(own, test_no_cgroup_sigstop);
-	suite_add_tcase(s, own);
+	suite_add_tcase(s, check_local_life_tcase());
 
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,322 @@
+/*
+ * check_local_life — the local provider's tests that need a lease of their
+ * own: kill, outliving the process that created a lease, a lease whose
+ * init dies, disk kinds, create errors, packages and network "none", and
+ * pause under other cgroup modes. Part of the check_local program.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "provider.h"
+
+#include "local_check.h"
+
+START_TEST(test_kill)
+{
+	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	struct sbx_error err = SBX_ERROR_INIT;
+	long long t0 = now_ms();
+	struct sbx_instance *in = create(&spec, &err), *again = NULL;
+	enum sbx_remote_state st;
+	json_t *info = NULL;
+	ck_assert_msg(in, "create: %s", err.msg);
+	fprintf(stderr, "create: %lld ms\n", now_ms() - t0);
+	ck_assert_int_eq(run(in, "sleep 1000 >/dev/null 2>&1 &", &o), 0);
+	ck_assert_int_eq(P->info(in, &info, &err), 0);
+	pid_t init = (pid_t)json_integer_value(json_object_get(info, "init_pid"));
+	char *root = strdup(json_string_value(json_object_get(info, "root")));
+	json_decref(info);
+	ck_assert_int_gt(init, 1);
+	ck_assert_int_eq(kill(init, 0), 0);
+	ck_assert(mounted(root));
+	char host[32];
+	ck_assert_int_eq(P->get_host(in, 8000, host, sizeof(host), &err), 0);
+	ck_assert_str_eq(host, "127.0.0.1:8000");
+
+	t0 = now_ms();
+	ck_assert_int_eq(P->kill(in, &err), 0);
+	fprintf(stderr, "kill: %lld ms\n", now_ms() - t0);
+	ck_assert_int_eq(P->probe(in, &st, &err), 0);
+	ck_assert_int_eq(st, SBX_REMOTE_GONE);
+	ck_assert(proc_gone(init));
+	ck_assert(!mounted(root));
+	*strrchr(root, '/') = '\0';
+	ck_assert_int_eq(access(root, F_OK), -1);
+	ck_assert_int_eq(P->attach(&spec, in->id, NULL, &again, &err), -ENOENT);
+	ck_assert_int_eq(P->kill(in, &err), -ENOENT);
+	P->release(in);
+	free(root);
+}
+END_TEST
+
+START_TEST(test_outlives_creator)
+{
+	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_instance *in = NULL;
+	enum sbx_remote_state st;
+	char id[64] = "";
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* A "daemon" that creates a lease, starts a server and dies. */
+		struct sbx_instance *c = create(&spec, &err);
+		if (!c)
+			_exit(1);
+		run(c, "python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &", &o);
+		run(c, "echo persisted > /root/p", &o);
+		if (write(p[1], c->id, strlen(c->id)) < 0)
+			_exit(2);
+		_exit(0);
+	}
+	close(p[1]);
+	ck_assert(read(p[0], id, sizeof(id) - 1) > 0);
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+	ck_assert_int_eq(P->attach(&spec, id, NULL, &in, &err), 0);
+	ck_assert_int_eq(P->probe(in, &st, &err), 0);
+	ck_assert_int_eq(st, SBX_REMOTE_RUNNING);
+	ck_assert_int_eq(run(in,
+			     "cat /root/p; sleep 0.5; python3 -c \"import urllib.request as u; "
+			     "print(u.urlopen('http://127.0.0.1:8765/').status)\"",
+			     &o),
+			 0);
+	ck_assert_str_eq(o.out.buf, "persisted\n200\n");
+	/* The init dies behind the provider's back: probe says GONE and reclaims the rest. */
+	json_t *info = NULL;
+	ck_assert_int_eq(P->info(in, &info, &err), 0);
+	pid_t init = (pid_t)json_integer_value(json_object_get(info, "init_pid"));
+	char *root = strdup(json_string_value(json_object_get(info, "root")));
+	json_decref(info);
+	ck_assert_int_eq(kill(init, SIGKILL), 0);
+	for (int i = 0; i < 100 && !proc_gone(init); i++)
+		msleep(20);
+	ck_assert_int_eq(P->probe(in, &st, &err), 0);
+	ck_assert_int_eq(st, SBX_REMOTE_GONE);
+	ck_assert(!mounted(root));
+	ck_assert_int_eq(P->kill(in, &err), -ENOENT);
+	P->release(in);
+	free(root);
+}
+END_TEST
+
+/* In this forked test only: the provider with settings {key: value}. */
+static void reinit(const char *key, const char *value)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	json_t *settings = json_pack("{s:s}", key, value);
+	struct sbx_provider_env env = {settings, state_dir};
+	ck_assert_int_eq(P->init(&env, &err), 0);
+	json_decref(settings);
+}
+
+static void check_disk(const char *kind, long disk_mb, long write_mb, bool fits)
+{
+	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_spec s;
+	json_t *info = NULL;
+	char sh[128];
+	reinit("disk", kind);
+	sbx_spec_copy(&s, &spec);
+	s.res.disk_mb = disk_mb;
+	struct sbx_instance *in = create(&s, &err);
+	ck_assert_msg(in, "create: %s", err.msg);
+	ck_assert_int_eq(P->info(in, &info, &err), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(info, "disk")), kind);
+	json_decref(info);
+	snprintf(sh, sizeof(sh), "dd if=/dev/zero of=/root/big bs=1M count=%ld 2>&1; echo ok",
+		 write_mb);
+	int code = run(in, sh, &o);
+	if (fits)
+		ck_assert_msg(code == 0 && strstr(o.out.buf, "ok"), "%d %s", code, o.out.buf);
+	else
+		ck_assert_msg(strstr(o.out.buf, "No space left"), "%d %s", code, o.out.buf);
+	kill_release(in);
+	sbx_spec_free(&s);
+	sbx_buf_release(&o.out);
+	sbx_buf_release(&o.err);
+}
+
+START_TEST(test_disk_tmpfs)
+{
+	check_disk("tmpfs", 16, 32, false);
+}
+END_TEST
+
+/* An ext4 disk is not RAM: 100 MB of files fit in a lease capped at 64 MB of memory. */
+START_TEST(test_disk_ext4)
+{
+	if (access("/dev/loop-control", W_OK) == 0)
+		check_disk("ext4", 128, 100, true);
+}
+END_TEST
+
+START_TEST(test_create_errors)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_spec s;
+	sbx_spec_copy(&s, &spec);
+	free(s.template_name);
+	s.template_name = strdup("no-such-template");
+	ck_assert_ptr_null(create(&s, &err));
+	ck_assert_int_eq(err.err, EINVAL);
+	free(s.template_name);
+	s.template_name = strdup("host");
+	json_array_append_new(s.packages, json_string("pip:./no-such-package-dir"));
+	ck_assert_ptr_null(create(&s, &err));
+	ck_assert_int_eq(err.err, EIO);
+	ck_assert_msg(strstr(err.msg, "no-such-package-dir"), "%s", err.msg);
+	sbx_spec_free(&s);
+}
+END_TEST
+
+START_TEST(test_packages_and_network_none)
+{
+	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_spec s;
+	char pkg[256], path[300];
+	/* A local package under the state dir, which the lease cannot see: it is copied in. */
+	snprintf(pkg, sizeof(pkg), "%s/sbxdemo", state_dir);
+	ck_assert_int_eq(mkdir(pkg, 0755), 0);
+	snprintf(path, sizeof(path), "%s/setup.py", pkg);
+	FILE *f = fopen(path, "w");
+	fputs("from setuptools import setup\nsetup(name='sbxdemo', version='0.1', "
+	      "py_modules=['sbxdemo'])\n",
+	      f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/sbxdemo.py", pkg);
+	f = fopen(path, "w");
+	fputs("ANSWER = 42\n", f);
+	fclose(f);
+	sbx_spec_copy(&s, &spec);
+	s.res.disk_mb = 256;
+	s.res.memory_mb = 512;
+	free(s.network);
+	s.network = strdup("none");
+	free(s.working_dir);
+	s.working_dir = strdup("/work/dir");
+	snprintf(path, sizeof(path), "pip:%s", pkg);
+	json_array_append_new(s.packages, json_string(path));
+	char npm[256];
+	snprintf(npm, sizeof(npm), "%s/sbxnpm", state_dir);
+	ck_assert_int_eq(mkdir(npm, 0755), 0);
+	snprintf(path, sizeof(path), "%s/package.json", npm);
+	f = fopen(path, "w");
+	fputs("{\"name\": \"sbxnpm\", \"version\": \"1.0.0\", \"bin\": {\"sbxnpm\": \"cli.js\"}}\n",
+	      f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/cli.js", npm);
+	f = fopen(path, "w");
+	fputs("#!/usr/bin/env node\nconsole.log('npm ok')\n", f);
+	fclose(f);
+	chmod(path, 0755);
+	snprintf(path, sizeof(path), "npm:%s", npm);
+	json_array_append_new(s.packages, json_string(path));
+	long long t0 = now_ms();
+	struct sbx_instance *in = create(&s, &err);
+	fprintf(stderr, "create with a pip and an npm package: %lld ms\n", now_ms() - t0);
+	for (const char *const *f = (const char *const[]){"package.json", "cli.js", NULL}; *f;
+	     f++) {
+		snprintf(path, sizeof(path), "%s/%s", npm, *f);
+		unlink(path);
+	}
+	rmdir(npm);
+	for (const char *const *f = (const char *const[]){"setup.py", "sbxdemo.py", NULL}; *f;
+	     f++) {
+		snprintf(path, sizeof(path), "%s/%s", pkg, *f);
+		unlink(path);
+	}
+	rmdir(pkg);
+	ck_assert_msg(in, "create: %s", err.msg);
+	ck_assert_int_eq(run(in,
+			     "python3 -c 'import sbxdemo; print(sbxdemo.ANSWER)'; pwd; "
+			     "sbxnpm",
+			     &o),
+			 0);
+	ck_assert_msg(!strcmp(o.out.buf, "42\n/work/dir\nnpm ok\n"), "%s / %s", o.out.buf,
+		      o.err.buf);
+	ck_assert_int_eq(run(in, "cat /sys/class/net/lo/operstate; ls /sys/class/net", &o), 0);
+	ck_assert_msg(!strcmp(o.out.buf, "unknown\nlo\n"), "network none: %s", o.out.buf);
+	char host[32];
+	ck_assert_int_eq(P->get_host(in, 80, host, sizeof(host), &err), -ENOTSUP);
+	kill_release(in);
+	sbx_spec_free(&s);
+}
+END_TEST
+
+/* Another cgroup mode in this forked test only: v2 where a cgroup2 mount exists, none else. */
+static void pause_with_mode(const char *mode, const char *root)
+{
+	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
+	struct sbx_error err = SBX_ERROR_INIT;
+	json_t *settings = json_pack("{s:s}", "cgroup", mode);
+	if (root)
+		json_object_set_new(settings, "cgroupRoot", json_string(root));
+	struct sbx_provider_env env = {settings, state_dir};
+	ck_assert_int_eq(P->init(&env, &err), 0);
+	json_decref(settings);
+	struct sbx_instance *in = create(&spec, &err);
+	ck_assert_msg(in, "create: %s", err.msg);
+	json_t *info = NULL;
+	ck_assert_int_eq(P->info(in, &info, &err), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(info, "cgroup")),
+			 !strcmp(mode, "none") ? "none" : mode);
+	json_decref(info);
+	check_pause(in);
+	ck_assert_int_eq(run(in, "echo ok", &o), 0);
+	/* Kill while paused must work too. */
+	ck_assert_int_eq(P->pause(in, &err), 0);
+	kill_release(in);
+	sbx_buf_release(&o.out);
+	sbx_buf_release(&o.err);
+}
+
+START_TEST(test_cgroup_v2_freeze)
+{
+	struct statfs sf;
+	if (statfs("/sys/fs/cgroup", &sf) == 0 && sf.f_type == 0x63677270)
+		pause_with_mode("v2", NULL);
+	else if (statfs("/sys/fs/cgroup/unified", &sf) == 0 && sf.f_type == 0x63677270)
+		pause_with_mode("v2", "/sys/fs/cgroup/unified");
+}
+END_TEST
+
+START_TEST(test_no_cgroup_sigstop)
+{
+	pause_with_mode("none", NULL);
+}
+END_TEST
+
+TCase *check_local_life_tcase(void)
+{
+	TCase *own = tcase_create("own leases");
+	tcase_set_timeout(own, 300);
+	tcase_add_unchecked_fixture(own, NULL, kill_leftovers);
+	tcase_add_test(own, test_kill);
+	tcase_add_test(own, test_create_errors);
+	tcase_add_test(own, test_disk_tmpfs);
+	tcase_add_test(own, test_disk_ext4);
+	tcase_add_test(own, test_outlives_creator);
+	tcase_add_test(own, test_packages_and_network_none);
+	tcase_add_test(own, test_cgroup_v2_freeze);
+	tcase_add_test(own, test_no_cgroup_sigstop);
+	return own;
+}
