@@ -128,6 +128,8 @@ json_t *dt_create_body(const struct sbx_spec *spec, const char *lease, const cha
 	json_object_set_new(body, "labels", labels);
 	if (target && *target)
 		json_object_set_new(body, "target", json_string(target));
+	if (spec->network && !strcmp(spec->network, "none"))
+		json_object_set_new(body, "networkBlockAll", json_true());
 	if (auto_stop_min >= 0)
 		json_object_set_new(body, "autoStopInterval", json_integer(auto_stop_min));
 	return body;

@@ -67,7 +67,8 @@ int dt_sandbox_parse(json_t *dto, struct dt_sandbox *sb, struct sbx_error *err);
  * ':' or '/' is an image (buildInfo `FROM <image>`, and only then the
  * resources, rounded up to whole cores / GiB); any other non-empty template
  * is a snapshot name. Labels: code-toolbox-language (the spec's language,
- * default python) and sbxfs-lease = lease. target may be NULL.
+ * default python) and sbxfs-lease = lease. network "none" blocks all
+ * traffic (networkBlockAll). target may be NULL.
  * auto_stop_min < 0 leaves autoStopInterval to the server.
  */
 json_t *dt_create_body(const struct sbx_spec *spec, const char *lease, const char *target,

@@ -116,6 +116,13 @@ START_TEST(test_fileinfo_dir_link_special)
 	ck_assert_int_eq(st.mode, S_IFDIR | 0700);
 	json_decref(j);
 
+	/* stat of "/" (name "/"): fine when the name is not wanted */
+	j = json_loads("{\"name\":\"/\",\"mode\":\"drwxr-xr-x\",\"isDir\":true}", 0, NULL);
+	ck_assert_int_eq(dt_fileinfo_parse(j, &st, NULL), 0);
+	ck_assert_int_eq(st.mode, S_IFDIR | 0755);
+	ck_assert_int_eq(dt_fileinfo_parse(j, &st, &name), -EIO);
+	json_decref(j);
+
 	/* unusable entries */
 	ck_assert_int_eq(fi("{\"name\":\"x\"}", &st, &name, &j), -EIO);
 	json_decref(j);
@@ -422,13 +429,15 @@ START_TEST(test_create_body)
 	free(s);
 	json_decref(b);
 
-	/* a snapshot: no resources, no target */
+	/* a snapshot: no resources, no target; no network */
 	free(spec.template_name);
 	spec.template_name = strdup("daytona-small");
+	spec.network = strdup("none");
 	b = dt_create_body(&spec, "w", NULL, -1);
 	s = json_dumps(b, JSON_SORT_KEYS | JSON_COMPACT);
 	ck_assert_str_eq(s, "{\"env\":{\"FOO\":\"bar\"},\"labels\":{\"code-toolbox-language\":"
-			    "\"typescript\",\"sbxfs-lease\":\"w\"},\"snapshot\":\"daytona-small\"}");
+			    "\"typescript\",\"sbxfs-lease\":\"w\"},\"networkBlockAll\":true,"
+			    "\"snapshot\":\"daytona-small\"}");
 	free(s);
 	json_decref(b);
 	sbx_spec_free(&spec);
