@@ -9,6 +9,10 @@
 
 /* Past this many attribute entries, expired ones are swept on insert. */
 #define SBX_CACHE_SWEEP_AT 65536
+/* Past this many remembered changes of ours, expired ones are swept. */
+#define SBX_CACHE_ECHOES_MAX 4096
+
+static void echo_free(struct sbx_cache *c, struct cecho *e);
 
 /* ---- the cache ------------------------------------------------------------ */
 
@@ -51,9 +55,12 @@ void sbx_cache_free(struct sbx_cache *c)
 {
 	struct cattr *a, *atmp;
 	struct cdir *d, *dtmp;
+	struct cecho *e, *etmp;
 	if (!c)
 		return;
 	cache_files_free(c);
+	HASH_ITER(hh, c->echoes, e, etmp)
+		echo_free(c, e);
 	HASH_ITER(hh, c->attrs, a, atmp)
 		attr_free(c, a);
 	HASH_ITER(hh, c->dirs, d, dtmp)
@@ -74,12 +81,51 @@ bool sbx_cache_watch_claim(struct sbx_cache *c, const void *inst)
 	return claim;
 }
 
+/* ---- echoes of our own changes ------------------------------------------------- */
+
+static void echo_free(struct sbx_cache *c, struct cecho *e)
+{
+	HASH_DEL(c->echoes, e);
+	free(e->path);
+	free(e);
+}
+
+void cache_echo_note_locked(struct sbx_cache *c, const char *path)
+{
+	struct cecho *e, *tmp;
+	long long now = sbx_now_ms();
+	HASH_FIND_STR(c->echoes, path, e);
+	if (!e) {
+		if (HASH_COUNT(c->echoes) >= SBX_CACHE_ECHOES_MAX)
+			HASH_ITER(hh, c->echoes, e, tmp)
+				if (e->until <= now)
+					echo_free(c, e);
+		e = xcalloc(1, sizeof(*e));
+		e->path = xstrdup(path);
+		HASH_ADD_KEYPTR(hh, c->echoes, e->path, strlen(e->path), e);
+	}
+	e->until = now + c->ttl_ms;
+}
+
 void sbx_cache_notify(void *ctx, const char *path)
 {
-	if (path)
-		sbx_cache_invalidate_path(ctx, path);
-	else
-		sbx_cache_invalidate_all(ctx);
+	struct sbx_cache *c = ctx;
+	struct cecho *e = NULL;
+	if (!path) {
+		sbx_cache_invalidate_all(c);
+		return;
+	}
+	/*
+	 * The sandbox reports our own uploads and renames back to us: those are
+	 * already in the cache, and dropping the parent's listing for each
+	 * would cost a request per file of a `tar x`.
+	 */
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->echoes, path, e);
+	bool echo = e && e->until > sbx_now_ms();
+	pthread_mutex_unlock(&c->lock);
+	if (!echo)
+		sbx_cache_invalidate_path(c, path);
 }
 
 void sbx_cache_set_ttl(struct sbx_cache *c, long ttl_ms, long neg_ttl_ms)
@@ -271,6 +317,7 @@ static struct cattr *attr_edit_locked(struct sbx_cache *c, const char *path)
 {
 	struct cattr *a;
 	c->gen++;
+	cache_echo_note_locked(c, path);
 	HASH_FIND_STR(c->attrs, path, a);
 	return a && a->has_st ? a : NULL;
 }
@@ -432,6 +479,7 @@ void sbx_cache_note_added(struct sbx_cache *c, const char *path, const struct sb
 	struct cdir *d = NULL;
 	pthread_mutex_lock(&c->lock);
 	c->gen++;
+	cache_echo_note_locked(c, path);
 	if (st) {
 		cache_attr_set_locked(c, path, st);
 	} else {
@@ -460,6 +508,7 @@ void sbx_cache_note_removed(struct sbx_cache *c, const char *path)
 	struct cdir *d;
 	pthread_mutex_lock(&c->lock);
 	c->gen++;
+	cache_echo_note_locked(c, path);
 	drop_tree_locked(c, path);
 	cache_attr_set_locked(c, path, NULL);
 	if (name) {
@@ -485,6 +534,7 @@ void sbx_cache_note_changed(struct sbx_cache *c, const char *path)
 	struct cattr *a;
 	pthread_mutex_lock(&c->lock);
 	c->gen++;
+	cache_echo_note_locked(c, path);
 	HASH_FIND_STR(c->attrs, path, a);
 	if (a)
 		attr_free(c, a);

@@ -67,7 +67,11 @@ void sbx_cache_invalidate_tree(struct sbx_cache *c, const char *path);
  * the instance's notifications (the lease releases its instance first).
  */
 bool sbx_cache_watch_claim(struct sbx_cache *c, const void *inst);
-/* Change notification callback (ctx: the cache; path NULL: anything). */
+/*
+ * Change notification callback (ctx: the cache; path NULL: anything). A
+ * report of a path this cache changed within the TTL is taken for the echo
+ * of our own change and ignored.
+ */
 void sbx_cache_notify(void *ctx, const char *path);
 /* Changes the TTLs (milliseconds; tests use short ones). */
 void sbx_cache_set_ttl(struct sbx_cache *c, long ttl_ms, long neg_ttl_ms);

@@ -371,6 +371,7 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 		}
 		/* The upload changed path: older attributes must not outlive it. */
 		c->gen++;
+		cache_echo_note_locked(c, cf->path);
 		if (cf->linked && st && current) {
 			cache_attr_set_locked(c, cf->path, st);
 		} else if (cf->linked) {

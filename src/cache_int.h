@@ -58,6 +58,13 @@ struct sbx_cfile {
 	long long retry_at;             /* (T) no orphan retry before (a failed upload) */
 };
 
+/* A change of ours the sandbox may report back. */
+struct cecho {
+	UT_hash_handle hh;
+	char *path;
+	long long until;
+};
+
 struct sbx_cache {
 	pthread_mutex_t lock; /* protects everything below but dir */
 	pthread_cond_t cond;  /* a busy claim was released */
@@ -69,6 +76,7 @@ struct sbx_cache {
 	struct cattr *attrs;
 	struct cdir *dirs;
 	struct sbx_cfile *files;
+	struct cecho *echoes; /* paths we changed lately (their notifications are echoes) */
 };
 
 static inline void *xcalloc(size_t n, size_t sz)
@@ -123,6 +131,8 @@ static inline char *join(const char *dir, const char *name)
 void cache_attr_set_locked(struct sbx_cache *c, const char *path, const struct sbx_stat *st);
 /* Forgets path's attributes (lock held). */
 void cache_attr_drop_locked(struct sbx_cache *c, const char *path);
+/* Remembers that we changed path just now (lock held). */
+void cache_echo_note_locked(struct sbx_cache *c, const char *path);
 /* Frees every content entry, keeping dirty files on disk (cache_file.c). */
 void cache_files_free(struct sbx_cache *c);
 /* Takes back the dirty files a previous cache left in c->dir (cache_file.c). */

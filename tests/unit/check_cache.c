@@ -113,6 +113,12 @@ START_TEST(test_invalidation)
 	sbx_cache_notify(L->cache, NULL);
 	ls("/");
 	ck_assert_int_eq(memprov_calls(mp, MP_LIST), 3);
+	/* Reports of our own changes are echoes: the cache already knows. */
+	ck_assert_int_eq(F->chmod(L, "/f", 0600, &E), 0);
+	sbx_cache_notify(L->cache, "/f");
+	ck_assert_int_eq(gattr("/f", &st), 0);
+	ck_assert_int_eq(ls("/").n, 1);
+	ck_assert_int_eq(memprov_calls(mp, MP_LIST) + memprov_calls(mp, MP_STAT), 6);
 }
 END_TEST
 

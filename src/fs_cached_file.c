@@ -1,0 +1,356 @@
+/*
+ * fs_cached_file — open files of a remote lease's fs/ (see fs_cached.c):
+ * open downloads into the content cache or reuses a stamped copy, reads
+ * and writes go to the local cache file, flush/fsync/last release upload
+ * dirty data, and a failed upload keeps the data for the next try.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs_cached.h"
+
+/* ---- uploads ---------------------------------------------------------------- */
+
+/*
+ * Uploads cf if it is dirty: the whole cache file through the provider's
+ * write slot, then one stat to stamp it. On failure the entry stays dirty
+ * and the failure is recorded.
+ */
+static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct sbx_error *err)
+{
+	struct sbx_cache *c = l->cache;
+	struct sbx_cfile_state s;
+	struct sbx_instance *inst;
+	struct sbx_stat st;
+	struct sbx_error serr = SBX_ERROR_INIT;
+	struct stat sys;
+	unsigned long gen = 0;
+	bool done = false;
+	int rc = 0, src = -1;
+
+	sbx_cache_file_begin_upload(c, cf, &s);
+	if (!s.dirty || !s.linked)
+		goto out;
+	if (fstat(sbx_cfile_fd(cf), &sys)) {
+		rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", s.path,
+				   strerror(errno));
+		goto out;
+	}
+	rc = l->prov->write ? 0 : fsc_unsupported(l, "write files", err);
+	if (!rc)
+		rc = sbx_lease_use(l, &inst, err);
+	if (rc)
+		goto out;
+	rc = l->prov->write(inst, s.path, sbx_cfile_fd(cf), sys.st_size, s.mode ? s.mode : 0644,
+			    err);
+	done = rc == 0;
+	if (done && l->prov->stat) {
+		gen = sbx_cache_gen(c);
+		src = l->prov->stat(inst, s.path, &st, &serr);
+	}
+	sbx_lease_unuse(l);
+out:
+	sbx_cache_file_end_upload(c, cf, s.wgen, done, src == 0 ? &st : NULL, gen);
+	if (sent)
+		*sent = done;
+	if (done && !s.remote)
+		sbx_cache_note_added(c, s.path, src == 0 ? &st : NULL);
+	if (rc) /* always said: written data is waiting */
+		fsc_record(l, "upload", s.path, rc, err);
+	free(s.path);
+	return rc;
+}
+
+/*
+ * After a successful upload (the provider is reachable): retries a few
+ * dirty files whose own handles are gone. Their failures are recorded,
+ * not returned: this close did its own job.
+ */
+static void retry_orphans(struct sbx_lease *l)
+{
+	struct sbx_cfile *orphans[2];
+	struct sbx_error err = SBX_ERROR_INIT;
+	size_t n = sbx_cache_file_orphans(l->cache, orphans, 2);
+	for (size_t i = 0; i < n; i++) {
+		upload(l, orphans[i], NULL, &err);
+		sbx_cache_file_put(l->cache, orphans[i]);
+	}
+}
+
+/* Uploads f's data if dirty, then (if it went up) others' leftovers. */
+static int upload_handle(struct sbx_fs_file *f, struct sbx_error *err)
+{
+	bool sent = false;
+	int rc = upload(f->lease, f->priv, &sent, err);
+	if (sent)
+		retry_orphans(f->lease);
+	return rc;
+}
+
+/* Uploads path's entry first if it holds local changes (before metadata calls). */
+int fsc_settle(struct sbx_lease *l, const char *path, struct sbx_error *err)
+{
+	struct sbx_cfile *cf = sbx_cache_file_find_live(l->cache, path);
+	int rc = 0;
+	if (cf) {
+		rc = upload(l, cf, NULL, err);
+		sbx_cache_file_put(l->cache, cf);
+	}
+	return rc;
+}
+
+/* ---- contents --------------------------------------------------------------------- */
+
+struct fd_sink {
+	int fd;
+	off_t off;
+};
+
+/* Download sink: appends to the cache file (nothing held in memory). */
+static int sink_to_fd(void *ctx, const char *data, size_t len)
+{
+	struct fd_sink *s = ctx;
+	while (len) {
+		ssize_t w = pwrite(s->fd, data, len, s->off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		data += w;
+		len -= (size_t)w;
+		s->off += w;
+	}
+	return 0;
+}
+
+/* Downloads path into fd (truncated first); *got is the byte count. */
+static int download(struct sbx_lease *l, const char *path, int fd, off_t *got,
+		    struct sbx_error *err)
+{
+	struct sbx_instance *inst;
+	struct fd_sink sink = {fd, 0};
+	int rc = fsc_reach(l, l->prov->read, "read files", "download", path, &inst, err);
+	if (rc)
+		return rc;
+	if (ftruncate(fd, 0)) {
+		rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", path,
+				   strerror(errno));
+	} else {
+		rc = l->prov->read(inst, path, 0, -1, sink_to_fd, &sink, err);
+		rc = rc > 0 ? 0 : rc;
+	}
+	*got = sink.off;
+	return fsc_end(l, rc, "download", path, err);
+}
+
+static bool stamp_matches(const struct sbx_cfile_state *s, const struct sbx_stat *st)
+{
+	return s->have_data && s->stamped && s->stamp_size == st->size &&
+	       s->stamp_mtime.tv_sec == st->mtime.tv_sec &&
+	       s->stamp_mtime.tv_nsec == st->mtime.tv_nsec;
+}
+
+/* Decides how open finds its content (*how); may download. */
+static int open_content(struct sbx_lease *l, const char *path, int flags,
+			const struct sbx_cfile_state *s, int fd, enum sbx_cfile_how *how,
+			struct sbx_stat *st, bool *stamp_ok, struct sbx_error *err)
+{
+	bool trunc = (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
+	bool excl = (flags & O_CREAT) && (flags & O_EXCL);
+	off_t got;
+	int rc;
+
+	if (s->have_data && (s->dirty || s->refs > 1)) {
+		/*
+		 * Local changes are the newest content there is; and a file open
+		 * elsewhere keeps its one shared content (refreshing it would pull
+		 * the bytes from under the other handles).
+		 */
+		if (excl)
+			return sbx_error_set(err, EEXIST, SBX_E_NONE, "%s exists", path);
+		*how = trunc ? SBX_CF_TRUNC : SBX_CF_KEEP;
+		return 0;
+	}
+	rc = fsc_lookup(l, path, st, err);
+	if (rc == -ENOENT && (flags & O_CREAT)) {
+		sbx_error_clear(err);
+		*how = SBX_CF_NEW;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (excl)
+		return sbx_error_set(err, EEXIST, SBX_E_NONE, "%s exists", path);
+	if (S_ISDIR(st->mode))
+		return sbx_error_set(err, EISDIR, SBX_E_NONE, "%s is a directory", path);
+	if (trunc) {
+		*how = SBX_CF_TRUNC;
+	} else if (stamp_matches(s, st)) {
+		*how = SBX_CF_KEEP;
+	} else {
+		rc = download(l, path, fd, &got, err);
+		*how = rc ? SBX_CF_FAILED : SBX_CF_LOADED;
+		/* Changed between stat and read: keep the bytes, not the stamp. */
+		if (!rc && got != st->size) {
+			*stamp_ok = false;
+			sbx_cache_note_changed(l->cache, path);
+		}
+	}
+	return rc;
+}
+
+int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
+		  struct sbx_fs_file **out, struct sbx_error *err)
+{
+	struct sbx_cache *c = l->cache;
+	struct sbx_cfile_state s;
+	struct sbx_cfile *cf;
+	struct sbx_stat st;
+	enum sbx_cfile_how how = SBX_CF_KEEP;
+	struct sbx_fs_file *f;
+	bool stamp_ok = true;
+	int rc;
+
+	if (sbx_fs_is_pseudo(path)) {
+		if (fsc_is_pseudo_root(path))
+			return sbx_error_set(err, EISDIR, SBX_E_NONE, "%s is a directory", path);
+		return (flags & O_CREAT) ? fsc_pseudo_refuse(path, err) : fsc_no_such(path, err);
+	}
+	rc = sbx_cache_file_open(c, path, &cf, &s);
+	if (rc) {
+		sbx_error_set(err, rc, SBX_E_INTERNAL, "cache file for %s: %s", path,
+			      strerror(-rc));
+		return fsc_fail(l, "open", path, rc, err);
+	}
+	memset(&st, 0, sizeof(st));
+	rc = open_content(l, path, flags, &s, sbx_cfile_fd(cf), &how, &st, &stamp_ok, err);
+	if (rc && how != SBX_CF_FAILED)
+		how = SBX_CF_KEEP;
+	sbx_cache_file_ready(c, cf, how, mode, how == SBX_CF_LOADED && stamp_ok ? &st : NULL);
+	free(s.path);
+	if (rc) {
+		sbx_cache_file_put(c, cf);
+		return rc;
+	}
+	if (how == SBX_CF_NEW)
+		sbx_cache_note_added(c, path, NULL);
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		abort();
+	f->lease = l;
+	f->path = strdup(path);
+	f->flags = flags;
+	f->priv = cf;
+	*out = f;
+	return 0;
+}
+
+ssize_t fsc_read(struct sbx_fs_file *f, char *buf, size_t size, off_t off,
+		      struct sbx_error *err)
+{
+	ssize_t n;
+	do
+		n = pread(sbx_cfile_fd(f->priv), buf, size, off);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", f->path,
+				     strerror(errno));
+	return n;
+}
+
+ssize_t fsc_write(struct sbx_fs_file *f, const char *buf, size_t size, off_t off,
+		       struct sbx_error *err)
+{
+	int fd = sbx_cfile_fd(f->priv);
+	struct stat sys;
+	ssize_t n;
+	if ((f->flags & O_APPEND) && fstat(fd, &sys) == 0)
+		off = sys.st_size;
+	do
+		n = pwrite(fd, buf, size, off);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		int rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s",
+				       f->path, strerror(errno));
+		return fsc_fail(f->lease, "write", f->path, rc, err);
+	}
+	sbx_cache_file_changed(f->lease->cache, f->priv);
+	return n;
+}
+
+int fsc_flush(struct sbx_fs_file *f, struct sbx_error *err)
+{
+	return upload_handle(f, err);
+}
+
+int fsc_fsync(struct sbx_fs_file *f, int datasync, struct sbx_error *err)
+{
+	struct sbx_lease *l = f->lease;
+	struct sbx_instance *inst;
+	int rc = upload_handle(f, err);
+	if (rc || !l->prov->sync)
+		return rc;
+	rc = fsc_use(l, &inst, "sync", f->path, err);
+	return rc ? rc : fsc_end(l, l->prov->sync(inst, err), "sync", f->path, err);
+}
+
+void fsc_release(struct sbx_fs_file *f)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	/* Late writes (mmap) after the last flush still go up; failures are recorded. */
+	upload(f->lease, f->priv, NULL, &err);
+	sbx_cache_file_put(f->lease->cache, f->priv);
+	free(f->path);
+	free(f);
+}
+
+int fsc_truncate(struct sbx_lease *l, const char *path, struct sbx_fs_file *f, off_t size,
+		      struct sbx_error *err)
+{
+	struct sbx_cache *c = l->cache;
+	struct sbx_cfile *cf = f ? f->priv : NULL;
+	struct sbx_instance *inst;
+	int rc = fsc_pseudo_refuse(path, err);
+	if (rc)
+		return rc;
+	if (!cf)
+		cf = sbx_cache_file_find_live(c, path);
+	if (cf) {
+		/* Local data is the truth: change it, upload now unless a handle will. */
+		if (ftruncate(sbx_cfile_fd(cf), size))
+			rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", path,
+					   strerror(errno));
+		if (!rc)
+			sbx_cache_file_changed(c, cf);
+		if (!f) {
+			if (!rc)
+				rc = upload(l, cf, NULL, err);
+			sbx_cache_file_put(c, cf);
+		}
+		return rc;
+	}
+	if (!l->prov->truncate) {
+		/* Fallback through the content cache: download, cut, upload. */
+		struct sbx_fs_file *h;
+		rc = fsc_open(l, path, size ? O_RDWR : O_WRONLY | O_TRUNC, 0, &h, err);
+		if (rc)
+			return rc;
+		rc = fsc_truncate(l, path, h, size, err);
+		if (!rc)
+			rc = fsc_flush(h, err);
+		fsc_release(h);
+		return rc;
+	}
+	rc = fsc_use(l, &inst, "truncate", path, err);
+	if (!rc)
+		rc = fsc_end(l, l->prov->truncate(inst, path, size, err), "truncate", path, err);
+	if (rc)
+		return rc;
+	sbx_cache_file_stale(c, path);
+	sbx_cache_note_changed(c, path);
+	return 0;
+}
