@@ -13,13 +13,10 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -27,121 +24,12 @@
 #include "base/http.h"
 #include "base/log.h"
 #include "e2b/e2b.h"
-
-#ifndef SBXFS_SRCDIR
-#define SBXFS_SRCDIR "."
-#endif
+#include "e2b_fake.h"
 
 static const struct sbx_provider *P = &sbx_provider_e2b;
-static pid_t fake_pid;
-static char base_url[64];
-static struct sbx_http_client *admin_http;
 static struct sbx_instance *inst;
 static struct sbx_spec spec;
 #define WD "/home/user/work"
-
-/* --- the fake -------------------------------------------------------------- */
-
-static void stop_fake(void)
-{
-	if (fake_pid > 0) {
-		kill(fake_pid, SIGTERM);
-		waitpid(fake_pid, NULL, 0);
-		fake_pid = 0;
-	}
-}
-
-static void on_signal(int sig)
-{
-	stop_fake();
-	_exit(128 + sig);
-}
-
-static int start_fake(void)
-{
-	const char *src = getenv("top_srcdir") ? getenv("top_srcdir") : SBXFS_SRCDIR;
-	char script[4096], line[128] = "";
-	int pfd[2], port = 0;
-	size_t n = 0;
-	snprintf(script, sizeof(script), "%s/tests/fakes/run-fake.sh", src);
-	if (geteuid() != 0 || access(script, R_OK) || system("command -v node >/dev/null 2>&1"))
-		return -1;
-	if (pipe(pfd))
-		return -1;
-	fake_pid = fork();
-	if (fake_pid == 0) {
-		dup2(pfd[1], 1);
-		close(pfd[0]);
-		close(pfd[1]);
-		execl("/bin/sh", "sh", script, "e2b", "--port", "0", (char *)NULL);
-		_exit(127);
-	}
-	close(pfd[1]);
-	atexit(stop_fake);
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	while (n + 1 < sizeof(line)) {
-		struct pollfd p = {pfd[0], POLLIN, 0};
-		if (poll(&p, 1, 20000) <= 0 || read(pfd[0], line + n, 1) != 1)
-			break;
-		if (line[n++] == '\n')
-			break;
-	}
-	line[n] = '\0';
-	close(pfd[0]);
-	if (sscanf(line, "LISTENING %d", &port) != 1) {
-		fprintf(stderr, "fake did not start: %s\n", line);
-		stop_fake();
-		return -1;
-	}
-	snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d", port);
-	return 0;
-}
-
-/* An admin call; the reply body as JSON (or NULL). */
-static json_t *admin(const char *method, const char *path, const char *body)
-{
-	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
-	struct sbx_http_resp resp;
-	struct sbx_error e = SBX_ERROR_INIT;
-	char url[256];
-	const char *hdrs[] = {"Content-Type: application/json", NULL};
-	json_t *j = NULL;
-	snprintf(url, sizeof(url), "%s%s", base_url, path);
-	req.method = method;
-	req.url = url;
-	req.headers = hdrs;
-	if (body) {
-		req.body = body;
-		req.body_len = strlen(body);
-		req.has_body = true;
-	}
-	sbx_http_resp_init(&resp);
-	ck_assert_int_eq(sbx_http_perform(admin_http, &req, &resp, &e), 0);
-	ck_assert_int_lt(resp.status, 300);
-	if (resp.body.len)
-		j = json_loadb(resp.body.buf, resp.body.len, 0, NULL);
-	sbx_http_resp_release(&resp);
-	return j;
-}
-
-static void reset_counters(void)
-{
-	json_decref(admin("DELETE", "/_fake/counters", NULL));
-}
-
-/* A counter's value; key NULL: the sum of all. */
-static long counter(const char *key)
-{
-	json_t *c = admin("GET", "/_fake/counters", NULL), *v;
-	const char *k;
-	long n = 0;
-	json_object_foreach(c, k, v)
-	if (!key || !strcmp(k, key))
-		n += (long)json_integer_value(v);
-	json_decref(c);
-	return n;
-}
 
 #define LISTDIR "POST /filesystem.Filesystem/ListDir"
 #define STAT "POST /filesystem.Filesystem/Stat"
@@ -781,14 +669,13 @@ int main(void)
 	int failed;
 
 	sbx_log_setup(0, SBX_LOG_WARN);
-	if (start_fake()) {
+	if (fake_start()) {
 		fprintf(stderr, "check_e2b_live: needs root, node and the fake: skipped\n");
 		return 77;
 	}
-	admin_http = sbx_http_client_new(NULL);
 	setenv("E2B_API_KEY", "test-key", 1);
-	setenv("E2B_API_URL", base_url, 1);
-	setenv("E2B_SANDBOX_URL", base_url, 1);
+	setenv("E2B_API_URL", fake_url, 1);
+	setenv("E2B_SANDBOX_URL", fake_url, 1);
 	if (P->init(&env, &e)) {
 		fprintf(stderr, "init: %s\n", e.msg);
 		return 1;
@@ -832,7 +719,6 @@ int main(void)
 		P->release(inst);
 	P->shutdown();
 	sbx_spec_free(&spec);
-	sbx_http_client_free(admin_http);
-	stop_fake();
+	fake_stop();
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
