@@ -175,6 +175,10 @@ static int poll_once(struct run_state *rs, const char *sid, const char *cmd_id, 
 				       .timeout_ms = DT_POLL_TIMEOUT_MS, .max_body = DT_LOGS_MAX,
 				       .idempotent = true},
 		     err);
+	if (rc == -EFBIG)
+		rc = sbx_error_set(err, EFBIG, SBX_E_EXECUTION_FAILED,
+				   "run: output over %u MiB (the logs API returns it whole)",
+				   DT_LOGS_MAX >> 20);
 	if (rc)
 		goto out;
 	dt_logs_parse(raw.buf, raw.len, &logs);
@@ -243,6 +247,9 @@ static int run_session(struct dt_instance *di, const char *command, long timeout
 	while (!rc) {
 		dt_sleep_ms(delay);
 		delay = delay * 2 > 500 ? 500 : delay * 2;
+		/* Every poll fetches the whole log: slower polls once it is big. */
+		if (rs.sent_out + rs.sent_err > (1u << 20))
+			delay = 1000 + (long)((rs.sent_out + rs.sent_err) >> 24) * 1000;
 		rc = poll_once(&rs, sid, cmd_id, &done, &code, err);
 		if (rc || done)
 			break;

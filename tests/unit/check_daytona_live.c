@@ -245,6 +245,15 @@ START_TEST(test_run)
 	ck_assert_str_eq(o.o.buf, "a b|c'd|");
 	out_release(&o);
 
+	/* a few MB of output arrive whole */
+	ck_assert_int_eq(sh("i=0; while [ $i -lt 3 ]; do head -c 1000000 /dev/zero | tr '\\0' a; "
+			    "sleep 0.3; i=$((i+1)); done; echo done >&2",
+			    &o, &res),
+			 0);
+	ck_assert_int_eq(o.o.len, 3000000);
+	ck_assert_str_eq(o.e.buf, "done\n");
+	out_release(&o);
+
 	/* output streams while the command runs */
 	ck_assert_int_eq(sh("echo a; sleep 1.2; echo b >&2; sleep 0.3; echo c", &o, &res), 0);
 	ck_assert_str_eq(o.o.buf, "a\nc\n");
