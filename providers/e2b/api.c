@@ -265,6 +265,57 @@ static int e2b_attach(const struct sbx_spec *spec, const char *sandbox_id, json_
 	return 0;
 }
 
+int e2b_sandbox_list(const char *lease, json_t **out, struct sbx_error *e)
+{
+	static const char *const keep[] = {"sandboxID", "templateID", "state", "startedAt",
+					   "endAt", "metadata", NULL};
+	char token[512] = "";
+	int rc = 0;
+	*out = json_array();
+	if (!e2b_g.http)
+		return not_ready(e);
+	/* Pages follow X-Next-Token; bounded so a looping server cannot hold us. */
+	for (int page = 0; page < 1000 && !rc; page++) {
+		struct sbx_buf path = SBX_BUF_INIT, meta = SBX_BUF_INIT;
+		json_t *reply = NULL, *item;
+		long status;
+		size_t i;
+		sbx_buf_adds(&path, "/v2/sandboxes");
+		if (lease) {
+			/* metadata is itself a query string, escaped again (as the SDK) */
+			sbx_buf_adds(&meta, "sbxfs_lease=");
+			sbx_http_add_escaped(&meta, lease);
+			sbx_http_add_query(&path, "metadata", meta.buf);
+		}
+		sbx_http_add_query(&path, "state", "running,paused");
+		sbx_http_add_query(&path, "limit", "100");
+		if (*token)
+			sbx_http_add_query(&path, "nextToken", token);
+		rc = e2b_api_ex("GET", path.buf, NULL, true, &reply, &status, "X-Next-Token",
+				token, sizeof(token), "list sandboxes", e);
+		if (!rc && !json_is_array(reply))
+			rc = sbx_error_set(e, EPROTO, SBX_E_INTERNAL, "list sandboxes: not an array");
+		json_array_foreach(rc ? NULL : reply, i, item)
+		{
+			json_t *o = json_object();
+			for (const char *const *k = keep; *k; k++)
+				if (json_object_get(item, *k))
+					json_object_set(o, *k, json_object_get(item, *k));
+			json_array_append_new(*out, o);
+		}
+		json_decref(reply);
+		sbx_buf_release(&path);
+		sbx_buf_release(&meta);
+		if (!*token)
+			break;
+	}
+	if (rc) {
+		json_decref(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
 static json_t *e2b_save(struct sbx_instance *inst)
 {
 	struct e2b_inst *in = e2b_of(inst);

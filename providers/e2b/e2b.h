@@ -90,6 +90,21 @@ void e2b_conn_release(struct e2b_conn *c);
 int e2b_api(const char *method, const char *path, json_t *body, bool idempotent, json_t **out,
 	    long *status, const char *what, struct sbx_error *e);
 
+/* e2b_api, also copying the reply's header `header` into value (""
+ * when absent). */
+int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempotent,
+	       json_t **out, long *status, const char *header, char *value, size_t size,
+	       const char *what, struct sbx_error *e);
+
+/*
+ * Lists the sandboxes (running and paused) of this API key, all pages of
+ * GET /v2/sandboxes; lease non-NULL: only those created for that lease
+ * (metadata sbxfs_lease). *out = a new array of {sandboxID, templateID,
+ * state, startedAt, endAt, metadata}. provider.h has no slot for it yet:
+ * it is here for orphan reclaim and `ctl attach` completion.
+ */
+int e2b_sandbox_list(const char *lease, json_t **out, struct sbx_error *e);
+
 /* Unary envd RPC ("filesystem.Filesystem/Stat"); *out = reply (owned). */
 int e2b_rpc(struct e2b_inst *in, const char *method, json_t *req, bool idempotent,
 	    size_t max_reply, json_t **out, const char *what, struct sbx_error *e);

@@ -71,6 +71,13 @@ void e2b_conn_release(struct e2b_conn *c)
 int e2b_api(const char *method, const char *path, json_t *body, bool idempotent, json_t **out,
 	    long *status, const char *what, struct sbx_error *e)
 {
+	return e2b_api_ex(method, path, body, idempotent, out, status, NULL, NULL, 0, what, e);
+}
+
+int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempotent,
+	       json_t **out, long *status, const char *header, char *value, size_t size,
+	       const char *what, struct sbx_error *e)
+{
 	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
 	struct sbx_buf url = SBX_BUF_INIT, key = SBX_BUF_INIT;
@@ -106,6 +113,10 @@ int e2b_api(const char *method, const char *path, json_t *body, bool idempotent,
 		goto out_resp;
 	}
 	*status = resp.status;
+	if (header && size) {
+		value[0] = '\0';
+		sbx_http_resp_header(&resp, header, value, size);
+	}
 	if (resp.status < 200 || resp.status > 299) {
 		rc = e2b_api_error(resp.status, resp.body.buf, resp.body.len, what, e);
 		goto out_resp;

@@ -627,6 +627,24 @@ START_TEST(t12b_create_packages_fail)
 }
 END_TEST
 
+START_TEST(t12c_list_sandboxes)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	json_t *all = NULL, *mine = NULL;
+	ck_assert_msg(e2b_sandbox_list(NULL, &all, &e) == 0, "%s", e.msg);
+	ck_assert_int_ge(json_array_size(all), 1);
+	ck_assert_msg(e2b_sandbox_list("live", &mine, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(json_array_size(mine), 1);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(mine, 0), "sandboxID")),
+			 inst->id);
+	json_decref(mine);
+	ck_assert_int_eq(e2b_sandbox_list("no such lease", &mine, &e), 0);
+	ck_assert_int_eq(json_array_size(mine), 0);
+	json_decref(mine);
+	json_decref(all);
+}
+END_TEST
+
 START_TEST(t13_kill)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
@@ -706,6 +724,7 @@ int main(void)
 	tcase_add_test(tc, t11_pause_unpause);
 	tcase_add_test(tc, t12_faults);
 	tcase_add_test(tc, t12b_create_packages_fail);
+	tcase_add_test(tc, t12c_list_sandboxes);
 	tcase_add_test(tc, t13_kill);
 	tcase_add_test(tc, t14_credentials);
 	suite_add_tcase(s, tc);
