@@ -511,6 +511,21 @@ static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 	return 0;
 }
 
+static void set_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
+{
+	pthread_mutex_lock(&l->lock);
+	free(l->env_text);
+	l->env_text = strdup(text);
+	pthread_mutex_unlock(&l->lock);
+	sbx_mount_save(m);
+}
+
+void sbx_ctl_release(struct sbx_mount *m, struct sbx_open *o)
+{
+	if (o->kind == SBX_N_ENV && (o->flags & O_TRUNC) && !o->wrote && !o->refused)
+		set_env(m, o->lease, "");
+}
+
 ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, size_t size,
 		      off_t off)
 {
@@ -521,6 +536,7 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 	if (o->kind == SBX_N_ENV && !(o->flags & O_APPEND) && (size_t)off < o->data.len)
 		o->data.len = (size_t)off; /* rewriting from an offset */
 	sbx_buf_add(&o->data, buf, size);
+	o->wrote = true;
 	switch (o->kind) {
 	case SBX_N_CTL:
 		/* A JSON request is handled whole at flush; plain lines as they come. */
@@ -531,6 +547,21 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 	case SBX_N_STATE:
 		rc = consume_lines(o, state_line, &lc);
 		return rc ? rc : (ssize_t)size;
+	case SBX_N_ENV: {
+		/* Refuse a bad complete line in the write itself, so the writer sees EINVAL. */
+		char *nl = memrchr(o->data.buf, '\n', o->data.len);
+		if (nl) {
+			char save = nl[1];
+			nl[1] = '\0';
+			rc = check_env(m, o->lease, o->data.buf);
+			nl[1] = save;
+			if (rc) {
+				o->refused = true;
+				return rc;
+			}
+		}
+		return (ssize_t)size;
+	}
 	default:
 		return (ssize_t)size;
 	}
@@ -554,16 +585,19 @@ int sbx_ctl_flush(struct sbx_mount *m, struct sbx_open *o)
 			sbx_buf_reset(&o->data);
 		return rc;
 	case SBX_N_ENV:
-		if (acc == O_RDONLY)
+		/*
+		 * Shells flush once before writing (dup2 closes the first fd), so
+		 * only a flush after writes commits; a bare `: > env` commits the
+		 * empty text at release. A refused text never replaces env.
+		 */
+		if (acc == O_RDONLY || o->refused || !o->wrote)
 			return 0;
 		rc = check_env(m, o->lease, o->data.buf);
-		if (rc)
+		if (rc) {
+			o->refused = true;
 			return rc;
-		pthread_mutex_lock(&o->lease->lock);
-		free(o->lease->env_text);
-		o->lease->env_text = strdup(o->data.buf);
-		pthread_mutex_unlock(&o->lease->lock);
-		sbx_mount_save(m);
+		}
+		set_env(m, o->lease, o->data.buf);
 		return 0;
 	case SBX_N_EXEC:
 	case SBX_N_CODE:
@@ -580,14 +614,8 @@ int sbx_ctl_flush(struct sbx_mount *m, struct sbx_open *o)
 int sbx_ctl_truncate(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l,
 		     struct sbx_open *o, off_t size)
 {
-	if (writable(n->kind)) {
-		if (n->kind == SBX_N_ENV && size == 0 && !o) {
-			pthread_mutex_lock(&l->lock);
-			free(l->env_text);
-			l->env_text = strdup("");
-			pthread_mutex_unlock(&l->lock);
-		}
+	/* With atomic O_TRUNC the shell's `>` never gets here; `: > env` empties it at flush. */
+	if (writable(n->kind))
 		return 0;
-	}
 	return sbx_node_is_dir(n->kind) ? -EISDIR : refuse(m, l, EACCES, "truncate", "%s is read-only", "this control file");
 }

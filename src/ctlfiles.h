@@ -27,6 +27,8 @@ struct sbx_open {
 	int flags;                /* open(2) flags */
 	struct sbx_buf data;      /* snapshot to read, or text written */
 	bool ran;                 /* the written text was run (runner files) */
+	bool refused;             /* a write failed: flush must not commit (env) */
+	bool wrote;               /* something was written (env: commit at flush) */
 	struct sbx_run *run;      /* the run started by this open */
 	off_t rpos;               /* stream position in the run's output */
 	char language[16];        /* code.* */
@@ -49,6 +51,8 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 		      off_t off);
 /* Completes what the writes asked for (a run, a new env). */
 int sbx_ctl_flush(struct sbx_mount *m, struct sbx_open *o);
+/* The last close: a bare truncating open of env empties it. */
+void sbx_ctl_release(struct sbx_mount *m, struct sbx_open *o);
 /* truncate(2) of a control file: a no-op for the writable ones (the shell's `>`). */
 int sbx_ctl_truncate(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l,
 		     struct sbx_open *o, off_t size);

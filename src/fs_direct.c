@@ -3,14 +3,15 @@
  * (SBX_CAP_DIRECT_IO, i.e. local): every operation is one provider call on
  * the lease's root, no cache. Metadata reads (getattr, readdir, readlink)
  * of a paused sandbox are served without resuming it (a frozen sandbox
- * cannot change its files); anything that opens or changes a file counts
- * as use and resumes it.
+ * cannot change its files), and so are reads of files; anything that
+ * creates or changes a file counts as use and resumes it.
  */
 #include "fsmirror.h"
 #include "cache.h"
 
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,17 +107,27 @@ static int d_readdir(struct sbx_lease *l, const char *path, sbx_fs_fill_fn fill,
 	return rc ? fail(l, "list", path, rc, err) : 0;
 }
 
+/* Reading cannot change a frozen sandbox's files: served without resuming it. */
+static bool read_only(int flags)
+{
+	return (flags & O_ACCMODE) == O_RDONLY && !(flags & (O_CREAT | O_TRUNC));
+}
+
 static int d_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 		  struct sbx_fs_file **out, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
 	uint64_t fh;
+	bool used = true;
 	int rc = need(l->prov->open, l, "open files", err);
 	if (rc)
 		return rc;
-	USE_OR_RETURN(l, inst, err);
+	rc = read_only(flags) ? peek(l, &inst, &used, err) : sbx_lease_use(l, &inst, err);
+	if (rc)
+		return rc;
 	rc = l->prov->open(inst, path, flags, mode, &fh, err);
-	sbx_lease_unuse(l);
+	if (used)
+		sbx_lease_unuse(l);
 	if (rc)
 		return fail(l, "open", path, rc, err);
 	struct sbx_fs_file *f = calloc(1, sizeof(*f));
@@ -134,9 +145,13 @@ static ssize_t d_read(struct sbx_fs_file *f, char *buf, size_t size, off_t off,
 		      struct sbx_error *err)
 {
 	struct sbx_instance *inst;
-	USE_OR_RETURN(f->lease, inst, err);
+	bool used;
+	int rc = peek(f->lease, &inst, &used, err);
+	if (rc)
+		return rc;
 	ssize_t n = f->lease->prov->pread(inst, f->fh, buf, size, off, err);
-	sbx_lease_unuse(f->lease);
+	if (used)
+		sbx_lease_unuse(f->lease);
 	return n < 0 ? fail(f->lease, "read", f->path, (int)n, err) : n;
 }
 

@@ -75,6 +75,12 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 		return sbx_fs_ops_for(o->fsf->lease)->getattr(o->fsf->lease, o->fsf->path, o->fsf,
 							       st, &err);
 	rc = resolve(path, &n, &l);
+	if (rc == -ENOENT && n.kind == SBX_N_LEASE) {
+		/* The kernel looks a name up before rmdir/open: say which lease is missing. */
+		struct sbx_error e = SBX_ERROR_INIT;
+		sbx_error_set(&e, ENOENT, SBX_E_NOT_FOUND, "no lease %s", n.lease);
+		sbx_mount_error(mnt(), "lookup", &e);
+	}
 	if (rc)
 		return rc;
 	if (n.kind == SBX_N_FS && !fs_pseudo_child(&n) && !(sbx_fs_is_pseudo(n.sub))) {
@@ -224,6 +230,8 @@ static int op_release(const char *path, struct fuse_file_info *fi)
 		struct sbx_lease *l = o->fsf->lease;
 		sbx_fs_ops_for(l)->release(o->fsf);
 		o->fsf = NULL;
+	} else {
+		sbx_ctl_release(mnt(), o);
 	}
 	sbx_open_free(o);
 	return 0;
@@ -483,6 +491,9 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->nullpath_ok = 1;
 	cfg->hard_remove = 1;
 	cfg->kernel_cache = 0;
+	/* O_TRUNC reaches open: `>` and `>>` on the env file differ, and no extra setattr. */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	return fuse_get_context()->private_data;
 }
 

@@ -117,8 +117,20 @@ void sbx_mount_error(struct sbx_mount *m, const char *op, const struct sbx_error
 	pthread_mutex_lock(&m->lock);
 	snprintf(m->error_line, sizeof(m->error_line), "%s %s %s: %s\n", ts, op,
 		 sbx_errcode_name(e->code), e->msg);
+	m->error_is_lookup = !strcmp(op, "lookup");
 	pthread_mutex_unlock(&m->lock);
-	sbx_log(SBX_LOG_WARN, "%s: %s", op, e->msg);
+	sbx_log(m->error_is_lookup ? SBX_LOG_DEBUG : SBX_LOG_WARN, "%s: %s", op, e->msg);
+}
+
+/* A lookup miss is only worth reporting until the name is created after all. */
+static void forget_lookup_error(struct sbx_mount *m)
+{
+	pthread_mutex_lock(&m->lock);
+	if (m->error_is_lookup) {
+		m->error_line[0] = '\0';
+		m->error_is_lookup = false;
+	}
+	pthread_mutex_unlock(&m->lock);
 }
 
 char *sbx_mount_error_text(struct sbx_mount *m)
@@ -384,6 +396,7 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 	l->saved = l->prov->save ? l->prov->save(inst) : NULL;
 	set_state_locked(l, SBX_LS_RUNNING, "created");
 	pthread_mutex_unlock(&l->lock);
+	forget_lookup_error(m);
 	sbx_mount_save(m);
 	return 0;
 out_free:
@@ -450,6 +463,7 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 	snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", inst->id);
 	lease_setup_cache(l);
 	adopt_remote_state(l, inst, "attached");
+	forget_lookup_error(m);
 	sbx_mount_save(m);
 	return 0;
 }

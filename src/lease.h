@@ -73,6 +73,7 @@ struct sbx_mount {
 	char *state_dir;
 	char *profile; /* profile for new leases */
 	char error_line[1024]; /* last mount-level error, protected by lock */
+	bool error_is_lookup;  /* error_line is a lookup miss (cleared by a create) */
 	pthread_t timer;
 	bool timer_running;
 	bool stopping;

@@ -131,9 +131,9 @@ int sbx_node_parse(const char *path, struct sbx_node *n)
 		}
 		return next_part(&p, part, sizeof(part)) ? -ENOENT : 0;
 	}
-	if (!sbx_lease_name_valid(part))
+	if (!sbx_lease_name_valid(part)) /* also bounds it to 64 characters */
 		return -ENOENT;
-	snprintf(n->lease, sizeof(n->lease), "%s", part);
+	memcpy(n->lease, part, strlen(part) + 1);
 	if (!next_part(&p, part, sizeof(part))) {
 		n->kind = SBX_N_LEASE;
 		return 0;

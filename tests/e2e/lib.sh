@@ -57,6 +57,22 @@ except OSError as e:
 PY
 }
 
+# errno_of_write PATH TEXT: writes TEXT unbuffered and closes; prints the errno name or OK.
+errno_of_write() {
+	python3 - "$1" "$2" <<'PY'
+import errno, os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, sys.argv[2].encode())
+    finally:
+        os.close(fd)
+    print("OK")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+PY
+}
+
 wait_for() { # wait_for SECONDS COMMAND...
 	local t=$(($1 * 10))
 	shift

@@ -6,20 +6,24 @@ mount_sbxfs
 L=$MNT/bad
 mkdir "$L"
 
-eq "ctl garbage" "$(errno_of "open('$MNT/ctl','w').write('frobnicate now\n')")" "EINVAL"
+eq "ctl garbage" "$(errno_of_write "$MNT/ctl" "frobnicate now
+")" "EINVAL"
 ok "error names the bad command" grep -q 'unknown command "frobnicate"' "$MNT/error"
-eq "malformed spec JSON" "$(errno_of "open('$MNT/ctl','w').write('{\"name\": \"x\", \"spec\": {oops}')")" "EINVAL"
+eq "malformed spec JSON" "$(errno_of_write "$MNT/ctl" "{\"name\": \"x\", \"spec\": {oops}")" "EINVAL"
 ok "error explains the JSON" grep -q "malformed spec JSON" "$MNT/error"
-eq "spec with an unknown key" "$(errno_of "open('$MNT/ctl','w').write('{\"name\": \"x\", \"spec\": {\"resources\": {\"gpus\": 1}}}')")" "EINVAL"
+eq "spec with an unknown key" "$(errno_of_write "$MNT/ctl" "{\"name\": \"x\", \"spec\": {\"resources\": {\"gpus\": 1}}}")" "EINVAL"
 ok "error names the key" grep -q 'resources.gpus' "$MNT/error"
 ok "no lease was created by bad specs" test ! -e "$MNT/x"
-eq "new with a bad key=value" "$(errno_of "open('$MNT/ctl','w').write('new y idleTimeout=soon\n')")" "EINVAL"
-eq "new with an unknown profile" "$(errno_of "open('$MNT/ctl','w').write('new y profile=nope\n')")" "EINVAL"
+eq "new with a bad key=value" "$(errno_of_write "$MNT/ctl" "new y idleTimeout=soon
+")" "EINVAL"
+eq "new with an unknown profile" "$(errno_of_write "$MNT/ctl" "new y profile=nope
+")" "EINVAL"
 ok "error names the profile" grep -q 'no profile "nope"' "$MNT/error"
 eq "mkdir of an existing lease" "$(errno_of "os.mkdir('$L')")" "EEXIST"
 eq "rmdir of an unknown lease" "$(errno_of "os.rmdir('$MNT/ghost')")" "ENOENT"
 ok "error says which lease" grep -q 'no lease ghost' "$MNT/error"
-eq "unknown state word" "$(errno_of "open('$L/state','w').write('hibernate\n')")" "EINVAL"
+eq "unknown state word" "$(errno_of_write "$L/state" "hibernate
+")" "EINVAL"
 ok "lease error explains the word" grep -q 'unknown word "hibernate"' "$L/error"
 eq "state unchanged" "$(cat "$L/state")" "running"
 eq "write to a read-only control file" "$(errno_of "open('$L/info','w')")" "EACCES"
@@ -27,7 +31,8 @@ ok "lease error explains" grep -q 'read-only' "$L/error"
 eq "write to spec after creation" "$(errno_of "open('$L/spec','w')")" "EBUSY"
 eq "reading ctl" "$(errno_of "open('$MNT/ctl').read()")" "EACCES"
 eq "unknown file in a lease" "$(errno_of "open('$L/nothing')")" "ENOENT"
-eq "attach to an unknown sandbox" "$(errno_of "open('$MNT/ctl','w').write('attach z lcl-doesnotexist\n')")" "ENOENT"
+eq "attach to an unknown sandbox" "$(errno_of_write "$MNT/ctl" "attach z lcl-doesnotexist
+")" "ENOENT"
 eq "truncate of exec (the shell's >) is fine" "$(errno_of "open('$L/exec','w').close()")" "OK"
 echo 'echo fine' >"$L/exec"
 eq "the mount still works" "$(cat "$L/exec")" "fine"

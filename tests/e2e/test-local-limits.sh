@@ -3,8 +3,8 @@
 # memoryMB is killed inside the lease while the mount stays up, a write
 # past diskMB gets ENOSPC, and the sandbox cannot see the host's /root.
 . "$(dirname "$0")/lib.sh"
-MARK=/root/sbxfs-host-secret-$$
-echo secret >"$MARK"
+MARK=/root/sbxfs-host-marker-$$
+echo TOPSECRET-CONTENT >"$MARK"
 EXTRA_CLEANUP="rm -f $MARK"
 mount_sbxfs
 L=$MNT/lim
@@ -26,7 +26,7 @@ f.close()")" "ENOSPC"
 echo 'rm -f /root/fill /root/fill2' >"$L/exec"
 
 echo "cat $MARK 2>&1; ls /home | wc -l" >"$L/exec"
-ok "the sandbox cannot read the host's /root" sh -c "! grep -q secret '$L/exec'"
+ok "the sandbox cannot read the host's /root" sh -c "! grep -q TOPSECRET '$L/exec'"
 ok "nor through fs/" test ! -e "$L/fs$MARK"
 echo 'ls /proc | head -3; ps -e | wc -l' >"$L/exec"
 ok "own pid namespace (few processes)" test "$(tail -1 "$L/stdout")" -lt 20
