@@ -176,7 +176,8 @@ struct sbx_provider {
 	/* Keeps the provider's own lifetime in step: the sandbox must live at
 	 * least `seconds` more. Optional. */
 	int (*set_timeout)(struct sbx_instance *inst, long seconds, struct sbx_error *err);
-	/* JSON facts for `info` (template, resources, endpoints...; no secrets). Optional. */
+	/* JSON facts for `info` (template, resources, endpoints...; no secrets).
+	 * Answers from what the instance knows: never blocks on the network. Optional. */
 	int (*info)(struct sbx_instance *inst, json_t **out, struct sbx_error *err);
 	/* Writes the URL or host:port reaching `port` inside the sandbox. */
 	int (*get_host)(struct sbx_instance *inst, int port, char *buf, size_t size,

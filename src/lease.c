@@ -21,8 +21,13 @@
 
 /* How long an operation waits for a transition in flight (resume, pause). */
 #define SBX_TRANSITION_WAIT_S 120
-/* How often running leases of remote providers are probed for reclaim. */
+/* How often running leases are probed for reclaim (local probes are cheap). */
 #define SBX_PROBE_EVERY_S 30
+#define SBX_PROBE_LOCAL_EVERY_S 5
+/* While a lease is in use, the provider's own lifetime is extended this often ... */
+#define SBX_EXTEND_EVERY_S 120
+/* ... to at least this many seconds ahead (past the idle timeout). */
+#define SBX_EXTEND_MIN_S 900
 
 static const char *const state_names[] = {
 	"creating", "running", "pausing", "paused", "resuming", "killed", "reclaimed", "error",
@@ -106,6 +111,14 @@ void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error
 				       "code", sbx_errcode_name(e->code), "message", e->msg,
 				       "errno", e->err));
 	sbx_log(SBX_LOG_WARN, "lease %s: %s: %s", l->name, op, e->msg);
+	/*
+	 * A failure that may mean "the sandbox is gone": let the timer probe it
+	 * now (not here: the caller may hold a cache lock the probe would need).
+	 */
+	if (e->code == SBX_E_NOT_FOUND || e->code == SBX_E_CONNECTION_FAILED) {
+		atomic_store(&l->probe_due, true);
+		pthread_cond_signal(&l->mount->timer_cond);
+	}
 }
 
 /* ---- the mount -------------------------------------------------------- */
@@ -164,6 +177,8 @@ static void lease_free(struct sbx_lease *l)
 {
 	if (l->inst)
 		l->prov->release(l->inst);
+	for (int i = 0; i < l->n_gone; i++)
+		l->prov->release(l->gone[i]);
 	sbx_cache_free(l->cache);
 	sbx_spec_free(&l->spec);
 	json_decref(l->saved);
@@ -269,8 +284,10 @@ static void mark_gone_locked(struct sbx_lease *l, enum sbx_lease_state to, const
 	struct sbx_instance *inst = l->inst;
 	l->inst = NULL;
 	set_state_locked(l, to, cause);
-	if (inst)
-		l->prov->release(inst);
+	if (inst && l->n_gone < (int)(sizeof(l->gone) / sizeof(*l->gone)))
+		l->gone[l->n_gone++] = inst; /* released with the lease */
+	else if (inst)
+		l->prov->release(inst); /* only after repeated attach/kill cycles */
 	if (l->cache)
 		sbx_cache_invalidate_all(l->cache);
 }
@@ -693,7 +710,23 @@ json_t *sbx_lease_info(struct sbx_lease *l)
 			      "workingDirectory", l->spec.working_dir, "autoResume",
 			      l->spec.auto_resume);
 	json_object_set_new(o, "runs", json_integer((json_int_t)l->runs));
+	if (l->state == SBX_LS_PAUSED) {
+		char p[32];
+		sbx_iso_time(l->paused_at, p, sizeof(p));
+		json_object_set_new(o, "pausedAt", json_string(p));
+	}
+	struct sbx_instance *inst = l->inst;
 	pthread_mutex_unlock(&l->lock);
+	/* The provider's own facts (info() answers from memory, never the network). */
+	json_t *facts = NULL;
+	struct sbx_error e = SBX_ERROR_INIT;
+	if (inst && l->prov->info && l->prov->info(inst, &facts, &e) == 0 && facts) {
+		json_t *t = json_object_get(facts, "template");
+		if (json_is_null(json_object_get(o, "template")) || !json_object_get(o, "template"))
+			if (json_is_string(t))
+				json_object_set(o, "template", t);
+		json_object_set_new(o, "sandbox", facts);
+	}
 	return o;
 }
 
@@ -713,16 +746,18 @@ void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out)
 
 enum timer_action { T_NONE, T_PAUSE, T_KILL_LIFETIME, T_KILL_TTL, T_PROBE, T_EXTEND };
 
-static enum timer_action timer_decide(struct sbx_lease *l, time_t now, time_t *last_probe)
+static enum timer_action timer_decide(struct sbx_lease *l, time_t now)
 {
 	enum timer_action a = T_NONE;
+	long probe_every = (l->prov->caps & SBX_CAP_DIRECT_IO) ? SBX_PROBE_LOCAL_EVERY_S
+								: SBX_PROBE_EVERY_S;
 	pthread_mutex_lock(&l->lock);
 	if (l->transition || !l->inst) {
 		pthread_mutex_unlock(&l->lock);
 		return T_NONE;
 	}
-	if (l->spec.res.timeout_s && (l->state == SBX_LS_RUNNING || l->state == SBX_LS_PAUSED) &&
-	    now - l->created_at >= l->spec.res.timeout_s)
+	bool live = l->state == SBX_LS_RUNNING || l->state == SBX_LS_PAUSED;
+	if (l->spec.res.timeout_s && live && now - l->created_at >= l->spec.res.timeout_s)
 		a = T_KILL_LIFETIME;
 	else if (l->state == SBX_LS_PAUSED && l->spec.reclaim_ttl_s &&
 		 now - l->paused_at >= l->spec.reclaim_ttl_s)
@@ -730,11 +765,36 @@ static enum timer_action timer_decide(struct sbx_lease *l, time_t now, time_t *l
 	else if (l->state == SBX_LS_RUNNING && !l->active && l->spec.idle_timeout_s &&
 		 now - l->last_active >= l->spec.idle_timeout_s)
 		a = T_PAUSE;
-	else if (l->state == SBX_LS_RUNNING && !(l->prov->caps & SBX_CAP_DIRECT_IO) &&
-		 now - *last_probe >= SBX_PROBE_EVERY_S)
+	else if (live && (atomic_exchange(&l->probe_due, false) ||
+			  (l->state == SBX_LS_RUNNING && now - l->last_probe >= probe_every)))
 		a = T_PROBE;
+	else if (l->state == SBX_LS_RUNNING && l->prov->set_timeout &&
+		 now - l->last_extend >= SBX_EXTEND_EVERY_S)
+		a = T_EXTEND;
+	if (a == T_PROBE)
+		l->last_probe = now;
+	if (a == T_EXTEND)
+		l->last_extend = now;
 	pthread_mutex_unlock(&l->lock);
 	return a;
+}
+
+/* Keeps the provider's own lifetime ahead of the lease's (E2B kills on timeout). */
+static void extend_lease(struct sbx_lease *l)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_instance *inst = sbx_lease_peek(l);
+	long want = l->spec.idle_timeout_s * 2 + SBX_EXTEND_EVERY_S;
+	if (want < SBX_EXTEND_MIN_S)
+		want = SBX_EXTEND_MIN_S;
+	if (l->spec.res.timeout_s) {
+		long left = (long)(l->created_at + l->spec.res.timeout_s - time(NULL)) + 60;
+		if (left < want)
+			want = left > 60 ? left : 60;
+	}
+	if (inst && l->prov->set_timeout(inst, want, &e))
+		sbx_log(SBX_LOG_WARN, "lease %s: cannot extend the sandbox's lifetime: %s", l->name,
+			e.msg);
 }
 
 struct lease_list {
@@ -752,33 +812,37 @@ static void collect(void *ctx, struct sbx_lease *l)
 	ll->v[ll->n++] = l;
 }
 
-static void probe_lease(struct sbx_lease *l)
+/* Asks the provider how the sandbox is; returns true when the lease's state changed. */
+static bool probe_lease(struct sbx_lease *l)
 {
 	enum sbx_remote_state rs = SBX_REMOTE_UNKNOWN;
 	struct sbx_error e = SBX_ERROR_INIT;
 	struct sbx_instance *inst = sbx_lease_peek(l);
+	bool changed = false;
 	if (!inst || !l->prov->probe || l->prov->probe(inst, &rs, &e))
-		return;
+		return false;
 	pthread_mutex_lock(&l->lock);
 	if (rs == SBX_REMOTE_GONE && !l->transition && l->inst == inst) {
 		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone (provider)");
+		changed = true;
 	} else if (rs == SBX_REMOTE_PAUSED && l->state == SBX_LS_RUNNING && !l->transition) {
 		set_state_locked(l, SBX_LS_PAUSED, "paused by provider");
+		changed = true;
 	}
 	pthread_mutex_unlock(&l->lock);
+	return changed;
 }
 
 void sbx_mount_tick(struct sbx_mount *m)
 {
-	static time_t last_probe;
 	struct lease_list ll = {0};
 	time_t now = time(NULL);
-	bool probed = false, changed = false;
+	bool changed = false;
 	sbx_lease_foreach(m, collect, &ll);
 	for (size_t i = 0; i < ll.n; i++) {
 		struct sbx_lease *l = ll.v[i];
 		struct sbx_error e = SBX_ERROR_INIT;
-		switch (timer_decide(l, now, &last_probe)) {
+		switch (timer_decide(l, now)) {
 		case T_PAUSE:
 			sbx_lease_pause(l, "idle", &e);
 			changed = true;
@@ -798,16 +862,16 @@ void sbx_mount_tick(struct sbx_mount *m)
 			break;
 		}
 		case T_PROBE:
-			probe_lease(l);
-			probed = true;
+			changed |= probe_lease(l);
+			break;
+		case T_EXTEND:
+			extend_lease(l);
 			break;
 		default:
 			break;
 		}
 		sbx_lease_put(l);
 	}
-	if (probed)
-		last_probe = now;
 	free(ll.v);
 	if (changed)
 		sbx_mount_save(m);

@@ -18,6 +18,7 @@
 #define SBX_LEASE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
 #include <uthash.h>
@@ -53,6 +54,9 @@ struct sbx_lease {
 	struct sbx_spec spec;               /* read-only after creation */
 	const struct sbx_provider *prov;    /* read-only */
 	struct sbx_instance *inst;          /* (L) NULL while creating or once gone */
+	struct sbx_instance *gone[4];       /* (L) instances of ended sandboxes: a run or open
+					       file may still hold them; released with the lease */
+	int n_gone;                         /* (L) */
 	enum sbx_lease_state state;         /* (L) */
 	bool transition;                    /* (L) a lifecycle call is in flight */
 	char sandbox_id[128];               /* (L) */
@@ -62,6 +66,8 @@ struct sbx_lease {
 	unsigned long results_seq;          /* (L) last N used for results/N.* */
 	char *env_text;                     /* (L) the `env` file */
 	json_t *saved;                      /* (L) provider's save() blob */
+	time_t last_probe, last_extend;     /* (L) timer bookkeeping */
+	atomic_bool probe_due;              /* a failure suggested the sandbox is gone */
 	char *dir;                          /* state_dir/leases/NAME (read-only) */
 	struct sbx_cache *cache;            /* fs/ cache (NULL for direct-I/O providers) */
 };
