@@ -1,0 +1,125 @@
+# The automatic lifecycle on one provider (sourced by test-auto-*.sh after
+# lib.sh, with PROVIDER set; lib-fake.sh too for remote providers):
+# idle pause, serving a paused lease, resume on access, autoResume off,
+# lifetime reclaim, a sandbox deleted behind the mount's back, no provider
+# call for root listings, and timers surviving a remount.
+case $PROVIDER in
+local)
+	PAUSE_KEY= RESUME_KEY=
+	printf '%s\n' '{"profiles":{
+	  "default":{"provider":"local","idleTimeout":2},
+	  "manual":{"provider":"local","idleTimeout":2,"autoResume":false},
+	  "short":{"provider":"local","resources":{"timeout":4}}}}' >"$CONFIG"
+	;;
+e2b | daytona)
+	if [ "$PROVIDER" = e2b ]; then
+		PAUSE_KEY="POST /sandboxes/:id/pause" RESUME_KEY="POST /v2/sandboxes/:id/connect"
+	else
+		PAUSE_KEY="POST /api/sandbox/:idOrName/stop" RESUME_KEY="POST /api/sandbox/:idOrName/start"
+	fi
+	start_fake "$PROVIDER"
+	printf '{"profiles":{
+	  "default":{"provider":"%s","idleTimeout":2},
+	  "manual":{"provider":"%s","idleTimeout":2,"autoResume":false},
+	  "short":{"provider":"%s","resources":{"timeout":4}}}}\n' \
+		"$PROVIDER" "$PROVIDER" "$PROVIDER" >"$CONFIG"
+	;;
+esac
+total_calls() { # all provider requests counted by the fake (0 for local)
+	[ "$PROVIDER" = local ] && { echo 0; return; }
+	fake_get /_fake/counters | python3 -c 'import json,sys; print(sum(json.load(sys.stdin).values()))'
+}
+info_field() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$1" "$2"; }
+
+mount_sbxfs
+L=$MNT/idle
+mkdir "$L"
+echo 'mkdir -p /tmp/w && echo cached-before > /tmp/w/a.txt && echo uncached > /tmp/w/b.txt' >"$L/exec"
+eq "file readable while running" "$(cat "$L/fs/tmp/w/a.txt")" "cached-before"
+if [ "$PROVIDER" = local ]; then
+	echo 'nohup sh -c "i=0; while :; do i=\$((i+1)); echo \$i > /tmp/w/counter; sleep 0.1; done" >/dev/null 2>&1 &' >"$L/exec"
+fi
+[ -n "$PAUSE_KEY" ] && fake_reset_counters
+
+# 1. idle -> paused, by the timer, through the provider.
+ok "idle lease pauses within idleTimeout + 3 s" wait_for 6 grep -qx paused "$L/state"
+[ -n "$PAUSE_KEY" ] && eq "the provider got one pause call" "$(counter "$PAUSE_KEY")" 1
+ok "the journal says why" grep -q '"to":"paused","cause":"idle"' "$L/log"
+if [ "$PROVIDER" = local ]; then
+	a=$(cat "$L/fs/tmp/w/counter"); sleep 1; b=$(cat "$L/fs/tmp/w/counter")
+	eq "a paused local sandbox's spinning process stops" "$b" "$a"
+fi
+
+# 2. reading the root, status, info, state never reaches the provider.
+[ "$PROVIDER" != local ] && fake_reset_counters
+ls -l "$MNT" >/dev/null; cat "$MNT/status" "$L/info" "$L/state" >/dev/null; ls "$L" >/dev/null
+eq "root listing, status, info, state: no provider call" "$(total_calls)" 0
+ok "status shows the paused lease and its idle time" grep -Eq '^idle [a-z0-9]+ paused [0-9]+s ' "$MNT/status"
+ok "info has lastActiveAt" grep -q lastActiveAt "$L/info"
+
+# 3. what is cached is served without resuming; anything else resumes first.
+eq "a file read before the pause is served" "$(cat "$L/fs/tmp/w/a.txt")" "cached-before"
+eq "... without resuming" "$(cat "$L/state")" "paused"
+if [ "$PROVIDER" = local ]; then
+	# A local lease's files are on this machine: every read is served paused.
+	eq "local: any file is served while paused" "$(cat "$L/fs/tmp/w/b.txt")" "uncached"
+	eq "... still paused" "$(cat "$L/state")" "paused"
+	t0=$(date +%s%N)
+	eq "exec on a paused lease resumes it and runs" "$(echo 'echo back' >"$L/exec"; cat "$L/exec")" "back"
+else
+	t0=$(date +%s%N)
+	eq "an uncached file resumes the lease and is served" "$(cat "$L/fs/tmp/w/b.txt")" "uncached"
+	eq "one resume call" "$(counter "$RESUME_KEY")" 1
+fi
+t1=$(date +%s%N)
+eq "running again" "$(cat "$L/state")" "running"
+ok "resume on access took < 10 s" test $(((t1 - t0) / 1000000)) -lt 10000
+ok "the journal says the access resumed it" grep -q '"to":"running","cause":"access"' "$L/log"
+
+# 4. autoResume false: EAGAIN and a reason.
+echo "new man profile=manual" >"$MNT/ctl"
+echo 'echo x > /tmp/m.txt' >"$MNT/man/exec"
+echo pause >"$MNT/man/state"
+eq "autoResume off: exec on a paused lease" "$(errno_of_write "$MNT/man/exec" "echo hi")" "EAGAIN"
+ok "error says autoResume is off" grep -q "autoResume is off" "$MNT/man/error"
+eq "still paused" "$(cat "$MNT/man/state")" "paused"
+echo resume >"$MNT/man/state"
+eq "explicit resume works" "$(cat "$MNT/man/state")" "running"
+
+# 5. lifetime reached -> reclaimed; fs/ answers at once.
+echo "new short profile=short" >"$MNT/ctl"
+ok "a lease past resources.timeout is reclaimed" wait_for 8 grep -qx reclaimed "$MNT/short/state"
+t0=$(date +%s%N)
+r=$(errno_of "os.stat('$MNT/short/fs/tmp')")
+t1=$(date +%s%N)
+eq "fs/ of a reclaimed lease" "$r" "ENOENT"
+ok "... answered at once" test $(((t1 - t0) / 1000000)) -lt 1000
+ok "the journal says lifetime" grep -q 'lifetime reached' "$MNT/short/log"
+
+# 6. the sandbox deleted behind the mount's back -> reclaimed, no hang.
+mkdir "$MNT/vic"
+echo 'echo hi' >"$MNT/vic/exec"
+id=$(info_field "$MNT/vic/info" '["sandboxId"]')
+if [ "$PROVIDER" = local ]; then
+	kill -9 "$(info_field "$MNT/vic/info" '["sandbox"]["init_pid"]')"
+else
+	fake_post "/_fake/sandboxes/$id/vanish" '{}' >/dev/null
+fi
+t0=$(date +%s%N)
+r=$(errno_of_write "$MNT/vic/exec" "echo again")
+t1=$(date +%s%N)
+ok "a run on a vanished sandbox fails ($r)" test "$r" = ENOENT -o "$r" = ENOTCONN
+ok "... within 10 s" test $(((t1 - t0) / 1000000)) -lt 10000
+ok "the lease becomes reclaimed" wait_for 5 grep -qx reclaimed "$MNT/vic/state"
+eq "fs/ then answers ENOENT" "$(errno_of "os.listdir('$MNT/vic/fs/')")" "ENOENT"
+ok "rmdir of a reclaimed lease" rmdir "$MNT/vic"
+
+# 7. timers and states survive a remount.
+echo pause >"$L/state"
+unmount_sbxfs
+mount_sbxfs
+eq "paused before unmount, paused after" "$(cat "$L/state")" "paused"
+echo 'echo after-remount' >"$L/exec"
+eq "and resumes on access" "$(cat "$L/exec")" "after-remount"
+eq "reclaimed stays reclaimed" "$(cat "$MNT/short/state")" "reclaimed"
+finish
