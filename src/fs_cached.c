@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "fs_cached.h"
+#include "kinval.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -108,10 +109,26 @@ int fsc_end(struct sbx_lease *l, int rc, const char *op, const char *path,
  * once per instance, so changes made in the sandbox by anything else
  * invalidate what is cached of them before the TTL runs out.
  */
+static void lease_notify(void *ctx, const char *path)
+{
+	struct sbx_lease *l = ctx;
+	sbx_cache_notify(l->cache, path);
+	if (!path) {
+		sbx_kinval_flush(l->kinval);
+		return;
+	}
+	/* The kernel's copy too: its paths are mount paths. */
+	struct sbx_buf mp = SBX_BUF_INIT;
+	sbx_buf_addf(&mp, "/%s/fs%s", l->name, path);
+	sbx_kinval_path(l->kinval, mp.buf);
+	sbx_buf_release(&mp);
+}
+
 static void watch(struct sbx_lease *l, struct sbx_instance *inst)
 {
+	/* The lease outlives the subscription: release() ends it, in lease_free. */
 	if (l->prov->set_notify && sbx_cache_watch_claim(l->cache, inst))
-		l->prov->set_notify(inst, sbx_cache_notify, l->cache);
+		l->prov->set_notify(inst, lease_notify, l);
 }
 
 /* A paused sandbox cannot change its files: its cache is good at any age. */

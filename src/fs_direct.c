@@ -8,6 +8,7 @@
  */
 #include "fsmirror.h"
 #include "cache.h"
+#include "kinval.h"
 
 
 #include <errno.h>
@@ -303,6 +304,7 @@ void sbx_fs_invalidate(struct sbx_lease *l)
 {
 	if (l->cache)
 		sbx_cache_invalidate_all(l->cache);
+	sbx_kinval_flush(l->kinval);
 }
 
 int sbx_fs_is_pseudo(const char *path)

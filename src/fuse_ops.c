@@ -16,6 +16,7 @@
 #include "ctlfiles.h"
 #include "fsmirror.h"
 #include "fuse_ops.h"
+#include "kinval.h"
 #include "nodes.h"
 
 /* private_data points at main()'s `struct sbx_mount *`, set before the loop runs. */
@@ -50,12 +51,32 @@ static struct sbx_open *of(struct fuse_file_info *fi)
 struct fill_ctx {
 	void *buf;
 	fuse_fill_dir_t filler;
+	struct sbx_lease *lease; /* fs/ listings: the kernel caches what readdirplus gives */
+	const char *dir;
 };
 
 static int fill_adapter(void *ctx, const char *name, const struct stat *st)
 {
 	struct fill_ctx *fc = ctx;
+	if (st && fc->lease) {
+		char path[4400];
+		snprintf(path, sizeof(path), "%s/%s", fc->dir, name);
+		sbx_kinval_note(fc->lease->kinval, path);
+	}
 	return fc->filler(fc->buf, name, st, 0, st ? FUSE_FILL_DIR_PLUS : 0);
+}
+
+/* How long the kernel may keep fs/ names and attributes (runs invalidate them). */
+static double fs_cache_timeout = 1.0;
+
+void sbx_fuse_set_cache_timeout(double seconds)
+{
+	fs_cache_timeout = seconds;
+}
+
+static void invalidate_path(void *ctx, const char *path)
+{
+	fuse_invalidate_path(ctx, path);
 }
 
 static int fs_pseudo_child(const struct sbx_node *n)
@@ -85,6 +106,8 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 		return rc;
 	if (n.kind == SBX_N_FS && !fs_pseudo_child(&n) && !(sbx_fs_is_pseudo(n.sub))) {
 		rc = sbx_fs_ops_for(l)->getattr(l, n.sub, o ? o->fsf : NULL, st, &err);
+		if (!rc)
+			sbx_kinval_note(l->kinval, path);
 	} else if (fs_pseudo_child(&n)) {
 		rc = -ENOENT;
 	} else {
@@ -116,10 +139,12 @@ static int op_readdir(const char *path, void *buf, fuse_fill_dir_t filler, off_t
 	int rc = resolve(path ? path : (const char *)(uintptr_t)fi->fh, &n, &l);
 	if (rc)
 		return rc;
-	struct fill_ctx fc = {buf, filler};
+	const char *dir = path ? path : (const char *)(uintptr_t)fi->fh;
+	struct fill_ctx fc = {buf, filler, NULL, strcmp(dir, "/") ? dir : ""};
 	filler(buf, ".", NULL, 0, 0);
 	filler(buf, "..", NULL, 0, 0);
 	if (n.kind == SBX_N_FS) {
+		fc.lease = l;
 		if (!sbx_fs_is_pseudo(n.sub))
 			rc = sbx_fs_ops_for(l)->readdir(l, n.sub, fill_adapter, &fc, &err);
 	} else {
@@ -142,6 +167,8 @@ static int fs_open(struct sbx_node *n, struct sbx_lease *l, int flags, mode_t mo
 	struct sbx_open *o = sbx_open_new(SBX_N_FS, NULL, flags);
 	o->fsf = f;
 	fi->fh = (uintptr_t)o;
+	/* Page cache kept across opens: runs invalidate it, attribute changes drop it. */
+	fi->keep_cache = 1;
 	return 0;
 }
 
@@ -480,13 +507,15 @@ static int op_statfs(const char *path, struct statvfs *st)
 static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	/*
-	 * The kernel may not cache names or attributes: a run can change any
-	 * file of fs/ and the high-level API cannot invalidate a subtree. The
-	 * daemon keeps its own caches (cache.c) with explicit invalidation.
+	 * The kernel keeps fs/ names and attributes for a short timeout; every
+	 * fs/ path it learns is noted (kinval.c) and invalidated after each run,
+	 * so what a run wrote shows at once. No negative entries: a run may
+	 * create any name.
 	 */
-	cfg->entry_timeout = 0;
-	cfg->attr_timeout = 0;
+	cfg->entry_timeout = fs_cache_timeout;
+	cfg->attr_timeout = fs_cache_timeout;
 	cfg->negative_timeout = 0;
+	sbx_kinval_set_callback(invalidate_path, fuse_get_context()->fuse);
 	cfg->use_ino = 0;
 	cfg->nullpath_ok = 1;
 	cfg->hard_remove = 1;
@@ -494,6 +523,9 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	/* O_TRUNC reaches open: `>` and `>>` on the env file differ, and no extra setattr. */
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* A changed mtime or size seen on an attribute refresh drops cached pages. */
+	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
 	return fuse_get_context()->private_data;
 }
 

@@ -4,5 +4,7 @@
 
 struct fuse_operations;
 extern const struct fuse_operations sbx_fuse_ops;
+/* Seconds the kernel may cache fs/ names and attributes (default 1; 0 = never). */
+void sbx_fuse_set_cache_timeout(double seconds);
 
 #endif

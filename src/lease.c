@@ -18,6 +18,7 @@
 #include "base/fsutil.h"
 #include "base/log.h"
 #include "cache.h"
+#include "kinval.h"
 
 /* How long an operation waits for a transition in flight (resume, pause). */
 #define SBX_TRANSITION_WAIT_S 120
@@ -170,6 +171,7 @@ static struct sbx_lease *lease_new(struct sbx_mount *m, const char *name)
 	l->dir = sbx_buf_detach(&b, NULL);
 	l->env_text = strdup("");
 	l->created_at = l->last_active = time(NULL);
+	l->kinval = sbx_kinval_new();
 	return l;
 }
 
@@ -180,6 +182,7 @@ static void lease_free(struct sbx_lease *l)
 	for (int i = 0; i < l->n_gone; i++)
 		l->prov->release(l->gone[i]);
 	sbx_cache_free(l->cache);
+	sbx_kinval_free(l->kinval);
 	sbx_spec_free(&l->spec);
 	json_decref(l->saved);
 	free(l->env_text);
@@ -290,6 +293,7 @@ static void mark_gone_locked(struct sbx_lease *l, enum sbx_lease_state to, const
 		l->prov->release(inst); /* only after repeated attach/kill cycles */
 	if (l->cache)
 		sbx_cache_invalidate_all(l->cache);
+	sbx_kinval_flush(l->kinval);
 }
 
 /* ---- creating and attaching ------------------------------------------- */

@@ -70,6 +70,7 @@ struct sbx_lease {
 	atomic_bool probe_due;              /* a failure suggested the sandbox is gone */
 	char *dir;                          /* state_dir/leases/NAME (read-only) */
 	struct sbx_cache *cache;            /* fs/ cache (NULL for direct-I/O providers) */
+	struct sbx_kinval *kinval;          /* what the kernel caches of fs/ */
 };
 
 struct sbx_mount {

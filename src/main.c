@@ -27,6 +27,7 @@ struct sbx_options {
 	char *profile;
 	char *config;
 	char *state_dir;
+	char *cache_timeout;
 	int show_help;
 	int show_version;
 };
@@ -36,6 +37,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("profile=%s", profile),
 	OPT("config=%s", config),
 	OPT("state_dir=%s", state_dir),
+	OPT("fs_cache_timeout=%s", cache_timeout),
 	OPT("-h", show_help),
 	OPT("--help", show_help),
 	OPT("-V", show_version),
@@ -51,6 +53,7 @@ static void usage(const char *prog)
 	       "    -o profile=NAME     profile for new leases (default: the config's default)\n"
 	       "    -o config=PATH      profiles file (default $XDG_CONFIG_HOME/sbxfs/config.json)\n"
 	       "    -o state_dir=PATH   lease table and caches (default $XDG_STATE_HOME/sbxfs)\n"
+	       "    -o fs_cache_timeout=S  seconds the kernel keeps fs/ attributes (default 1)\n"
 	       "\n"
 	       "Unmount with: fusermount3 -u MOUNTPOINT\n\n",
 	       prog);
@@ -103,6 +106,15 @@ int main(int argc, char *argv[])
 	if (!opts.state_dir)
 		opts.state_dir = xdg_path("XDG_STATE_HOME", ".local/state", "sbxfs");
 	sbx_log_setup(!cmd.foreground, cmd.debug ? SBX_LOG_DEBUG : SBX_LOG_INFO);
+	if (opts.cache_timeout) {
+		char *end;
+		double t = strtod(opts.cache_timeout, &end);
+		if (*end || t < 0 || t > 3600) {
+			fprintf(stderr, "sbxfs: fs_cache_timeout must be 0..3600 seconds\n");
+			goto out_args;
+		}
+		sbx_fuse_set_cache_timeout(t);
+	}
 
 	/* Validate before daemonising, so the terminal sees what is wrong. */
 	if (sbx_config_load(&probe, opts.config, &err)) {
@@ -149,5 +161,6 @@ out_args:
 	free(opts.profile);
 	free(opts.config);
 	free(opts.state_dir);
+	free(opts.cache_timeout);
 	return ret ? 1 : 0;
 }

@@ -37,7 +37,7 @@ mkdir "$L"
 echo 'mkdir -p /tmp/w && echo cached-before > /tmp/w/a.txt && echo uncached > /tmp/w/b.txt' >"$L/exec"
 eq "file readable while running" "$(cat "$L/fs/tmp/w/a.txt")" "cached-before"
 if [ "$PROVIDER" = local ]; then
-	echo 'nohup sh -c "i=0; while :; do i=\$((i+1)); echo \$i > /tmp/w/counter; sleep 0.1; done" >/dev/null 2>&1 &' >"$L/exec"
+	echo 'nohup sh -c "i=0; while :; do i=\$((i+1)); printf %08d \$i > /tmp/w/counter; sleep 0.1; done" >/dev/null 2>&1 &' >"$L/exec"
 fi
 [ -n "$PAUSE_KEY" ] && fake_reset_counters
 

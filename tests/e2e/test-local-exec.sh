@@ -60,6 +60,11 @@ ok "the stream ends with the run" test $(((t2 - t0) / 1000000)) -ge 1900
 # A file a run writes is visible in fs/ at once.
 echo 'echo made-by-run > /root/from-run.txt' >"$L/exec"
 eq "run output visible in fs/" "$(cat "$L/fs/root/from-run.txt")" "made-by-run"
+# ... even a same-size rewrite of a file whose pages and attributes the kernel holds.
+echo aaaa >"$L/fs/root/same.txt"
+eq "read through fs/" "$(cat "$L/fs/root/same.txt")" "aaaa"
+echo 'echo bbbb > /root/same.txt' >"$L/exec"
+eq "a same-size rewrite by a run shows at once" "$(cat "$L/fs/root/same.txt")" "bbbb"
 echo 'rm /root/from-run.txt' >"$L/exec"
 ok "a file a run deletes is gone from fs/ at once" test ! -e "$L/fs/root/from-run.txt"
 

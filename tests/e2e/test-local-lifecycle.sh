@@ -7,7 +7,7 @@ mount_sbxfs
 L=$MNT/life
 mkdir "$L"
 
-echo 'nohup sh -c "i=0; while :; do i=\$((i+1)); echo \$i > /root/counter; sleep 0.1; done" >/dev/null 2>&1 &' >"$L/exec"
+echo 'nohup sh -c "i=0; while :; do i=\$((i+1)); printf %08d \$i > /root/counter; sleep 0.1; done" >/dev/null 2>&1 &' >"$L/exec"
 sleep 1
 ok "counter advances while running" test "$(cat "$L/fs/root/counter")" -gt 2
 echo pause >"$L/state"

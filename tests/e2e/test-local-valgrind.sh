@@ -6,7 +6,7 @@
 command -v valgrind >/dev/null || { echo "SKIP: valgrind is not installed"; exit 77; }
 if [ "${SBXFS_ASAN:-0}" = 1 ]; then echo "SKIP: valgrind does not run ASan binaries (covered by the normal run)"; exit 77; fi
 VG_LOG=$WORK/valgrind.log
-SBXFS_WRAPPER="valgrind --quiet --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite --track-fds=no --log-file=$VG_LOG"
+SBXFS_WRAPPER="valgrind --quiet --child-silent-after-fork=yes --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite --track-fds=no --log-file=$VG_LOG"
 MOUNT_WAIT=60 mount_sbxfs
 L=$MNT/vg
 ok "mkdir under valgrind" mkdir "$L"
