@@ -7,6 +7,7 @@
  *   disk.c     the disk under the overlay: ext4 image on a loop device, or tmpfs
  *   spawn.c    starting sbxfs-init in fresh namespaces; liveness checks
  *   run.c      run(): the client side of proto.h
+ *   code.c     run_code/code_reset: the persistent interpreters (kernel/)
  *   files.c    every file slot (files.h), resolved inside the root with openat2
  *   packages.c pip/npm installs at create
  *   cgroup.c   caps and freezing (cgroup.h)
@@ -98,6 +99,12 @@ int lcl_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 /* A PING (pong pid in *pid) or SIGNAL request, answered within timeout_ms. 0 or -errno. */
 int lcl_request(const struct local_inst *li, int op, int arg, long timeout_ms, pid_t *pid,
 		struct sbx_error *err);
+
+/* code.c -------------------------------------------------------------- */
+int lcl_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
+		 const struct sbx_run_sink *sink, struct sbx_code_result *result,
+		 struct sbx_error *err);
+int lcl_code_reset(struct sbx_instance *inst, const char *language, struct sbx_error *err);
 
 /* packages.c ---------------------------------------------------------- */
 /* Installs spec->packages inside the lease. -EIO with the installer's last

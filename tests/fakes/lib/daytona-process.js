@@ -13,7 +13,7 @@ const crypto = require('crypto');
 const readline = require('readline');
 const { HttpError, sendJson, sendEmpty } = require('./common');
 const { mkdirsAs } = require('./fsinfo');
-const { tsToJs } = require('./tsstrip');
+const { tsToJs } = require('../../../providers/kernel/tsstrip');
 
 const DAEMON_VERSION = '0.218.0';
 const ARTIFACT = 'dtn_artifact_k39fd2:';

@@ -2,9 +2,11 @@
 /*
  * Fake code interpreter (port 49999, e2b.md §3): POST /execute streaming
  * NDJSON and the /contexts API, backed by a real persistent interpreter per
- * context (pykernel.py or jskernel.js running inside the sandbox).  A
- * context's cells run one at a time in arrival order.  Kernel sources are
- * passed on the command line, so nothing is copied into the sandbox.
+ * context: sbxfs's own kernel drivers (providers/kernel/pykernel.py and
+ * jskernel.js, in their --stdio mode) running inside the sandbox, whose
+ * events already have /execute's shapes.  A context's cells run one at a
+ * time in arrival order.  Kernel sources are passed on the command line,
+ * so nothing is copied into the sandbox.
  */
 const fs = require('fs');
 const path = require('path');
@@ -12,9 +14,10 @@ const crypto = require('crypto');
 const readline = require('readline');
 const { HttpError, sendJson } = require('./common');
 
-const PY_SRC = fs.readFileSync(path.join(__dirname, 'pykernel.py'), 'utf8');
-const JS_SRC = fs.readFileSync(path.join(__dirname, 'tsstrip.js'), 'utf8') + '\n' +
-	fs.readFileSync(path.join(__dirname, 'jskernel.js'), 'utf8');
+const KERNELS = path.join(__dirname, '..', '..', '..', 'providers', 'kernel');
+const PY_SRC = fs.readFileSync(path.join(KERNELS, 'pykernel.py'), 'utf8');
+const JS_SRC = fs.readFileSync(path.join(KERNELS, 'tsstrip.js'), 'utf8') + '\n' +
+	fs.readFileSync(path.join(KERNELS, 'jskernel.js'), 'utf8');
 const LANGS = { python: 'python', py: 'python', javascript: 'javascript', js: 'javascript', typescript: 'typescript', ts: 'typescript' };
 const KEEPALIVE_MS = 5000;
 
@@ -23,7 +26,8 @@ class Kernel {
 	constructor(sb, language, cwd) {
 		const u = sb.root.user();
 		const env = sb.root.baseEnv(u, Object.assign({ MPLBACKEND: 'Agg', PYTHONUNBUFFERED: '1' }, sb.envVars));
-		const argv = language === 'python' ? ['/usr/bin/python3', '-u', '-c', PY_SRC] : ['/usr/bin/node', '-e', JS_SRC];
+		const argv = language === 'python' ? ['/usr/bin/python3', '-u', '-c', PY_SRC, '--stdio']
+			: ['/usr/bin/node', '-e', JS_SRC, '--', '--stdio', '--language', language];
 		this.child = sb.root.spawn(argv, { u, env, cwd, stdio: ['pipe', 'pipe', 'pipe', 'pipe'] });
 		this.language = language;
 		this.current = null;
@@ -55,7 +59,7 @@ class Kernel {
 		const cur = this.current;
 		if (!cur)
 			return;
-		if (ev.type === 'done') {
+		if (ev.type === 'end_of_execution') {
 			this.current = null;
 			cur.done();
 		} else {
@@ -70,7 +74,7 @@ class Kernel {
 				return resolve();
 			}
 			this.current = { emit, done: resolve };
-			this.child.stdin.write(JSON.stringify({ code, env, language: this.language }) + '\n');
+			this.child.stdin.write(JSON.stringify({ code, env }) + '\n');
 		});
 	}
 
@@ -83,7 +87,7 @@ class Kernel {
 }
 
 function newContext(sb, language, cwd) {
-	const c = { id: crypto.randomUUID(), language, cwd, count: 0, queue: Promise.resolve(), kernel: null };
+	const c = { id: crypto.randomUUID(), language, cwd, queue: Promise.resolve(), kernel: null };
 	sb.contexts.set(c.id, c);
 	return c;
 }
@@ -127,7 +131,7 @@ async function execute(ctx) {
 		timer = setTimeout(() => write({ type: 'keepalive' }), KEEPALIVE_MS);
 	};
 	const run = c.queue.then(async () => {
-		write({ type: 'number_of_executions', execution_count: ++c.count });
+		/* number_of_executions comes from the kernel: it restarts with it, as Jupyter's does. */
 		await kernelOf(sb, c).run(b.code || '', b.env_vars || {}, (ev) => {
 			if (ev.type === 'stdout' || ev.type === 'stderr')
 				ev.timestamp = new Date().toISOString();
@@ -177,7 +181,6 @@ function register(server, svc) {
 		if (c.kernel)
 			c.kernel.kill();
 		c.kernel = null;
-		c.count = 0;
 		sendJson(ctx.res, 200, null);
 	}));
 }

@@ -1,7 +1,8 @@
 'use strict';
 /*
- * A crude TypeScript-to-JavaScript stripper for the fakes' kernels, used
- * only when the sandbox has no `typescript` package.  It removes what
+ * A crude TypeScript-to-JavaScript stripper for sbxfs's JavaScript kernel
+ * (jskernel.js) and the test fakes, used only when the sandbox has neither
+ * the `typescript` package nor a node that strips types itself.  It removes what
  * notebook-sized snippets use: annotations on variables, parameters,
  * return types and class fields, optional-parameter marks, `as` casts,
  * generic parameters of declarations, interface / type / declare
@@ -9,7 +10,7 @@
  * It is a token walk, not a parser: enums, namespaces, decorators and
  * call-site generics are left alone (and then fail as JavaScript).
  * Loaded by `node -e` as plain script text, so it must stay self-contained.
- * tsToJs() prefers the real compiler when the sandbox has it.
+ * tsToJs() prefers the real compiler, then node's own stripper.
  */
 function stripTypes(src) {
 	const toks = [];
@@ -152,20 +153,31 @@ function stripTypes(src) {
 	return toks.filter((x) => !x.drop).map((x) => x.t).join('');
 }
 
-/* The real compiler when a `typescript` package is installed, else stripTypes. */
+/*
+ * TypeScript to JavaScript by the first that the sandbox has: the
+ * `typescript` package (the real compiler, as ts-node uses it), node's own
+ * type stripper (module.stripTypeScriptTypes, node >= 22.13), else
+ * stripTypes above. Chosen once.
+ */
+let tsTranspile = null;
 function tsToJs(code) {
-	for (const dir of ['/usr/local/lib/node_modules', '/usr/lib/node_modules', '/usr/share/nodejs']) {
-		let ts;
-		try {
-			ts = require(require.resolve('typescript', { paths: [dir] }));
-		} catch (e) {
-			continue;
+	if (!tsTranspile) {
+		for (const dir of [process.cwd(), '/usr/local/lib/node_modules', '/usr/lib/node_modules', '/usr/share/nodejs']) {
+			try {
+				const ts = require(require.resolve('typescript', { paths: [dir] }));
+				tsTranspile = (c) => ts.transpileModule(c, {
+					compilerOptions: { target: ts.ScriptTarget.ES2020, module: ts.ModuleKind.None },
+				}).outputText;
+				break;
+			} catch (e) { /* not there */ }
 		}
-		return ts.transpileModule(code, {
-			compilerOptions: { target: ts.ScriptTarget.ES2020, module: ts.ModuleKind.None },
-		}).outputText;
+		const mod = require('module');
+		if (!tsTranspile && typeof mod.stripTypeScriptTypes === 'function')
+			tsTranspile = (c) => mod.stripTypeScriptTypes(c, { mode: 'transform' });
+		if (!tsTranspile)
+			tsTranspile = stripTypes;
 	}
-	return stripTypes(code);
+	return tsTranspile(code);
 }
 
 if (typeof module === 'object' && module && module.exports)

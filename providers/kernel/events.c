@@ -1,0 +1,289 @@
+/* kernel/events — the NDJSON event stream of a code execution (see events.h). */
+#include "kernel/events.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void sbx_code_events_init(struct sbx_code_events *ev, const struct sbx_run_sink *sink,
+			  struct sbx_code_result *res)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->sink = sink;
+	ev->res = res;
+	ev->execution_count = -1;
+	sbx_buf_init(&ev->line);
+	memset(res, 0, sizeof(*res));
+	res->success = true;
+}
+
+void sbx_code_events_release(struct sbx_code_events *ev)
+{
+	sbx_buf_release(&ev->line);
+}
+
+const char *sbx_code_language(const char *name)
+{
+	static const char *const names[][2] = {
+	    {"python", "python"},	  {"py", "python"},	 {"javascript", "javascript"},
+	    {"js", "javascript"},	  {"typescript", "typescript"}, {"ts", "typescript"},
+	};
+	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcasecmp(name, names[i][0]))
+			return names[i][1];
+	return NULL;
+}
+
+/* 0-63 for a base64 digit, -1 for anything else. */
+static int b64_value(unsigned char c)
+{
+	static const char digits[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *p = c ? strchr(digits, c) : NULL;
+	return p ? (int)(p - digits) : -1;
+}
+
+int sbx_code_base64_decode(const char *in, size_t len, struct sbx_buf *out)
+{
+	unsigned long acc = 0;
+	int bits = 0;
+	bool padded = false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)in[i];
+		if (c == '\n' || c == '\r' || c == ' ')
+			continue;
+		if (c == '=') {
+			padded = true;
+			continue;
+		}
+		int v = b64_value(c);
+		if (v < 0 || padded)
+			return -EINVAL;
+		acc = (acc << 6) | (unsigned long)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			sbx_buf_addch(out, (char)((acc >> bits) & 0xff));
+		}
+	}
+	return bits >= 6 ? -EINVAL : 0; /* a lone digit carries no whole byte */
+}
+
+void sbx_code_strip_ansi(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r;) {
+		if (r[0] == '\x1b' && r[1] == '[') {
+			r += 2;
+			while (*r && !(*r >= '@' && *r <= '~'))
+				r++;
+			if (*r)
+				r++;
+			continue;
+		}
+		*w++ = *r++;
+	}
+	*w = '\0';
+}
+
+static char *dup_str(json_t *v)
+{
+	const char *s = json_string_value(v);
+	char *d = s ? strdup(s) : NULL;
+	if (s && !d)
+		abort();
+	return d;
+}
+
+/* A traceback is a string, or (Jupyter) a list of lines. */
+static char *traceback_text(json_t *v)
+{
+	if (json_is_string(v))
+		return dup_str(v);
+	struct sbx_buf b = SBX_BUF_INIT;
+	size_t i;
+	json_t *line;
+	json_array_foreach(v, i, line)
+	{
+		if (!json_is_string(line))
+			continue;
+		if (b.len)
+			sbx_buf_addch(&b, '\n');
+		sbx_buf_adds(&b, json_string_value(line));
+	}
+	return sbx_buf_detach(&b, NULL);
+}
+
+static void add_output(struct sbx_code_result *res, const char *mime, struct sbx_buf *data)
+{
+	struct sbx_code_output *o =
+	    realloc(res->outputs, (res->n_outputs + 1) * sizeof(*res->outputs));
+	if (!o)
+		abort();
+	res->outputs = o;
+	o += res->n_outputs++;
+	o->mime = strdup(mime);
+	if (!o->mime)
+		abort();
+	o->data = sbx_buf_detach(data, &o->len);
+}
+
+/* The rich formats of a result event, in the order they become files. */
+static const struct {
+	const char *key, *mime;
+	bool base64;
+} formats[] = {
+    {"png", "image/png", true},	    {"jpeg", "image/jpeg", true}, {"svg", "image/svg+xml", false},
+    {"html", "text/html", false},    {"pdf", "application/pdf", true},
+    {"json", "application/json", false},
+};
+
+static void apply_result(struct sbx_code_events *ev, json_t *o)
+{
+	bool main_result = json_is_true(json_object_get(o, "is_main_result"));
+	json_t *text = json_object_get(o, "text");
+	if (main_result && json_is_string(text)) {
+		free(ev->res->text);
+		ev->res->text = dup_str(text);
+	}
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		json_t *v = json_object_get(o, formats[i].key);
+		struct sbx_buf data = SBX_BUF_INIT;
+		if (!v || json_is_null(v))
+			continue;
+		if (!strcmp(formats[i].key, "json")) {
+			if (main_result)
+				continue; /* the value itself: `output` has it */
+			char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_INDENT(2));
+			if (s)
+				sbx_buf_adds(&data, s);
+			free(s);
+		} else if (!json_is_string(v)) {
+			continue;
+		} else if (formats[i].base64) {
+			if (sbx_code_base64_decode(json_string_value(v), json_string_length(v),
+						   &data)) {
+				sbx_buf_release(&data);
+				continue;
+			}
+		} else {
+			sbx_buf_add(&data, json_string_value(v), json_string_length(v));
+		}
+		add_output(ev->res, formats[i].mime, &data);
+		sbx_buf_release(&data);
+	}
+}
+
+static void apply_error(struct sbx_code_events *ev, json_t *o)
+{
+	struct sbx_code_result *r = ev->res;
+	r->success = false;
+	free(r->err_name);
+	free(r->err_value);
+	free(r->err_traceback);
+	r->err_name = dup_str(json_object_get(o, "name"));
+	r->err_value = dup_str(json_object_get(o, "value"));
+	r->err_traceback = traceback_text(json_object_get(o, "traceback"));
+	if (!r->err_name && !(r->err_name = strdup("Error")))
+		abort();
+	if (r->err_traceback)
+		sbx_code_strip_ansi(r->err_traceback);
+}
+
+int sbx_code_events_line(struct sbx_code_events *ev, const char *line, size_t len,
+			 struct sbx_error *err)
+{
+	json_error_t je;
+	json_t *o;
+	const char *type;
+	int rc = 0;
+
+	while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
+		len--;
+	if (!len)
+		return 0;
+	o = json_loadb(line, len, 0, &je);
+	type = json_string_value(json_object_get(o, "type"));
+	if (!type) {
+		ev->ignored++;
+	} else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
+		json_t *t = json_object_get(o, "text");
+		if (json_string_length(t) && ev->sink && ev->sink->output) {
+			rc = ev->sink->output(ev->sink->ctx, type[3] == 'o' ? SBX_STDOUT : SBX_STDERR,
+					      json_string_value(t), json_string_length(t));
+			if (rc)
+				rc = sbx_error_set(err, rc < 0 ? -rc : rc, 0,
+						   "code: the reader stopped the output");
+		}
+	} else if (!strcmp(type, "result")) {
+		apply_result(ev, o);
+	} else if (!strcmp(type, "error")) {
+		apply_error(ev, o);
+	} else if (!strcmp(type, "number_of_executions")) {
+		json_t *n = json_object_get(o, "execution_count");
+		if (json_is_integer(n))
+			ev->execution_count = (long)json_integer_value(n);
+	} else if (!strcmp(type, "end_of_execution")) {
+		ev->ended = true;
+	} else if (!strcmp(type, "state_lost")) {
+		ev->res->state_lost = true;
+	}
+	json_decref(o);
+	return rc;
+}
+
+int sbx_code_events_feed(struct sbx_code_events *ev, const char *data, size_t len,
+			 struct sbx_error *err)
+{
+	while (len) {
+		const char *nl = memchr(data, '\n', len);
+		size_t n = nl ? (size_t)(nl - data) : len;
+		if (ev->line.len + n > SBX_CODE_EVENT_MAX)
+			return sbx_error_set(err, EFBIG, SBX_E_EXECUTION_FAILED,
+					     "code: an output event is over %u MiB",
+					     SBX_CODE_EVENT_MAX >> 20);
+		if (!nl) {
+			sbx_buf_add(&ev->line, data, n);
+			return 0;
+		}
+		int rc;
+		if (ev->line.len) {
+			sbx_buf_add(&ev->line, data, n);
+			rc = sbx_code_events_line(ev, ev->line.buf, ev->line.len, err);
+			sbx_buf_reset(&ev->line);
+		} else {
+			rc = sbx_code_events_line(ev, data, n, err);
+		}
+		if (rc)
+			return rc;
+		data += n + 1;
+		len -= n + 1;
+	}
+	return 0;
+}
+
+int sbx_code_events_finish(struct sbx_code_events *ev, const char *language,
+			   struct sbx_error *err)
+{
+	int rc = 0;
+	if (ev->line.len) {
+		rc = sbx_code_events_line(ev, ev->line.buf, ev->line.len, err);
+		sbx_buf_reset(&ev->line);
+	}
+	if (!rc && !ev->ended && ev->res->success) {
+		struct sbx_code_result *r = ev->res;
+		struct sbx_buf msg = SBX_BUF_INIT;
+		sbx_buf_addf(&msg,
+			     "the %s interpreter exited during the run; the next run starts a fresh one",
+			     language ? language : "code");
+		r->success = false;
+		r->err_name = strdup("UnexpectedEndOfExecution");
+		r->err_value = sbx_buf_detach(&msg, NULL);
+		r->err_traceback = strdup("");
+		if (!r->err_name || !r->err_traceback)
+			abort();
+	}
+	return rc;
+}
