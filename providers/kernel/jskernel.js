@@ -28,7 +28,14 @@ const send = (obj) => {
 	if (emit)
 		emit(JSON.stringify(obj) + '\n');
 };
-const sink = (name) => ({ write: (s) => { send({ type: name, text: String(s) }); return true; } });
+/* Streams for the cells' console: every write is an event of the running cell. */
+const sink = (name) => new (require('stream').Writable)({
+	decodeStrings: false,
+	write(chunk, enc, cb) {
+		send({ type: name, text: Buffer.isBuffer(chunk) ? chunk.toString('utf8') : String(chunk) });
+		cb();
+	},
+});
 const cellConsole = new console.Console({ stdout: sink('stdout'), stderr: sink('stderr') });
 
 const context = vm.createContext({
@@ -43,8 +50,10 @@ context.globalThis = context;
 function jsonable(v) {
 	if (v === null || typeof v !== 'object')
 		return false;
+	/* Plain objects of the cells' realm (the vm context has its own Object). */
 	const proto = Object.getPrototypeOf(v);
-	if (!Array.isArray(v) && proto !== Object.prototype && proto !== null)
+	if (!Array.isArray(v) && proto !== null && !(proto.constructor && proto.constructor.name === 'Object' &&
+		Object.getPrototypeOf(proto) === null))
 		return false;
 	try {
 		JSON.stringify(v);
