@@ -2,9 +2,10 @@
  * files — the file slots of the local provider, done on the host side on
  * the lease's overlay root (no command per operation).
  *
- * Every path is resolved inside the root with openat2(RESOLVE_IN_ROOT |
- * RESOLVE_NO_MAGICLINKS) from the O_PATH descriptor the instance keeps, so
- * ".." and absolute symlinks stop at the lease's "/" and no link in the
+ * Every path is resolved inside the root (resolve.c: openat2 with
+ * RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, or the same walk in user space
+ * where openat2 is missing) from the O_PATH descriptor the instance keeps,
+ * so ".." and absolute symlinks stop at the lease's "/" and no link in the
  * sandbox can reach a host file. Operations on the last component (lstat,
  * unlink, rename, symlink, chown ...) open the parent that way and use the
  * *at() call on the last name. Handles are plain descriptors (fh = fd).
@@ -15,13 +16,11 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "files.h"
@@ -31,8 +30,8 @@ static int fail(struct sbx_error *err, int e, const char *op, const char *path)
 	return sbx_error_set(err, e, 0, "%s %s: %s", op, path, strerror(e < 0 ? -e : e));
 }
 
-/* openat2 refuses what open(2) ignores: bits FUSE passes along (FMODE_EXEC,
- * S_IFREG in a create's mode) are dropped here. */
+/* openat2 refuses what open(2) ignores: bits FUSE passes along (FMODE_EXEC)
+ * are dropped here, S_IFREG in a create's mode by resolve.c. */
 #define OPEN_FLAGS                                                                                 \
 	(O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | O_DSYNC |     \
 	 O_SYNC | O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME | O_PATH |         \
@@ -40,20 +39,7 @@ static int fail(struct sbx_error *err, int e, const char *op, const char *path)
 
 int lcl_open_in_root(const struct local_inst *li, const char *path, int flags, mode_t mode)
 {
-	flags &= OPEN_FLAGS;
-	struct open_how how = {
-	    .flags = (unsigned long long)(flags | O_CLOEXEC),
-	    .mode = (flags & (O_CREAT | __O_TMPFILE)) ? mode & 07777 : 0,
-	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
-	for (int tries = 0; tries < 8; tries++) {
-		long fd = syscall(SYS_openat2, li->rootfd, path, &how, sizeof(how));
-		if (fd >= 0)
-			return (int)fd;
-		if (errno != EAGAIN && errno != EINTR)
-			return -errno;
-	}
-	return -EAGAIN;
+	return lcl_resolve_open(li->rootfd, path, flags & OPEN_FLAGS, mode);
 }
 
 /*

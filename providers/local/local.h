@@ -8,7 +8,8 @@
  *   spawn.c    starting sbxfs-init in fresh namespaces; liveness checks
  *   run.c      run(): the client side of proto.h
  *   code.c     run_code/code_reset: the persistent interpreters (kernel/)
- *   files.c    every file slot (files.h), resolved inside the root with openat2
+ *   files.c    every file slot (files.h), resolved inside the root
+ *   resolve.c  opening a path inside the root (openat2, or a user-space walk)
  *   packages.c pip/npm installs at create
  *   cgroup.c   caps and freezing (cgroup.h)
  *   init.c     the sbxfs-init program (a separate binary)
@@ -111,8 +112,21 @@ int lcl_code_reset(struct sbx_instance *inst, const char *language, struct sbx_e
  * stderr line in err when one fails. */
 int lcl_install_packages(struct local_inst *li, const struct sbx_spec *spec, struct sbx_error *err);
 
+/* resolve.c ----------------------------------------------------------- */
+/*
+ * Opens path (absolute or relative) inside the directory rootfd as if it
+ * were "/", with open(2) flags and mode: openat2(RESOLVE_IN_ROOT |
+ * RESOLVE_NO_MAGICLINKS), or lcl_resolve_walk() once openat2 has answered
+ * ENOSYS (remembered process-wide) or when SBXFS_NO_OPENAT2 is set (read
+ * at the first call). The fd (O_CLOEXEC; the caller closes it) or -errno.
+ */
+int lcl_resolve_open(int rootfd, const char *path, int flags, mode_t mode);
+/* The same resolution done in user space, one component at a time (exposed
+ * for the tests that compare it with openat2). fd or -errno. */
+int lcl_resolve_walk(int rootfd, const char *path, int flags, mode_t mode);
+
 /* files.c ------------------------------------------------------------- */
-/* Opens path inside the lease root (openat2 RESOLVE_IN_ROOT). fd or -errno. */
+/* Opens path inside the lease root (lcl_resolve_open). fd or -errno. */
 int lcl_open_in_root(const struct local_inst *li, const char *path, int flags, mode_t mode);
 /* mkdir -p of path inside the root. 0 or -errno. */
 int lcl_mkdir_p(const struct local_inst *li, const char *path, mode_t mode);
