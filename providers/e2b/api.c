@@ -6,8 +6,7 @@
  * domain), kill, probe, set_timeout, info, get_host.
  *
  * Files are in files.c, runs in run.c, change notification in watch.c.
- * run_code/code_reset (the :49999 interpreter) are not implemented yet:
- * their place is interp.c (see e2b.h). Nothing here logs or returns a
+ * run_code/code_reset (the :49999 interpreter) are in code.c. Nothing here logs or returns a
  * credential: the API key lives in e2b_g.set, tokens in the instance.
  */
 #include "e2b/e2b.h"
@@ -107,6 +106,7 @@ static void e2b_release(struct sbx_instance *inst)
 			inst->id, in->queue.n);
 	e2b_meta_clear(&in->queue);
 	e2b_meta_clear(&in->inflight);
+	e2b_code_free(in->code);
 	e2b_sandbox_free(&in->sb);
 	free(in->workdir);
 	pthread_cond_destroy(&in->wake);
@@ -502,6 +502,8 @@ const struct sbx_provider sbx_provider_e2b = {
 	.info = e2b_info,
 	.get_host = e2b_get_host,
 	.run = e2b_run,
+	.run_code = e2b_run_code,
+	.code_reset = e2b_code_reset,
 	.stat = e2b_stat,
 	.list = e2b_list,
 	.read = e2b_read,

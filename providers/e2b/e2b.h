@@ -8,8 +8,7 @@
  * Layout: api.c lifecycle + ops table; files.c filesystem ops and the
  * metadata batch; run.c process runs and statfs; watch.c the WatchDir
  * thread; transport.c HTTP; protocol.c / connect.c / meta.c pure.
- * The code interpreter (:49999, run_code/code_reset) would be interp.c,
- * using e2b_conn_get(inst, E2B_INTERP_PORT, ...) and an NDJSON sink.
+ * code.c is the code interpreter (:49999, run_code/code_reset).
  */
 #ifndef SBX_E2B_H
 #define SBX_E2B_H
@@ -24,6 +23,7 @@
 #include "provider.h"
 
 struct e2b_watch;
+struct e2b_code;
 
 /* Provider-wide state, set by init() and read-only afterwards. */
 struct e2b_global {
@@ -58,6 +58,8 @@ struct e2b_inst {
 
 	pthread_mutex_t watch_lock; /* protects watch */
 	struct e2b_watch *watch;
+
+	struct e2b_code *code; /* code.c: interpreter contexts (own lock; set under lock) */
 };
 
 static inline struct e2b_inst *e2b_of(struct sbx_instance *i)
@@ -126,6 +128,13 @@ int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len,
 /* POST /files?path=P, body streamed from fd (octet-stream). */
 int e2b_files_put(struct e2b_inst *in, const char *path, int fd, off_t size,
 		  struct sbx_error *e);
+
+/* --- code.c -------------------------------------------------------------- */
+int e2b_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
+		 const struct sbx_run_sink *sink, struct sbx_code_result *result,
+		 struct sbx_error *err);
+int e2b_code_reset(struct sbx_instance *inst, const char *language, struct sbx_error *err);
+void e2b_code_free(struct e2b_code *c);
 
 /* --- run.c --------------------------------------------------------------- */
 int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
