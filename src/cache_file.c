@@ -426,11 +426,21 @@ void sbx_cache_file_stat(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_s
 	pthread_mutex_unlock(&c->lock);
 }
 
+/*
+ * An upload in flight (a release's, which close() does not wait for) is
+ * waited for: deciding "local only" before it lands would skip the remote
+ * unlink of a file that then appears in the sandbox.
+ */
 bool sbx_cache_file_local_only(struct sbx_cache *c, const char *path)
 {
 	struct sbx_cfile *cf;
 	pthread_mutex_lock(&c->lock);
-	HASH_FIND_STR(c->files, path, cf);
+	for (;;) {
+		HASH_FIND_STR(c->files, path, cf);
+		if (!cf || !cf->busy)
+			break;
+		pthread_cond_wait(&c->cond, &c->lock);
+	}
 	bool local = cf && cf->have_data && !cf->remote;
 	pthread_mutex_unlock(&c->lock);
 	return local;

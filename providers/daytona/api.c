@@ -305,17 +305,22 @@ static struct dt_instance *inst_new(const struct sbx_spec *spec, const struct dt
 		sbx_spec_init(&di->spec);
 	pthread_mutex_init(&di->lock, NULL);
 	pthread_mutex_init(&di->flush_lock, NULL);
-	sbx_buf_init(&di->batch.script);
 	di->facts = *sb;
 	di->facts_at = time(NULL);
+	di->user_uid = di->user_gid = -1;
 	return di;
 }
 
 static void daytona_release(struct sbx_instance *inst)
 {
 	struct dt_instance *di = dt_inst(inst);
+	struct sbx_error e = SBX_ERROR_INIT;
 	if (!di)
 		return;
+	/* Unmount: queued metadata changes still go in (a kill dropped them). */
+	if (di->toolbox && dt_batch_flush(di, &e))
+		sbx_log(SBX_LOG_WARN, "daytona: %s: queued changes lost at release: %s",
+			inst->id, e.msg);
 	dt_sessions_drop(di);
 	dt_links_clear(di);
 	dt_batch_free(&di->batch);
@@ -573,6 +578,7 @@ static int daytona_kill(struct sbx_instance *inst, struct sbx_error *err)
 	struct sbx_buf url = SBX_BUF_INIT;
 	char what[160];
 	int rc;
+	dt_batch_drop(dt_inst(inst)); /* nothing to apply to a deleted sandbox */
 	snprintf(what, sizeof(what), "delete %s", inst->id);
 	dt_sandbox_url(&url, inst->id, NULL);
 	rc = dt_call(&(struct dt_call){.method = "DELETE", .url = url.buf, .what = what,

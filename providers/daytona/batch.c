@@ -3,8 +3,10 @@
  * commands in the sandbox: utimens, symlink, truncate, link and mknod are
  * queued (every path single-quoted) and applied together as one script
  * through /process/execute: on sync, before a run, before any change to
- * the filesystem, and before a read of a path they touch. readlink and
- * statfs are one command each (statfs cached for DT_STATFS_TTL_S).
+ * the filesystem, and before a read of a path they touch. chmod and chown
+ * wait in the same queue and go to /files/permissions after the script
+ * (see dt_chmod). readlink and statfs are one command each (statfs cached
+ * for DT_STATFS_TTL_S).
  *
  * A queued operation returns 0 at once; when the script later fails, the
  * call that flushed it (usually fsync/sync or the next access) gets EIO
@@ -23,47 +25,235 @@
 
 #include "base/log.h"
 
+/* "'a' 'b'" helpers for the command lines below. */
+static void arg(struct sbx_buf *b, const char *s)
+{
+	sbx_buf_addch(b, ' ');
+	sbx_buf_add_shquoted(b, s);
+}
+
+/* `{ [ ! -e P ] && [ ! -L P ] || { echo "P: exists" >&2; false; }; } && ` */
+static void must_not_exist(struct sbx_buf *b, const char *path)
+{
+	sbx_buf_adds(b, "{ { [ ! -e");
+	arg(b, path);
+	sbx_buf_adds(b, " ] && [ ! -L");
+	arg(b, path);
+	sbx_buf_adds(b, " ]; } || { echo");
+	arg(b, path);
+	sbx_buf_adds(b, "': File exists' >&2; false; }; } && ");
+}
+
 void dt_batch_free(struct dt_batch *b)
 {
-	for (size_t i = 0; i < b->n; i++)
-		free(b->paths[i]);
-	free(b->paths);
-	sbx_buf_release(&b->script);
-	b->paths = NULL;
-	b->n = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		free(b->ops[i].path);
+		free(b->ops[i].cmd);
+		free(b->ops[i].borrow);
+	}
+	for (size_t i = 0; i < b->n_perms; i++)
+		free(b->perms[i].path);
+	free(b->ops);
+	free(b->perms);
+	memset(b, 0, sizeof(*b));
+}
+
+void dt_batch_drop(struct dt_instance *di)
+{
+	struct dt_batch b;
+	pthread_mutex_lock(&di->lock);
+	b = di->batch;
+	memset(&di->batch, 0, sizeof(di->batch));
+	pthread_mutex_unlock(&di->lock);
+	dt_batch_free(&b);
+}
+
+/* Keeps the first failure: r and e go to *rc and err unless they hold one already. */
+static int first_failure(int *rc, int r, const struct sbx_error *e, struct sbx_error *err)
+{
+	if (r && !*rc) {
+		*rc = r;
+		if (err)
+			*err = *e;
+	}
+	return r;
+}
+
+/* "rc=0 ... exit $rc" around the ops idx[0..n) (all of them when idx is NULL). */
+static void script_of(struct sbx_buf *s, const struct dt_batch *b, const size_t *idx, size_t n,
+		      bool borrow)
+{
+	sbx_buf_adds(s, "rc=0\n");
+	if (borrow)
+		/* b I PATH NEED MSG: a refusal where the user lacks NEED (-O: owns,
+		 * -w: may write) on PATH asks for a borrow (index, our uid, its
+		 * uid gid mode); anything else fails with MSG. */
+		sbx_buf_adds(s, "b() { rc=1; if [ -e \"$2\" ] && ! [ \"-$3\" \"$2\" ]; then "
+				"printf '" DT_BORROW_TAG "%s %s %s\\n' \"$1\" \"$(id -u)\" "
+				"\"$(stat -c '%u %g %a' -- \"$2\")\"; "
+				"else printf '%s\\n' \"$4\"; fi; }\n");
+	for (size_t k = 0; k < n; k++) {
+		size_t i = idx ? idx[k] : k;
+		if (borrow && b->ops[i].borrow) {
+			sbx_buf_adds(s, "e=$( { ");
+			sbx_buf_adds(s, b->ops[i].cmd);
+			sbx_buf_addf(s, "; } 2>&1) || b %zu", i);
+			arg(s, b->ops[i].borrow);
+			sbx_buf_addf(s, " %c \"$e\"\n", b->ops[i].need);
+		} else {
+			sbx_buf_adds(s, b->ops[i].cmd);
+			sbx_buf_adds(s, " || rc=1\n");
+		}
+	}
+	if (borrow) /* who ran them: the owner of the links they made */
+		sbx_buf_adds(s, "printf '" DT_IDS_TAG "%s %s\\n' \"$(id -u)\" \"$(id -g)\"\n");
+	sbx_buf_adds(s, "exit $rc\n");
+}
+
+/* The error of n queued changes that failed with msg. */
+static int failed(size_t n, const char *msg, struct sbx_error *err)
+{
+	return sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
+			     "applying %zu queued change%s failed: %s", n, n == 1 ? "" : "s",
+			     msg && msg[0] ? msg : "(no message)");
+}
+
+/* Takes the DT_IDS_TAG line of a script's output: who runs commands. */
+static void note_ids(struct dt_instance *di, const char *out)
+{
+	const char *p = strstr(out, DT_IDS_TAG);
+	long uid, gid;
+	if (p && (p == out || p[-1] == '\n') &&
+	    sscanf(p + strlen(DT_IDS_TAG), "%ld %ld", &uid, &gid) == 2 && uid >= 0 && gid >= 0) {
+		pthread_mutex_lock(&di->lock);
+		di->user_uid = uid;
+		di->user_gid = gid;
+		pthread_mutex_unlock(&di->lock);
+	}
+}
+
+/* A borrowed path: who runs the commands, and what to give back. */
+struct borrow {
+	const char *path;
+	char me[24], uid[24], gid[24];
+	long mode; /* -1: the borrow itself failed, nothing to give back */
+};
+
+/*
+ * Commands run as the sandbox's user, the toolbox's file endpoints as the
+ * daemon's, which may own more (a `chown 0:0` through the mount, as rsync
+ * -a or tar run by root make, leaves paths the user cannot change). So a
+ * command the sandbox refuses where the user does not own the op's
+ * borrow path (the file for utimens and truncate, the directory for the
+ * ops that create an entry) borrows it: the daemon gives that path to the
+ * user, the refused commands run again, the daemon gives it back (owner,
+ * group and mode as they were). Two more permission calls and one more
+ * command, only when it happens.
+ */
+static int run_ops(struct dt_instance *di, const struct dt_batch *b, struct sbx_error *err)
+{
+	struct sbx_buf s = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct borrow *bw = NULL;
+	size_t nbw = 0, nidx = 0, *idx = NULL, skip = strlen(DT_BORROW_TAG);
+	char *line, *msg = NULL;
+	int rc, code = 0;
+
+	script_of(&s, b, NULL, b->n, true);
+	rc = dt_exec(di, s.buf, 60000, &out, &code, err);
+	if (!rc)
+		note_ids(di, out.buf);
+	if (rc || !code)
+		goto out;
+	bw = calloc(b->n, sizeof(*bw));
+	idx = calloc(b->n, sizeof(*idx));
+	if (!bw || !idx)
+		abort();
+	for (line = out.buf; *line; line += strcspn(line, "\n"), line += *line == '\n') {
+		struct borrow x = {NULL};
+		unsigned long mode;
+		size_t i, k;
+		if (!strncmp(line, DT_IDS_TAG, strlen(DT_IDS_TAG)))
+			continue;
+		if (strncmp(line, DT_BORROW_TAG, skip)) {
+			if (!msg && !(msg = strndup(line, strcspn(line, "\n"))))
+				abort();
+			continue;
+		}
+		if (sscanf(line + skip, "%zu %23s %23s %23s %lo", &i, x.me, x.uid, x.gid, &mode) !=
+			    5 ||
+		    i >= b->n || !b->ops[i].borrow || nidx == b->n)
+			continue;
+		idx[nidx++] = i;
+		x.path = b->ops[i].borrow;
+		x.mode = (long)(mode & 07777);
+		for (k = 0; k < nbw && strcmp(bw[k].path, x.path); k++)
+			;
+		if (k == nbw) /* several ops may need one path: borrowed once */
+			bw[nbw++] = x;
+	}
+	if (msg || !nidx) /* a failure that is not the user's lack of ownership */
+		rc = failed(b->n, msg, err);
+	if (!nidx)
+		goto out;
+	sbx_log(SBX_LOG_DEBUG, "daytona: %s: borrowing %zu path%s for %zu queued change%s",
+		di->base.id, nbw, nbw == 1 ? "" : "s", nidx, nidx == 1 ? "" : "s");
+	for (size_t k = 0; k < nbw; k++)
+		if (first_failure(&rc, dt_perms(di, bw[k].path, -1, bw[k].me, NULL, &e), &e, err))
+			bw[k].mode = -1;
+	sbx_buf_reset(&out);
+	sbx_buf_reset(&s);
+	script_of(&s, b, idx, nidx, false);
+	if (!first_failure(&rc, dt_exec(di, s.buf, 60000, &out, &code, &e), &e, err) && code) {
+		out.buf[strcspn(out.buf, "\n")] = '\0';
+		first_failure(&rc, failed(nidx, out.buf, &e), &e, err);
+	}
+	for (size_t k = 0; k < nbw; k++)
+		if (bw[k].mode >= 0)
+			first_failure(&rc,
+				      dt_perms(di, bw[k].path, bw[k].mode, bw[k].uid, bw[k].gid, &e),
+				      &e, err);
+out:
+	free(msg);
+	free(bw);
+	free(idx);
+	sbx_buf_release(&s);
+	sbx_buf_release(&out);
+	return rc;
 }
 
 int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 {
 	struct dt_batch b;
-	struct sbx_buf script = SBX_BUF_INIT, out = SBX_BUF_INIT;
-	int rc = 0, code = 0;
+	struct sbx_error e = SBX_ERROR_INIT;
+	int rc = 0;
 
 	pthread_mutex_lock(&di->flush_lock);
 	pthread_mutex_lock(&di->lock);
 	b = di->batch;
 	memset(&di->batch, 0, sizeof(di->batch));
-	sbx_buf_init(&di->batch.script);
-	di->flushing = b.n > 0;
+	di->flushing = b.n || b.n_perms;
 	pthread_mutex_unlock(&di->lock);
-	if (!b.n)
+	if (!b.n && !b.n_perms)
 		goto out;
-	sbx_buf_adds(&script, "rc=0\n");
-	sbx_buf_add(&script, b.script.buf, b.script.len);
-	sbx_buf_adds(&script, "exit $rc\n");
-	rc = dt_exec(di, script.buf, 60000, &out, &code, err);
-	if (!rc && code) {
-		char line[256];
-		size_t n = strcspn(out.buf, "\n");
-		snprintf(line, sizeof(line), "%.*s", (int)n, out.buf);
-		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
-				   "applying %zu queued change%s failed: %s", b.n,
-				   b.n == 1 ? "" : "s", line[0] ? line : "(no message)");
+	if (b.n)
+		first_failure(&rc, run_ops(di, &b, &e), &e, err);
+	/* After the commands: they may create the paths, and they run as a
+	 * user who could not touch what a chown gives away. */
+	for (size_t i = 0; i < b.n_perms; i++) {
+		const struct dt_perm *p = &b.perms[i];
+		char u[24], g[24];
+		snprintf(u, sizeof(u), "%ld", p->uid);
+		snprintf(g, sizeof(g), "%ld", p->gid);
+		first_failure(&rc,
+			      dt_perms(di, p->path, p->mode, p->uid >= 0 ? u : NULL,
+				       p->gid >= 0 ? g : NULL, &e),
+			      &e, err);
 	}
 	if (rc) {
 		sbx_log(SBX_LOG_WARN, "daytona: %s: %s", di->base.id, err ? err->msg : "batch failed");
 		for (size_t i = 0; i < b.n; i++) /* which ones failed is not known */
-			dt_links_forget(di, b.paths[i]);
+			dt_links_forget(di, b.ops[i].path);
 	}
 	pthread_mutex_lock(&di->lock);
 	di->flushing = false;
@@ -71,8 +261,6 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 out:
 	pthread_mutex_unlock(&di->flush_lock);
 	dt_batch_free(&b);
-	sbx_buf_release(&script);
-	sbx_buf_release(&out);
 	return rc;
 }
 
@@ -97,49 +285,86 @@ int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_erro
 	pthread_mutex_lock(&di->lock);
 	need = di->flushing;
 	for (size_t i = 0; !need && i < di->batch.n; i++)
-		need = touches(di->batch.paths[i], path);
+		need = touches(di->batch.ops[i].path, path);
+	for (size_t i = 0; !need && i < di->batch.n_perms; i++)
+		need = touches(di->batch.perms[i].path, path);
 	pthread_mutex_unlock(&di->lock);
 	return need ? dt_batch_flush(di, err) : 0;
 }
 
-/* Queues one command (a line of shell) touching path; flushes when full. */
-static int enqueue(struct dt_instance *di, const struct sbx_buf *cmd, const char *path,
-		   struct sbx_error *err)
+static bool full_locked(const struct dt_batch *b)
 {
-	char *p = strdup(path), **np;
+	return b->n + b->n_perms >= DT_BATCH_MAX_ENTRIES || b->bytes >= DT_BATCH_MAX_BYTES;
+}
+
+/*
+ * Queues one command (a line of shell) touching path; flushes when full.
+ * borrow: what to borrow when the sandbox's user lacks `need` on it ('O'
+ * owner, 'w' write; see run_ops).
+ */
+static int enqueue(struct dt_instance *di, const struct sbx_buf *cmd, const char *path,
+		   const char *borrow, char need, struct sbx_error *err)
+{
+	struct dt_op op = {strdup(path), strdup(cmd->buf), borrow ? strdup(borrow) : NULL, need};
+	struct dt_op *ops;
 	bool full;
-	if (!p)
+	if (!op.path || !op.cmd || (borrow && !op.borrow))
 		abort();
 	pthread_mutex_lock(&di->lock);
-	np = realloc(di->batch.paths, (di->batch.n + 1) * sizeof(*np));
-	if (!np)
+	ops = realloc(di->batch.ops, (di->batch.n + 1) * sizeof(*ops));
+	if (!ops)
 		abort();
-	di->batch.paths = np;
-	np[di->batch.n++] = p;
-	sbx_buf_add(&di->batch.script, cmd->buf, cmd->len);
-	sbx_buf_adds(&di->batch.script, " || rc=1\n");
-	full = di->batch.n >= DT_BATCH_MAX_ENTRIES || di->batch.script.len >= DT_BATCH_MAX_BYTES;
+	di->batch.ops = ops;
+	ops[di->batch.n++] = op;
+	di->batch.bytes += cmd->len + strlen(path);
+	full = full_locked(&di->batch);
 	pthread_mutex_unlock(&di->lock);
 	return full ? dt_batch_flush(di, err) : 0;
 }
 
-/* "'a' 'b'" helpers for the command lines below. */
-static void arg(struct sbx_buf *b, const char *s)
+/* Queues a command that makes the entry path: its directory is what may be borrowed. */
+static int enqueue_new(struct dt_instance *di, const struct sbx_buf *cmd, const char *path,
+		       struct sbx_error *err)
 {
-	sbx_buf_addch(b, ' ');
-	sbx_buf_add_shquoted(b, s);
+	const char *slash = strrchr(path, '/');
+	char *dir = strndup(path, slash && slash > path ? (size_t)(slash - path) : 1);
+	int rc;
+	if (!dir)
+		abort();
+	rc = enqueue(di, cmd, path, dir, 'w', err);
+	free(dir);
+	return rc;
 }
 
-/* `{ [ ! -e P ] && [ ! -L P ] || { echo "P: exists" >&2; false; }; } && ` */
-static void must_not_exist(struct sbx_buf *b, const char *path)
+int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid, long gid,
+		   struct sbx_error *err)
 {
-	sbx_buf_adds(b, "{ { [ ! -e");
-	arg(b, path);
-	sbx_buf_adds(b, " ] && [ ! -L");
-	arg(b, path);
-	sbx_buf_adds(b, " ]; } || { echo");
-	arg(b, path);
-	sbx_buf_adds(b, "': File exists' >&2; false; }; } && ");
+	struct dt_perm *p = NULL;
+	bool full;
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = di->batch.n_perms; !p && i-- > 0;)
+		if (!strcmp(di->batch.perms[i].path, path))
+			p = &di->batch.perms[i];
+	if (!p) {
+		p = realloc(di->batch.perms, (di->batch.n_perms + 1) * sizeof(*p));
+		if (!p)
+			abort();
+		di->batch.perms = p;
+		p += di->batch.n_perms++;
+		*p = (struct dt_perm){strdup(path), -1, -1, -1};
+		if (!p->path)
+			abort();
+		di->batch.bytes += strlen(path);
+	}
+	if (mode >= 0)
+		p->mode = mode;
+	if (uid >= 0)
+		p->uid = uid;
+	if (gid >= 0)
+		p->gid = gid;
+	full = full_locked(&di->batch);
+	pthread_mutex_unlock(&di->lock);
+	return full ? dt_batch_flush(di, err) : 0;
 }
 
 int dt_sync(struct sbx_instance *inst, struct sbx_error *err)
@@ -156,18 +381,22 @@ static void touch_arg(struct sbx_buf *b, const struct timespec *t)
 int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespec ts[2],
 	       struct sbx_error *err)
 {
+	struct dt_instance *di = dt_inst(inst);
 	struct sbx_buf b = SBX_BUF_INIT;
 	bool a = ts[0].tv_nsec != UTIME_OMIT, m = ts[1].tv_nsec != UTIME_OMIT;
+	/* A link we made: its own times (utimensat AT_SYMLINK_NOFOLLOW, as rsync does). */
+	bool link = dt_link_lookup(di, path, NULL, NULL, 0);
+	const char *touch = link ? "touch -h -c" : "touch -c";
 	int rc = 0;
 	if (!a && !m)
 		return 0;
 	if (a && m && ts[0].tv_nsec == ts[1].tv_nsec &&
 	    (ts[0].tv_nsec == UTIME_NOW || ts[0].tv_sec == ts[1].tv_sec)) {
-		sbx_buf_adds(&b, "touch -c");
+		sbx_buf_adds(&b, touch);
 		touch_arg(&b, &ts[1]);
 	} else {
 		if (a) {
-			sbx_buf_adds(&b, "touch -c -a");
+			sbx_buf_addf(&b, "%s -a", touch);
 			touch_arg(&b, &ts[0]);
 			sbx_buf_adds(&b, " --");
 			arg(&b, path);
@@ -175,7 +404,7 @@ int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespe
 		if (a && m)
 			sbx_buf_adds(&b, " && ");
 		if (m) {
-			sbx_buf_adds(&b, "touch -c -m");
+			sbx_buf_addf(&b, "%s -m", touch);
 			touch_arg(&b, &ts[1]);
 		}
 	}
@@ -183,7 +412,56 @@ int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespe
 		sbx_buf_adds(&b, " --");
 		arg(&b, path);
 	}
-	rc = enqueue(dt_inst(inst), &b, path, err);
+	/* The daemon's permissions endpoint follows links: a link cannot be borrowed. */
+	rc = enqueue(di, &b, path, link ? NULL : path, 'O', err);
+	if (!rc && link && m && ts[1].tv_nsec != UTIME_NOW)
+		dt_link_note(di, path, -1, -1, &ts[1]);
+	sbx_buf_release(&b);
+	return rc;
+}
+
+/*
+ * chmod and chown wait in the queue and go to /files/permissions (one
+ * call for both) after the commands: tar and rsync set times after a
+ * chown, and the commands that set times run as the sandbox's user.
+ */
+int dt_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
+{
+	return dt_batch_perms(dt_inst(inst), path, (long)(mode & 07777), -1, -1, err);
+}
+
+int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
+	     struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	struct sbx_buf b = SBX_BUF_INIT;
+	int rc;
+	if (uid == (uid_t)-1 && gid == (gid_t)-1)
+		return 0;
+	if (!dt_link_lookup(di, path, NULL, NULL, 0))
+		return dt_batch_perms(di, path, -1, uid == (uid_t)-1 ? -1 : (long)uid,
+				      gid == (gid_t)-1 ? -1 : (long)gid, err);
+	/*
+	 * lchown of a link we made. The daemon's endpoint would follow it (and
+	 * change the target, or fail on a dangling link), so it is `chown -h`
+	 * as the sandbox's user, which can only give the link to itself or
+	 * one of its groups; otherwise the link keeps its owner, and the mount
+	 * shows the owner asked for while it knows the link (until the next
+	 * run). The owner of a symbolic link grants nothing on Linux, and tar
+	 * and rsync run by root always ask: refusing would fail every copy.
+	 */
+	sbx_buf_adds(&b, "chown -h ");
+	if (uid != (uid_t)-1)
+		sbx_buf_addf(&b, "%u", (unsigned)uid);
+	if (gid != (gid_t)-1)
+		sbx_buf_addf(&b, ":%u", (unsigned)gid);
+	sbx_buf_adds(&b, " --");
+	arg(&b, path);
+	sbx_buf_adds(&b, " 2>/dev/null || :");
+	rc = enqueue(di, &b, path, NULL, 0, err);
+	if (!rc)
+		dt_link_note(di, path, uid == (uid_t)-1 ? -1 : (long)uid,
+			     gid == (gid_t)-1 ? -1 : (long)gid, NULL);
 	sbx_buf_release(&b);
 	return rc;
 }
@@ -212,6 +490,7 @@ static void links_add(struct dt_instance *di, const char *path, const char *targ
 			link_drop(di, i);
 	if (di->n_links == DT_LINKS_MAX)
 		link_drop(di, 0); /* an old one: it then looks like its target, as before */
+	di->links[di->n_links] = (struct dt_link){.uid = -1, .gid = -1};
 	di->links[di->n_links].path = strdup(path);
 	di->links[di->n_links].target = strdup(target);
 	if (!di->links[di->n_links].path || !di->links[di->n_links].target)
@@ -230,16 +509,44 @@ bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *s
 			continue;
 		found = true;
 		if (st) {
-			/* Owner and times stay those the caller already has (the target's). */
+			/* Times not asked for stay those the caller has (the target's). */
+			const struct dt_link *k = &di->links[i];
 			st->mode = S_IFLNK | 0777;
-			st->size = (off_t)strlen(di->links[i].target);
+			st->size = (off_t)strlen(k->target);
 			st->nlink = 1;
+			/* Made by the user who runs commands, unless an lchown asked otherwise. */
+			if (k->uid >= 0 || di->user_uid >= 0)
+				st->uid = (uid_t)(k->uid >= 0 ? k->uid : di->user_uid);
+			if (k->gid >= 0 || di->user_gid >= 0)
+				st->gid = (gid_t)(k->gid >= 0 ? k->gid : di->user_gid);
+			if (k->has_mtime)
+				st->mtime = st->atime = st->ctime = k->mtime;
 		}
 		if (target)
 			snprintf(target, size, "%s", di->links[i].target);
 	}
 	pthread_mutex_unlock(&di->lock);
 	return found;
+}
+
+void dt_link_note(struct dt_instance *di, const char *path, long uid, long gid,
+		  const struct timespec *mtime)
+{
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = 0; i < di->n_links; i++) {
+		struct dt_link *k = &di->links[i];
+		if (strcmp(k->path, path))
+			continue;
+		if (uid >= 0)
+			k->uid = uid;
+		if (gid >= 0)
+			k->gid = gid;
+		if (mtime) {
+			k->mtime = *mtime;
+			k->has_mtime = true;
+		}
+	}
+	pthread_mutex_unlock(&di->lock);
 }
 
 void dt_links_forget(struct dt_instance *di, const char *path)
@@ -285,7 +592,7 @@ int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 	sbx_buf_adds(&b, "ln -s --");
 	arg(&b, target);
 	arg(&b, path);
-	rc = enqueue(dt_inst(inst), &b, path, err);
+	rc = enqueue_new(dt_inst(inst), &b, path, err);
 	if (!rc)
 		links_add(dt_inst(inst), path, target);
 	sbx_buf_release(&b);
@@ -300,7 +607,7 @@ int dt_link(struct sbx_instance *inst, const char *from, const char *to, struct 
 	sbx_buf_adds(&b, "ln --");
 	arg(&b, from);
 	arg(&b, to);
-	rc = enqueue(dt_inst(inst), &b, to, err);
+	rc = enqueue_new(dt_inst(inst), &b, to, err);
 	sbx_buf_release(&b);
 	return rc;
 }
@@ -313,7 +620,7 @@ int dt_truncate(struct sbx_instance *inst, const char *path, off_t size, struct 
 		return sbx_error_set(err, EINVAL, 0, "truncate %s: negative size", path);
 	sbx_buf_addf(&b, "truncate -s %lld --", (long long)size);
 	arg(&b, path);
-	rc = enqueue(dt_inst(inst), &b, path, err);
+	rc = enqueue(dt_inst(inst), &b, path, path, 'w', err);
 	sbx_buf_release(&b);
 	return rc;
 }
@@ -345,7 +652,7 @@ int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev
 		return sbx_error_set(err, ENOTSUP, 0, "mknod %s: this file type is not supported",
 				     path);
 	}
-	rc = enqueue(dt_inst(inst), &b, path, err);
+	rc = enqueue_new(dt_inst(inst), &b, path, err);
 	sbx_buf_release(&b);
 	return rc;
 }

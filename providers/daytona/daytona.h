@@ -26,6 +26,10 @@
 #define DT_BATCH_MAX_BYTES (128u << 10)
 #define DT_STATFS_TTL_S 30
 #define DT_LINKS_MAX 32
+/* How a queued command asks to borrow a path it may not touch (batch.c). */
+#define DT_BORROW_TAG "sbxfs-borrow "
+/* How the queued commands' script tells who runs them (batch.c). */
+#define DT_IDS_TAG "sbxfs-ids "
 
 /*
  * Settings read once by init (read-only afterwards, so no lock). The
@@ -45,10 +49,25 @@ struct dt_conf {
 extern struct dt_conf dt_conf;
 extern const struct sbx_provider sbx_provider_daytona;
 
+/* One queued command (a line of shell) and the path it touches. */
+struct dt_op {
+	char *path;
+	char *cmd;
+	char *borrow; /* the path to borrow when the sandbox's user may not (batch.c), or NULL */
+	char need;    /* what the user lacks on it for a borrow: 'O' (owner) or 'w' (write) */
+};
+
+/* A queued chmod/chown, applied through /files/permissions after the commands. */
+struct dt_perm {
+	char *path;
+	long mode, uid, gid; /* -1: unchanged */
+};
+
 struct dt_batch {
-	struct sbx_buf script; /* queued commands, one a line */
-	char **paths;          /* the path each one touches (for "affected?") */
-	size_t n;
+	struct dt_op *ops;
+	size_t n, bytes;
+	struct dt_perm *perms;
+	size_t n_perms;
 };
 
 /*
@@ -59,6 +78,11 @@ struct dt_batch {
  */
 struct dt_link {
 	char *path, *target;
+	/* What lchown and lutimes asked for (-1, !has_mtime: not asked): the
+	 * daemon cannot read a link's own attributes back (see dt_chown). */
+	long uid, gid;
+	bool has_mtime;
+	struct timespec mtime;
 };
 
 struct dt_instance {
@@ -79,6 +103,7 @@ struct dt_instance {
 	time_t sfs_at;         /* 0: not cached */
 	struct dt_link links[DT_LINKS_MAX]; /* symlinks this instance made (batch.c) */
 	size_t n_links;
+	long user_uid, user_gid; /* who runs commands (-1: not known yet) */
 
 	pthread_mutex_t flush_lock; /* held while a batch runs remotely */
 };
@@ -151,7 +176,10 @@ void dt_sessions_drop(struct dt_instance *di);
 
 /* --- metadata batch (batch.c) ------------------------------------------------ */
 
-/* Applies the queued commands if any (all of them, in order). */
+/*
+ * Applies the queued commands if any (all of them, in order), then the
+ * queued chmod/chown. The first failure is returned; the rest still run.
+ */
 int dt_batch_flush(struct dt_instance *di, struct sbx_error *err);
 /* Flushes when a queued command touches path or an entry of directory path. */
 int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_error *err);
@@ -166,8 +194,17 @@ void dt_batch_free(struct dt_batch *b);
 bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *st, char *target,
 		    size_t size);
 void dt_links_forget(struct dt_instance *di, const char *path);
+/* Records an lchown (uid/gid -1: unchanged) or lutimes (mtime NULL: unchanged). */
+void dt_link_note(struct dt_instance *di, const char *path, long uid, long gid,
+		  const struct timespec *mtime);
 void dt_links_rename(struct dt_instance *di, const char *from, const char *to);
 void dt_links_clear(struct dt_instance *di);
+
+/* Queues a chmod (mode >= 0) and/or chown (uid, gid >= 0) of path. */
+int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid, long gid,
+		   struct sbx_error *err);
+/* Drops the queue unapplied (the sandbox is being deleted). */
+void dt_batch_drop(struct dt_instance *di);
 
 int dt_sync(struct sbx_instance *inst, struct sbx_error *err);
 int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespec ts[2],
@@ -182,6 +219,9 @@ int dt_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t s
 		struct sbx_error *err);
 int dt_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	      struct sbx_error *err);
+int dt_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
+int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
+	     struct sbx_error *err);
 
 /* --- files (files.c) --------------------------------------------------------- */
 
@@ -198,8 +238,8 @@ int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err
 int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 	      struct sbx_error *err);
-int dt_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
-int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
-	     struct sbx_error *err);
+/* POST /files/permissions at once; mode < 0, owner/group NULL: left as they are. */
+int dt_perms(struct dt_instance *di, const char *path, long mode, const char *owner,
+	     const char *group, struct sbx_error *err);
 
 #endif

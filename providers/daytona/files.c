@@ -3,7 +3,7 @@
  * (/files/info), list (/files: every entry with its attributes in one
  * call), read (/files/bulk-download, a multipart reply parsed as it
  * streams), write (/files/bulk-upload through curl_mime, streamed from the
- * cache file), mkdir, unlink, rmdir, rename, chmod and chown.
+ * cache file), mkdir, unlink, rmdir, rename, and /files/permissions.
  *
  * Rename-over. The daemon's move refuses an existing destination (409), so
  * replacing a file is three moves: target -> backup, new -> target,
@@ -119,8 +119,7 @@ static void del_quietly(struct dt_instance *di, const char *path, bool recursive
 		sbx_log(SBX_LOG_WARN, "daytona: %s: leftover %s: %s", di->base.id, path, e.msg);
 }
 
-/* POST /files/permissions; mode < 0, owner/group NULL: left as they are. */
-static int perms(struct dt_instance *di, const char *path, long mode, const char *owner,
+int dt_perms(struct dt_instance *di, const char *path, long mode, const char *owner,
 		 const char *group, struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT;
@@ -415,10 +414,10 @@ int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mo
 		owner = json_string_value(json_object_get(fi, "owner"));
 		group = json_string_value(json_object_get(fi, "group"));
 	}
-	rc = perms(di, tmp, exists ? (long)(old.mode & 07777) : (long)(mode & 07777), owner, group,
+	rc = dt_perms(di, tmp, exists ? (long)(old.mode & 07777) : (long)(mode & 07777), owner, group,
 		   err);
 	if (rc && (owner || group)) /* not ours to give away: keep the mode at least */
-		rc = perms(di, tmp, (long)(old.mode & 07777), NULL, NULL, err);
+		rc = dt_perms(di, tmp, (long)(old.mode & 07777), NULL, NULL, err);
 	if (!rc) {
 		rc = exists ? -EEXIST : move(di, tmp, path, err);
 		if (rc == -EEXIST) {
@@ -557,26 +556,4 @@ int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsig
 	if (!rc)
 		dt_links_rename(di, from, to);
 	return rc;
-}
-
-int dt_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
-{
-	struct dt_instance *di = dt_inst(inst);
-	int rc = dt_batch_flush(di, err);
-	return rc ? rc : perms(di, path, (long)(mode & 07777), NULL, NULL, err);
-}
-
-int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
-	     struct sbx_error *err)
-{
-	struct dt_instance *di = dt_inst(inst);
-	char u[24], g[24];
-	int rc;
-	if (uid == (uid_t)-1 && gid == (gid_t)-1)
-		return 0;
-	if ((rc = dt_batch_flush(di, err)))
-		return rc;
-	snprintf(u, sizeof(u), "%u", (unsigned)uid);
-	snprintf(g, sizeof(g), "%u", (unsigned)gid);
-	return perms(di, path, -1, uid == (uid_t)-1 ? NULL : u, gid == (gid_t)-1 ? NULL : g, err);
 }

@@ -234,6 +234,12 @@ int dt_time_parse(const char *s, struct timespec *ts)
 			return -EINVAL;
 		t -= (*p == '+' ? 1 : -1) * (time_t)(oh * 3600 + om * 60);
 		p += 6;
+	} else if (*p == ' ' && (p[1] == '+' || p[1] == '-')) {
+		/* Go's time.String(): " +0000 UTC" (the zone's name is ignored). */
+		int oh, om;
+		if (sscanf(p + 2, "%2d%2d", &oh, &om) != 2)
+			return -EINVAL;
+		t -= (p[1] == '+' ? 1 : -1) * (time_t)(oh * 3600 + om * 60);
 	} else if (*p) {
 		return -EINVAL;
 	}
@@ -256,6 +262,7 @@ unsigned dt_owner_parse(const char *s)
 
 int dt_fileinfo_parse(json_t *fi, struct sbx_stat *st, const char **name)
 {
+	struct timespec mt;
 	json_t *v;
 	mode_t mode;
 	const char *nm = json_string_value(json_object_get(fi, "name"));
@@ -274,6 +281,14 @@ int dt_fileinfo_parse(json_t *fi, struct sbx_stat *st, const char **name)
 		st->size = (off_t)json_integer_value(v);
 	if (dt_time_parse(json_string_value(json_object_get(fi, "modifiedAt")), &st->mtime))
 		st->mtime.tv_sec = 0;
+	/*
+	 * modifiedAt has whole seconds; the deprecated modTime (Go's
+	 * time.String()) has the nanoseconds, which rsync and make compare.
+	 * Taken when it names the same second.
+	 */
+	if (!dt_time_parse(json_string_value(json_object_get(fi, "modTime")), &mt) &&
+	    (!st->mtime.tv_sec || mt.tv_sec == st->mtime.tv_sec))
+		st->mtime = mt;
 	st->atime = st->ctime = st->mtime;
 	st->uid = dt_owner_parse(json_string_value(json_object_get(fi, "owner")));
 	st->gid = dt_owner_parse(json_string_value(json_object_get(fi, "group")));

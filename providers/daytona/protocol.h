@@ -91,7 +91,10 @@ long dt_auto_stop_minutes(long idle_s);
  * wins for the low 9 bits. -EINVAL when neither parses.
  */
 int dt_mode_parse(const char *mode, const char *perms, bool is_dir, mode_t *out);
-/* RFC 3339 ("2026-01-01T00:00:00Z", "...00.123456789+02:00") to a timespec. */
+/*
+ * RFC 3339 ("2026-01-01T00:00:00Z", "...00.123456789+02:00"), or Go's
+ * time.String() ("2026-01-01 00:00:00.123456789 +0000 UTC"), to a timespec.
+ */
 int dt_time_parse(const char *s, struct timespec *ts);
 /*
  * An owner/group field: a number is the id; "root" is 0; any other name is

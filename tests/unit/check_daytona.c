@@ -47,6 +47,24 @@ START_TEST(test_fileinfo_file)
 	ck_assert_int_eq(st.mtime.tv_sec, 1767225600);
 	ck_assert_int_eq(st.atime.tv_sec, 1767225600);
 	json_decref(j);
+
+	/* modTime's nanoseconds win when it names modifiedAt's second */
+	ck_assert_int_eq(fi("{\"name\":\"a\",\"mode\":\"-rw-r--r--\","
+			    "\"modTime\":\"2026-01-01 01:00:00.123456789 +0100 CET\","
+			    "\"modifiedAt\":\"2026-01-01T00:00:00Z\"}",
+			    &st, &name, &j),
+			 0);
+	ck_assert_int_eq(st.mtime.tv_sec, 1767225600);
+	ck_assert_int_eq(st.mtime.tv_nsec, 123456789);
+	json_decref(j);
+	ck_assert_int_eq(fi("{\"name\":\"a\",\"mode\":\"-rw-r--r--\","
+			    "\"modTime\":\"2026-01-01 00:00:07.5 +0000 UTC\","
+			    "\"modifiedAt\":\"2026-01-01T00:00:00Z\"}",
+			    &st, &name, &j),
+			 0);
+	ck_assert_int_eq(st.mtime.tv_sec, 1767225600);
+	ck_assert_int_eq(st.mtime.tv_nsec, 0);
+	json_decref(j);
 }
 END_TEST
 
@@ -145,6 +163,12 @@ START_TEST(test_time_owner)
 	ck_assert_int_eq(ts.tv_nsec, 123456789);
 	ck_assert_int_eq(dt_time_parse("1970-01-01T00:00:10-00:30", &ts), 0);
 	ck_assert_int_eq(ts.tv_sec, 1810);
+	ck_assert_int_eq(dt_time_parse("1970-01-01 01:00:10.5 +0100 CET", &ts), 0);
+	ck_assert_int_eq(ts.tv_sec, 10);
+	ck_assert_int_eq(ts.tv_nsec, 500000000);
+	ck_assert_int_eq(dt_time_parse("1970-01-01 00:00:10 +0000 UTC", &ts), 0);
+	ck_assert_int_eq(ts.tv_sec, 10);
+	ck_assert_int_eq(dt_time_parse("1970-01-01 00:00:10 UTC", &ts), -EINVAL);
 	ck_assert_int_eq(dt_time_parse("yesterday", &ts), -EINVAL);
 	ck_assert_int_eq(dt_time_parse(NULL, &ts), -EINVAL);
 	ck_assert_uint_eq(dt_owner_parse("0"), 0);
