@@ -423,13 +423,10 @@ static void names_add(struct cdir *d, const char *name)
 	HASH_ADD_KEYPTR(hh, d->names, n->name, strlen(n->name), n);
 }
 
-void sbx_cache_dir_put(struct sbx_cache *c, const char *dir, const struct sbx_cache_listing *ls,
-		       bool with_attrs, unsigned long gen)
+/* A new, empty listing of dir, fresh now, replacing any other (lock held). */
+static struct cdir *dir_reset_locked(struct sbx_cache *c, const char *dir)
 {
 	struct cdir *d;
-	pthread_mutex_lock(&c->lock);
-	if (gen != c->gen)
-		goto out;
 	HASH_FIND_STR(c->dirs, dir, d);
 	if (d)
 		dir_free(c, d);
@@ -437,6 +434,17 @@ void sbx_cache_dir_put(struct sbx_cache *c, const char *dir, const struct sbx_ca
 	d->path = xstrdup(dir);
 	d->expires = sbx_now_ms() + c->ttl_ms;
 	HASH_ADD_KEYPTR(hh, c->dirs, d->path, strlen(d->path), d);
+	return d;
+}
+
+void sbx_cache_dir_put(struct sbx_cache *c, const char *dir, const struct sbx_cache_listing *ls,
+		       bool with_attrs, unsigned long gen)
+{
+	struct cdir *d;
+	pthread_mutex_lock(&c->lock);
+	if (gen != c->gen)
+		goto out;
+	d = dir_reset_locked(c, dir);
 	for (size_t i = 0; i < ls->n; i++) {
 		names_add(d, ls->ents[i].name);
 		if (with_attrs && ls->ents[i].has_st) {
@@ -472,6 +480,37 @@ bool sbx_cache_dir_get(struct sbx_cache *c, const char *dir, bool any_age,
 	return hit;
 }
 
+void sbx_cache_dir_new(struct sbx_cache *c, const char *dir)
+{
+	pthread_mutex_lock(&c->lock);
+	c->gen++;
+	dir_reset_locked(c, dir);
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_dir_stale(struct sbx_cache *c, const char *dir, size_t max)
+{
+	struct cdir *d;
+	bool stale;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->dirs, dir, d);
+	stale = d && !fresh(d->expires, false) && HASH_COUNT(d->names) <= max;
+	pthread_mutex_unlock(&c->lock);
+	return stale;
+}
+
+/* The parent of path changed here: new mtime and ctime on its cached attributes (lock held). */
+static void touch_parent_locked(struct sbx_cache *c, const char *parent)
+{
+	struct cattr *pa;
+	struct timespec now;
+	HASH_FIND_STR(c->attrs, parent, pa);
+	if (!pa || !pa->has_st)
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	pa->st.mtime = pa->st.ctime = now;
+}
+
 void sbx_cache_note_added(struct sbx_cache *c, const char *path, const struct sbx_stat *st)
 {
 	char parent[4096];
@@ -489,13 +528,10 @@ void sbx_cache_note_added(struct sbx_cache *c, const char *path, const struct sb
 			attr_free(c, a);
 	}
 	if (name) {
-		struct cattr *pa;
 		HASH_FIND_STR(c->dirs, parent, d);
 		if (d)
 			names_add(d, name);
-		HASH_FIND_STR(c->attrs, parent, pa);
-		if (pa)
-			attr_free(c, pa);
+		touch_parent_locked(c, parent);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
@@ -504,7 +540,6 @@ void sbx_cache_note_removed(struct sbx_cache *c, const char *path)
 {
 	char parent[4096];
 	const char *name = split(path, parent, sizeof(parent));
-	struct cattr *a;
 	struct cdir *d;
 	pthread_mutex_lock(&c->lock);
 	c->gen++;
@@ -522,9 +557,7 @@ void sbx_cache_note_removed(struct sbx_cache *c, const char *path)
 				free(n);
 			}
 		}
-		HASH_FIND_STR(c->attrs, parent, a);
-		if (a)
-			attr_free(c, a);
+		touch_parent_locked(c, parent);
 	}
 	pthread_mutex_unlock(&c->lock);
 }

@@ -37,6 +37,8 @@
 #define SBX_CACHE_NEG_TTL_MS 1000
 /* A dirty file whose upload failed is not retried by others' flushes before this. */
 #define SBX_CACHE_RETRY_MS 10000
+/* A lookup missing in an expired listing of at most this many names lists it again. */
+#define SBX_CACHE_RELIST_MAX 4096
 /* Clean content files kept after their last close (least recently used go first). */
 #define SBX_CACHE_KEEP_BYTES (256LL << 20)
 
@@ -140,6 +142,18 @@ void sbx_cache_listing_release(struct sbx_cache_listing *ls); /* members; leaves
 void sbx_cache_dir_put(struct sbx_cache *c, const char *dir, const struct sbx_cache_listing *ls,
 		       bool with_attrs, unsigned long gen);
 /*
+ * After a successful mkdir here: dir is new, so it is empty (a fresh,
+ * empty listing: lookups of names in it need no request until the TTL).
+ */
+void sbx_cache_dir_new(struct sbx_cache *c, const char *dir);
+/*
+ * True when dir has a listing that expired and held at most max names:
+ * a lookup missing in it is better answered by listing dir again (one
+ * request for every name) than by a stat per name (a `tar x` looks up
+ * every name it creates).
+ */
+bool sbx_cache_dir_stale(struct sbx_cache *c, const char *dir, size_t max);
+/*
  * Copies the cached listing of dir into out (each entry with its cached
  * attributes where known): true on a hit. Both this and the fresh listing
  * path should pass through sbx_cache_dir_overlay().
@@ -155,7 +169,9 @@ void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cach
  * After a successful create/mkdir/symlink/link here: the parent's cached
  * listing gains the name (st, if given, becomes path's attributes; else
  * they are dropped). After unlink/rmdir: path becomes a negative entry and
- * leaves the parent's listing. Both drop the parent's attributes.
+ * leaves the parent's listing. Both stamp the parent's cached attributes
+ * with a new mtime and ctime (now): the remote ones are close, and
+ * dropping them would cost a stat of the directory per file created.
  */
 void sbx_cache_note_added(struct sbx_cache *c, const char *path, const struct sbx_stat *st);
 void sbx_cache_note_removed(struct sbx_cache *c, const char *path);

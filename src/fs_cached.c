@@ -164,13 +164,67 @@ int fsc_no_such(const char *path, struct sbx_error *err)
 	return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "%s: no such file or directory", path);
 }
 
+static int collect(void *ctx, const char *name, const struct sbx_stat *st)
+{
+	sbx_cache_listing_add(ctx, name, st);
+	return 0;
+}
+
+/*
+ * Lists dir again (one request) when its cached listing expired, so that
+ * lookups in a directory being filled (`tar x`, `cp -r`) cost one list
+ * per TTL, not one stat per new name. True when a fresh listing is stored.
+ */
+static bool relist(struct sbx_lease *l, const char *dir)
+{
+	struct sbx_cache_listing ls = SBX_CACHE_LISTING_INIT;
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_instance *inst;
+	unsigned long gen;
+	int rc;
+	if (!(l->prov->caps & SBX_CAP_LIST_ATTRS) || !l->prov->list ||
+	    !sbx_cache_dir_stale(l->cache, dir, SBX_CACHE_RELIST_MAX))
+		return false;
+	gen = sbx_cache_gen(l->cache);
+	rc = fsc_use(l, &inst, "list", dir, &err);
+	if (!rc)
+		rc = fsc_end(l, l->prov->list(inst, dir, collect, &ls, &err), "list", dir, &err);
+	if (!rc)
+		sbx_cache_dir_put(l->cache, dir, &ls, true, gen);
+	sbx_cache_listing_release(&ls);
+	return !rc;
+}
+
 /* One provider stat, its answer (ENOENT included) cached. */
 static int remote_stat(struct sbx_lease *l, const char *path, struct sbx_stat *st,
 		       struct sbx_error *err)
 {
 	struct sbx_instance *inst;
-	unsigned long gen = sbx_cache_gen(l->cache);
-	int rc = fsc_reach(l, l->prov->stat, "stat", "stat", path, &inst, err);
+	const char *slash = strrchr(path, '/');
+	unsigned long gen;
+	bool listed = false;
+	int rc;
+
+	if (slash && slash[1]) {
+		/* path's directory: "/a/b" -> "/a", "/a" -> "/" */
+		char *dir = strndup(path, slash == path ? 1 : (size_t)(slash - path));
+		if (!dir)
+			abort();
+		listed = relist(l, dir);
+		free(dir);
+	}
+	if (listed) {
+		switch (sbx_cache_attr_get(l->cache, path, st, false)) {
+		case SBX_CACHE_HIT:
+			return 0;
+		case SBX_CACHE_NEGATIVE:
+			return fsc_no_such(path, err);
+		default:
+			break;
+		}
+	}
+	gen = sbx_cache_gen(l->cache);
+	rc = fsc_reach(l, l->prov->stat, "stat", "stat", path, &inst, err);
 	if (rc)
 		return rc;
 	rc = fsc_end(l, l->prov->stat(inst, path, st, err), "stat", path, err);
@@ -243,12 +297,6 @@ out_gone:
 		goto out;
 	}
 	return rc;
-}
-
-static int collect(void *ctx, const char *name, const struct sbx_stat *st)
-{
-	sbx_cache_listing_add(ctx, name, st);
-	return 0;
 }
 
 static int c_readdir(struct sbx_lease *l, const char *path, sbx_fs_fill_fn fill, void *ctx,
@@ -329,8 +377,10 @@ static int c_mkdir(struct sbx_lease *l, const char *path, mode_t mode, struct sb
 	int rc = begin(l, l->prov->mkdir, "mkdir", path, NULL, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->mkdir(inst, path, mode, err), "mkdir", path, err);
-	if (!rc)
+	if (!rc) {
 		sbx_cache_note_added(l->cache, path, NULL);
+		sbx_cache_dir_new(l->cache, path);
+	}
 	return rc;
 }
 
@@ -440,8 +490,11 @@ static int c_symlink(struct sbx_lease *l, const char *target, const char *path,
 	int rc = begin(l, l->prov->symlink, "symlink", path, NULL, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->symlink(inst, target, path, err), "symlink", path, err);
-	if (!rc)
+	if (!rc) {
 		sbx_cache_note_added(l->cache, path, NULL);
+		/* The target as given: what readlink must say, without asking. */
+		sbx_cache_link_put(l->cache, path, target, sbx_cache_gen(l->cache));
+	}
 	return rc;
 }
 

@@ -34,6 +34,9 @@ static int e2b_init(const struct sbx_provider_env *env, struct sbx_error *err)
 	rc = e2b_settings_load(&e2b_g.set, env ? env->settings : NULL, env_get, err);
 	if (rc)
 		return rc;
+	hs.timeout_ms = e2b_g.set.request_ms;
+	hs.idle_ms = e2b_g.set.transfer_ms;
+	hs.connect_timeout_ms = e2b_g.set.connect_ms;
 	e2b_g.http = sbx_http_client_new(&hs);
 	if (!e2b_g.http) {
 		e2b_settings_free(&e2b_g.set);
@@ -106,6 +109,7 @@ static void e2b_release(struct sbx_instance *inst)
 			inst->id, in->queue.n);
 	e2b_meta_clear(&in->queue);
 	e2b_meta_clear(&in->inflight);
+	e2b_recent_clear(in);
 	e2b_code_free(in->code);
 	e2b_sandbox_free(&in->sb);
 	free(in->workdir);
@@ -169,7 +173,7 @@ static int setup_sandbox(struct e2b_inst *in, const struct sbx_spec *spec, struc
 	if (!json_array_size(spec->packages) && !spec->working_dir)
 		return 0;
 	install_script(&script, spec);
-	rc = e2b_run_capture(in, script.buf, 900000, 4096, &out, &errout, &code, err);
+	rc = e2b_run_capture(in, script.buf, false, 900000, 4096, &out, &errout, &code, err);
 	if (!rc && code) {
 		/* keep the tail: pip and npm say what went wrong last */
 		const char *tail = errout.len > 200 ? errout.buf + errout.len - 200 : errout.buf;

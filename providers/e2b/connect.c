@@ -176,6 +176,10 @@ int e2b_connect_unary_error(long status, const char *content_type, const char *b
 		/* The edge proxy: the sandbox is gone, paused or not yet up. */
 		ret = sbx_error_set(e, ENOTCONN, SBX_E_NOT_FOUND, "%s: %s", what,
 				    msg ? msg : "the sandbox was not found");
+	} else if (status == 429) {
+		/* Connect says "unavailable"; sbxfs says rate-limited (the retries are spent). */
+		ret = sbx_error_set(e, EAGAIN, SBX_E_NONE, "%s: HTTP 429 %s", what,
+				    msg ? msg : "rate limited");
 	} else if (status == 507) {
 		ret = sbx_error_set(e, ENOSPC, SBX_E_NONE, "%s: %s", what,
 				    msg ? msg : "not enough disk space");

@@ -25,6 +25,10 @@
 struct e2b_watch;
 struct e2b_code;
 
+/* Replies to our own writes and mkdirs kept to answer the stat that follows. */
+#define E2B_RECENT_MAX 16
+#define E2B_RECENT_MS 1000L
+
 /* Provider-wide state, set by init() and read-only afterwards. */
 struct e2b_global {
 	struct e2b_settings set;
@@ -55,6 +59,14 @@ struct e2b_inst {
 
 	struct statvfs df;  /* (L) statfs cache */
 	long df_at_ms;      /* (L) 0: empty */
+
+	/* Entries envd just described in the reply to our own Move/MakeDir (files.c). */
+	struct e2b_recent {
+		char *path;
+		struct sbx_stat st;
+		long at_ms;
+	} recent[E2B_RECENT_MAX]; /* (L) */
+	unsigned recent_next;     /* (L) the slot the next one replaces */
 
 	pthread_mutex_t watch_lock; /* protects watch */
 	struct e2b_watch *watch;
@@ -115,6 +127,7 @@ struct e2b_stream_opts {
 	long timeout_ms;          /* Connect-Timeout-Ms (0: none) and the total deadline */
 	long idle_ms;             /* no byte for this long ends the stream */
 	const atomic_int *cancel;
+	const char *auth;         /* an "Authorization: Basic ..." line (the user), or NULL */
 };
 /* Streaming envd RPC: each data message goes to fn; 0 after a clean
  * end-of-stream frame, else -errno (the end frame's error included). */
@@ -140,14 +153,16 @@ void e2b_code_free(struct e2b_code *c);
 int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	    const struct sbx_run_sink *sink, struct sbx_run_result *result,
 	    struct sbx_error *err);
-/* Runs shell text, collecting stdout/stderr (each bounded by max bytes). */
-int e2b_run_capture(struct e2b_inst *in, const char *shell, long timeout_ms, size_t max,
-		    struct sbx_buf *out, struct sbx_buf *errout, int *exit_code,
+/* Runs shell text, collecting stdout/stderr (each bounded by max bytes);
+ * as root, or as the sandbox's default user. */
+int e2b_run_capture(struct e2b_inst *in, const char *shell, bool as_root, long timeout_ms,
+		    size_t max, struct sbx_buf *out, struct sbx_buf *errout, int *exit_code,
 		    struct sbx_error *e);
 int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	       struct sbx_error *err);
 
 /* --- files.c ------------------------------------------------------------- */
+
 /* Which waiting metadata ops an operation on a path cannot do without. */
 enum e2b_flush_need {
 	E2B_FLUSH_ALL,      /* all of them (sync, before a run or a pause); path unused */
@@ -162,9 +177,15 @@ enum e2b_flush_need {
  * that touches path. Returns 0 at once, without a request, when neither.
  * Attribute-only ops (chmod, chown, utimens, truncate) do not force a
  * flush for stat/list: e2b_overlay() shows them on the remote answer.
+ * Only E2B_FLUSH_ALL returns the batch's failure; for the others it is
+ * not the caller's (logged, and returned by the next e2b_sync()).
  */
 int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need,
 	      struct sbx_error *e);
+/* Forgets the recent entries at or under path (lock held; it changed). */
+void e2b_recent_drop_locked(struct e2b_inst *in, const char *path);
+/* Frees the recent entries (release). */
+void e2b_recent_clear(struct e2b_inst *in);
 /* Shows the queued (and in-progress) attribute ops of path on st. */
 void e2b_overlay(struct e2b_inst *in, const char *path, struct sbx_stat *st);
 /* Stops the flusher thread after a final flush (release). */

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -56,7 +57,7 @@ static int apply(struct e2b_inst *in, const struct e2b_meta_queue *q, struct sbx
 		sbx_buf_reset(&out);
 		sbx_buf_reset(&err);
 		next = e2b_meta_render(q, first, E2B_META_SCRIPT_MAX, &script);
-		rc = e2b_run_capture(in, script.buf, 120000, 65536, &out, &err, &code, e);
+		rc = e2b_run_capture(in, script.buf, true, 120000, 65536, &out, &err, &code, e);
 		if (rc) {
 			ret = ret ? ret : rc;
 			continue;
@@ -119,7 +120,24 @@ int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need,
 	rc = apply(in, &in->inflight, e);
 
 	pthread_mutex_lock(&in->lock);
+	/* Until now e2b_overlay() showed these ops on recent entries; now they are stale. */
+	for (size_t i = 0; i < in->inflight.n; i++)
+		e2b_recent_drop_locked(in, in->inflight.ops[i].path);
 	e2b_meta_clear(&in->inflight);
+	if (rc && need != E2B_FLUSH_ALL) {
+		/*
+		 * Not the failure of the operation that needed the batch (a
+		 * rename must not fail because a chmod of the same file did):
+		 * it is kept for the next sync (fsync), and the operation goes on.
+		 */
+		sbx_log(SBX_LOG_WARN, "e2b: %s: %s", in->base.id, e->msg);
+		if (!in->late_err) {
+			in->late_err = -rc;
+			memcpy(in->late_msg, e->msg, sizeof(in->late_msg));
+		}
+		sbx_error_clear(e);
+		rc = 0;
+	}
 	pthread_mutex_unlock(&in->lock);
 	pthread_mutex_unlock(&in->flush_lock);
 	return rc;
@@ -271,6 +289,78 @@ int e2b_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t de
 	return enqueue(e2b_of(inst), &op);
 }
 
+/* --- recent entries ------------------------------------------------------- */
+
+/*
+ * envd answers Move and MakeDir with the entry they made. The core stats
+ * a file right after uploading it (to stamp its cache) and a directory
+ * right after making it; answering that stat from the reply saves one
+ * request per file of a `tar x`. An entry serves one stat, within
+ * E2B_RECENT_MS, and any change of the path through us forgets it.
+ */
+static void recent_put(struct e2b_inst *in, const char *path, json_t *reply)
+{
+	struct sbx_stat st;
+	struct e2b_recent *r;
+	if (e2b_entry_to_stat(json_object_get(reply, "entry"), &st))
+		return;
+	pthread_mutex_lock(&in->lock);
+	e2b_recent_drop_locked(in, path);
+	r = &in->recent[in->recent_next++ % E2B_RECENT_MAX];
+	free(r->path);
+	r->path = strdup(path);
+	r->st = st;
+	r->at_ms = e2b_now_ms();
+	pthread_mutex_unlock(&in->lock);
+}
+
+/* Takes path's recent entry into st: true when there was a fresh one. */
+static bool recent_take(struct e2b_inst *in, const char *path, struct sbx_stat *st)
+{
+	long now = e2b_now_ms();
+	bool hit = false;
+	pthread_mutex_lock(&in->lock);
+	for (int i = 0; i < E2B_RECENT_MAX && !hit; i++) {
+		struct e2b_recent *r = &in->recent[i];
+		if (!r->path || strcmp(r->path, path))
+			continue;
+		hit = now - r->at_ms <= E2B_RECENT_MS;
+		*st = r->st;
+		free(r->path);
+		r->path = NULL;
+	}
+	pthread_mutex_unlock(&in->lock);
+	return hit;
+}
+
+void e2b_recent_drop_locked(struct e2b_inst *in, const char *path)
+{
+	size_t n = strlen(path);
+	for (int i = 0; i < E2B_RECENT_MAX; i++) {
+		struct e2b_recent *r = &in->recent[i];
+		if (r->path && !strncmp(r->path, path, n) &&
+		    (r->path[n] == '\0' || r->path[n] == '/' || n == 1)) {
+			free(r->path);
+			r->path = NULL;
+		}
+	}
+}
+
+static void recent_drop(struct e2b_inst *in, const char *path)
+{
+	pthread_mutex_lock(&in->lock);
+	e2b_recent_drop_locked(in, path);
+	pthread_mutex_unlock(&in->lock);
+}
+
+void e2b_recent_clear(struct e2b_inst *in)
+{
+	for (int i = 0; i < E2B_RECENT_MAX; i++) {
+		free(in->recent[i].path);
+		in->recent[i].path = NULL;
+	}
+}
+
 /* --- Filesystem RPCs ------------------------------------------------------ */
 
 /* Replaces the errno an RPC failure was mapped to by the operation's own. */
@@ -310,31 +400,72 @@ int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 {
 	struct e2b_inst *in = e2b_of(inst);
 	int rc = e2b_flush(in, path, E2B_FLUSH_ENTRY, err);
-	if (!rc)
+	if (!rc && !recent_take(in, path, st))
 		rc = stat_raw(in, path, st, NULL, err);
 	if (!rc)
 		e2b_overlay(in, path, st);
 	return rc;
 }
 
+/* The target of a symlink still waiting in the batch (lock held), or NULL. */
+static const char *waiting_link_locked(struct e2b_inst *in, const char *path)
+{
+	const char *t = e2b_meta_link_target(&in->queue, path);
+	return t ? t : e2b_meta_link_target(&in->inflight, path);
+}
+
+/*
+ * envd's symlinkTarget is the link resolved to an absolute path, not what
+ * the link says: "blob" shows as "/home/user/d/blob", which a host
+ * following the link through the mount would look up on the host. So the
+ * raw target comes from readlink(1) in the sandbox (one command), unless
+ * the link is still waiting in the batch.
+ */
+#define E2B_LINK_MARK "@sbxfs-link@"
+
 int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t size,
 		 struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
-	struct sbx_stat st;
-	json_t *entry = NULL;
-	const char *target;
-	int rc = e2b_flush(in, path, E2B_FLUSH_ENTRY, err);
-	if (!rc)
-		rc = stat_raw(in, path, &st, &entry, err);
+	struct sbx_buf cmd = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	const char *mark, *t;
+	int code = 0, rc;
+
+	if (!size)
+		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "readlink %s: no room", path);
+	pthread_mutex_lock(&in->lock);
+	t = waiting_link_locked(in, path);
+	if (t)
+		snprintf(buf, size, "%s", t);
+	pthread_mutex_unlock(&in->lock);
+	if (t)
+		return 0;
+	rc = e2b_flush(in, path, E2B_FLUSH_ENTRY, err); /* a link or mknod of path */
 	if (rc)
 		return rc;
-	target = json_string_value(json_object_get(entry, "symlinkTarget"));
-	if (!target)
-		rc = sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "readlink %s: not a symlink", path);
-	else if (size)
-		snprintf(buf, size, "%s", target);
-	json_decref(entry);
+	/* exit 2: missing, 3: not a link; the target after a mark (a login shell may chatter). */
+	sbx_buf_adds(&cmd, "if [ -L ");
+	sbx_buf_add_shquoted(&cmd, path);
+	sbx_buf_adds(&cmd, " ]; then printf '\\n" E2B_LINK_MARK "' && readlink -- ");
+	sbx_buf_add_shquoted(&cmd, path);
+	sbx_buf_adds(&cmd, "; elif [ -e ");
+	sbx_buf_add_shquoted(&cmd, path);
+	sbx_buf_adds(&cmd, " ]; then exit 3; else exit 2; fi");
+	rc = e2b_run_capture(in, cmd.buf, false, 30000, PATH_MAX + 4096, &out, NULL, &code, err);
+	mark = rc || code ? NULL : strstr(out.buf, "\n" E2B_LINK_MARK);
+	if (!rc && code == 2)
+		rc = sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "readlink %s: no such file", path);
+	else if (!rc && code == 3)
+		rc = sbx_error_set(err, EINVAL, SBX_E_NONE, "readlink %s: not a symlink", path);
+	else if (!rc && !mark)
+		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED, "readlink %s: exit %d", path,
+				   code);
+	if (!rc) {
+		t = mark + strlen("\n" E2B_LINK_MARK);
+		snprintf(buf, size, "%.*s", (int)strcspn(t, "\n"), t);
+	}
+	sbx_buf_release(&cmd);
+	sbx_buf_release(&out);
 	return rc;
 }
 
@@ -413,14 +544,20 @@ static void temp_name(struct sbx_buf *b, const char *path)
 	if (fd >= 0)
 		close(fd);
 	sbx_buf_add(b, path, (size_t)(slash - path) + 1);
-	sbx_buf_addf(b, ".sbxfs-%08x~%.200s", r, slash + 1);
+	sbx_buf_addf(b, E2B_TEMP_PREFIX "%08x~%.200s", r, slash + 1);
 }
 
+/* Move; the entry envd made is kept for the stat that follows (see recent_put). */
 static int move(struct e2b_inst *in, const char *from, const char *to, const char *what,
 		struct sbx_error *e)
 {
 	json_t *req = json_pack("{s:s,s:s}", "source", from, "destination", to), *out = NULL;
 	int rc = e2b_rpc(in, "filesystem.Filesystem/Move", req, false, 0, &out, what, e);
+	recent_drop(in, from);
+	if (!rc)
+		recent_put(in, to, out);
+	else
+		recent_drop(in, to);
 	json_decref(out);
 	json_decref(req);
 	return rc;
@@ -476,6 +613,8 @@ int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct s
 	int rc = e2b_flush(in, path, E2B_FLUSH_ENTRY, err);
 	if (!rc)
 		rc = rpc_path(in, "filesystem.Filesystem/MakeDir", path, &out, false, "mkdir", err);
+	if (!rc)
+		recent_put(in, path, out);
 	json_decref(out);
 	if (rc == -EINVAL)
 		rc = refine(err, ENOTDIR); /* a parent is a file */
@@ -491,6 +630,7 @@ static int remove_path(struct e2b_inst *in, const char *path, const char *what,
 		       struct sbx_error *err)
 {
 	json_t *out = NULL;
+	recent_drop(in, path);
 	int rc = rpc_path(in, "filesystem.Filesystem/Remove", path, &out, true, what, err);
 	json_decref(out);
 	return rc;

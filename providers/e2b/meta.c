@@ -110,6 +110,14 @@ bool e2b_meta_creates(const struct e2b_meta_queue *q, const char *path, bool chi
 	return false;
 }
 
+const char *e2b_meta_link_target(const struct e2b_meta_queue *q, const char *path)
+{
+	for (size_t i = q->n; i-- > 0;)
+		if (q->ops[i].kind == E2B_META_SYMLINK && !strcmp(q->ops[i].path, path))
+			return q->ops[i].arg;
+	return NULL;
+}
+
 bool e2b_meta_truncates(const struct e2b_meta_queue *q, const char *path)
 {
 	for (size_t i = 0; i < q->n; i++)
@@ -197,6 +205,13 @@ static void add_touch(struct sbx_buf *b, const char *flag, const struct timespec
 	add_path(b, path);
 }
 
+/* " && chown -h OWNER: -- PATH": an entry the (root) script made goes to the default user. */
+static void add_owner(struct sbx_buf *b, const char *path)
+{
+	sbx_buf_adds(b, " && chown -h " E2B_META_OWNER ": --");
+	add_path(b, path);
+}
+
 /* Renders op (and, for chmod/chown, the run [i, *next) of its like). */
 static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, size_t room,
 		       struct sbx_buf *b)
@@ -242,6 +257,7 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 		sbx_buf_adds(b, "ln -s --");
 		add_path(b, op->arg);
 		add_path(b, op->path);
+		add_owner(b, op->path);
 		break;
 	case E2B_META_TRUNCATE:
 		sbx_buf_addf(b, "truncate -s %lld --", (long long)op->size);
@@ -256,17 +272,20 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 		if (S_ISFIFO(op->mode)) {
 			sbx_buf_addf(b, "mkfifo -m %04o --", (unsigned)(op->mode & 07777));
 			add_path(b, op->path);
+			add_owner(b, op->path);
 		} else if (S_ISCHR(op->mode) || S_ISBLK(op->mode)) {
 			sbx_buf_addf(b, "mknod -m %04o --", (unsigned)(op->mode & 07777));
 			add_path(b, op->path);
 			sbx_buf_addf(b, " %c %u %u", S_ISCHR(op->mode) ? 'c' : 'b',
 				     major(op->dev), minor(op->dev));
+			add_owner(b, op->path);
 		} else if (S_ISREG(op->mode) || !(op->mode & S_IFMT)) {
 			/* noclobber in a subshell: EEXIST semantics, no leak */
 			sbx_buf_adds(b, "( set -C; : >");
 			add_path(b, op->path);
 			sbx_buf_addf(b, " && chmod %04o --", (unsigned)(op->mode & 07777));
 			add_path(b, op->path);
+			add_owner(b, op->path);
 			sbx_buf_adds(b, " )");
 		} else {
 			sbx_buf_adds(b, "false");

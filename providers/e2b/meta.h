@@ -70,6 +70,8 @@ bool e2b_meta_touches(const struct e2b_meta_queue *q, const char *path, bool sub
  * then a remote read cannot show it and the queue must be applied first.
  */
 bool e2b_meta_creates(const struct e2b_meta_queue *q, const char *path, bool children);
+/* The target of the last symlink op making path, or NULL (borrowed from q). */
+const char *e2b_meta_link_target(const struct e2b_meta_queue *q, const char *path);
 /* Whether a truncate of path is waiting (a read of its content must wait). */
 bool e2b_meta_truncates(const struct e2b_meta_queue *q, const char *path);
 /* Drops the waiting truncates of path (its whole content is being replaced). */
@@ -88,7 +90,13 @@ void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct s
  * script would pass max_bytes (but always renders at least one op).
  * Returns the index after the last op rendered. Invalid ops (mknod of a
  * socket) render as `echo INDEX`.
+ *
+ * The script is meant to run as root (chown, and chmod of files another
+ * user made, need it); the entries it creates (symlink, fifo, device,
+ * empty file) are then given to E2B_META_OWNER, as envd's own uploads are.
  */
+#define E2B_META_OWNER "user"
+
 size_t e2b_meta_render(const struct e2b_meta_queue *q, size_t first, size_t max_bytes,
 		       struct sbx_buf *b);
 /* A short description of op for error text ("chmod /a/b"). */

@@ -44,6 +44,26 @@ static char *base_url(const char *v, struct sbx_error *e, const char *what, int 
 	return d;
 }
 
+/* A deadline setting in ms: seconds (fractions allowed) or a duration string. */
+static int deadline(json_t *cfg, const char *key, long dflt, long *ms, struct sbx_error *e)
+{
+	json_t *v = cfg ? json_object_get(cfg, key) : NULL;
+	double s = -1;
+	*ms = dflt;
+	if (!v)
+		return 0;
+	if (json_is_number(v))
+		s = json_number_value(v);
+	else if (json_is_string(v))
+		s = (double)sbx_duration_parse(json_string_value(v));
+	if (!(s > 0) || s > 86400)
+		return sbx_error_set(e, EINVAL, SBX_E_INTERNAL,
+				     "providers.e2b.%s: not a duration (seconds, or \"90s\", \"2m\")",
+				     key);
+	*ms = (long)(s * 1000 + 0.5);
+	return 0;
+}
+
 int e2b_settings_load(struct e2b_settings *s, json_t *cfg, e2b_getenv_fn get,
 		      struct sbx_error *e)
 {
@@ -64,6 +84,12 @@ int e2b_settings_load(struct e2b_settings *s, json_t *cfg, e2b_getenv_fn get,
 	if (!rc)
 		s->sandbox_url = base_url(setting(cfg, "sandboxUrl", get, "E2B_SANDBOX_URL"), e,
 					  "E2B_SANDBOX_URL", &rc);
+	if (!rc)
+		rc = deadline(cfg, "requestTimeout", E2B_REQUEST_TIMEOUT_MS, &s->request_ms, e);
+	if (!rc)
+		rc = deadline(cfg, "transferTimeout", E2B_TRANSFER_TIMEOUT_MS, &s->transfer_ms, e);
+	if (!rc)
+		rc = deadline(cfg, "connectTimeout", E2B_CONNECT_TIMEOUT_MS, &s->connect_ms, e);
 	if (rc)
 		e2b_settings_free(s);
 	return rc;
@@ -101,6 +127,16 @@ void e2b_envd_base(struct sbx_buf *b, const struct e2b_settings *s, const char *
 		sbx_buf_addf(b, "https://sandbox.%s", d);
 	else
 		sbx_buf_addf(b, "https://%d-%s.%s", E2B_ENVD_PORT, id, d);
+}
+
+bool e2b_is_temp_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	size_t n = strlen(E2B_TEMP_PREFIX);
+	base = base ? base + 1 : path;
+	if (strncmp(base, E2B_TEMP_PREFIX, n) || strlen(base) < n + 9 || base[n + 8] != '~')
+		return false;
+	return strspn(base + n, "0123456789abcdef") == 8;
 }
 
 void e2b_host(struct sbx_buf *b, const struct e2b_settings *s, const char *id,

@@ -33,7 +33,15 @@ struct e2b_settings {
 	char *api_url;     /* control plane base, no trailing '/' */
 	char *sandbox_url; /* envd base override (tests), or NULL */
 	char *domain;
+	/* Deadlines in ms (0: the defaults below); config only, no SDK variable. */
+	long request_ms;  /* requestTimeout: one unary call, retries included */
+	long transfer_ms; /* transferTimeout: no byte for this long ends a file transfer or stream */
+	long connect_ms;  /* connectTimeout: TCP + TLS set-up */
 };
+
+#define E2B_REQUEST_TIMEOUT_MS 60000L
+#define E2B_TRANSFER_TIMEOUT_MS 60000L
+#define E2B_CONNECT_TIMEOUT_MS 10000L
 
 /* getenv-like lookup, so tests need not touch the environment. */
 typedef const char *(*e2b_getenv_fn)(const char *name);
@@ -41,8 +49,11 @@ typedef const char *(*e2b_getenv_fn)(const char *name);
 /*
  * Reads settings the way SDK 2.51 does: E2B_API_KEY, E2B_DOMAIN,
  * E2B_API_URL, E2B_SANDBOX_URL, each overridable by the config object's
- * apiKey, domain, apiUrl, sandboxUrl (cfg may be NULL). A missing key is
+ * domain, apiUrl, sandboxUrl (cfg may be NULL). A missing key is
  * EACCES "E2B_API_KEY is not set"; URLs other than http(s) are EINVAL.
+ * The deadlines requestTimeout, transferTimeout, connectTimeout are a
+ * number of seconds (fractions allowed) or a duration string ("90s",
+ * "2m"); anything else, or <= 0, is EINVAL naming the key.
  */
 int e2b_settings_load(struct e2b_settings *s, json_t *cfg, e2b_getenv_fn get,
 		      struct sbx_error *e);
@@ -56,6 +67,10 @@ void e2b_settings_free(struct e2b_settings *s);
  */
 void e2b_envd_base(struct sbx_buf *b, const struct e2b_settings *s, const char *id,
 		   const char *domain);
+/* Uploads go to DIR/E2B_TEMP_PREFIX<8 hex>~NAME, then Move over DIR/NAME. */
+#define E2B_TEMP_PREFIX ".sbxfs-"
+/* Whether the last component of path is such a temporary upload name. */
+bool e2b_is_temp_name(const char *path);
 /* `PORT-ID.DOMAIN` as the SDK's getHost(). */
 void e2b_host(struct sbx_buf *b, const struct e2b_settings *s, const char *id,
 	      const char *domain, int port);

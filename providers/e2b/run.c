@@ -65,13 +65,20 @@ static void kill_process(struct e2b_inst *in, unsigned pid)
 	json_decref(req);
 }
 
-/* A run without flushing the metadata batch first (the flush itself runs this way). */
-static int run_start(struct e2b_inst *in, const struct sbx_run_req *req,
+/* envd's user for a process: Basic base64("root:"), as the SDK's `user: 'root'`. */
+#define E2B_AUTH_ROOT "Authorization: Basic cm9vdDo="
+
+/*
+ * A run without flushing the metadata batch first (the flush itself runs
+ * this way); as_root: as root instead of the sandbox's default user.
+ */
+static int run_start(struct e2b_inst *in, const struct sbx_run_req *req, bool as_root,
 		     const struct sbx_run_sink *sink, struct sbx_run_result *result,
 		     struct sbx_error *err)
 {
 	struct run_ctx r = {.sink = sink, .err = SBX_ERROR_INIT};
-	struct e2b_stream_opts o = {.timeout_ms = req->timeout_ms};
+	struct e2b_stream_opts o = {.timeout_ms = req->timeout_ms,
+				    .auth = as_root ? E2B_AUTH_ROOT : NULL};
 	long t0 = e2b_now_ms();
 	json_t *body;
 	int rc;
@@ -116,7 +123,7 @@ int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 		memset(result, 0, sizeof(*result));
 		return rc;
 	}
-	return run_start(in, req, sink, result, err);
+	return run_start(in, req, false, sink, result, err);
 }
 
 struct capture {
@@ -136,15 +143,15 @@ static int capture_output(void *ctx, enum sbx_stream s, const char *data, size_t
 	return 0;
 }
 
-int e2b_run_capture(struct e2b_inst *in, const char *shell, long timeout_ms, size_t max,
-		    struct sbx_buf *out, struct sbx_buf *errout, int *exit_code,
+int e2b_run_capture(struct e2b_inst *in, const char *shell, bool as_root, long timeout_ms,
+		    size_t max, struct sbx_buf *out, struct sbx_buf *errout, int *exit_code,
 		    struct sbx_error *e)
 {
 	struct capture c = {.out = out, .err = errout, .max = max};
 	struct sbx_run_sink sink = {.ctx = &c, .output = capture_output};
 	struct sbx_run_req req = {.shell = shell, .cwd = "/", .timeout_ms = timeout_ms};
 	struct sbx_run_result res;
-	int rc = run_start(in, &req, &sink, &res, e);
+	int rc = run_start(in, &req, as_root, &sink, &res, e);
 	if (rc)
 		return rc;
 	if (res.timed_out)
@@ -170,7 +177,7 @@ int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	pthread_mutex_unlock(&in->lock);
 	/* Whole-sandbox figures: one root filesystem backs every path. */
 	sbx_buf_adds(&cmd, "df -kP / && df -iP /");
-	rc = e2b_run_capture(in, cmd.buf, 20000, 16384, &out, NULL, &code, err);
+	rc = e2b_run_capture(in, cmd.buf, false, 20000, 16384, &out, NULL, &code, err);
 	if (!rc && (code || e2b_parse_df(out.buf, st)))
 		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED, "statfs: df failed");
 	if (!rc) {

@@ -14,7 +14,17 @@
 
 #include "e2b/connect.h"
 
-#define E2B_KEEPALIVE_S 30 /* Keepalive-Ping-Interval asked of envd on streams */
+#define E2B_KEEPALIVE_MAX_S 30 /* Keepalive-Ping-Interval asked of envd on streams */
+
+/*
+ * The keepalive interval asked of envd: a third of the transfer deadline
+ * (so a silent but healthy stream never hits it), at most 30 s.
+ */
+static long keepalive_s(void)
+{
+	long s = e2b_g.set.transfer_ms / 3000;
+	return s < 1 ? 1 : s > E2B_KEEPALIVE_MAX_S ? E2B_KEEPALIVE_MAX_S : s;
+}
 
 long e2b_now_ms(void)
 {
@@ -239,8 +249,10 @@ int e2b_rpc_stream(struct e2b_inst *in, const char *method, json_t *reqj,
 	sbx_buf_addf(&c.base, "/%s", method);
 	e2b_conn_add(&c, "Content-Type: application/connect+json");
 	e2b_conn_add(&c, "Connect-Protocol-Version: 1");
-	snprintf(keepalive, sizeof(keepalive), "Keepalive-Ping-Interval: %d", E2B_KEEPALIVE_S);
+	snprintf(keepalive, sizeof(keepalive), "Keepalive-Ping-Interval: %ld", keepalive_s());
 	e2b_conn_add(&c, keepalive);
+	if (o->auth)
+		e2b_conn_add(&c, o->auth);
 	if (o->timeout_ms > 0) {
 		snprintf(deadline, sizeof(deadline), "Connect-Timeout-Ms: %ld", o->timeout_ms);
 		e2b_conn_add(&c, deadline);
@@ -252,7 +264,7 @@ int e2b_rpc_stream(struct e2b_inst *in, const char *method, json_t *reqj,
 	req.body = frame.buf;
 	req.body_len = frame.len;
 	req.stream = true;
-	req.idle_ms = o->idle_ms ? o->idle_ms : 3 * E2B_KEEPALIVE_S * 1000L;
+	req.idle_ms = o->idle_ms ? o->idle_ms : e2b_g.set.transfer_ms;
 	req.cancel = o->cancel;
 	req.sink = stream_sink;
 	req.sink_ctx = &s;
@@ -367,7 +379,7 @@ int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len,
 	req.url = c.base.buf;
 	req.headers = c.headers;
 	req.stream = true;
-	req.idle_ms = 60000;
+	req.idle_ms = e2b_g.set.transfer_ms;
 	req.idempotent = true;
 	req.sink = range_write;
 	req.sink_ctx = &rs;
@@ -406,7 +418,7 @@ int e2b_files_put(struct e2b_inst *in, const char *path, int fd, off_t size,
 	req.body_off = 0;
 	req.body_size = size;
 	req.stream = true;
-	req.idle_ms = 60000;
+	req.idle_ms = e2b_g.set.transfer_ms;
 	req.idempotent = true; /* the same bytes to the same (temporary) name */
 	sbx_http_resp_init(&resp);
 	rc = sbx_http_perform(e2b_g.http, &req, &resp, e);

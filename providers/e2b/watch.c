@@ -60,7 +60,14 @@ static int watch_message(void *ctx, const char *json, size_t len)
 		if (!*name)
 			break;
 		snprintf(path, sizeof(path), "%s/%s", strcmp(w->root, "/") ? w->root : "", name);
-		w->cb(w->ctx, path);
+		/*
+		 * Our own uploads pass through a temporary name: its events say
+		 * nothing the cache needs (the Move's destination is reported
+		 * too), and taking them as changes would drop the directory's
+		 * listing for every file a `tar x` writes.
+		 */
+		if (!e2b_is_temp_name(path))
+			w->cb(w->ctx, path);
 		break;
 	default:
 		break;

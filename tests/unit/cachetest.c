@@ -14,6 +14,8 @@ const struct sbx_fs_ops *F = &sbx_fs_cached_ops;
 struct memprov *mp;
 struct sbx_lease *L;
 struct sbx_error E;
+/* Only what a lease of a real mount uses from it here: the timer's condition. */
+static struct sbx_mount M;
 
 void cachetest_setup(void)
 {
@@ -24,6 +26,9 @@ void cachetest_setup(void)
 	L = calloc(1, sizeof(*L));
 	snprintf(L->name, sizeof(L->name), "t");
 	L->refs = 1;
+	memset(&M, 0, sizeof(M));
+	pthread_cond_init(&M.timer_cond, NULL);
+	L->mount = &M;
 	pthread_mutex_init(&L->lock, NULL);
 	pthread_cond_init(&L->cond, NULL);
 	sbx_spec_init(&L->spec);
@@ -46,6 +51,7 @@ void cachetest_teardown(void)
 	sbx_spec_free(&L->spec);
 	pthread_mutex_destroy(&L->lock);
 	pthread_cond_destroy(&L->cond);
+	pthread_cond_destroy(&M.timer_cond);
 	free(L);
 	memprov_free(mp);
 }

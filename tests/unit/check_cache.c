@@ -82,10 +82,40 @@ START_TEST(test_ttl_expires)
 	ls("/");
 	ck_assert_int_eq(memprov_calls(mp, MP_LIST), 1);
 	usleep(120 * 1000);
+	/* Both expired: the lookup lists "/" again (one call answers every name). */
 	ck_assert_int_eq(gattr("/f", &st), 0);
+	ck_assert_int_eq(gattr("/missing", &st), -ENOENT);
 	ls("/");
-	ck_assert_int_eq(memprov_calls(mp, MP_STAT), 2);
+	ck_assert_int_eq(memprov_calls(mp, MP_STAT), 1);
 	ck_assert_int_eq(memprov_calls(mp, MP_LIST), 2);
+}
+END_TEST
+
+/* mkdir knows the new directory is empty; creating in it keeps the parent's attributes. */
+START_TEST(test_new_directory_needs_no_lookup)
+{
+	struct stat st, before;
+	sbx_cache_set_ttl(L->cache, 100000, 100000);
+	ck_assert_int_eq(F->mkdir(L, "/d", 0755, &E), 0);
+	ck_assert_int_eq(gattr("/d", &before), 0);
+	memprov_reset_calls(mp);
+	for (int i = 0; i < 20; i++) {
+		char p[32];
+		snprintf(p, sizeof(p), "/d/f%d", i);
+		ck_assert_int_eq(gattr(p, &st), -ENOENT);
+		struct sbx_fs_file *f = xopen(p, O_CREAT | O_WRONLY | O_EXCL, 0644);
+		xwrite(f, "x", 0);
+		ck_assert_int_eq(F->flush(f, &E), 0);
+		F->release(f);
+		ck_assert_int_eq(gattr("/d", &st), 0);
+	}
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 20);
+	/* one stat per upload (memprov has no cheaper way), none per lookup */
+	ck_assert_int_eq(memprov_calls(mp, MP_STAT), 20);
+	ck_assert_int_eq(memprov_calls(mp, MP_LIST), 0);
+	ck_assert(S_ISDIR(st.st_mode));
+	ck_assert_int_ge(st.st_mtime, before.st_mtime);
+	ck_assert_int_eq(ls("/d").n, 20);
 }
 END_TEST
 
@@ -287,6 +317,12 @@ START_TEST(test_symlink_readlink_link)
 	ck_assert_int_eq(F->readlink(L, "/l", buf, sizeof(buf), &E), 0);
 	ck_assert_str_eq(buf, "target/path");
 	ck_assert_int_eq(F->readlink(L, "/l", buf, sizeof(buf), &E), 0);
+	/* a link made here: its target is known without asking */
+	ck_assert_int_eq(memprov_calls(mp, MP_READLINK), 0);
+	sbx_cache_invalidate_all(L->cache);
+	ck_assert_int_eq(F->readlink(L, "/l", buf, sizeof(buf), &E), 0);
+	ck_assert_str_eq(buf, "target/path");
+	ck_assert_int_eq(F->readlink(L, "/l", buf, sizeof(buf), &E), 0);
 	ck_assert_int_eq(memprov_calls(mp, MP_READLINK), 1);
 	put("/a", "A");
 	ck_assert_int_eq(F->link(L, "/a", "/b", &E), 0);
@@ -348,6 +384,7 @@ int main(void)
 	tcase_add_test(meta, test_list_without_attrs_stats_once);
 	tcase_add_test(meta, test_negative_entries_cached);
 	tcase_add_test(meta, test_ttl_expires);
+	tcase_add_test(meta, test_new_directory_needs_no_lookup);
 	tcase_add_test(meta, test_invalidation);
 	tcase_add_test(meta, test_pseudo_filesystems_stay_local);
 	tcase_add_test(meta, test_paused_sandbox_served_from_cache);

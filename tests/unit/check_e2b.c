@@ -197,6 +197,12 @@ START_TEST(test_unary_errors)
 			 -ENOTSUP);
 	ck_assert_int_eq(e2b_connect_unary_error(401, "text/plain", "", 0, "stat", &e), -EACCES);
 	ck_assert_int_eq(e2b_connect_unary_error(503, NULL, "", 0, "stat", &e), -ENOTCONN);
+	/* rate-limited (the transport's retries are spent): EAGAIN, not "unavailable" */
+	const char *rl = "{\"code\":429,\"message\":\"slow down\"}";
+	ck_assert_int_eq(e2b_connect_unary_error(429, "application/json", rl, strlen(rl), "stat",
+						 &e),
+			 -EAGAIN);
+	ck_assert_str_eq(e.msg, "stat: HTTP 429 slow down");
 	ck_assert_int_eq(e2b_connect_unary_error(507, NULL, "", 0, "write", &e), -ENOSPC);
 	ck_assert_int_eq(e2b_connect_code_errno("unauthenticated"), EACCES);
 	ck_assert_int_eq(e2b_connect_code_errno("resource_exhausted"), EAGAIN);
@@ -280,6 +286,35 @@ START_TEST(test_settings)
 	cfg = json_pack("{s:s}", "apiUrl", "ftp://h");
 	ck_assert_int_eq(e2b_settings_load(&s, cfg, fake_getenv, &e), -EINVAL);
 	json_decref(cfg);
+
+	/* deadlines: defaults, seconds (fractions too), duration strings */
+	ck_assert_int_eq(e2b_settings_load(&s, NULL, fake_getenv, &e), 0);
+	ck_assert_int_eq(s.request_ms, E2B_REQUEST_TIMEOUT_MS);
+	ck_assert_int_eq(s.transfer_ms, E2B_TRANSFER_TIMEOUT_MS);
+	ck_assert_int_eq(s.connect_ms, E2B_CONNECT_TIMEOUT_MS);
+	e2b_settings_free(&s);
+	cfg = json_pack("{s:i,s:f,s:s}", "requestTimeout", 3, "transferTimeout", 1.5,
+			"connectTimeout", "2m");
+	ck_assert_int_eq(e2b_settings_load(&s, cfg, fake_getenv, &e), 0);
+	ck_assert_int_eq(s.request_ms, 3000);
+	ck_assert_int_eq(s.transfer_ms, 1500);
+	ck_assert_int_eq(s.connect_ms, 120000);
+	e2b_settings_free(&s);
+	json_decref(cfg);
+	cfg = json_pack("{s:s}", "transferTimeout", "soon");
+	ck_assert_int_eq(e2b_settings_load(&s, cfg, fake_getenv, &e), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(e.msg, "providers.e2b.transferTimeout"));
+	json_decref(cfg);
+	cfg = json_pack("{s:i}", "requestTimeout", 0);
+	ck_assert_int_eq(e2b_settings_load(&s, cfg, fake_getenv, &e), -EINVAL);
+	json_decref(cfg);
+
+	ck_assert(e2b_is_temp_name("/home/user/.sbxfs-0a1b2c3d~f.txt"));
+	ck_assert(e2b_is_temp_name(".sbxfs-0a1b2c3d~x"));
+	ck_assert(!e2b_is_temp_name("/home/user/.sbxfs-0a1b2c3d"));
+	ck_assert(!e2b_is_temp_name("/home/user/.sbxfs-0a1b2c3x~f"));
+	ck_assert(!e2b_is_temp_name("/home/.sbxfs-0a1b2c3d~f/g"));
+	ck_assert(!e2b_is_temp_name("/home/user/f.txt"));
 	sbx_buf_release(&b);
 }
 END_TEST
@@ -550,11 +585,11 @@ START_TEST(test_meta_render)
 			 "chmod 0644 -- '/a/it'\\''s' '/a/$(rm -rf ~)' || echo 0\n"
 			 "touch -h -c -d @1700000000.000000005 -- '/a/-x' || echo 2\n"
 			 "{ touch -h -c -m -d @12.000000000 -- '/a/-x'; } || echo 3\n"
-			 "ln -s -- '../t t' '/a/l' || echo 4\n"
+			 "ln -s -- '../t t' '/a/l' && chown -h user: -- '/a/l' || echo 4\n"
 			 "chown -h 0 -- '/a/f' || echo 5\n"
 			 "truncate -s 5 -- '/a/f' || echo 6\n"
 			 "ln -- '/a/f' '/a/h' || echo 7\n"
-			 "mkfifo -m 0600 -- '/a/p' || echo 8\n");
+			 "mkfifo -m 0600 -- '/a/p' && chown -h user: -- '/a/p' || echo 8\n");
 	ck_assert(e2b_meta_touches(&q, "/a/f", false));
 	ck_assert(e2b_meta_touches(&q, "/a", false));  /* a listing of the parent */
 	ck_assert(!e2b_meta_touches(&q, "/", false));
@@ -599,6 +634,8 @@ START_TEST(test_meta_overlay)
 	ck_assert_int_eq(q.n, 4);
 	op = (struct e2b_meta_op){.kind = E2B_META_SYMLINK, .path = "/d/l", .arg = "f"};
 	e2b_meta_add(&q, &op);
+	ck_assert_str_eq(e2b_meta_link_target(&q, "/d/l"), "f");
+	ck_assert_ptr_null(e2b_meta_link_target(&q, "/d/f"));
 	ck_assert(e2b_meta_creates(&q, "/d/l", false));
 	ck_assert(e2b_meta_creates(&q, "/d", true));
 	ck_assert(!e2b_meta_creates(&q, "/", true));
