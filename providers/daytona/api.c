@@ -693,11 +693,8 @@ const struct sbx_provider sbx_provider_daytona = {
 	.info = daytona_info,
 	.get_host = daytona_get_host,
 	.run = dt_run,
-	/*
-	 * run_code / code_reset: a later issue (POST /process/code-run for
-	 * one-shot runs, the interpreter WebSocket for the persistent one);
-	 * until then the core answers ENOTSUP.
-	 */
+	.run_code = dt_run_code,
+	.code_reset = dt_code_reset,
 	.stat = dt_stat,
 	.list = dt_list,
 	.read = dt_read,

@@ -97,6 +97,7 @@ struct dt_instance {
 	size_t n_idle;
 	unsigned epoch;        /* bumps on stop/start: older sessions are gone */
 	bool no_sessions;      /* the daemon has no session API: use execute */
+	unsigned code_installed; /* code.c: kernel drivers known to be in the sandbox (bits) */
 	struct dt_batch batch;
 	bool flushing;         /* a batch is being applied (see flush_lock) */
 	struct statvfs sfs;
@@ -173,6 +174,13 @@ int dt_exec(struct dt_instance *di, const char *cmd, long timeout_ms, struct sbx
 	    int *exit_code, struct sbx_error *err);
 /* Forgets every idle session (the sandbox stopped: they are gone). */
 void dt_sessions_drop(struct dt_instance *di);
+
+/* --- code (code.c): persistent interpreters through dt_run ------------------ */
+
+int dt_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
+		const struct sbx_run_sink *sink, struct sbx_code_result *result,
+		struct sbx_error *err);
+int dt_code_reset(struct sbx_instance *inst, const char *language, struct sbx_error *err);
 
 /* --- metadata batch (batch.c) ------------------------------------------------ */
 

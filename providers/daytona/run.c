@@ -17,7 +17,7 @@
  * shell) and reports timed_out all the same. A daemon without sessions
  * (404) gets /process/execute with the output combined into stdout.
  *
- * Not here: run_code (a later issue), file ops.
+ * Not here: run_code (code.c builds on dt_run), file ops.
  */
 #include "daytona/daytona.h"
 

@@ -176,6 +176,7 @@ function serveSocket(sockPath, language) {
 	server.listen(tmp, () => {
 		fs.chmodSync(tmp, 0o600);
 		fs.renameSync(tmp, sockPath); /* only a listening socket is ever at sockPath */
+		fs.writeFileSync(sockPath + '.pid', `${process.pid}\n`); /* for a restart through a shell */
 	});
 }
 

@@ -317,7 +317,7 @@ def serve_socket(path):
     except OSError:
         pass
     try:
-        os.unlink(path)
+        os.unlink(path + ".new")
     except FileNotFoundError:
         pass
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -325,6 +325,8 @@ def serve_socket(path):
     os.chmod(path + ".new", 0o600)
     srv.listen(64)
     os.rename(path + ".new", path)  # only a listening socket is ever at PATH
+    with open(path + ".pid", "w") as f:  # for a restart through a shell (Daytona)
+        f.write("%d\n" % os.getpid())
     sys.stdin = open(os.devnull)
     _capture_fds()
     while True:

@@ -1,0 +1,315 @@
+/*
+ * daytona/code — run_code and code_reset of the Daytona provider:
+ * persistent interpreters without WebSockets.
+ *
+ * sbxfs's kernel drivers (providers/kernel) run inside the sandbox as
+ * long-lived processes, one per language, each serving a unix socket in
+ * /tmp/.sbxfs-code. A run is an ordinary command (dt_run: a toolbox
+ * session, polled): the driver in --client mode, which starts the
+ * interpreter when it is not there (and says state_lost when it had
+ * died), sends the request it reads on stdin and prints the execution's
+ * NDJSON events on stdout. Those arrive through the session's logs while
+ * the code runs and are parsed as they come (kernel/events.h), so stdout
+ * streams and matplotlib figures come back as PNG results like on the
+ * other providers. The interpreter is a session leader of its own: the
+ * command's end, or a session's deletion, leaves it running.
+ *
+ * The driver file (named by a hash of its text, so a new sbxfs brings its
+ * own) is written by the first run of an instance, inside that command;
+ * later commands only check that it is there (exit 125: write it again).
+ * code_reset kills the interpreter (its pid file) and removes its socket.
+ * Not used: /process/code-run (one-shot, no state) and the interpreter
+ * WebSocket.
+ */
+#include "daytona/daytona.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kernel/events.h"
+#include "kernel/kernels.h"
+
+#define CODE_DIR "/tmp/.sbxfs-code"
+#define EXIT_NO_DRIVER 125
+#define EXIT_NO_RUNTIME 127
+#define STDERR_MAX 4096
+#define REQUEST_INLINE_MAX (48u << 10) /* base64 of it + the driver's stay under 128 KiB */
+
+static const struct kernel {
+	const char *language, *runtime, *ext;
+	unsigned bit; /* in dt_instance.code_installed */
+	bool js;
+} kernels[] = {
+    {"python", "python3", "py", 1u << 0, false},
+    {"javascript", "node", "js", 1u << 1, true},
+    {"typescript", "node", "js", 1u << 1, true},
+};
+
+static const struct kernel *kernel_for(const char *language)
+{
+	const char *lang = sbx_code_language(language);
+	for (size_t i = 0; lang && i < sizeof(kernels) / sizeof(kernels[0]); i++)
+		if (!strcmp(kernels[i].language, lang))
+			return &kernels[i];
+	return NULL;
+}
+
+static void base64_encode(struct sbx_buf *b, const unsigned char *p, size_t len)
+{
+	static const char d[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	for (size_t i = 0; i < len; i += 3) {
+		unsigned long v = (unsigned long)p[i] << 16;
+		if (i + 1 < len)
+			v |= (unsigned long)p[i + 1] << 8;
+		if (i + 2 < len)
+			v |= p[i + 2];
+		char q[4] = {d[(v >> 18) & 63], d[(v >> 12) & 63],
+			     i + 1 < len ? d[(v >> 6) & 63] : '=', i + 2 < len ? d[v & 63] : '='};
+		sbx_buf_add(b, q, 4);
+	}
+}
+
+/* "CODE_DIR/pykernel-<fnv1a of the text>.py": a new driver gets a new name. */
+static void driver_path(struct sbx_buf *b, const struct kernel *k)
+{
+	const char *src = k->js ? sbx_kernel_js : sbx_kernel_py;
+	size_t len = k->js ? sbx_kernel_js_len : sbx_kernel_py_len;
+	unsigned h = 2166136261u;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)src[i]) * 16777619u;
+	sbx_buf_addf(b, CODE_DIR "/%skernel-%08x.%s", k->js ? "js" : "py", h, k->ext);
+}
+
+/*
+ * The shell text of one run: (install the driver,) check the runtime, run
+ * the client on the request (inline, or the file `reqfile` when it is big).
+ */
+static void command(struct sbx_buf *sh, const struct kernel *k, bool install, const char *request,
+		    const char *reqfile)
+{
+	struct sbx_buf path = SBX_BUF_INIT;
+	driver_path(&path, k);
+	sbx_buf_addf(sh, "f=%s\n", path.buf);
+	if (install) {
+		const char *src = k->js ? sbx_kernel_js : sbx_kernel_py;
+		size_t len = k->js ? sbx_kernel_js_len : sbx_kernel_py_len;
+		sbx_buf_adds(sh, "[ -f \"$f\" ] || { mkdir -p " CODE_DIR " && printf '%s' '");
+		base64_encode(sh, (const unsigned char *)src, len);
+		sbx_buf_adds(sh, "' | base64 -d > \"$f.$$\" && mv -f \"$f.$$\" \"$f\"; } || exit 1\n");
+	} else {
+		sbx_buf_addf(sh, "[ -f \"$f\" ] || exit %d\n", EXIT_NO_DRIVER);
+	}
+	sbx_buf_addf(sh, "command -v %s >/dev/null 2>&1 || { echo \"", k->runtime);
+	if (!strcmp(k->language, "typescript"))
+		sbx_buf_adds(sh, "no TypeScript runtime in the sandbox: node is not on PATH ($PATH)");
+	else
+		sbx_buf_addf(sh, "%s is not on PATH ($PATH)", k->runtime);
+	sbx_buf_addf(sh, "\" >&2; exit %d; }\n", EXIT_NO_RUNTIME);
+	if (reqfile) {
+		sbx_buf_addf(sh, "trap 'rm -f %s' EXIT\n%s %s\"$f\" --client " CODE_DIR
+				 "/%s.sock --language %s < %s\n",
+			     reqfile, k->runtime, k->js ? "" : "-u ", k->language, k->language,
+			     reqfile);
+	} else {
+		sbx_buf_adds(sh, "printf '%s' '");
+		base64_encode(sh, (const unsigned char *)request, strlen(request));
+		sbx_buf_addf(sh,
+			     "' | base64 -d | %s %s\"$f\" --client " CODE_DIR
+			     "/%s.sock --language %s\n",
+			     k->runtime, k->js ? "" : "-u ", k->language, k->language);
+	}
+	sbx_buf_release(&path);
+}
+
+/* The request line: {"code", "env": {K: V}}. NULL when not valid UTF-8. */
+static char *request_json(const struct sbx_code_req *req)
+{
+	json_t *env = json_object();
+	for (const char *const *e = req->envs; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		if (eq)
+			json_object_setn_new(env, *e, (size_t)(eq - *e), json_string(eq + 1));
+	}
+	json_t *o = json_pack("{s:s, s:o}", "code", req->code ? req->code : "", "env", env);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s;
+}
+
+/*
+ * A request too big to ride in the command (one argument of `sh -c` is
+ * bounded at 128 KiB) goes up as a file first; its path into reqfile.
+ */
+static int upload_request(struct dt_instance *di, const char *request, char *reqfile,
+			  size_t size, struct sbx_error *err)
+{
+	char hex[17];
+	size_t len = strlen(request), off = 0;
+	int fd = memfd_create("sbxfs-code-request", MFD_CLOEXEC), rc;
+	if (fd < 0)
+		return sbx_error_set(err, errno, 0, "code: memfd: %s", strerror(errno));
+	while (off < len) {
+		ssize_t n = write(fd, request + off, len - off);
+		if (n <= 0) {
+			close(fd);
+			return sbx_error_set(err, errno ? errno : EIO, 0, "code: memfd write");
+		}
+		off += (size_t)n;
+	}
+	dt_random_hex(hex, 8);
+	snprintf(reqfile, size, "/tmp/.sbxfs-request-%s.json", hex);
+	rc = dt_write(&di->base, reqfile, fd, (off_t)len, 0600, err);
+	close(fd);
+	return rc;
+}
+
+struct code_run {
+	struct sbx_code_events ev;
+	struct sbx_buf err; /* the client's stderr (bounded): why it failed */
+	struct sbx_error fail;
+};
+
+static int code_output(void *ctx, enum sbx_stream s, const char *data, size_t len)
+{
+	struct code_run *cr = ctx;
+	if (s == SBX_STDERR) {
+		if (cr->err.len < STDERR_MAX)
+			sbx_buf_add(&cr->err, data,
+				    len < STDERR_MAX - cr->err.len ? len : STDERR_MAX - cr->err.len);
+		return 0;
+	}
+	return sbx_code_events_feed(&cr->ev, data, len, &cr->fail);
+}
+
+static bool installed(struct dt_instance *di, const struct kernel *k)
+{
+	pthread_mutex_lock(&di->lock);
+	bool yes = di->code_installed & k->bit;
+	pthread_mutex_unlock(&di->lock);
+	return yes;
+}
+
+static void set_installed(struct dt_instance *di, const struct kernel *k, bool yes)
+{
+	pthread_mutex_lock(&di->lock);
+	di->code_installed = yes ? di->code_installed | k->bit : di->code_installed & ~k->bit;
+	pthread_mutex_unlock(&di->lock);
+}
+
+/* The last line of the client's stderr, for the error file. */
+static const char *last_line(struct sbx_buf *b)
+{
+	while (b->len && b->buf[b->len - 1] == '\n')
+		b->buf[--b->len] = '\0';
+	const char *nl = strrchr(b->buf, '\n');
+	return b->len ? (nl ? nl + 1 : b->buf) : "no reason given";
+}
+
+int dt_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
+		const struct sbx_run_sink *sink, struct sbx_code_result *result,
+		struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	const struct kernel *k = kernel_for(req->language);
+	struct code_run cr = {.err = SBX_BUF_INIT, .fail = SBX_ERROR_INIT};
+	struct sbx_run_sink mine = {&cr, code_output};
+	long t0 = dt_now_ms();
+	char *request = NULL;
+	int rc = 0;
+
+	sbx_code_events_init(&cr.ev, sink, result);
+	if (!k) {
+		rc = sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED, "no interpreter for %s",
+				   req->language ? req->language : "(none)");
+		goto out;
+	}
+	if (!(request = request_json(req))) {
+		rc = sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
+				   "%s: the code or an env value is not valid UTF-8", k->language);
+		goto out;
+	}
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct sbx_buf sh = SBX_BUF_INIT;
+		struct sbx_run_result res;
+		bool install = !installed(di, k);
+		char reqfile[64];
+		if (strlen(request) > REQUEST_INLINE_MAX &&
+		    (rc = upload_request(di, request, reqfile, sizeof(reqfile), err)))
+			break;
+		command(&sh, k, install, request,
+			strlen(request) > REQUEST_INLINE_MAX ? reqfile : NULL);
+		struct sbx_run_req rreq = {.shell = sh.buf, .timeout_ms = req->timeout_ms};
+		sbx_code_events_release(&cr.ev);
+		sbx_code_result_free(result);
+		sbx_code_events_init(&cr.ev, sink, result);
+		sbx_buf_reset(&cr.err);
+		rc = dt_run(inst, &rreq, &mine, &res, err);
+		sbx_buf_release(&sh);
+		if (rc && cr.fail.err)
+			*err = cr.fail;
+		if (rc)
+			break;
+		if (res.exit_code == EXIT_NO_DRIVER && !install) {
+			set_installed(di, k, false); /* the sandbox lost it (/tmp cleaned) */
+			continue;
+		}
+		if (install && res.exit_code != 1)
+			set_installed(di, k, true);
+		if (res.timed_out) {
+			rc = sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT, "%s: the run timed out",
+					   k->language);
+		} else if (res.exit_code == EXIT_NO_RUNTIME) {
+			rc = sbx_error_set(err, ENOTSUP, SBX_E_EXECUTION_FAILED, "%s: %s",
+					   k->language, last_line(&cr.err));
+		} else if (res.exit_code && !cr.ev.ended) {
+			rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
+					   "%s: the interpreter did not run the code (exit %d): %s",
+					   k->language, res.exit_code, last_line(&cr.err));
+		} else {
+			rc = sbx_code_events_finish(&cr.ev, k->language, err);
+		}
+		break;
+	}
+out:
+	free(request);
+	sbx_code_events_release(&cr.ev);
+	sbx_buf_release(&cr.err);
+	result->duration_ms = dt_now_ms() - t0;
+	return rc;
+}
+
+int dt_code_reset(struct sbx_instance *inst, const char *language, struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	const struct kernel *k = language ? kernel_for(language) : NULL;
+	struct sbx_buf sh = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	int code = 0, rc;
+
+	if (language && !k)
+		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
+				     "restart: no interpreter for %s (python, javascript or typescript)",
+				     language);
+	/* Only a pid whose command line names its socket is killed (pid files go stale). */
+	for (size_t i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++) {
+		if (k && k != &kernels[i])
+			continue;
+		sbx_buf_addf(&sh,
+			     "s=" CODE_DIR "/%s.sock; p=$(cat \"$s.pid\" 2>/dev/null); "
+			     "if [ -n \"$p\" ] && tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null | "
+			     "grep -q -- \"--socket $s\"; then kill -9 -- -$p $p 2>/dev/null; fi; "
+			     "rm -f \"$s\" \"$s.pid\"\n",
+			     kernels[i].language);
+	}
+	sbx_buf_adds(&sh, "true\n");
+	rc = dt_exec(di, sh.buf, 30000, &out, &code, err);
+	if (!rc && code)
+		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED, "restart failed (exit %d): %.200s",
+				   code, out.buf);
+	sbx_buf_release(&sh);
+	sbx_buf_release(&out);
+	return rc;
+}
