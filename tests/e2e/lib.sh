@@ -99,7 +99,7 @@ mount_sbxfs() { # mount_sbxfs [-o extra]...
 unmount_sbxfs() {
 	[ -n "$SBXFS_PID" ] || return 0
 	fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null
-	local t=100
+	local t=$((${UNMOUNT_WAIT:-10} * 10)) # then SIGKILL (a slow daemon, e.g. under valgrind, sets more)
 	while kill -0 "$SBXFS_PID" 2>/dev/null && [ $t -gt 0 ]; do
 		sleep 0.1
 		t=$((t - 1))
