@@ -125,21 +125,6 @@ static void command(struct sbx_buf *sh, const struct kernel *k, bool install, co
 	sbx_buf_release(&path);
 }
 
-/* The request line: {"code", "env": {K: V}}. NULL when not valid UTF-8. */
-static char *request_json(const struct sbx_code_req *req)
-{
-	json_t *env = json_object();
-	for (const char *const *e = req->envs; e && *e; e++) {
-		const char *eq = strchr(*e, '=');
-		if (eq)
-			json_object_setn_new(env, *e, (size_t)(eq - *e), json_string(eq + 1));
-	}
-	json_t *o = json_pack("{s:s, s:o}", "code", req->code ? req->code : "", "env", env);
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	return s;
-}
-
 /*
  * A request too big to ride in the command (one argument of `sh -c` is
  * bounded at 128 KiB) goes up as a file first; its path into reqfile.
@@ -227,7 +212,8 @@ int dt_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 				   req->language ? req->language : "(none)");
 		goto out;
 	}
-	if (!(request = request_json(req))) {
+	size_t len;
+	if (!(request = sbx_code_request_line(req, &len))) {
 		rc = sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
 				   "%s: the code or an env value is not valid UTF-8", k->language);
 		goto out;

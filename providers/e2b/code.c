@@ -209,14 +209,8 @@ static int execute(struct e2b_inst *in, const struct sbx_code_req *req, const ch
 	struct sbx_http_req hreq = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
 	struct e2b_conn c;
-	json_t *env = json_object();
-	for (const char *const *p = req->envs; p && *p; p++) {
-		const char *eq = strchr(*p, '=');
-		if (eq)
-			json_object_setn_new(env, *p, (size_t)(eq - *p), json_string(eq + 1));
-	}
 	json_t *body = json_pack("{s:s, s:s, s:o}", "code", req->code ? req->code : "",
-				 "context_id", id, "env_vars", env);
+				 "context_id", id, "env_vars", sbx_code_env_json(req->envs));
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	int rc;
 

@@ -36,6 +36,33 @@ const char *sbx_code_language(const char *name)
 	return NULL;
 }
 
+json_t *sbx_code_env_json(const char *const *envs)
+{
+	json_t *env = json_object();
+	for (const char *const *e = envs; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		if (eq)
+			json_object_setn_new(env, *e, (size_t)(eq - *e), json_string(eq + 1));
+	}
+	return env;
+}
+
+char *sbx_code_request_line(const struct sbx_code_req *req, size_t *len)
+{
+	json_t *o = json_pack("{s:s, s:o}", "code", req->code ? req->code : "", "env",
+			      sbx_code_env_json(req->envs));
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!s)
+		return NULL;
+	*len = strlen(s);
+	if (!(s = realloc(s, *len + 2)))
+		abort();
+	s[(*len)++] = '\n';
+	s[*len] = '\0';
+	return s;
+}
+
 /* 0-63 for a base64 digit, -1 for anything else. */
 static int b64_value(unsigned char c)
 {

@@ -22,6 +22,7 @@
 #ifndef SBX_KERNEL_EVENTS_H
 #define SBX_KERNEL_EVENTS_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -63,6 +64,15 @@ int sbx_code_events_line(struct sbx_code_events *ev, const char *line, size_t le
  */
 int sbx_code_events_finish(struct sbx_code_events *ev, const char *language,
 			   struct sbx_error *err);
+
+/* envs ("K=V" strings, NULL-terminated, may be NULL) as a JSON object (new reference). */
+json_t *sbx_code_env_json(const char *const *envs);
+/*
+ * The request line sbxfs's drivers read: {"code", "env": {K: V}} and a
+ * newline (malloc'd, length in *len). NULL when the code or an env value
+ * is not valid UTF-8 (JSON cannot carry it).
+ */
+char *sbx_code_request_line(const struct sbx_code_req *req, size_t *len);
 
 /* "python", "javascript" or "typescript" for those names or py/js/ts
  * (any case), else NULL. */

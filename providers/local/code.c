@@ -218,29 +218,6 @@ static int kernel_start(struct local_inst *li, int dfd, const struct kernel *k,
 	return e;
 }
 
-/* The request line: {"code", "env": {K: V}}. */
-static char *request_line(const struct sbx_code_req *req, size_t *len)
-{
-	json_t *env = json_object();
-	for (const char *const *e = req->envs; e && *e; e++) {
-		const char *eq = strchr(*e, '=');
-		if (eq)
-			json_object_setn_new(env, *e, (size_t)(eq - *e), json_string(eq + 1));
-	}
-	json_t *o = json_pack("{s:s, s:o}", "code", req->code ? req->code : "", "env", env);
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	if (!s)
-		return NULL;
-	*len = strlen(s);
-	s = realloc(s, *len + 2);
-	if (!s)
-		abort();
-	s[(*len)++] = '\n';
-	s[*len] = '\0';
-	return s;
-}
-
 static int send_all(int fd, const char *p, size_t len)
 {
 	while (len) {
@@ -260,7 +237,7 @@ static int execute(int fd, const struct sbx_code_req *req, const struct kernel *
 		   struct sbx_code_events *ev, struct sbx_error *err)
 {
 	size_t len = 0;
-	char *line = request_line(req, &len), buf[65536];
+	char *line = sbx_code_request_line(req, &len), buf[65536];
 	long long deadline = req->timeout_ms > 0 ? now_ms() + req->timeout_ms : -1;
 	int e;
 

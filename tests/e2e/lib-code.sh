@@ -134,6 +134,17 @@ code_death() { # LEASE: an interpreter that dies is replaced, and the next resul
 	eq "... once" "$(rfield "$L" 'r["stateLost"]')" "false"
 }
 
+code_all() { # LEASE: every check above, in an order that builds on the state before
+	code_state "$1"
+	code_errors "$1"
+	code_rich "$1"
+	code_stream "$1"
+	code_js_ts "$1"
+	code_restart "$1"
+	code_death "$1"
+	code_signature "$1"
+}
+
 # The same runs on every provider give the same results: success, output,
 # stdout and error.name of each, as one line.
 CODE_SIGNATURE='[true, 3, "a\n", null]|[false, null, "", "ZeroDivisionError"]|[true, "{'"'"'k'"'"': [1, 2]}", "", null]|[true, 10, "", null]|[false, null, "", "ReferenceError"]|[true, "'"'"'ab'"'"'", "x\n", null]'

@@ -12,14 +12,7 @@ mount_sbxfs
 L=$MNT/nb
 mkdir "$L"
 
-code_state "$L"
-code_errors "$L"
-code_rich "$L"
-code_stream "$L"
-code_js_ts "$L"
-code_restart "$L"
-code_death "$L"
-code_signature "$L"
+code_all "$L"
 ok "no WebSocket, no one-shot code-run: runs are session commands" \
 	test "$(counter 'POST /toolbox/:id/process/code-run')" = 0
 

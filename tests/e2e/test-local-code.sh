@@ -10,14 +10,7 @@ mount_sbxfs
 L=$MNT/nb
 mkdir "$L"
 
-code_state "$L"
-code_errors "$L"
-code_rich "$L"
-code_stream "$L"
-code_js_ts "$L"
-code_restart "$L"
-code_death "$L"
-code_signature "$L"
+code_all "$L"
 
 ok "the interpreters run inside the lease" sh -c "echo 'ps -eo args' > '$L/exec'; grep -q 'pykernel.py --socket /run/sbxfs/python.sock' '$L/exec'"
 ok "log journals code runs" grep -q '"kind":"python"' "$L/log"
