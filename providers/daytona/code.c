@@ -49,13 +49,11 @@ static const struct kernel {
     {"typescript", "node", "js", 1u << 1, true},
 };
 
+/* kernels[] is in sbx_code_language_index() order. */
 static const struct kernel *kernel_for(const char *language)
 {
-	const char *lang = sbx_code_language(language);
-	for (size_t i = 0; lang && i < sizeof(kernels) / sizeof(kernels[0]); i++)
-		if (!strcmp(kernels[i].language, lang))
-			return &kernels[i];
-	return NULL;
+	int i = sbx_code_language_index(language);
+	return i < 0 ? NULL : &kernels[i];
 }
 
 static void base64_encode(struct sbx_buf *b, const unsigned char *p, size_t len)

@@ -38,11 +38,7 @@ struct e2b_code {
 
 static int lang_index(const char *language)
 {
-	const char *l = sbx_code_language(language);
-	for (int i = 0; l && i < N_LANGS; i++)
-		if (!strcmp(l, langs[i]))
-			return i;
-	return -1;
+	return sbx_code_language_index(language); /* langs[] is in its order */
 }
 
 static struct e2b_code *code_of(struct e2b_inst *in)

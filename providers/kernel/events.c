@@ -63,6 +63,16 @@ char *sbx_code_request_line(const struct sbx_code_req *req, size_t *len)
 	return s;
 }
 
+int sbx_code_language_index(const char *name)
+{
+	static const char *const order[] = {"python", "javascript", "typescript"};
+	const char *lang = sbx_code_language(name);
+	for (int i = 0; lang && i < 3; i++)
+		if (!strcmp(lang, order[i]))
+			return i;
+	return -1;
+}
+
 /* 0-63 for a base64 digit, -1 for anything else. */
 static int b64_value(unsigned char c)
 {

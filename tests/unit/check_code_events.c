@@ -232,6 +232,10 @@ START_TEST(languages_and_helpers)
 	ck_assert_str_eq(sbx_code_language("TS"), "typescript");
 	ck_assert_ptr_null(sbx_code_language("ruby"));
 	ck_assert_ptr_null(sbx_code_language(NULL));
+	ck_assert_int_eq(sbx_code_language_index("py"), 0);
+	ck_assert_int_eq(sbx_code_language_index("javascript"), 1);
+	ck_assert_int_eq(sbx_code_language_index("ts"), 2);
+	ck_assert_int_eq(sbx_code_language_index("r"), -1);
 
 	struct sbx_buf b = SBX_BUF_INIT;
 	ck_assert_int_eq(sbx_code_base64_decode("aGVsbG8=", 8, &b), 0);
