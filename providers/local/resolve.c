@@ -204,7 +204,7 @@ static int open_last(struct walk *w, const char *name, bool slash, int flags, mo
 
 int lcl_resolve_walk(int rootfd, const char *path, int flags, mode_t mode)
 {
-	struct walk w = {.dirs = malloc(16 * sizeof(int)), .n = 1, .cap = 16};
+	struct walk w = {.n = 1, .cap = 16};
 	size_t plen = strlen(path);
 	char *text, *p;
 	int r;
@@ -213,7 +213,7 @@ int lcl_resolve_walk(int rootfd, const char *path, int flags, mode_t mode)
 		return -ENOENT;
 	if (plen >= PATH_MAX)
 		return -ENAMETOOLONG;
-	if (!w.dirs || !(text = strdup(path))) {
+	if (!(w.dirs = malloc(w.cap * sizeof(*w.dirs))) || !(text = strdup(path))) {
 		free(w.dirs);
 		return -ENOMEM;
 	}

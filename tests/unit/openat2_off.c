@@ -8,6 +8,8 @@
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,8 +25,11 @@ int kernel_open_in_root(int rootfd, const char *path, int flags, mode_t mode)
 	return fd < 0 ? -errno : (int)fd;
 }
 
-void refuse_openat2(int e)
+bool refuse_openat2(int e)
 {
+	const char *fork = getenv("CK_FORK");
+	if (fork && !strcmp(fork, "no"))
+		return false; /* the filter would outlive the test */
 	/* No architecture check: the tests run the build's own architecture. */
 	struct sock_filter filter[] = {
 	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
@@ -36,4 +41,5 @@ void refuse_openat2(int e)
 	ck_assert_int_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
 	ck_assert_int_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
 	ck_assert_int_eq(kernel_open_in_root(AT_FDCWD, "/", O_PATH, 0), -e);
+	return true;
 }

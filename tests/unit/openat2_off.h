@@ -7,11 +7,13 @@
 #ifndef OPENAT2_OFF_H
 #define OPENAT2_OFF_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 /* openat2(rootfd, path, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS): fd or -errno. */
 int kernel_open_in_root(int rootfd, const char *path, int flags, mode_t mode);
-/* Makes every later openat2 of this process fail with errno e (asserted). */
-void refuse_openat2(int e);
+/* Makes every later openat2 of this process fail with errno e (asserted);
+ * false, doing nothing, when the tests do not fork (CK_FORK=no). */
+bool refuse_openat2(int e);
 
 #endif
