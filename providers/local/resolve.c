@@ -4,8 +4,8 @@
  * inside the lease's root, whatever symlinks the sandbox has made.
  *
  * openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS) does it in the kernel.
- * Where openat2 is missing (kernels before 5.6, and valgrind up to 3.19,
- * which answers ENOSYS to syscalls it does not know) the same resolution
+ * Where openat2 is missing (kernels before 5.6; valgrind 3.19, which
+ * answers ENOSYS to syscalls it does not know) the same resolution
  * is done here in user space: one component at a time with
  * openat(O_PATH | O_NOFOLLOW) from the root's descriptor, so the kernel
  * never follows a link on our behalf; symlinks are read and walked from
