@@ -76,6 +76,24 @@ eq "running again" "$(cat "$L/state")" "running"
 ok "resume on access took < 10 s" test $(((t1 - t0) / 1000000)) -lt 10000
 ok "the journal says the access resumed it" grep -q '"to":"running","cause":"access"' "$L/log"
 
+# Concurrent accesses during a resume wait for the one resume.
+echo 'for i in 1 2 3 4; do echo c$i > /tmp/w/c$i.txt; done' >"$L/exec"
+echo pause >"$L/state"
+[ "$PROVIDER" != local ] && fake_reset_counters
+before=$(grep -c '"to":"running","cause":"access"' "$L/log")
+for i in 1 2 3 4; do
+	if [ "$PROVIDER" = local ]; then
+		(echo "cat /tmp/w/c$i.txt" >"$L/exec") &
+	else
+		cat "$L/fs/tmp/w/c$i.txt" >"$WORK/c$i.out" &
+	fi
+done
+wait
+after=$(grep -c '"to":"running","cause":"access"' "$L/log")
+eq "four concurrent accesses to a paused lease: one resume" "$((after - before))" 1
+[ "$PROVIDER" != local ] && eq "... one resume call to the provider" "$(counter "$RESUME_KEY")" 1
+[ "$PROVIDER" != local ] && eq "... and every access served" "$(cat "$WORK"/c?.out | tr -d '\n')" "c1c2c3c4"
+
 # 4. autoResume false: EAGAIN and a reason.
 echo "new man profile=manual" >"$MNT/ctl"
 echo 'echo x > /tmp/m.txt' >"$MNT/man/exec"
