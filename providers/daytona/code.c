@@ -18,11 +18,13 @@
  * own) is written by the first run of an instance, inside that command;
  * later commands only check that it is there (exit 125: write it again).
  * code_reset kills the interpreter (its pid file) and removes its socket.
- * Not used: /process/code-run (one-shot, no state) and the interpreter
- * WebSocket.
+ * Where the persistent interpreter cannot run at all, a cell runs alone
+ * through POST /process/code-run (no state; its chart artifacts become
+ * PNG results). The interpreter WebSocket is not used.
  */
 #include "daytona/daytona.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +32,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "kernel/events.h"
 #include "kernel/kernels.h"
 
@@ -192,6 +195,102 @@ static const char *last_line(struct sbx_buf *b)
 	return b->len ? (nl ? nl + 1 : b->buf) : "no reason given";
 }
 
+/*
+ * The error of a one-shot run from its output: the last line that looks
+ * like "Name: message" (Python's last traceback line, node's first line).
+ */
+static void one_shot_error(struct sbx_code_result *r, const char *out, int exit_code)
+{
+	const char *best = NULL, *p = out;
+	size_t best_len = 0;
+	while (*p) {
+		const char *e = strchr(p, '\n'), *end = e ? e : p + strlen(p), *c = p;
+		while (c < end && (isalnum((unsigned char)*c) || *c == '_' || *c == '.'))
+			c++;
+		if (c > p && c + 1 < end && c[0] == ':' && c[1] == ' ' && isupper((unsigned char)*p)) {
+			best = p;
+			best_len = (size_t)(end - p);
+		}
+		p = e ? e + 1 : end;
+	}
+	r->success = false;
+	if (best) {
+		const char *colon = memchr(best, ':', best_len);
+		r->err_name = strndup(best, (size_t)(colon - best));
+		r->err_value = strndup(colon + 2, best_len - (size_t)(colon - best) - 2);
+	} else {
+		r->err_name = strdup("Error");
+		if (asprintf(&r->err_value, "exit status %d", exit_code) < 0)
+			r->err_value = NULL;
+	}
+	r->err_traceback = strdup(out);
+}
+
+/*
+ * POST /process/code-run: the cell alone, in a fresh interpreter (no
+ * state, no value of the last expression), when the persistent one cannot
+ * run in this sandbox. Its output goes to stdout; matplotlib charts
+ * (artifacts.charts, which the daemon cut out of the output as
+ * dtn_artifact_k39fd2 lines) become PNG results.
+ */
+static int one_shot(struct dt_instance *di, const struct kernel *k, const struct sbx_code_req *req,
+		    struct sbx_code_events *ev, struct sbx_error *err)
+{
+	const struct sbx_run_sink *sink = ev->sink;
+	struct sbx_buf url = SBX_BUF_INIT;
+	json_t *body = json_pack("{s:s, s:s}", "code", req->code ? req->code : "", "language",
+				 k->language),
+	       *reply = NULL, *envs = sbx_code_env_json(req->envs), *chart;
+	size_t i;
+	int rc;
+
+	if (!body) {
+		json_decref(envs);
+		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
+				     "%s: the code is not valid UTF-8", k->language);
+	}
+	if (json_object_size(envs))
+		json_object_set(body, "envs", envs);
+	json_decref(envs);
+	if (req->timeout_ms > 0)
+		json_object_set_new(body, "timeout", json_integer((req->timeout_ms + 999) / 1000));
+	dt_toolbox_url(di, &url, "/process/code-run");
+	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .reply = &reply,
+				       .what = "code-run",
+				       .timeout_ms = req->timeout_ms > 0 ? req->timeout_ms + 30000
+									 : 3600L * 1000,
+				       .max_body = DT_LOGS_MAX},
+		     err);
+	json_decref(body);
+	sbx_buf_release(&url);
+	if (rc)
+		return rc;
+	json_t *code = json_object_get(reply, "exitCode");
+	const char *out = json_string_value(json_object_get(reply, "result"));
+	int exit_code = json_is_integer(code) ? (int)json_integer_value(code) : 0;
+	if (out && *out && sink && sink->output &&
+	    (rc = sink->output(sink->ctx, SBX_STDOUT, out, strlen(out))))
+		rc = sbx_error_set(err, rc, 0, "code-run: the reader stopped the output");
+	json_array_foreach(json_object_get(json_object_get(reply, "artifacts"), "charts"), i, chart)
+	{
+		/* A chart is a display of its figure: a result event with its png. */
+		const char *png = json_string_value(json_object_get(chart, "png"));
+		json_t *r = png ? json_pack("{s:s, s:b, s:s}", "type", "result", "is_main_result", 0,
+					    "png", png)
+				: NULL;
+		char *text = r ? json_dumps(r, JSON_COMPACT) : NULL;
+		if (!rc && text)
+			rc = sbx_code_events_line(ev, text, strlen(text), err);
+		free(text);
+		json_decref(r);
+	}
+	ev->ended = true;
+	if (!rc && exit_code)
+		one_shot_error(ev->res, out ? out : "", exit_code);
+	json_decref(reply);
+	return rc;
+}
+
 int dt_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 		const struct sbx_run_sink *sink, struct sbx_code_result *result,
 		struct sbx_error *err)
@@ -249,9 +348,19 @@ int dt_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 		} else if (res.exit_code == EXIT_NO_RUNTIME) {
 			rc = sbx_error_set(err, ENOTSUP, SBX_E_EXECUTION_FAILED, "%s: %s",
 					   k->language, last_line(&cr.err));
+		} else if (res.exit_code && !cr.ev.ended && cr.ev.execution_count < 0) {
+			/* The persistent interpreter cannot run here: a one-shot run. */
+			sbx_log(SBX_LOG_WARN,
+				"daytona: %s: no persistent %s interpreter (exit %d: %s); "
+				"running the cell alone through code-run",
+				inst->id, k->language, res.exit_code, last_line(&cr.err));
+			sbx_code_events_release(&cr.ev);
+			sbx_code_result_free(result);
+			sbx_code_events_init(&cr.ev, sink, result);
+			rc = one_shot(di, k, req, &cr.ev, err);
 		} else if (res.exit_code && !cr.ev.ended) {
 			rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
-					   "%s: the interpreter did not run the code (exit %d): %s",
+					   "%s: the interpreter did not finish the run (exit %d): %s",
 					   k->language, res.exit_code, last_line(&cr.err));
 		} else {
 			rc = sbx_code_events_finish(&cr.ev, k->language, err);

@@ -36,4 +36,22 @@ eq "paused" "$(cat "$L/state")" "paused"
 echo 'survivor.upper()' >"$L/code.py"
 eq "a code run resumes the sandbox, state intact" "$(cat "$L/code.py")" "'STILL HERE'"
 ok "rmdir ends the lease" rmdir "$L"
+
+# Where no persistent interpreter can run (here: a file is in the way of
+# its directory), each cell runs alone through /process/code-run; charts
+# still come back as PNG files.
+O=$MNT/oneshot
+mkdir "$O"
+echo blocked >"$O/fs/tmp/.sbxfs-code"
+fake_reset_counters
+printf 'import matplotlib.pyplot as plt\nplt.plot([1, 2], [3, 4])\nplt.show()\nprint("done")\n' >"$O/code.py"
+eq "one-shot fallback: the cell's output" "$(cat "$O/code.py")" "done"
+ok "... ran through code-run" test "$(counter 'POST /toolbox/:id/process/code-run')" = 1
+png=$(rfield "$O" '[o["file"] for o in r["results"] if o["mime"] == "image/png"][0]')
+ok "... its chart artifact is a PNG in results/" sh -c "file '$O/results/$png' | grep -q 'PNG image data'"
+echo 'raise ValueError("one-shot boom")' >"$O/code.py"
+eq "... an exception: success false" "$(rfield "$O" 'r["success"]')" "false"
+eq "... with its name" "$(rfield "$O" 'r["error"]["name"]')" "ValueError"
+eq "... and message" "$(rfield "$O" 'r["error"]["message"]')" "one-shot boom"
+rmdir "$O"
 finish
