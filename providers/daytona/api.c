@@ -12,8 +12,10 @@
  *  - credentials come from the environment only (DAYTONA_API_KEY, or
  *    DAYTONA_JWT_TOKEN + DAYTONA_ORGANIZATION_ID); an apiKey/jwtToken in
  *    the config file is ignored with a warning, since that file is
- *    readable and copied around. apiUrl, target, organizationId and
- *    timeout may come from `providers.daytona`; the environment wins.
+ *    readable and copied around. apiUrl, target, organizationId may come
+ *    from `providers.daytona` (the environment wins), and so do the
+ *    deadlines timeout (state changes), requestTimeout, transferTimeout
+ *    and connectTimeout.
  *  - autoStopInterval is a backstop behind sbxfs' own idle timer
  *    (dt_auto_stop_minutes), so Daytona stops a sandbox whose mount died.
  *  - get_host gives the preview URL only. A private sandbox needs the
@@ -180,6 +182,22 @@ out:
 
 /* --- settings ---------------------------------------------------------------- */
 
+/* A deadline from providers.daytona.KEY (seconds or "90s", "2m") into *ms. */
+static int deadline(json_t *cfg, const char *key, long dflt, long *ms, struct sbx_error *err)
+{
+	json_t *v = json_object_get(cfg, key);
+	long s = v ? sbx_duration_json(v) : 0;
+	*ms = dflt;
+	if (!v)
+		return 0;
+	if (s <= 0)
+		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL,
+				     "providers.daytona.%s: not a duration (seconds, \"90s\", \"2m\")",
+				     key);
+	*ms = s * 1000;
+	return 0;
+}
+
 /* The environment's value, else the config's string `key`, else NULL. */
 static const char *setting(json_t *cfg, const char *env, const char *key)
 {
@@ -217,7 +235,7 @@ static int daytona_init(const struct sbx_provider_env *env, struct sbx_error *er
 	const char *org = setting(cfg, "DAYTONA_ORGANIZATION_ID", "organizationId");
 	const char *url = setting(cfg, "DAYTONA_API_URL", "apiUrl");
 	const char *target = setting(cfg, "DAYTONA_TARGET", "target");
-	json_t *to = json_object_get(cfg, "timeout");
+	struct sbx_http_settings hs = {0};
 	size_t n;
 	int rc;
 
@@ -252,17 +270,17 @@ static int daytona_init(const struct sbx_provider_env *env, struct sbx_error *er
 		goto fail;
 	}
 	dt_conf.target = target ? strdup(target) : NULL;
-	dt_conf.state_timeout_ms = 60000;
-	if (to) {
-		long s = sbx_duration_json(to);
-		if (s <= 0) {
-			rc = sbx_error_set(err, EINVAL, SBX_E_INTERNAL,
-					   "providers.daytona.timeout: not a duration");
-			goto fail;
-		}
-		dt_conf.state_timeout_ms = s * 1000;
-	}
-	dt_conf.http = sbx_http_client_new(NULL);
+	if ((rc = deadline(cfg, "timeout", DT_STATE_TIMEOUT_MS, &dt_conf.state_timeout_ms, err)) ||
+	    (rc = deadline(cfg, "requestTimeout", DT_REQUEST_TIMEOUT_MS, &dt_conf.request_ms,
+			   err)) ||
+	    (rc = deadline(cfg, "transferTimeout", DT_TRANSFER_TIMEOUT_MS, &dt_conf.transfer_ms,
+			   err)) ||
+	    (rc = deadline(cfg, "connectTimeout", DT_CONNECT_TIMEOUT_MS, &dt_conf.connect_ms, err)))
+		goto fail;
+	hs.timeout_ms = dt_conf.request_ms;
+	hs.idle_ms = dt_conf.transfer_ms;
+	hs.connect_timeout_ms = dt_conf.connect_ms;
+	dt_conf.http = sbx_http_client_new(&hs);
 	if (!dt_conf.http) {
 		rc = sbx_error_set(err, ENOMEM, SBX_E_INTERNAL, "out of memory");
 		goto fail;

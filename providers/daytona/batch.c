@@ -157,10 +157,10 @@ static int run_ops(struct dt_instance *di, const struct dt_batch *b, struct sbx_
 	struct borrow *bw = NULL;
 	size_t nbw = 0, nidx = 0, *idx = NULL, skip = strlen(DT_BORROW_TAG);
 	char *line, *msg = NULL;
-	int rc, code = 0;
+	int rc, r, code = 0;
 
 	script_of(&s, b, NULL, b->n, true);
-	rc = dt_exec(di, s.buf, 60000, &out, &code, err);
+	rc = dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, err);
 	if (!rc)
 		note_ids(di, out.buf);
 	if (rc || !code)
@@ -181,7 +181,7 @@ static int run_ops(struct dt_instance *di, const struct dt_batch *b, struct sbx_
 			continue;
 		}
 		if (sscanf(line + skip, "%zu %23s %23s %23s %lo", &i, x.me, x.uid, x.gid, &mode) !=
-			    5 ||
+			5 ||
 		    i >= b->n || !b->ops[i].borrow || nidx == b->n)
 			continue;
 		idx[nidx++] = i;
@@ -204,15 +204,17 @@ static int run_ops(struct dt_instance *di, const struct dt_batch *b, struct sbx_
 	sbx_buf_reset(&out);
 	sbx_buf_reset(&s);
 	script_of(&s, b, idx, nidx, false);
-	if (!first_failure(&rc, dt_exec(di, s.buf, 60000, &out, &code, &e), &e, err) && code) {
+	r = dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, &e);
+	if (!r && code) {
 		out.buf[strcspn(out.buf, "\n")] = '\0';
-		first_failure(&rc, failed(nidx, out.buf, &e), &e, err);
+		r = failed(nidx, out.buf, &e);
 	}
+	first_failure(&rc, r, &e, err);
 	for (size_t k = 0; k < nbw; k++)
 		if (bw[k].mode >= 0)
-			first_failure(&rc,
-				      dt_perms(di, bw[k].path, bw[k].mode, bw[k].uid, bw[k].gid, &e),
-				      &e, err);
+			first_failure(
+			    &rc, dt_perms(di, bw[k].path, bw[k].mode, bw[k].uid, bw[k].gid, &e), &e,
+			    err);
 out:
 	free(msg);
 	free(bw);
@@ -251,7 +253,8 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 			      &e, err);
 	}
 	if (rc) {
-		sbx_log(SBX_LOG_WARN, "daytona: %s: %s", di->base.id, err ? err->msg : "batch failed");
+		sbx_log(SBX_LOG_WARN, "daytona: %s: %s", di->base.id,
+			err ? err->msg : "batch failed");
 		for (size_t i = 0; i < b.n; i++) /* which ones failed is not known */
 			dt_links_forget(di, b.ops[i].path);
 	}
@@ -678,7 +681,7 @@ int dt_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t s
 	sbx_buf_adds(&b, " 2>/dev/null; elif [ -e");
 	arg(&b, path);
 	sbx_buf_adds(&b, " ]; then exit 3; else exit 2; fi");
-	rc = dt_exec(di, b.buf, 30000, &out, &code, err);
+	rc = dt_exec(di, b.buf, dt_short_ms(), &out, &code, err);
 	if (!rc && code == 2)
 		rc = sbx_error_set(err, ENOENT, 0, "readlink %s: no such file", path);
 	else if (!rc && code == 3)
@@ -712,7 +715,7 @@ int dt_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	}
 	pthread_mutex_unlock(&di->lock);
 	sbx_buf_adds(&b, "df -kP -- / 2>/dev/null; df -iP -- / 2>/dev/null; true");
-	rc = dt_exec(di, b.buf, 30000, &out, &code, err);
+	rc = dt_exec(di, b.buf, dt_short_ms(), &out, &code, err);
 	if (!rc && dt_df_parse(out.buf, st))
 		rc = sbx_error_set(err, EIO, 0, "statfs: `df` gave no answer");
 	if (!rc) {

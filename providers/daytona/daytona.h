@@ -19,6 +19,12 @@
 #include "daytona/protocol.h"
 #include "provider.h"
 
+/* Deadlines when providers.daytona does not set them (see dt_conf). */
+#define DT_STATE_TIMEOUT_MS 60000L
+#define DT_REQUEST_TIMEOUT_MS 60000L
+#define DT_TRANSFER_TIMEOUT_MS 60000L
+#define DT_CONNECT_TIMEOUT_MS 10000L
+
 /* The daemon answers in the formats of this SDK (>= 0.167: JSON logs, envs). */
 #define DT_SDK_VERSION "0.218.0"
 #define DT_SESSIONS_IDLE_MAX 4
@@ -41,7 +47,10 @@ struct dt_conf {
 	char *target;    /* NULL: the server's default region */
 	char *auth;      /* "Authorization: Bearer ..." */
 	char *org;       /* "X-Daytona-Organization-ID: ..." with a JWT, else NULL */
-	long state_timeout_ms; /* create/start/stop waits (default 60 s) */
+	long state_timeout_ms; /* timeout: create/start/stop waits (default 60 s) */
+	long request_ms;       /* requestTimeout: one request, retries included (60 s) */
+	long transfer_ms;      /* transferTimeout: no byte for this long ends a transfer (60 s) */
+	long connect_ms;       /* connectTimeout: TCP + TLS set-up (10 s) */
 	struct sbx_http_client *http;
 	struct sbx_error init_err; /* why init failed (err == 0: it did not) */
 };
@@ -108,6 +117,12 @@ struct dt_instance {
 
 	pthread_mutex_t flush_lock; /* held while a batch runs remotely */
 };
+
+/* The deadline of a short request (polls, sessions, helper commands): 30 s at most. */
+static inline long dt_short_ms(void)
+{
+	return dt_conf.request_ms > 0 && dt_conf.request_ms < 30000 ? dt_conf.request_ms : 30000;
+}
 
 static inline struct dt_instance *dt_inst(struct sbx_instance *i)
 {

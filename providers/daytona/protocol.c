@@ -310,7 +310,6 @@ static const struct {
 } dt_codes[] = {
 	{"FILE_NOT_FOUND", ENOENT},
 	{"PROCESS_NOT_FOUND", ENOENT},
-	{"SANDBOX_NOT_FOUND", ENOENT},
 	{"FILE_ACCESS_DENIED", EACCES},
 	{"INVALID_FILE_PATH", EINVAL},
 	{"FILE_READ_FAILED", EIO},
@@ -390,6 +389,17 @@ int dt_error_from_reply(long status, const char *body, size_t len, const char *w
 	for (size_t i = 0; code && !e && i < sizeof(dt_codes) / sizeof(dt_codes[0]); i++)
 		if (!strcmp(code, dt_codes[i].code))
 			e = dt_codes[i].err;
+	/*
+	 * The toolbox proxy knows no such sandbox (deleted behind our back):
+	 * the file asked about may well exist, so not ENOENT (which callers
+	 * take for an answer about the file, and cache) but "unreachable",
+	 * with the NOT_FOUND code that makes the core check the sandbox.
+	 */
+	if (!e && ((code && !strcmp(code, "SANDBOX_NOT_FOUND")) ||
+		   (status == 404 && source && !strcmp(source, "DAYTONA_PROXY")))) {
+		e = ENOTCONN;
+		ec = SBX_E_NOT_FOUND;
+	}
 	/* The proxy answering for a sandbox it cannot reach (not started). */
 	if (!e && source && !strcmp(source, "DAYTONA_PROXY") && status >= 400 &&
 	    status != 401 && status != 403 && status != 404 && status != 429)

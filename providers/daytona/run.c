@@ -28,7 +28,6 @@
 
 #include "base/log.h"
 
-#define DT_POLL_TIMEOUT_MS 30000L
 #define DT_KILL_GRACE_MS 5000L
 #define DT_EXEC_NO_LIMIT_MS (3600L * 1000) /* transport deadline of an unlimited execute */
 
@@ -62,7 +61,7 @@ static void session_delete(struct dt_instance *di, const char *sid)
 	struct sbx_error e = SBX_ERROR_INIT;
 	session_url(di, &url, sid, NULL);
 	if (dt_call(&(struct dt_call){.method = "DELETE", .url = url.buf, .what = "delete session",
-				      .timeout_ms = 10000, .idempotent = true},
+				      .timeout_ms = dt_short_ms(), .idempotent = true},
 		    &e) &&
 	    e.err != ENOENT)
 		sbx_log(SBX_LOG_INFO, "daytona: %s: %s", di->base.id, e.msg);
@@ -98,7 +97,7 @@ static int session_take(struct dt_instance *di, char **sid, unsigned *epoch,
 	body = json_pack("{ss}", "sessionId", id);
 	session_url(di, &url, NULL, NULL);
 	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .what = "create session",
-				       .timeout_ms = DT_POLL_TIMEOUT_MS},
+				       .timeout_ms = dt_short_ms()},
 		     err);
 	json_decref(body);
 	sbx_buf_release(&url);
@@ -164,7 +163,7 @@ static int poll_once(struct run_state *rs, const char *sid, const char *cmd_id, 
 	snprintf(suffix, sizeof(suffix), "/command/%s", cmd_id);
 	session_url(rs->di, &url, sid, suffix);
 	rc = dt_call(&(struct dt_call){.url = url.buf, .raw = &raw, .what = "run: command",
-				       .timeout_ms = DT_POLL_TIMEOUT_MS, .idempotent = true},
+				       .timeout_ms = dt_short_ms(), .idempotent = true},
 		     err);
 	if (!rc && dt_command_parse(raw.buf, raw.len, done, code))
 		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "run: command reply is not JSON");
@@ -172,7 +171,7 @@ static int poll_once(struct run_state *rs, const char *sid, const char *cmd_id, 
 		goto out;
 	sbx_buf_adds(&url, "/logs");
 	rc = dt_call(&(struct dt_call){.url = url.buf, .raw = &raw, .what = "run: logs",
-				       .timeout_ms = DT_POLL_TIMEOUT_MS, .max_body = DT_LOGS_MAX,
+				       .timeout_ms = dt_short_ms(), .max_body = DT_LOGS_MAX,
 				       .idempotent = true},
 		     err);
 	if (rc == -EFBIG)
@@ -205,7 +204,7 @@ static int session_exec(struct dt_instance *di, const char *sid, const char *com
 
 	session_url(di, &url, sid, "/exec");
 	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .reply = &reply,
-				       .what = "run", .timeout_ms = DT_POLL_TIMEOUT_MS},
+				       .what = "run", .timeout_ms = dt_short_ms()},
 		     err);
 	if (!rc) {
 		id = json_string_value(json_object_get(reply, "cmdId"));
@@ -298,7 +297,7 @@ static int execute(struct dt_instance *di, const char *command, long timeout_ms,
 	dt_toolbox_url(di, &url, "/process/execute");
 	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .reply = &reply,
 				       .what = "execute",
-				       .timeout_ms = timeout_ms > 0 ? timeout_ms + 30000
+				       .timeout_ms = timeout_ms > 0 ? timeout_ms + dt_short_ms()
 								    : DT_EXEC_NO_LIMIT_MS,
 				       .max_body = DT_LOGS_MAX, .status = &status},
 		     err);

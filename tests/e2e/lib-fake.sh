@@ -3,6 +3,7 @@
 # config whose default profile uses that provider, and stops the fake by
 # pid at exit (after the mount is gone).
 #   start_fake e2b|daytona [fake flags...]
+#   fake_settings JSON                       the config's providers.KIND object
 #   fake_get PATH / fake_post PATH JSON      the admin API (see tests/fakes/README.md)
 #   counter KEY                              one request counter ("POST /filesystem.Filesystem/ListDir")
 command -v node >/dev/null 2>&1 || { echo "SKIP: node is not installed"; exit 77; }
@@ -29,6 +30,7 @@ start_fake() {
 		exit 1
 	fi
 	FAKE_URL=http://127.0.0.1:$(cat "$WORK/fake.port")
+	FAKE_KIND=$kind
 	case $kind in
 	e2b)
 		export E2B_API_KEY=$FAKE_KEY E2B_API_URL=$FAKE_URL E2B_SANDBOX_URL=$FAKE_URL
@@ -44,6 +46,15 @@ start_fake() {
 		"$kind" "${PROFILE_EXTRA:+,$PROFILE_EXTRA}" >"$CONFIG"
 }
 
+# fake_settings JSON-OBJECT: the config's providers.KIND settings (deadlines...).
+fake_settings() {
+	python3 - "$CONFIG" "$FAKE_KIND" "$1" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.setdefault("providers", {})[sys.argv[2]] = json.loads(sys.argv[3])
+json.dump(c, open(sys.argv[1], "w"))
+PY
+}
 fake_get() { curl -fsS "$FAKE_URL$1"; }
 fake_post() { curl -fsS -X POST -H 'Content-Type: application/json' -d "$2" "$FAKE_URL$1"; }
 fake_reset_counters() { curl -fsS -X DELETE "$FAKE_URL/_fake/counters" >/dev/null; }
@@ -51,3 +62,72 @@ fake_clear_faults() { curl -fsS -X DELETE "$FAKE_URL/_fake/faults" >/dev/null; }
 counter() {
 	fake_get /_fake/counters | python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], 0))' "$1"
 }
+
+# Fault tests (tests/e2e/test-*-faults.sh). The caller sets L (the lease
+# directory), F (a directory in its fs/) and FHOME (F's path in the sandbox).
+#   fault_only JSON-FAULT[,JSON-FAULT]   replaces the fake's faults with these
+#   errno_ms_of PYTHON-STATEMENT         prints "ERRNO-NAME|OK MILLISECONDS"
+#   write_close PATH TEXT                a statement: open O_TRUNC, write, close
+#   lease_run SHELL-TEXT                 runs it through exec, prints its stdout
+#   fault_case / upload_case             see below; FAULT_TABLE collects the rows
+fault_only() { fake_post /_fake/faults "{\"replace\":true,\"faults\":[$1]}" >/dev/null; }
+errno_ms_of() {
+	python3 - "$1" <<'PY'
+import errno, os, sys, time
+t = time.monotonic()
+try:
+    exec(sys.argv[1])
+    r = "OK"
+except OSError as e:
+    r = errno.errorcode.get(e.errno, str(e.errno))
+print(r, int((time.monotonic() - t) * 1000))
+PY
+}
+write_close() { echo "fd = os.open('$1', os.O_WRONLY | os.O_TRUNC); os.write(fd, b'$2'); os.close(fd)"; }
+lease_run() { printf '%s\n' "$1" >"$L/exec" && cat "$L/stdout"; }
+error_says() { grep -q -- "$1" "$L/error" || { log "  the error file says: $(cat "$L/error")"; false; }; }
+fsync_ok() { python3 -c "import os; fd = os.open('$1', os.O_RDONLY); os.fsync(fd); os.close(fd)"; }
+close_ok() { python3 -c "import os; fd = os.open('$1', os.O_RDWR); os.close(fd)"; }
+FAULT_TABLE=
+fault_row() { FAULT_TABLE="$FAULT_TABLE$(printf '\n  %-40s %-10s %6s ms' "$1" "$2" "$3")"; }
+
+# fault_case NAME FAULT STATEMENT ERRNO MAX_MS ERROR_TEXT: with FAULT on, the
+# statement fails with ERRNO within MAX_MS, the lease's error file is
+# rewritten and names ERROR_TEXT, and the mount still answers.
+fault_case() {
+	local name=$1 f=$2 stmt=$3 want=$4 max=$5 text=$6 got ms
+	cp "$L/error" "$WORK/before-error" 2>/dev/null || : >"$WORK/before-error"
+	fault_only "$f"
+	read -r got ms <<<"$(errno_ms_of "$stmt")"
+	fake_clear_faults
+	eq "$name: $want" "$got" "$want"
+	ok "$name: within $max ms (took $ms ms)" test "$ms" -le "$max"
+	ok "$name: the error file says why" error_says "$text"
+	ok "$name: ... and is new" sh -c "! cmp -s '$WORK/before-error' '$L/error'"
+	ok "$name: the mount is still up" test -f "$MNT/README"
+	fault_row "$name" "$got" "$ms"
+}
+
+# upload_case NAME FAULT ERRNO MAX_MS FILE: with FAULT on, the close of a
+# write to F/FILE fails with ERRNO within MAX_MS and says why; the mount
+# still shows the new content, fsync fails too, the sandbox keeps the old
+# content. The fault is then cleared; the caller checks that the next fsync
+# or close sends the data (upload_arrived FILE).
+upload_case() {
+	local name=$1 f=$2 want=$3 max=$4 file=$5 got ms
+	local p=$F/$file
+	echo v1 >"$p"
+	fault_only "$f"
+	read -r got ms <<<"$(errno_ms_of "$(write_close "$p" "v2 $file")")"
+	eq "$name: close fails with $want" "$got" "$want"
+	ok "$name: within $max ms (took $ms ms)" test "$ms" -le "$max"
+	ok "$name: the error file says why" error_says "upload $FHOME/$file"
+	ok "$name: the mount is still up" test -f "$MNT/README"
+	eq "$name: the mount shows what was written" "$(cat "$p" 2>/dev/null)" "v2 $file"
+	eq "$name: fsync fails too while the fault is on" \
+		"$(errno_of "fd = os.open('$p', os.O_RDONLY); os.fsync(fd)")" "$want"
+	fake_clear_faults
+	eq "$name: the sandbox still has the old content" "$(lease_run "cat $FHOME/$file")" "v1"
+	fault_row "$name (close)" "$got" "$ms"
+}
+upload_arrived() { [ "$(lease_run "cat $FHOME/$1")" = "v2 $1" ]; }

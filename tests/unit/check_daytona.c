@@ -523,6 +523,15 @@ START_TEST(test_error_bodies)
 			     &err),
 			 -ENOTCONN);
 
+	/* the proxy knows no such sandbox: unreachable (not "no such file"), code NOT_FOUND */
+	ck_assert_int_eq(map(404, "{\"statusCode\":404,\"message\":\"sandbox x not found\","
+				  "\"code\":\"SANDBOX_NOT_FOUND\",\"source\":\"DAYTONA_PROXY\"}",
+			     &err),
+			 -ENOTCONN);
+	ck_assert_int_eq(err.code, SBX_E_NOT_FOUND);
+	ck_assert_int_eq(map(404, "{\"message\":\"no sandbox\",\"source\":\"DAYTONA_PROXY\"}", &err),
+			 -ENOTCONN);
+
 	/* empty and non-JSON bodies */
 	ck_assert_int_eq(map(404, "", &err), -ENOENT);
 	ck_assert_str_eq(err.msg, "get sbx-1: HTTP 404");
