@@ -34,6 +34,7 @@ struct e2b_code {
 	bool listed;          /* GET /contexts was asked (adoption done) */
 	char *ctx[N_LANGS];   /* context id per language, or NULL */
 	long count[N_LANGS];  /* the last execution count seen (0: none) */
+	unsigned gen[N_LANGS]; /* bumped by a restart: runs begun before it count no more */
 };
 
 static int lang_index(const char *language)
@@ -254,6 +255,7 @@ int e2b_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 	long t0 = e2b_now_ms(), status = 0;
 	bool lost = false;
 	char *id = NULL;
+	unsigned gen = 0;
 
 	sbx_code_events_init(&x.ev, sink, result);
 	if (k < 0) {
@@ -267,6 +269,7 @@ int e2b_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 	for (int attempt = 0; attempt < 2; attempt++) {
 		pthread_mutex_lock(&c->lock);
 		rc = context(in, c, k, &id, err);
+		gen = c->gen[k];
 		pthread_mutex_unlock(&c->lock);
 		if (rc)
 			goto out;
@@ -287,16 +290,16 @@ int e2b_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 	}
 	if (!rc)
 		rc = sbx_code_events_finish(&x.ev, langs[k], err);
-	if (!rc && x.ev.execution_count > 0) {
-		pthread_mutex_lock(&c->lock);
+	pthread_mutex_lock(&c->lock);
+	if (!rc && x.ev.execution_count > 0 && k >= 0 && c->gen[k] == gen) {
 		/* Counts start again at 1 when the kernel behind the context restarts. */
 		if (x.ev.execution_count == 1 && c->count[k] >= 1 && c->ctx[k] &&
 		    !strcmp(c->ctx[k], id))
 			lost = true;
 		if (x.ev.execution_count == 1 || x.ev.execution_count > c->count[k])
 			c->count[k] = x.ev.execution_count;
-		pthread_mutex_unlock(&c->lock);
 	}
+	pthread_mutex_unlock(&c->lock);
 	result->state_lost = result->state_lost || lost;
 out:
 	free(id);
@@ -337,6 +340,7 @@ int e2b_code_reset(struct sbx_instance *inst, const char *language, struct sbx_e
 			rc = 0;
 		}
 		c->count[i] = 0;
+		c->gen[i]++;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return rc;

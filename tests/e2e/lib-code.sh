@@ -119,6 +119,18 @@ code_restart() { # LEASE
 	echo 'typeof a' >"$L/code.js"
 	eq "restart (all) resets javascript" "$(cat "$L/code.js")" "'undefined'"
 	ok "restart of an unknown language is refused" sh -c "! echo 'restart cobol' > '$L/state' 2>/dev/null"
+	# restart is also how a runaway cell is stopped.
+	(echo 'while True: pass' >"$L/code.py") &
+	local bg=$!
+	sleep 2
+	ok "a runaway cell is still running" kill -0 "$bg"
+	ok "restart python while it runs" sh -c "echo 'restart python' > '$L/state'"
+	ok "... ends the runaway run" wait_for 20 sh -c "! kill -0 $bg"
+	wait "$bg"
+	eq "... whose result says the interpreter went away" "$(rfield "$L" 'r["error"]["name"]')" "UnexpectedEndOfExecution"
+	echo '6 * 7' >"$L/code.py"
+	eq "... and the next run is served" "$(cat "$L/code.py")" "42"
+	eq "... by a fresh interpreter not reported as lost" "$(rfield "$L" 'r["stateLost"]')" "false"
 }
 
 code_death() { # LEASE: an interpreter that dies is replaced, and the next result says so
