@@ -282,17 +282,56 @@ static bool touches(const char *p, const char *path)
 	return (size_t)(slash - p) == n && !strncmp(p, path, n);
 }
 
-int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_error *err)
+static int flush_if(struct dt_instance *di, const char *path, bool perms, struct sbx_error *err)
 {
 	bool need;
 	pthread_mutex_lock(&di->lock);
 	need = di->flushing;
 	for (size_t i = 0; !need && i < di->batch.n; i++)
 		need = touches(di->batch.ops[i].path, path);
-	for (size_t i = 0; !need && i < di->batch.n_perms; i++)
+	for (size_t i = 0; perms && !need && i < di->batch.n_perms; i++)
 		need = touches(di->batch.perms[i].path, path);
 	pthread_mutex_unlock(&di->lock);
 	return need ? dt_batch_flush(di, err) : 0;
+}
+
+int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_error *err)
+{
+	return flush_if(di, path, true, err);
+}
+
+int dt_batch_settle_for(struct dt_instance *di, const char *path, struct sbx_error *err)
+{
+	return flush_if(di, path, false, err);
+}
+
+bool dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st)
+{
+	bool found = false;
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = di->batch.n_perms; !found && i-- > 0;) {
+		const struct dt_perm *p = &di->batch.perms[i];
+		if (strcmp(p->path, path))
+			continue;
+		found = true;
+		if (p->mode >= 0)
+			st->mode = (st->mode & S_IFMT) | (mode_t)p->mode;
+		if (p->uid >= 0)
+			st->uid = (uid_t)p->uid;
+		if (p->gid >= 0)
+			st->gid = (gid_t)p->gid;
+	}
+	pthread_mutex_unlock(&di->lock);
+	return found;
+}
+
+bool dt_batch_has_perms(struct dt_instance *di)
+{
+	bool any;
+	pthread_mutex_lock(&di->lock);
+	any = di->batch.n_perms > 0;
+	pthread_mutex_unlock(&di->lock);
+	return any;
 }
 
 static bool full_locked(const struct dt_batch *b)
@@ -669,7 +708,7 @@ int dt_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t s
 
 	if (!size)
 		return sbx_error_set(err, EINVAL, 0, "readlink %s: no room", path);
-	if ((rc = dt_batch_flush_for(di, path, err)))
+	if ((rc = dt_batch_settle_for(di, path, err)))
 		return rc;
 	if (dt_link_lookup(di, path, NULL, buf, size))
 		return 0;

@@ -204,8 +204,17 @@ int dt_code_reset(struct sbx_instance *inst, const char *language, struct sbx_er
  * queued chmod/chown. The first failure is returned; the rest still run.
  */
 int dt_batch_flush(struct dt_instance *di, struct sbx_error *err);
-/* Flushes when a queued command touches path or an entry of directory path. */
+/* Flushes when a queued command or chmod/chown touches path or an entry of directory path. */
 int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_error *err);
+/*
+ * The same for queued commands only: a reader of attributes then lays the
+ * queued chmod/chown of path over what the daemon said (dt_batch_overlay:
+ * true when there was one), so that a stat does not cost the flush.
+ */
+int dt_batch_settle_for(struct dt_instance *di, const char *path, struct sbx_error *err);
+bool dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st);
+/* Whether any chmod/chown waits (cheap check before overlaying a listing). */
+bool dt_batch_has_perms(struct dt_instance *di);
 void dt_batch_free(struct dt_batch *b);
 
 /*

@@ -11,7 +11,8 @@
  * first two moves (one round trip) the target does not exist; that is the
  * window. A write first uploads to a hidden temporary name in the same
  * directory, so a failed or cut upload never touches the old content, and
- * gives the new file the old one's mode and owner before the swap.
+ * gives the new file the old one's mode and owner before the swap (see
+ * dt_write).
  *
  * Not here: commands (run.c) and the operations done by commands (batch.c).
  */
@@ -176,10 +177,12 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	    struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
-	int rc = dt_batch_flush_for(di, path, err);
+	int rc = dt_batch_settle_for(di, path, err);
 	if (rc)
 		return rc;
 	rc = info(di, path, NULL, st, err);
+	if (!rc)
+		dt_batch_overlay(di, path, st);
 	/* The daemon follows links: one we made is shown as the link it is. */
 	if ((!rc || rc == -ENOENT) && dt_link_lookup(di, path, NULL, NULL, 0)) {
 		if (rc) {
@@ -201,11 +204,11 @@ int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *c
 	struct sbx_buf url = SBX_BUF_INIT, child = SBX_BUF_INIT;
 	char w[300];
 	json_t *arr = NULL, *e;
-	bool links;
+	bool links, perms = dt_batch_has_perms(di);
 	size_t i;
 	int rc;
 
-	if ((rc = dt_batch_flush_for(di, path, err)))
+	if ((rc = dt_batch_settle_for(di, path, err)))
 		return rc;
 	path_url(di, &url, "/files", path);
 	rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &arr,
@@ -225,11 +228,12 @@ int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *c
 			sbx_log(SBX_LOG_DEBUG, "daytona: %s: skipping an unreadable entry", w);
 			continue;
 		}
-		if (links) {
+		if (links || perms) {
 			sbx_buf_reset(&child);
 			sbx_buf_adds(&child, strcmp(path, "/") ? path : "");
 			sbx_buf_addch(&child, '/');
 			sbx_buf_adds(&child, name);
+			dt_batch_overlay(di, child.buf, &st);
 			dt_link_lookup(di, child.buf, &st, NULL, 0);
 		}
 		if (fn(ctx, name, &st))
@@ -280,7 +284,7 @@ int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, s
 	char w[300];
 	int rc;
 
-	if ((rc = dt_batch_flush_for(di, path, err)))
+	if ((rc = dt_batch_settle_for(di, path, err)))
 		return rc;
 	body = json_pack("{s[s]}", "paths", path);
 	dt_toolbox_url(di, &url, "/files/bulk-download");
@@ -383,55 +387,71 @@ static int upload(struct dt_instance *di, const char *dest, int fd, off_t size,
 	return rc;
 }
 
+/* Gives tmp the mode, owner and group of the existing file `path` it replaces. */
+static int adopt_perms(struct dt_instance *di, const char *path, const char *tmp,
+		       struct sbx_error *err)
+{
+	struct sbx_stat old;
+	json_t *fi = NULL;
+	const char *owner, *group;
+	int rc = info(di, path, &fi, &old, err);
+	if (!rc && S_ISDIR(old.mode))
+		rc = sbx_error_set(err, EISDIR, 0, "write %s: is a directory", path);
+	if (rc)
+		goto out;
+	owner = json_string_value(json_object_get(fi, "owner"));
+	group = json_string_value(json_object_get(fi, "group"));
+	rc = dt_perms(di, tmp, (long)(old.mode & 07777), owner, group, err);
+	if (rc && (owner || group)) /* not ours to give away: keep the mode at least */
+		rc = dt_perms(di, tmp, (long)(old.mode & 07777), NULL, NULL, err);
+out:
+	json_decref(fi);
+	return rc;
+}
+
+/*
+ * Uploads to a hidden sibling, then moves it into place. A new file (the
+ * common case: tar, cp, rsync, editors' temporaries) costs the upload and
+ * the move; its mode waits in the queue, where the chmod and chown that
+ * usually follow join it, unless it is more private than what an upload
+ * makes (group or others may not read it): then it is set before the file
+ * appears. When the move meets an existing file (the daemon answers 409),
+ * the new one takes the old one's mode and owner and the two are swapped.
+ */
 int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 	     struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
-	struct sbx_stat old;
-	json_t *fi = NULL;
+	bool private = (mode & 0044) != 0044;
 	char *tmp = NULL;
-	const char *owner = NULL, *group = NULL;
-	bool exists;
 	int rc;
 
-	if ((rc = dt_batch_flush(di, err)))
+	/* Only queued changes of this path matter here (a truncate, a chmod). */
+	if ((rc = dt_batch_flush_for(di, path, err)))
 		return rc;
-	rc = info(di, path, &fi, &old, err);
-	if (rc && rc != -ENOENT)
-		goto out;
-	exists = !rc;
-	sbx_error_clear(err);
-	if (exists && S_ISDIR(old.mode)) {
-		rc = sbx_error_set(err, EISDIR, 0, "write %s: is a directory", path);
-		goto out;
-	}
 	tmp = sibling(path, "new");
-	if ((rc = upload(di, tmp, fd, size, err))) {
-		del_quietly(di, tmp, false);
+	if ((rc = upload(di, tmp, fd, size, err)))
 		goto out;
+	if (private && (rc = dt_perms(di, tmp, (long)(mode & 07777), NULL, NULL, err)))
+		goto out;
+	rc = move(di, tmp, path, err);
+	if (!rc && !private) {
+		rc = dt_batch_perms(di, path, (long)(mode & 07777), -1, -1, err);
+		goto done; /* the file is in place: a failed flush does not undo it */
 	}
-	if (exists) {
-		owner = json_string_value(json_object_get(fi, "owner"));
-		group = json_string_value(json_object_get(fi, "group"));
-	}
-	rc = dt_perms(di, tmp, exists ? (long)(old.mode & 07777) : (long)(mode & 07777), owner, group,
-		   err);
-	if (rc && (owner || group)) /* not ours to give away: keep the mode at least */
-		rc = dt_perms(di, tmp, (long)(old.mode & 07777), NULL, NULL, err);
-	if (!rc) {
-		rc = exists ? -EEXIST : move(di, tmp, path, err);
-		if (rc == -EEXIST) {
-			sbx_error_clear(err);
+	if (rc == -EEXIST) {
+		sbx_error_clear(err);
+		rc = adopt_perms(di, path, tmp, err);
+		if (!rc)
 			rc = replace(di, tmp, path, false, err);
-		}
 	}
+out:
 	if (rc)
 		del_quietly(di, tmp, false);
-	else
+done:
+	if (!rc)
 		dt_links_forget(di, path);
-out:
 	free(tmp);
-	json_decref(fi);
 	return rc;
 }
 

@@ -396,6 +396,20 @@ START_TEST(test_write)
 	ck_assert_int_eq(st.mode, S_IFREG | 0600);
 	ck_assert_int_eq(st.size, 4);
 
+	/* a new file others may read: upload and move; its mode waits in the queue */
+	fd = local_file("pub\n", 4);
+	counters_reset();
+	ck_assert_msg(P->write(inst, "/tmp/w-pub.sh", fd, 4, 0755, &err) == 0, "%s", err.msg);
+	printf("write (new file, mode queued): %ld requests\n", total_requests());
+	ck_assert_int_eq(total_requests(), 2);
+	close(fd);
+	ck_assert_int_eq(P->stat(inst, "/tmp/w-pub.sh", &st, &err), 0);
+	ck_assert_int_eq(st.mode, S_IFREG | 0755); /* the queued mode, laid over */
+	ck_assert_int_eq(counter("POST /toolbox/:id/files/permissions"), 0);
+	ck_assert_int_eq(P->sync(inst, &err), 0);
+	ck_assert_int_eq(counter("POST /toolbox/:id/files/permissions"), 1);
+	sh_ok("test \"$(stat -c %a /tmp/w-pub.sh)\" = 755");
+
 	/* over an existing file: its mode survives, the content is replaced */
 	sh_ok("printf old > /tmp/w.sh && chmod 755 /tmp/w.sh");
 	fd = local_file("#!/bin/sh\necho replaced\n", 25);
