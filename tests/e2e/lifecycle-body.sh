@@ -81,14 +81,16 @@ echo 'for i in 1 2 3 4; do echo c$i > /tmp/w/c$i.txt; done' >"$L/exec"
 echo pause >"$L/state"
 [ "$PROVIDER" != local ] && fake_reset_counters
 before=$(grep -c '"to":"running","cause":"access"' "$L/log")
+pids=
 for i in 1 2 3 4; do
 	if [ "$PROVIDER" = local ]; then
 		(echo "cat /tmp/w/c$i.txt" >"$L/exec") &
 	else
 		cat "$L/fs/tmp/w/c$i.txt" >"$WORK/c$i.out" &
 	fi
+	pids="$pids $!"
 done
-wait
+wait $pids # not a bare `wait`: the daemon and the fake are background jobs too
 after=$(grep -c '"to":"running","cause":"access"' "$L/log")
 eq "four concurrent accesses to a paused lease: one resume" "$((after - before))" 1
 [ "$PROVIDER" != local ] && eq "... one resume call to the provider" "$(counter "$RESUME_KEY")" 1
