@@ -51,6 +51,41 @@ static void dir_free(struct sbx_cache *c, struct cdir *d)
 	free(d);
 }
 
+static void fails_clear_locked(struct sbx_cache *c)
+{
+	for (int i = 0; i < SBX_CACHE_FAILS; i++) {
+		free(c->fails[i].path);
+		c->fails[i].path = NULL;
+	}
+}
+
+void sbx_cache_fail_put(struct sbx_cache *c, const char *path, const struct sbx_error *e)
+{
+	pthread_mutex_lock(&c->lock);
+	struct cfail *f = &c->fails[c->fail_next++ % SBX_CACHE_FAILS];
+	free(f->path);
+	f->path = xstrdup(path);
+	f->err = *e;
+	f->until = sbx_now_ms() + SBX_CACHE_FAIL_MS;
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_fail_get(struct sbx_cache *c, const char *path, struct sbx_error *e)
+{
+	long long now = sbx_now_ms();
+	bool hit = false;
+	pthread_mutex_lock(&c->lock);
+	for (int i = 0; i < SBX_CACHE_FAILS && !hit; i++) {
+		struct cfail *f = &c->fails[i];
+		if (f->path && f->until > now && !strcmp(f->path, path)) {
+			*e = f->err;
+			hit = true;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return hit;
+}
+
 void sbx_cache_free(struct sbx_cache *c)
 {
 	struct cattr *a, *atmp;
@@ -59,6 +94,7 @@ void sbx_cache_free(struct sbx_cache *c)
 	if (!c)
 		return;
 	cache_files_free(c);
+	fails_clear_locked(c);
 	HASH_ITER(hh, c->echoes, e, etmp)
 		echo_free(c, e);
 	HASH_ITER(hh, c->attrs, a, atmp)
@@ -159,6 +195,7 @@ void sbx_cache_invalidate_all(struct sbx_cache *c)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c->gen++;
+	fails_clear_locked(c);
 	HASH_ITER(hh, c->attrs, a, atmp)
 		attr_free(c, a);
 	HASH_ITER(hh, c->dirs, d, dtmp)
@@ -192,6 +229,7 @@ void sbx_cache_invalidate_path(struct sbx_cache *c, const char *path)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c->gen++;
+	fails_clear_locked(c);
 	drop_locked(c, path);
 	drop_parent_locked(c, path);
 	pthread_mutex_unlock(&c->lock);
@@ -216,6 +254,7 @@ void sbx_cache_invalidate_tree(struct sbx_cache *c, const char *path)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c->gen++;
+	fails_clear_locked(c);
 	drop_tree_locked(c, path);
 	drop_parent_locked(c, path);
 	pthread_mutex_unlock(&c->lock);

@@ -37,6 +37,8 @@
 #define SBX_CACHE_NEG_TTL_MS 1000
 /* A dirty file whose upload failed is not retried by others' flushes before this. */
 #define SBX_CACHE_RETRY_MS 10000
+/* How long a failed lookup (a fault, not an answer) is answered with its error again. */
+#define SBX_CACHE_FAIL_MS 250
 /* A lookup missing in an expired listing of at most this many names lists it again. */
 #define SBX_CACHE_RELIST_MAX 4096
 /* Clean content files kept after their last close (least recently used go first). */
@@ -113,6 +115,17 @@ bool sbx_cache_link_get(struct sbx_cache *c, const char *path, char *buf, size_t
 			bool any_age);
 void sbx_cache_link_put(struct sbx_cache *c, const char *path, const char *target,
 			unsigned long gen);
+
+/*
+ * A lookup of path that failed with a fault (unreachable, deadline,
+ * 5xx...), remembered for SBX_CACHE_FAIL_MS: the kernel asks again at
+ * once (a failed revalidation is followed by a fresh lookup), and each
+ * ask would wait out the whole deadline again. Dropped by every
+ * invalidation.
+ */
+void sbx_cache_fail_put(struct sbx_cache *c, const char *path, const struct sbx_error *e);
+/* True, with *e the remembered error, when path failed so within SBX_CACHE_FAIL_MS. */
+bool sbx_cache_fail_get(struct sbx_cache *c, const char *path, struct sbx_error *e);
 
 /* ---- listings ----------------------------------------------------------- */
 

@@ -58,6 +58,15 @@ struct sbx_cfile {
 	long long retry_at;             /* (T) no orphan retry before (a failed upload) */
 };
 
+/* A lookup that failed lately (sbx_cache_fail_put). */
+struct cfail {
+	char *path;
+	struct sbx_error err;
+	long long until;
+};
+
+#define SBX_CACHE_FAILS 8
+
 /* A change of ours the sandbox may report back. */
 struct cecho {
 	UT_hash_handle hh;
@@ -77,6 +86,8 @@ struct sbx_cache {
 	struct cdir *dirs;
 	struct sbx_cfile *files;
 	struct cecho *echoes; /* paths we changed lately (their notifications are echoes) */
+	struct cfail fails[SBX_CACHE_FAILS]; /* lookups that failed lately */
+	unsigned fail_next;                  /* the slot the next one takes */
 };
 
 static inline void *xcalloc(size_t n, size_t sz)

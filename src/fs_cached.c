@@ -173,47 +173,57 @@ static int collect(void *ctx, const char *name, const struct sbx_stat *st)
 /*
  * Lists dir again (one request) when its cached listing expired, so that
  * lookups in a directory being filled (`tar x`, `cp -r`) cost one list
- * per TTL, not one stat per new name. True when a fresh listing is stored.
+ * per TTL, not one stat per new name. 1 when a fresh listing is stored,
+ * 0 when there was nothing to do, or -errno (err filled, recorded).
  */
-static bool relist(struct sbx_lease *l, const char *dir)
+static int relist(struct sbx_lease *l, const char *dir, bool *fault, struct sbx_error *err)
 {
 	struct sbx_cache_listing ls = SBX_CACHE_LISTING_INIT;
-	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_instance *inst;
 	unsigned long gen;
 	int rc;
 	if (!(l->prov->caps & SBX_CAP_LIST_ATTRS) || !l->prov->list ||
 	    !sbx_cache_dir_stale(l->cache, dir, SBX_CACHE_RELIST_MAX))
-		return false;
+		return 0;
 	gen = sbx_cache_gen(l->cache);
-	rc = fsc_use(l, &inst, "list", dir, &err);
-	if (!rc)
-		rc = fsc_end(l, l->prov->list(inst, dir, collect, &ls, &err), "list", dir, &err);
+	rc = fsc_use(l, &inst, "list", dir, err);
+	if (rc)
+		return rc;
+	rc = fsc_end(l, l->prov->list(inst, dir, collect, &ls, err), "list", dir, err);
 	if (!rc)
 		sbx_cache_dir_put(l->cache, dir, &ls, true, gen);
 	sbx_cache_listing_release(&ls);
-	return !rc;
+	*fault = rc && !is_answer(rc);
+	return rc ? rc : 1;
 }
 
-/* One provider stat, its answer (ENOENT included) cached. */
+/*
+ * Remote attributes of path from a fresh listing of its directory (when
+ * the old one expired) or from one stat; the answer (ENOENT included) is
+ * cached, and so, briefly, is a fault (see sbx_cache_fail_put).
+ */
 static int remote_stat(struct sbx_lease *l, const char *path, struct sbx_stat *st,
 		       struct sbx_error *err)
 {
 	struct sbx_instance *inst;
 	const char *slash = strrchr(path, '/');
 	unsigned long gen;
-	bool listed = false;
-	int rc;
+	bool fault = false;
+	int rc = 0;
 
+	if (sbx_cache_fail_get(l->cache, path, err))
+		return -err->err;
 	if (slash && slash[1]) {
 		/* path's directory: "/a/b" -> "/a", "/a" -> "/" */
 		char *dir = strndup(path, slash == path ? 1 : (size_t)(slash - path));
 		if (!dir)
 			abort();
-		listed = relist(l, dir);
+		rc = relist(l, dir, &fault, err);
 		free(dir);
 	}
-	if (listed) {
+	if (rc < 0)
+		goto out;
+	if (rc > 0) {
 		switch (sbx_cache_attr_get(l->cache, path, st, false)) {
 		case SBX_CACHE_HIT:
 			return 0;
@@ -230,6 +240,10 @@ static int remote_stat(struct sbx_lease *l, const char *path, struct sbx_stat *s
 	rc = fsc_end(l, l->prov->stat(inst, path, st, err), "stat", path, err);
 	if (rc == 0 || rc == -ENOENT)
 		sbx_cache_attr_put(l->cache, path, rc ? NULL : st, gen);
+	fault = rc && !is_answer(rc);
+out:
+	if (fault)
+		sbx_cache_fail_put(l->cache, path, err);
 	return rc;
 }
 

@@ -47,6 +47,9 @@ struct xfer {
 	bool delivered;    /* a byte reached the sink: no retry */
 	int cb_err;        /* positive errno a callback stopped with */
 	const char *cb_msg;
+	/* Streams: when a byte last moved either way (see on_progress). */
+	long idle_ms, moved_ms;
+	curl_off_t moved;
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -314,6 +317,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *ctx)
 	struct sbx_http_resp *r = x->resp;
 	size_t len = size * n;
 	long st = sbx_http_parse_status_line(data, len);
+	if (x->idle_ms)
+		x->moved_ms = now_ms(); /* header bytes moved too */
 	if (st >= 0) {
 		/* A new reply (after a 1xx, or the first). */
 		r->status = st;
@@ -404,11 +409,29 @@ static int on_seek(void *ctx, curl_off_t off, int origin)
 	return CURL_SEEKFUNC_OK;
 }
 
+/*
+ * Also the stream's idle deadline. curl's own low-speed check averages
+ * over a window of several seconds, so a request body sent at once keeps
+ * an upload that then waits for an answer "fast" for seconds past
+ * idle_ms (3x a 3 s deadline); here any byte in or out restarts the clock
+ * and nothing else does.
+ */
 static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
 	struct xfer *x = ctx;
+	long now;
 	if (x->req->cancel && atomic_load(x->req->cancel)) {
 		xfer_stop(x, ECANCELED, "cancelled");
+		return 1;
+	}
+	if (!x->idle_ms)
+		return 0;
+	now = now_ms();
+	if (dn + un != x->moved || !x->moved_ms) {
+		x->moved = dn + un;
+		x->moved_ms = now;
+	} else if (now - x->moved_ms >= x->idle_ms) {
+		xfer_stop(x, ETIMEDOUT, "no data moved within the idle deadline");
 		return 1;
 	}
 	return 0;
@@ -480,7 +503,8 @@ static int setup(struct sbx_http_client *c, CURL *h, struct xfer *x, struct curl
 	if (attempt_timeout_ms > 0)
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, attempt_timeout_ms);
 	if (req->stream) {
-		/* Idle = under 1 byte/s for idle_ms, rounded up to seconds. */
+		x->idle_ms = idle_ms;
+		/* on_progress has the idle deadline; this is a backstop. */
 		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
 		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (idle_ms + 999) / 1000);
 	}
@@ -607,7 +631,9 @@ int sbx_http_perform(struct sbx_http_client *c, const struct sbx_http_req *req,
 				req->url, delay);
 		} else {
 			if (x.cb_err) {
-				ret = sbx_error_set(err, x.cb_err, SBX_E_NONE, "%s: %s", req->url,
+				ret = sbx_error_set(err, x.cb_err,
+						    x.cb_err == ETIMEDOUT ? SBX_E_TIMEOUT : SBX_E_NONE,
+						    "%s: %s", req->url,
 						    x.cb_msg);
 				break;
 			}

@@ -322,6 +322,20 @@ START_TEST(t04d_http_deadlines_retries)
 	t0 = e2b_now_ms();
 	ck_assert_int_eq(health(&req, &resp, &e), -ETIMEDOUT);
 	ck_assert_int_lt(e2b_now_ms() - t0, 2900);
+	/* ... also after a request body that went out at once (curl's own
+	 * low-speed average would keep such a stream alive for seconds more) */
+	json_decref(admin("POST", "/_fake/faults",
+			  "{\"faults\":[{\"kind\":\"slow\",\"delayMs\":8000,\"count\":1,"
+			  "\"key\":\"POST /health\"}]}"));
+	static char body[16384];
+	memset(body, 'x', sizeof(body));
+	req.method = "POST";
+	req.body = body;
+	req.body_len = sizeof(body);
+	t0 = e2b_now_ms();
+	ck_assert_int_eq(health(&req, &resp, &e), -ETIMEDOUT);
+	ck_assert_int_eq(e.code, SBX_E_TIMEOUT);
+	ck_assert_int_lt(e2b_now_ms() - t0, 2500);
 	json_decref(admin("DELETE", "/_fake/faults", NULL));
 	sbx_http_resp_release(&resp);
 }

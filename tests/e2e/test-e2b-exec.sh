@@ -1,0 +1,117 @@
+#!/bin/bash
+# exec and the lease's life on the e2b provider against the fake E2B:
+# stdout, stderr and the exit code of runs, streaming, env; pause, resume
+# and kill through `state` (checked on the fake's side too); a remount
+# re-attaches to the same sandbox with its files.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-fake.sh"
+start_fake e2b
+mount_sbxfs
+L=$MNT/box
+F=$L/fs/home/user
+json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+fake_state() { # the fake's own view of sandbox $1: running, paused, or gone
+	fake_get /_fake/sandboxes | python3 -c '
+import json, sys
+s = [x for x in json.load(sys.stdin) if x["id"] == sys.argv[1]]
+print(s[0]["state"] if s else "gone")' "$1"
+}
+
+ok "mkdir creates an e2b lease" mkdir "$L"
+eq "state is running" "$(cat "$L/state")" "running"
+ID=$(json_field "$L/info" sandboxId)
+ok "info names the sandbox" test -n "$ID"
+eq "the fake has it running" "$(fake_state "$ID")" "running"
+ok "status lists the lease" grep -q "^box e2b running" "$MNT/status"
+
+# Runs: stdout, stderr, exit codes.
+echo 'uname -s; id -un; pwd' >"$L/exec"
+eq "exec output" "$(cat "$L/exec" | tr '\n' ' ')" "Linux user /home/user "
+eq "stdout file equals exec" "$(cat "$L/stdout")" "$(cat "$L/exec")"
+eq "exit code 0 in result" "$(json_field "$L/result" exitCode)" 0
+echo 'echo out; echo err >&2; exit 3' >"$L/exec"
+ok "a non-zero exit is not a filesystem error" test $? = 0
+eq "stdout of a failing run" "$(cat "$L/stdout")" "out"
+eq "stderr separated" "$(cat "$L/stderr")" "err"
+eq "exit code 3 in result" "$(json_field "$L/result" exitCode)" 3
+echo 'no-such-command-here' >"$L/exec"
+eq "an unknown command exits 127" "$(json_field "$L/result" exitCode)" 127
+ok "... and says so on stderr" grep -q "not found" "$L/stderr"
+head -c 3000000 /dev/urandom | base64 -w 100 >"$WORK/big.txt"
+cp "$WORK/big.txt" "$F/big.txt"
+echo 'cat /home/user/big.txt' >"$L/exec"
+ok "3 MB of output arrive whole" cmp "$WORK/big.txt" "$L/stdout"
+
+printf 'GREETING=hello\nOTHER=x y\n' >"$L/env"
+echo 'echo "$GREETING/$OTHER"' >"$L/exec"
+eq "env lines reach runs" "$(cat "$L/exec")" "hello/x y"
+
+# Read-write open streams the output while the run goes on.
+exec 3<>"$L/exec"
+echo 'for i in 1 2 3; do echo line$i; sleep 1; done' >&3
+t0=$(date +%s%N)
+read -r first <&3
+t1=$(date +%s%N)
+rest=$(cat <&3)
+exec 3>&-
+eq "first streamed line" "$first" "line1"
+ok "first line arrives before the run ends" test $(((t1 - t0) / 1000000)) -lt 1500
+eq "rest of the stream" "$(echo $rest)" "line2 line3"
+
+# A background job started by one run is alive in the next.
+echo 'nohup sleep 1000 >/dev/null 2>&1 & echo started' >"$L/exec"
+eq "background start returns" "$(cat "$L/exec")" "started"
+echo 'ps -eo args' >"$L/exec"
+ok "background sleep seen by a later run" grep -q "^sleep 1000" "$L/stdout"
+
+# pause / resume / kill through state.
+echo kept >"$F/kept.txt"
+eq "a file to keep" "$(cat "$F/kept.txt")" "kept"
+fake_reset_counters
+ok "pause" sh -c "echo pause > '$L/state'"
+eq "state says paused" "$(cat "$L/state")" "paused"
+eq "the fake has it paused" "$(fake_state "$ID")" "paused"
+eq "one pause call" "$(counter "POST /sandboxes/:id/pause")" 1
+eq "a cached file is read while paused" "$(cat "$F/kept.txt")" "kept"
+eq "... without resuming" "$(counter "POST /v2/sandboxes/:id/connect")" 0
+eq "still paused" "$(cat "$L/state")" "paused"
+ok "resume" sh -c "echo resume > '$L/state'"
+eq "state says running" "$(cat "$L/state")" "running"
+eq "the fake has it running again" "$(fake_state "$ID")" "running"
+eq "one connect call" "$(counter "POST /v2/sandboxes/:id/connect")" 1
+echo 'ps -eo args' >"$L/exec"
+ok "the background job survived the pause" grep -q "^sleep 1000" "$L/stdout"
+echo pause >"$L/state"
+echo 'echo awake' >"$L/exec"
+eq "a run on a paused lease resumes it" "$(cat "$L/exec")" "awake"
+eq "state after the run" "$(cat "$L/state")" "running"
+eq "bad state word" "$(errno_of_write "$L/state" "sleep")" "EINVAL"
+ok "error says why" grep -q "sleep" "$L/error"
+ok "the journal has the transitions" grep -q '"to":"paused"' "$L/log"
+
+# Remount: the lease re-attaches to the same sandbox, files and env intact.
+echo 'echo from-exec > /home/user/remount.txt' >"$L/exec"
+unmount_sbxfs
+ok "daemon exited cleanly on unmount" test "${DAEMON_STATUS:-1}" = 0
+eq "the sandbox outlives the mount" "$(fake_state "$ID")" "running"
+fake_reset_counters
+mount_sbxfs
+eq "lease back after remount" "$(cat "$L/state")" "running"
+eq "same sandbox" "$(json_field "$L/info" sandboxId)" "$ID"
+eq "no new sandbox was made" "$(counter "POST /v2/sandboxes")" 0
+eq "files kept across remount" "$(cat "$F/kept.txt") $(cat "$F/remount.txt")" "kept from-exec"
+echo 'echo "$GREETING"' >"$L/exec"
+eq "env kept across remount" "$(cat "$L/exec")" "hello"
+echo 'ps -eo args' >"$L/exec"
+ok "background job kept across remount" grep -q "^sleep 1000" "$L/stdout"
+
+# kill: the sandbox is gone, the lease stays until rmdir.
+ok "kill" sh -c "echo kill > '$L/state'"
+eq "state says killed" "$(cat "$L/state")" "killed"
+eq "the fake has no such sandbox" "$(fake_state "$ID")" "gone"
+eq "fs/ of a killed lease" "$(errno_of "os.stat('$F')")" "ENOENT"
+ok "rmdir a killed lease" rmdir "$L"
+ok "gone from the root" test ! -e "$L"
+ok "rmdir of a new lease kills its sandbox" sh -c "mkdir '$MNT/two' && rmdir '$MNT/two'"
+eq "the fake has no sandbox left" "$(fake_get /_fake/sandboxes)" "[]"
+finish
