@@ -6,6 +6,7 @@
 #   fake_settings JSON                       the config's providers.KIND object
 #   fake_get PATH / fake_post PATH JSON      the admin API (see tests/fakes/README.md)
 #   counter KEY                              one request counter ("POST /filesystem.Filesystem/ListDir")
+#   fake_state SANDBOX-ID                    the fake's view of it: running, paused... or gone
 command -v node >/dev/null 2>&1 || { echo "SKIP: node is not installed"; exit 77; }
 FAKE_PID=
 FAKE_KEY=sbx-e2e-key-$$
@@ -61,6 +62,13 @@ fake_reset_counters() { curl -fsS -X DELETE "$FAKE_URL/_fake/counters" >/dev/nul
 fake_clear_faults() { curl -fsS -X DELETE "$FAKE_URL/_fake/faults" >/dev/null; }
 counter() {
 	fake_get /_fake/counters | python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], 0))' "$1"
+}
+# fake_state ID: the fake's own view of a sandbox: its state, or "gone".
+fake_state() {
+	fake_get /_fake/sandboxes | python3 -c '
+import json, sys
+s = [x for x in json.load(sys.stdin) if x["id"] == sys.argv[1]]
+print(s[0]["state"] if s else "gone")' "$1"
 }
 
 # Fault tests (tests/e2e/test-*-faults.sh). The caller sets L (the lease

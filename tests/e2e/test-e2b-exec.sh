@@ -10,12 +10,6 @@ mount_sbxfs
 L=$MNT/box
 F=$L/fs/home/user
 json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
-fake_state() { # the fake's own view of sandbox $1: running, paused, or gone
-	fake_get /_fake/sandboxes | python3 -c '
-import json, sys
-s = [x for x in json.load(sys.stdin) if x["id"] == sys.argv[1]]
-print(s[0]["state"] if s else "gone")' "$1"
-}
 
 ok "mkdir creates an e2b lease" mkdir "$L"
 eq "state is running" "$(cat "$L/state")" "running"
