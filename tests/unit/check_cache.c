@@ -91,6 +91,23 @@ START_TEST(test_ttl_expires)
 }
 END_TEST
 
+/* A lookup that failed with a fault: the kernel's immediate second ask costs no second deadline. */
+START_TEST(test_failed_lookup_remembered_briefly)
+{
+	struct stat st;
+	put("/f", "x");
+	memprov_fail(mp, MP_STAT, ETIMEDOUT, 1);
+	ck_assert_int_eq(gattr("/f", &st), -ETIMEDOUT);
+	ck_assert_int_eq(gattr("/f", &st), -ETIMEDOUT);
+	ck_assert_int_eq(memprov_calls(mp, MP_STAT), 1);
+	usleep((SBX_CACHE_FAIL_MS + 50) * 1000);
+	ck_assert_int_eq(gattr("/f", &st), 0);
+	ck_assert_int_eq(memprov_calls(mp, MP_STAT), 2);
+	/* answers (ENOENT) are cached as answers, not as faults */
+	ck_assert_int_eq(gattr("/nope", &st), -ENOENT);
+}
+END_TEST
+
 /* mkdir knows the new directory is empty; creating in it keeps the parent's attributes. */
 START_TEST(test_new_directory_needs_no_lookup)
 {
@@ -385,6 +402,7 @@ int main(void)
 	tcase_add_test(meta, test_negative_entries_cached);
 	tcase_add_test(meta, test_ttl_expires);
 	tcase_add_test(meta, test_new_directory_needs_no_lookup);
+	tcase_add_test(meta, test_failed_lookup_remembered_briefly);
 	tcase_add_test(meta, test_invalidation);
 	tcase_add_test(meta, test_pseudo_filesystems_stay_local);
 	tcase_add_test(meta, test_paused_sandbox_served_from_cache);

@@ -133,6 +133,29 @@ START_TEST(test_failed_upload_survives_close)
 }
 END_TEST
 
+/* `echo hi > f`: the shell closes a dup of the still empty file first; one upload in all. */
+START_TEST(test_shell_redirect_uploads_once)
+{
+	put("/e", "old");
+	struct sbx_fs_file *f = xopen("/e", O_WRONLY | O_TRUNC, 0);
+	ck_assert_int_eq(F->flush(f, &E), 0); /* the dup2'd descriptor's close */
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 0);
+	xwrite(f, "hi\n", 0);
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1);
+	F->release(f);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1);
+	ck_remote("/e", "hi\n");
+	/* left empty (`: > f`): it goes up at the last release */
+	f = xopen("/e", O_WRONLY | O_TRUNC, 0);
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1);
+	F->release(f);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 2);
+	ck_remote("/e", "");
+}
+END_TEST
+
 START_TEST(test_fsync_uploads_and_syncs)
 {
 	struct sbx_fs_file *f = xopen("/s", O_CREAT | O_WRONLY, 0644);
@@ -358,6 +381,7 @@ TCase *cache_files_tcase(void)
 	tcase_add_test(tc, test_create_write_close_is_one_upload);
 	tcase_add_test(tc, test_failed_upload_keeps_data);
 	tcase_add_test(tc, test_failed_upload_survives_close);
+	tcase_add_test(tc, test_shell_redirect_uploads_once);
 	tcase_add_test(tc, test_fsync_uploads_and_syncs);
 	tcase_add_test(tc, test_otrunc_needs_no_download);
 	tcase_add_test(tc, test_handles_share_one_entry);
