@@ -11,13 +11,6 @@ mount_sbxfs
 L=$MNT/box
 F=$L/fs/home/daytona
 json() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$1" "$2"; }
-# The fake's own view of a sandbox: its state, or "gone".
-fake_state() {
-	fake_get /_fake/sandboxes | python3 -c '
-import json, sys
-s = [x for x in json.load(sys.stdin) if x["id"] == sys.argv[1]]
-print(s[0]["state"] if s else "gone")' "$1"
-}
 
 ok "mkdir creates a lease" mkdir "$L"
 eq "state is running" "$(cat "$L/state")" "running"
