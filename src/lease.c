@@ -118,7 +118,8 @@ void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error
 	 */
 	if (e->code == SBX_E_NOT_FOUND || e->code == SBX_E_CONNECTION_FAILED) {
 		atomic_store(&l->probe_due, true);
-		pthread_cond_signal(&l->mount->timer_cond);
+		if (l->mount)
+			pthread_cond_signal(&l->mount->timer_cond);
 	}
 }
 
