@@ -21,6 +21,7 @@ EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }stop_fake"
 
 start_fake() {
 	local kind=$1
+	rm -f "$WORK/fake.port" # a previous fake's port must not be taken for this one's
 	shift
 	"$top_srcdir/tests/fakes/run-fake.sh" "$kind" --port 0 --port-file "$WORK/fake.port" \
 		--api-key "$FAKE_KEY" "$@" >"$WORK/fake.log" 2>&1 &
