@@ -351,17 +351,25 @@ static int op_rmdir(const char *path)
 		}                                                                                \
 	} while (0)
 
-static int op_unlink(const char *path)
-{
-	struct sbx_node n;
-	struct sbx_lease *l;
-	struct sbx_error err = SBX_ERROR_INIT;
-	int rc;
-	FS_ONLY(path, n, l, rc);
-	rc = sbx_fs_ops_for(l)->unlink(l, n.sub, &err);
-	sbx_lease_put(l);
-	return rc;
-}
+/* An fs/-only operation on one path: classify, refuse outside fs/, one mirror call. */
+#define FS_PATH_OP(fn, params, call)                                                             \
+	static int fn params                                                                     \
+	{                                                                                        \
+		struct sbx_node n;                                                               \
+		struct sbx_lease *l;                                                             \
+		struct sbx_error err = SBX_ERROR_INIT;                                           \
+		int rc;                                                                          \
+		FS_ONLY(path, n, l, rc);                                                         \
+		rc = sbx_fs_ops_for(l)->call;                                                    \
+		sbx_lease_put(l);                                                                \
+		return rc;                                                                       \
+	}
+
+FS_PATH_OP(op_unlink, (const char *path), unlink(l, n.sub, &err))
+FS_PATH_OP(op_symlink, (const char *target, const char *path), symlink(l, target, n.sub, &err))
+FS_PATH_OP(op_readlink, (const char *path, char *buf, size_t size),
+	   readlink(l, n.sub, buf, size, &err))
+FS_PATH_OP(op_mknod, (const char *path, mode_t mode, dev_t dev), mknod(l, n.sub, mode, dev, &err))
 
 static int op_rename(const char *from, const char *to, unsigned int flags)
 {
@@ -446,42 +454,6 @@ static int op_utimens(const char *path, const struct timespec tv[2], struct fuse
 		rc = sbx_fs_ops_for(l)->utimens(l, n.sub, tv, &err);
 	else
 		rc = 0; /* `touch exec` and friends: harmless on synthetic files */
-	sbx_lease_put(l);
-	return rc;
-}
-
-static int op_symlink(const char *target, const char *path)
-{
-	struct sbx_node n;
-	struct sbx_lease *l;
-	struct sbx_error err = SBX_ERROR_INIT;
-	int rc;
-	FS_ONLY(path, n, l, rc);
-	rc = sbx_fs_ops_for(l)->symlink(l, target, n.sub, &err);
-	sbx_lease_put(l);
-	return rc;
-}
-
-static int op_readlink(const char *path, char *buf, size_t size)
-{
-	struct sbx_node n;
-	struct sbx_lease *l;
-	struct sbx_error err = SBX_ERROR_INIT;
-	int rc;
-	FS_ONLY(path, n, l, rc);
-	rc = sbx_fs_ops_for(l)->readlink(l, n.sub, buf, size, &err);
-	sbx_lease_put(l);
-	return rc;
-}
-
-static int op_mknod(const char *path, mode_t mode, dev_t dev)
-{
-	struct sbx_node n;
-	struct sbx_lease *l;
-	struct sbx_error err = SBX_ERROR_INIT;
-	int rc;
-	FS_ONLY(path, n, l, rc);
-	rc = sbx_fs_ops_for(l)->mknod(l, n.sub, mode, dev, &err);
 	sbx_lease_put(l);
 	return rc;
 }
