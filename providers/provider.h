@@ -80,6 +80,24 @@ struct sbx_stat {
 /* list() calls this once per entry (never for "." and ".."); non-zero stops the walk. */
 typedef int (*sbx_list_fn)(void *ctx, const char *name, const struct sbx_stat *st);
 
+/*
+ * One sandbox as a provider's control plane lists it (list_sandboxes). The
+ * strings are the provider's and valid during the call only; NULL when not
+ * known. Nothing here is a secret.
+ */
+struct sbx_sandbox_entry {
+	const char *id;
+	/* "running", "paused", "gone" (ended: attach will fail), or the
+	 * provider's own word for a state in between ("creating", "error") */
+	const char *state;
+	const char *lease; /* the lease name sbxfs labelled it with at create */
+	const char *template_name;
+	const char *created_at; /* ISO 8601, UTC */
+};
+
+/* list_sandboxes() calls this once per sandbox; non-zero stops the walk. */
+typedef int (*sbx_sandbox_fn)(void *ctx, const struct sbx_sandbox_entry *sb);
+
 /* Byte sink for streamed output and downloads; returns 0 or -errno (stops the transfer). */
 typedef int (*sbx_sink_fn)(void *ctx, const char *data, size_t len);
 
@@ -268,12 +286,29 @@ struct sbx_provider {
 	 */
 	void (*set_notify)(struct sbx_instance *inst, void (*cb)(void *ctx, const char *path),
 			   void *ctx);
+
+	/* --- control plane -------------------------------------------------- */
+	/*
+	 * Calls fn once for every sandbox the provider's account (or machine)
+	 * has, whether a lease knows it or not: what `sbxfs --list` shows, so a
+	 * user can `attach` one again. Reads only: ends, resumes or reclaims
+	 * nothing. A non-zero fn return stops the walk and is returned as is.
+	 * Needs init(). Optional.
+	 */
+	int (*list_sandboxes)(sbx_sandbox_fn fn, void *ctx, struct sbx_error *err);
 };
 
 /* The registry (providers/registry.c). */
 const struct sbx_provider *sbx_provider_find(const char *name);
 /* NULL-terminated list of every compiled-in provider. */
 const struct sbx_provider *const *sbx_provider_all(void);
+/*
+ * Calls p->init (if any) with the config's "providers" entry for p (an empty
+ * object when providers_cfg has none; providers_cfg may be NULL) and
+ * state_dir. Returns init's result.
+ */
+int sbx_provider_init(const struct sbx_provider *p, json_t *providers_cfg, const char *state_dir,
+		      struct sbx_error *err);
 
 /* Helpers shared by providers (providers/common.c). */
 /* Fills st from a struct stat. */

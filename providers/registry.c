@@ -30,3 +30,13 @@ const struct sbx_provider *const *sbx_provider_all(void)
 {
 	return registry;
 }
+
+int sbx_provider_init(const struct sbx_provider *p, json_t *providers_cfg, const char *state_dir,
+		      struct sbx_error *err)
+{
+	json_t *settings = json_object_get(providers_cfg, p->name);
+	struct sbx_provider_env env = {settings ? json_incref(settings) : json_object(), state_dir};
+	int rc = p->init ? p->init(&env, err) : 0;
+	json_decref(env.settings);
+	return rc;
+}

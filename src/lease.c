@@ -995,12 +995,8 @@ int sbx_mount_open(struct sbx_mount **out, const char *state_dir, const char *co
 	}
 	for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++) {
 		struct sbx_error pe = SBX_ERROR_INIT;
-		json_t *settings = json_object_get(m->config.providers, (*p)->name);
-		struct sbx_provider_env env = {settings ? settings : json_object(), state_dir};
-		if ((*p)->init && (*p)->init(&env, &pe))
+		if (sbx_provider_init(*p, m->config.providers, state_dir, &pe))
 			sbx_log(SBX_LOG_INFO, "provider %s unavailable: %s", (*p)->name, pe.msg);
-		if (!settings)
-			json_decref(env.settings);
 	}
 	load_table(m);
 	sbx_mount_save(m);

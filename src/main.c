@@ -22,12 +22,15 @@
 #include "base/log.h"
 #include "fuse_ops.h"
 #include "lease.h"
+#include "sandboxes.h"
 
 struct sbx_options {
 	char *profile;
 	char *config;
 	char *state_dir;
 	char *cache_timeout;
+	char *list_provider; /* --list=PROVIDER */
+	int list;            /* --list or --list=PROVIDER: print sandboxes, no mount */
 	int show_help;
 	int show_version;
 };
@@ -38,6 +41,8 @@ static const struct fuse_opt option_spec[] = {
 	OPT("config=%s", config),
 	OPT("state_dir=%s", state_dir),
 	OPT("fs_cache_timeout=%s", cache_timeout),
+	OPT("--list", list),
+	OPT("--list=%s", list_provider),
 	OPT("-h", show_help),
 	OPT("--help", show_help),
 	OPT("-V", show_version),
@@ -48,6 +53,7 @@ static const struct fuse_opt option_spec[] = {
 static void usage(const char *prog)
 {
 	printf("usage: %s [-f] [-d] [-o opt,...] MOUNTPOINT\n"
+	       "       %s --list[=PROVIDER] [-o config=PATH,state_dir=PATH]\n"
 	       "\n"
 	       "sbxfs options:\n"
 	       "    -o profile=NAME     profile for new leases (default: the config's default)\n"
@@ -55,8 +61,11 @@ static void usage(const char *prog)
 	       "    -o state_dir=PATH   lease table and caches (default $XDG_STATE_HOME/sbxfs)\n"
 	       "    -o fs_cache_timeout=S  seconds the kernel keeps fs/ attributes (default 1)\n"
 	       "\n"
+	       "    --list[=PROVIDER]   print the sandboxes the providers know, one a line:\n"
+	       "                        provider id state lease template created (no mount)\n"
+	       "\n"
 	       "Unmount with: fusermount3 -u MOUNTPOINT\n\n",
-	       prog);
+	       prog, prog);
 }
 
 /* $XDG_<var> or $HOME/<fallback>, then /sub. */
@@ -95,16 +104,23 @@ int main(int argc, char *argv[])
 		fuse_lib_help(&args);
 		return 0;
 	}
+	if (!opts.config)
+		opts.config = xdg_path("XDG_CONFIG_HOME", ".config", "sbxfs/config.json");
+	if (!opts.state_dir)
+		opts.state_dir = xdg_path("XDG_STATE_HOME", ".local/state", "sbxfs");
+	if (opts.list || opts.list_provider) {
+		/* What a mount would see: the same config, state dir and credentials. */
+		sbx_log_setup(0, SBX_LOG_WARN);
+		ret = sbx_sandboxes_print(opts.config, opts.state_dir, opts.list_provider, stdout,
+					  stderr);
+		goto out_args;
+	}
 	if (fuse_parse_cmdline(&args, &cmd) != 0)
 		goto out_args;
 	if (!cmd.mountpoint) {
 		usage(argv[0]);
 		goto out_args;
 	}
-	if (!opts.config)
-		opts.config = xdg_path("XDG_CONFIG_HOME", ".config", "sbxfs/config.json");
-	if (!opts.state_dir)
-		opts.state_dir = xdg_path("XDG_STATE_HOME", ".local/state", "sbxfs");
 	sbx_log_setup(!cmd.foreground, cmd.debug ? SBX_LOG_DEBUG : SBX_LOG_INFO);
 	if (opts.cache_timeout) {
 		char *end;
@@ -162,5 +178,6 @@ out_args:
 	free(opts.config);
 	free(opts.state_dir);
 	free(opts.cache_timeout);
+	free(opts.list_provider);
 	return ret ? 1 : 0;
 }

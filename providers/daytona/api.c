@@ -1,7 +1,8 @@
 /*
  * daytona/api — the Daytona provider's ops table and control plane:
  * settings and credentials (init), create / attach / pause (= stop) /
- * unpause (= start) / kill (= delete) / probe / info / get_host, the
+ * unpause (= start) / kill (= delete) / probe / info / get_host /
+ * list_sandboxes (GET /sandbox, cursor pages), the
  * state-change waits, and the request helper every toolbox call goes
  * through. See shared/protocols/daytona.md for the wire protocol.
  *
@@ -635,6 +636,31 @@ static int daytona_probe(struct sbx_instance *inst, enum sbx_remote_state *state
 	return 0;
 }
 
+/* GET /sandbox?limit=100&cursor=..., page after page (bounded: a looping server cannot hold us). */
+static int daytona_list_sandboxes(sbx_sandbox_fn fn, void *ctx, struct sbx_error *err)
+{
+	char cursor[512] = "";
+	int rc = dt_ready(err);
+	for (int page = 0; page < 1000 && !rc; page++) {
+		struct sbx_buf url = SBX_BUF_INIT;
+		json_t *reply = NULL;
+		dt_sandbox_url(&url, NULL, NULL);
+		sbx_http_add_query(&url, "limit", "100");
+		if (*cursor)
+			sbx_http_add_query(&url, "cursor", cursor);
+		rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &reply,
+					       .what = "list sandboxes", .idempotent = true},
+			     err);
+		if (!rc)
+			rc = dt_sandbox_page(reply, fn, ctx, cursor, sizeof(cursor), err);
+		json_decref(reply);
+		sbx_buf_release(&url);
+		if (!*cursor)
+			break;
+	}
+	return rc;
+}
+
 static int daytona_info(struct sbx_instance *inst, json_t **out, struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
@@ -731,4 +757,5 @@ const struct sbx_provider sbx_provider_daytona = {
 	.mknod = dt_mknod,
 	.statfs = dt_statfs,
 	.sync = dt_sync,
+	.list_sandboxes = daytona_list_sandboxes,
 };

@@ -88,6 +88,43 @@ int dt_sandbox_parse(json_t *dto, struct dt_sandbox *sb, struct sbx_error *err)
 	return 0;
 }
 
+static const char *str(json_t *v)
+{
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+int dt_sandbox_page(json_t *reply, sbx_sandbox_fn fn, void *ctx, char *cursor, size_t size,
+		    struct sbx_error *err)
+{
+	static const char *const words[] = {[DT_PHASE_STARTED] = "running",
+					    [DT_PHASE_STOPPED] = "paused",
+					    [DT_PHASE_GONE] = "gone"};
+	json_t *items = json_object_get(reply, "items");
+	json_t *next = json_object_get(reply, "nextCursor"), *dto;
+	size_t i;
+	int rc = 0;
+
+	if (!json_is_array(items) || (next && !json_is_null(next) && !json_is_string(next)))
+		return sbx_error_set(err, EIO, SBX_E_INTERNAL,
+				     "list sandboxes: the reply is not {items, nextCursor}");
+	json_array_foreach(items, i, dto)
+	{
+		const char *state = str(json_object_get(dto, "state"));
+		enum dt_phase ph = dt_state_phase(state);
+		struct sbx_sandbox_entry sb = {
+			.id = str(json_object_get(dto, "id")),
+			.state = ph < sizeof(words) / sizeof(words[0]) && words[ph] ? words[ph] : state,
+			.lease = str(json_object_get(json_object_get(dto, "labels"), "sbxfs-lease")),
+			.template_name = str(json_object_get(dto, "snapshot")),
+			.created_at = str(json_object_get(dto, "createdAt")),
+		};
+		if (sb.id && *sb.id && (rc = fn(ctx, &sb)))
+			return rc;
+	}
+	snprintf(cursor, size, "%s", str(next) ? str(next) : "");
+	return 0;
+}
+
 static long ceil_div(long a, long b)
 {
 	return (a + b - 1) / b;

@@ -63,6 +63,17 @@ struct dt_sandbox {
 int dt_sandbox_parse(json_t *dto, struct dt_sandbox *sb, struct sbx_error *err);
 
 /*
+ * One page of GET /sandbox, the 0.218 cursor form {items, nextCursor}: fn
+ * once per item that has an id (state "running", "paused" or "gone" for
+ * the phases STARTED, STOPPED and GONE, else Daytona's word; lease from
+ * the label sbxfs-lease; template the snapshot), then nextCursor into
+ * cursor ("" on the last page). EIO when the reply is not that shape; a
+ * non-zero fn return stops the walk and is returned.
+ */
+int dt_sandbox_page(json_t *reply, sbx_sandbox_fn fn, void *ctx, char *cursor, size_t size,
+		    struct sbx_error *err);
+
+/*
  * The CreateSandbox body for spec (new reference). A template containing
  * ':' or '/' is an image (buildInfo `FROM <image>`, and only then the
  * resources, rounded up to whole cores / GiB); any other non-empty template

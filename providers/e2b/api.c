@@ -3,7 +3,8 @@
  * init, create (POST /v2/sandboxes, then packages), attach (GET
  * /sandboxes/{id}: never resumes), pause, unpause (POST
  * /v2/sandboxes/{id}/connect, which refreshes the access token and
- * domain), kill, probe, set_timeout, info, get_host.
+ * domain), kill, probe, set_timeout, info, get_host, list_sandboxes
+ * (GET /v2/sandboxes).
  *
  * Files are in files.c, runs in run.c, change notification in watch.c.
  * run_code/code_reset (the :49999 interpreter) are in code.c. Nothing here logs or returns a
@@ -320,6 +321,28 @@ int e2b_sandbox_list(const char *lease, json_t **out, struct sbx_error *e)
 	return rc;
 }
 
+static int e2b_list_sandboxes(sbx_sandbox_fn fn, void *ctx, struct sbx_error *err)
+{
+	json_t *all = NULL, *o;
+	size_t i;
+	int rc = e2b_sandbox_list(NULL, &all, err);
+	json_array_foreach(rc ? NULL : all, i, o)
+	{
+		struct sbx_sandbox_entry sb = {
+			.id = json_string_value(json_object_get(o, "sandboxID")),
+			.state = json_string_value(json_object_get(o, "state")),
+			.lease = json_string_value(
+				json_object_get(json_object_get(o, "metadata"), "sbxfs_lease")),
+			.template_name = json_string_value(json_object_get(o, "templateID")),
+			.created_at = json_string_value(json_object_get(o, "startedAt")),
+		};
+		if (sb.id && (rc = fn(ctx, &sb)))
+			break;
+	}
+	json_decref(all);
+	return rc;
+}
+
 static json_t *e2b_save(struct sbx_instance *inst)
 {
 	struct e2b_inst *in = e2b_of(inst);
@@ -527,4 +550,5 @@ const struct sbx_provider sbx_provider_e2b = {
 	.statfs = e2b_statfs,
 	.sync = e2b_sync,
 	.set_notify = e2b_set_notify,
+	.list_sandboxes = e2b_list_sandboxes,
 };

@@ -114,8 +114,7 @@ int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempote
  * Lists the sandboxes (running and paused) of this API key, all pages of
  * GET /v2/sandboxes; lease non-NULL: only those created for that lease
  * (metadata sbxfs_lease). *out = a new array of {sandboxID, templateID,
- * state, startedAt, endAt, metadata}. provider.h has no slot for it yet:
- * it is here for orphan reclaim and `ctl attach` completion.
+ * state, startedAt, endAt, metadata}. The list_sandboxes slot is built on it.
  */
 int e2b_sandbox_list(const char *lease, json_t **out, struct sbx_error *e);
 

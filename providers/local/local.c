@@ -19,6 +19,7 @@
  */
 #include "local.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -29,6 +30,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -415,6 +417,52 @@ static int local_probe(struct sbx_instance *inst, enum sbx_remote_state *state,
 	return 0;
 }
 
+/* Reports one lease directory as it is: a dead init is "gone", its storage left alone. */
+static int list_one(const char *id, sbx_sandbox_fn fn, void *ctx)
+{
+	struct local_inst *li = inst_new(NULL, id);
+	struct sbx_sandbox_entry sb = {.id = id};
+	struct stat st;
+	struct tm tm;
+	char when[32] = "";
+	int rc = 0;
+
+	li->dirfd = open(li->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (li->dirfd >= 0 && load_lease(li) == 0) { /* no lease.json yet: still being made */
+		sb.lease = li->lease;
+		sb.template_name = li->template_name;
+		if (!lcl_init_alive(li))
+			sb.state = "gone";
+		else if (lcl_cg_frozen(&li->cg) > 0 || paused_by_signal(li))
+			sb.state = "paused";
+		else
+			sb.state = "running";
+		if (fstatat(li->dirfd, "lease.json", &st, 0) == 0 && gmtime_r(&st.st_mtime, &tm) &&
+		    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm))
+			sb.created_at = when;
+		rc = fn(ctx, &sb);
+	}
+	local_release(&li->base);
+	return rc;
+}
+
+static int local_list_sandboxes(sbx_sandbox_fn fn, void *ctx, struct sbx_error *err)
+{
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	if (!lcl_cfg.state_dir && (rc = local_init(NULL, err)) < 0)
+		return rc;
+	if (!(d = opendir(lcl_cfg.state_dir)))
+		return sbx_error_set(err, errno, 0, "%s: %s", lcl_cfg.state_dir, strerror(errno));
+	while (!rc && (de = readdir(d)))
+		if (valid_id(de->d_name))
+			rc = list_one(de->d_name, fn, ctx);
+	closedir(d);
+	return rc;
+}
+
 static int local_info(struct sbx_instance *inst, json_t **out, struct sbx_error *err)
 {
 	struct local_inst *li = lcl_inst(inst);
@@ -486,4 +534,5 @@ const struct sbx_provider sbx_provider_local = {
     .fsync = lcl_f_fsync,
     .fstat = lcl_f_fstat,
     .close = lcl_f_close,
+    .list_sandboxes = local_list_sandboxes,
 };
