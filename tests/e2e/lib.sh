@@ -73,6 +73,11 @@ except OSError as e:
 PY
 }
 
+# lease_run SHELL-TEXT: runs it in the lease $L through exec, prints its stdout.
+lease_run() { printf '%s\n' "$1" >"$L/exec" && cat "$L/stdout"; }
+# json_get FILE PYTHON-SUBSCRIPT: prints d<SUBSCRIPT> of the JSON file, e.g. '["exitCode"]'.
+json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$1" "$2"; }
+
 wait_for() { # wait_for SECONDS COMMAND...
 	local t=$(($1 * 10))
 	shift
@@ -110,14 +115,17 @@ unmount_sbxfs() {
 	SBXFS_PID=
 }
 
+# Ends the leases (their sandboxes) of the current mount; bounded in time.
+end_leases() {
+	[ -n "$SBXFS_PID" ] && [ -d "$MNT" ] || return 0
+	for d in "$MNT"/*/; do
+		[ -d "$d" ] && [ -f "$d/state" ] && timeout 30 rmdir "$d" 2>/dev/null
+	done
+}
+
 cleanup() {
 	local rc=$?
-	# End the leases (their sandboxes) before unmounting; bounded in time.
-	if [ -n "$SBXFS_PID" ] && [ -d "$MNT" ]; then
-		for d in "$MNT"/*/; do
-			[ -d "$d" ] && [ -f "$d/state" ] && timeout 30 rmdir "$d" 2>/dev/null
-		done
-	fi
+	end_leases
 	unmount_sbxfs
 	[ -n "$EXTRA_CLEANUP" ] && eval "$EXTRA_CLEANUP"
 	if [ "$rc" != 0 ] || [ "$FAILS" != 0 ]; then
@@ -130,6 +138,12 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 finish() {
+	# A clean unmount ends the daemon with status 0 (under ASan: no leak, no error).
+	if [ -n "$SBXFS_PID" ]; then
+		end_leases
+		unmount_sbxfs
+		eq "the daemon exits 0 after unmount" "$DAEMON_STATUS" 0
+	fi
 	log "$CHECKS checks, $FAILS failed"
 	[ "$FAILS" = 0 ]
 }
