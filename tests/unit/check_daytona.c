@@ -432,6 +432,44 @@ START_TEST(test_dto)
 }
 END_TEST
 
+static int page_line(void *ctx, const struct sbx_sandbox_entry *sb)
+{
+	sbx_buf_addf(ctx, "%s %s %s %s %s;", sb->id, sb->state, sb->lease ? sb->lease : "-",
+		     sb->template_name ? sb->template_name : "-",
+		     sb->created_at ? sb->created_at : "-");
+	return 0;
+}
+
+START_TEST(test_list_page)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_buf b = SBX_BUF_INIT;
+	char cursor[16] = "old";
+	json_t *j = json_loads(
+		"{\"items\":[{\"id\":\"s1\",\"state\":\"started\",\"snapshot\":\"snap\","
+		"\"labels\":{\"sbxfs-lease\":\"work\"},\"createdAt\":\"2025-01-02T03:04:05Z\"},"
+		"{\"id\":\"s2\",\"state\":\"archived\"},{\"state\":\"started\"},"
+		"{\"id\":\"s3\",\"state\":\"destroying\"},{\"id\":\"s4\",\"state\":\"creating\"}],"
+		"\"nextCursor\":\"100\"}",
+		0, NULL);
+	ck_assert_int_eq(dt_sandbox_page(j, page_line, &b, cursor, sizeof(cursor), &err), 0);
+	ck_assert_str_eq(b.buf, "s1 running work snap 2025-01-02T03:04:05Z;s2 paused - - -;"
+				"s3 gone - - -;s4 creating - - -;");
+	ck_assert_str_eq(cursor, "100");
+	json_decref(j);
+	/* the last page: a null cursor */
+	j = json_loads("{\"items\":[],\"nextCursor\":null}", 0, NULL);
+	ck_assert_int_eq(dt_sandbox_page(j, page_line, &b, cursor, sizeof(cursor), &err), 0);
+	ck_assert_str_eq(cursor, "");
+	json_decref(j);
+	/* the OSS server's plain array is not the cursor form */
+	j = json_loads("[{\"id\":\"s1\"}]", 0, NULL);
+	ck_assert_int_eq(dt_sandbox_page(j, page_line, &b, cursor, sizeof(cursor), &err), -EIO);
+	json_decref(j);
+	sbx_buf_release(&b);
+}
+END_TEST
+
 START_TEST(test_create_body)
 {
 	struct sbx_spec spec;
@@ -709,6 +747,7 @@ static Suite *daytona_suite(void)
 	tcase_add_test(tc, test_multipart_counted);
 	tcase_add_test(tc, test_multipart_bad);
 	tcase_add_test(tc, test_dto);
+	tcase_add_test(tc, test_list_page);
 	tcase_add_test(tc, test_create_body);
 	tcase_add_test(tc, test_error_bodies);
 	tcase_add_test(tc, test_session_json);

@@ -652,6 +652,52 @@ START_TEST(test_pause_unpause)
 }
 END_TEST
 
+/* list_sandboxes: "ID STATE LEASE" lines into the buffer ctx. */
+static int list_line(void *ctx, const struct sbx_sandbox_entry *sb)
+{
+	sbx_buf_addf(ctx, "%s %s %s\n", sb->id, sb->state, sb->lease ? sb->lease : "-");
+	return 0;
+}
+
+static bool has_line(const struct sbx_buf *b, const char *id, const char *rest)
+{
+	char line[300];
+	snprintf(line, sizeof(line), "%s %s\n", id, rest);
+	return strstr(b->buf, line) != NULL;
+}
+
+/* The list_sandboxes slot over GET /sandbox: lease labels, states, a deleted one gone. */
+START_TEST(test_list_sandboxes)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_instance *a = NULL, *b = NULL;
+	struct sbx_buf seen = SBX_BUF_INIT;
+	struct sbx_spec spec;
+
+	sbx_spec_init(&spec);
+	ck_assert_msg(P->create(&spec, "list-a", &a, &err) == 0, "%s", err.msg);
+	ck_assert_msg(P->create(&spec, "list-b", &b, &err) == 0, "%s", err.msg);
+	sbx_spec_free(&spec);
+	ck_assert_msg(P->pause(b, &err) == 0, "%s", err.msg);
+	counters_reset();
+	ck_assert_msg(P->list_sandboxes(list_line, &seen, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(counter("GET /api/sandbox"), 1);
+	ck_assert_msg(has_line(&seen, a->id, "running list-a"), "%s", seen.buf);
+	ck_assert_msg(has_line(&seen, b->id, "paused list-b"), "%s", seen.buf);
+	ck_assert_msg(has_line(&seen, inst->id, "running live"), "%s", seen.buf);
+	ck_assert_int_eq(P->kill(b, &err), 0);
+	sbx_buf_release(&seen);
+	ck_assert_msg(P->list_sandboxes(list_line, &seen, &err) == 0, "%s", err.msg);
+	ck_assert_msg(has_line(&seen, a->id, "running list-a"), "%s", seen.buf);
+	ck_assert_msg(!strstr(seen.buf, b->id) || has_line(&seen, b->id, "gone list-b"), "%s",
+		      seen.buf);
+	ck_assert_int_eq(P->kill(a, &err), 0);
+	P->release(a);
+	P->release(b);
+	sbx_buf_release(&seen);
+}
+END_TEST
+
 START_TEST(test_kill)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -713,6 +759,7 @@ int main(void)
 	tcase_add_test(tc, test_faults_and_facts);
 	tcase_add_test(tc, test_run_without_sessions);
 	tcase_add_test(tc, test_pause_unpause);
+	tcase_add_test(tc, test_list_sandboxes);
 	tcase_add_test(tc, test_kill);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -659,6 +659,49 @@ START_TEST(t12c_list_sandboxes)
 }
 END_TEST
 
+/* list_sandboxes: {id: "state lease"} into the object ctx (stops at "stop"). */
+static int collect(void *ctx, const struct sbx_sandbox_entry *sb)
+{
+	json_object_set_new(ctx, sb->id, json_sprintf("%s %s", sb->state, sb->lease ? sb->lease : "-"));
+	ck_assert_ptr_nonnull(sb->template_name);
+	ck_assert_ptr_nonnull(sb->created_at);
+	return json_object_get(ctx, "stop") ? 1 : 0;
+}
+
+static const char *listed(json_t *seen, struct sbx_instance *i)
+{
+	return json_string_value(json_object_get(seen, i->id));
+}
+
+/* The list_sandboxes slot: every sandbox of the key with its lease name and state. */
+START_TEST(t12d_list_slot)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_instance *a = NULL, *b = NULL;
+	json_t *seen = json_object();
+	ck_assert_msg(P->create(&spec, "list-a", &a, &e) == 0, "%s", e.msg);
+	ck_assert_msg(P->create(&spec, "list-b", &b, &e) == 0, "%s", e.msg);
+	ck_assert_msg(P->pause(b, &e) == 0, "%s", e.msg);
+	ck_assert_msg(P->list_sandboxes(collect, seen, &e) == 0, "%s", e.msg);
+	ck_assert_str_eq(listed(seen, a), "running list-a");
+	ck_assert_str_eq(listed(seen, b), "paused list-b");
+	ck_assert_str_eq(listed(seen, inst), "running live");
+	/* a killed one is not listed */
+	ck_assert_int_eq(P->kill(b, &e), 0);
+	json_object_clear(seen);
+	ck_assert_msg(P->list_sandboxes(collect, seen, &e) == 0, "%s", e.msg);
+	ck_assert_str_eq(listed(seen, a), "running list-a");
+	ck_assert_ptr_null(listed(seen, b));
+	/* the callback stops the walk */
+	json_object_set_new(seen, "stop", json_true());
+	ck_assert_int_eq(P->list_sandboxes(collect, seen, &e), 1);
+	ck_assert_int_eq(P->kill(a, &e), 0);
+	P->release(a);
+	P->release(b);
+	json_decref(seen);
+}
+END_TEST
+
 START_TEST(t13_kill)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
@@ -739,6 +782,7 @@ int main(void)
 	tcase_add_test(tc, t12_faults);
 	tcase_add_test(tc, t12b_create_packages_fail);
 	tcase_add_test(tc, t12c_list_sandboxes);
+	tcase_add_test(tc, t12d_list_slot);
 	tcase_add_test(tc, t13_kill);
 	tcase_add_test(tc, t14_credentials);
 	suite_add_tcase(s, tc);

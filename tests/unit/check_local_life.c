@@ -1,8 +1,8 @@
 /*
  * check_local_life — the local provider's tests that need a lease of their
  * own: kill, outliving the process that created a lease, a lease whose
- * init dies, disk kinds, create errors, packages and network "none", and
- * pause under other cgroup modes. Part of the check_local program.
+ * init dies, disk kinds, create errors, packages and network "none",
+ * pause under other cgroup modes, and list_sandboxes. Part of the check_local program.
  */
 #include <check.h>
 #include <dirent.h>
@@ -64,6 +64,21 @@ START_TEST(test_kill)
 }
 END_TEST
 
+/* SIGKILLs the lease's init behind the provider's back; its root (caller frees). */
+static char *kill_init(struct sbx_instance *in)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	json_t *info = NULL;
+	ck_assert_int_eq(P->info(in, &info, &err), 0);
+	pid_t init = (pid_t)json_integer_value(json_object_get(info, "init_pid"));
+	char *root = strdup(json_string_value(json_object_get(info, "root")));
+	json_decref(info);
+	ck_assert_int_eq(kill(init, SIGKILL), 0);
+	for (int i = 0; i < 100 && !proc_gone(init); i++)
+		msleep(20);
+	return root;
+}
+
 START_TEST(test_outlives_creator)
 {
 	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
@@ -99,19 +114,60 @@ START_TEST(test_outlives_creator)
 			 0);
 	ck_assert_str_eq(o.out.buf, "persisted\n200\n");
 	/* The init dies behind the provider's back: probe says GONE and reclaims the rest. */
-	json_t *info = NULL;
-	ck_assert_int_eq(P->info(in, &info, &err), 0);
-	pid_t init = (pid_t)json_integer_value(json_object_get(info, "init_pid"));
-	char *root = strdup(json_string_value(json_object_get(info, "root")));
-	json_decref(info);
-	ck_assert_int_eq(kill(init, SIGKILL), 0);
-	for (int i = 0; i < 100 && !proc_gone(init); i++)
-		msleep(20);
+	char *root = kill_init(in);
 	ck_assert_int_eq(P->probe(in, &st, &err), 0);
 	ck_assert_int_eq(st, SBX_REMOTE_GONE);
 	ck_assert(!mounted(root));
 	ck_assert_int_eq(P->kill(in, &err), -ENOENT);
 	P->release(in);
+	free(root);
+}
+END_TEST
+
+/* list_sandboxes: "ID STATE LEASE TEMPLATE;" into the buffer ctx. */
+static int list_entry(void *ctx, const struct sbx_sandbox_entry *sb)
+{
+	ck_assert_ptr_nonnull(sb->created_at);
+	sbx_buf_addf(ctx, "%s %s %s %s;", sb->id, sb->state, sb->lease, sb->template_name);
+	return 0;
+}
+
+/* What list_sandboxes says of in, without the id ("" when it is not listed). */
+static const char *listed_as(struct sbx_buf *b, struct sbx_instance *in)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	const char *at;
+	sbx_buf_release(b);
+	ck_assert_msg(P->list_sandboxes(list_entry, b, &err) == 0, "%s", err.msg);
+	if (!(at = strstr(b->buf, in->id)))
+		return "";
+	*strchr(at, ';') = '\0';
+	return at + strlen(in->id) + 1;
+}
+
+START_TEST(test_list_sandboxes)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_instance *a = NULL, *b = NULL;
+	struct sbx_buf seen = SBX_BUF_INIT;
+	enum sbx_remote_state st;
+	char *root;
+	ck_assert_msg(P->create(&spec, "list-a", &a, &err) == 0, "%s", err.msg);
+	ck_assert_msg(P->create(&spec, "list-b", &b, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(P->pause(b, &err), 0);
+	ck_assert_str_eq(listed_as(&seen, a), "running list-a host");
+	ck_assert_str_eq(listed_as(&seen, b), "paused list-b host");
+	/* a's init dies: listed as gone, and listing reclaims nothing (probe does) */
+	root = kill_init(a);
+	ck_assert_str_eq(listed_as(&seen, a), "gone list-a host");
+	ck_assert(mounted(root));
+	ck_assert_int_eq(P->probe(a, &st, &err), 0);
+	ck_assert(!mounted(root));
+	ck_assert_str_eq(listed_as(&seen, a), "");
+	kill_release(b);
+	ck_assert_str_eq(listed_as(&seen, b), "");
+	P->release(a);
+	sbx_buf_release(&seen);
 	free(root);
 }
 END_TEST
@@ -341,6 +397,7 @@ TCase *check_local_life_tcase(void)
 	tcase_add_test(own, test_disk_tmpfs);
 	tcase_add_test(own, test_disk_ext4);
 	tcase_add_test(own, test_outlives_creator);
+	tcase_add_test(own, test_list_sandboxes);
 	tcase_add_test(own, test_packages_and_network_none);
 	tcase_add_test(own, test_cgroup_v2_freeze);
 	tcase_add_test(own, test_no_cgroup_sigstop);
