@@ -77,7 +77,7 @@ print(s[0]["state"] if s else "gone")' "$1"
 #   fault_only JSON-FAULT[,JSON-FAULT]   replaces the fake's faults with these
 #   errno_ms_of PYTHON-STATEMENT         prints "ERRNO-NAME|OK MILLISECONDS"
 #   write_close PATH TEXT                a statement: open O_TRUNC, write, close
-#   lease_run SHELL-TEXT                 runs it through exec, prints its stdout
+#   lease_run SHELL-TEXT                 (lib.sh) runs it through exec, prints its stdout
 #   fault_case / upload_case             see below; FAULT_TABLE collects the rows
 fault_only() { fake_post /_fake/faults "{\"replace\":true,\"faults\":[$1]}" >/dev/null; }
 errno_ms_of() {
@@ -93,7 +93,6 @@ print(r, int((time.monotonic() - t) * 1000))
 PY
 }
 write_close() { echo "fd = os.open('$1', os.O_WRONLY | os.O_TRUNC); os.write(fd, b'$2'); os.close(fd)"; }
-lease_run() { printf '%s\n' "$1" >"$L/exec" && cat "$L/stdout"; }
 error_says() { grep -q -- "$1" "$L/error" || { log "  the error file says: $(cat "$L/error")"; false; }; }
 fsync_ok() { python3 -c "import os; fd = os.open('$1', os.O_RDONLY); os.fsync(fd); os.close(fd)"; }
 close_ok() { python3 -c "import os; fd = os.open('$1', os.O_RDWR); os.close(fd)"; }

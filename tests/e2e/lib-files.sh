@@ -1,0 +1,246 @@
+# User stories shared by the per-provider e2e tests (sourced after lib.sh).
+# Each story is a run of checks; the caller sets L (the lease directory),
+# F (a directory in its fs/) and FHOME (F's path inside the sandbox), and
+# keeps only what is specific to its provider (counters, quirks).
+#   make_src_tree DIR...             $SRC: copies of DIRs (below top_srcdir),
+#                                    300 kB of random bytes and a symlink
+#   story_copy_roundtrip             cp -r / tar / rsync of $SRC into $F, diff -r
+#   story_pseudo_dirs_empty          fs/proc, fs/sys, fs/dev are shown empty
+#   story_rsync_metadata             rsync -a's owner, mode, mtime in the sandbox
+#   story_git                        git init/add/commit/commit -a/fsck in $F/repo
+#   story_vim_save                   vim -Es saves over a file
+#   story_posix_corners              mv over a file, O_EXCL, append, unlink of an
+#                                    open file, truncate, links, chmod, touch -d...
+#   story_exec_basics NAME PROVIDER  stdout, stderr, exit codes, env, streaming
+#   story_exec_background            a background job lives on to the next run
+#   story_exec_files                 files cross between fs/ and runs at once
+
+make_src_tree() {
+	SRC=$WORK/src
+	mkdir -p "$SRC"
+	local d
+	for d in "$@"; do cp -r "$top_srcdir/$d" "$SRC/"; done
+	head -c 300000 /dev/urandom >"$SRC/blob.bin"
+	ln -s blob.bin "$SRC/link-to-blob"
+}
+
+story_copy_roundtrip() {
+	ok "cp -r into fs/" cp -r "$SRC" "$F/cp"
+	ok "diff -r after cp" diff -r "$SRC" "$F/cp"
+	ok "tar x into fs/" sh -c "tar -C '$WORK' -cf - src | tar -C '$F' -xf -"
+	ok "diff -r after tar" diff -r "$SRC" "$F/src"
+	eq "readlink of a copied symlink" "$(readlink "$F/src/link-to-blob")" "blob.bin"
+	ok "rsync -a into fs/" rsync -a "$SRC/" "$F/rsync/"
+	ok "diff -r after rsync" diff -r "$SRC" "$F/rsync"
+	eq "rsync -a again is a no-op" "$(rsync -ai "$SRC/" "$F/rsync/")" ""
+	ok "rsync back out" rsync -a "$F/rsync/" "$WORK/back/"
+	ok "diff -r of the round trip" diff -r "$SRC" "$WORK/back"
+	eq "symlink survives the round trip" "$(readlink "$WORK/back/link-to-blob")" blob.bin
+	ok "grep -r finds a symbol" sh -c "grep -rq sbx_lease_use '$F/src'"
+	eq "find counts the same files" "$(cd "$F/src" && find . -type f | sort | md5sum)" \
+		"$(cd "$SRC" && find . -type f | sort | md5sum)"
+	eq "the sandbox sees the copied bytes" \
+		"$(lease_run "md5sum $FHOME/src/blob.bin $FHOME/rsync/blob.bin" | cut -d' ' -f1 | sort -u)" \
+		"$(md5sum <"$SRC/blob.bin" | cut -d' ' -f1)"
+}
+
+story_pseudo_dirs_empty() {
+	local d
+	for d in proc sys dev; do
+		eq "fs/$d is shown empty" "$(ls -A "$L/fs/$d")" ""
+	done
+}
+
+# rsync -a run by root asks for owner 0 and sets the times after the
+# contents (a directory's last of all).
+story_rsync_metadata() {
+	eq "rsync -a: owner, mode and mtime of a file in the sandbox" \
+		"$(lease_run "stat -c '%u %a %Y' $FHOME/rsync/blob.bin")" "$(stat -c '%u %a %Y' "$SRC/blob.bin")"
+	eq "rsync -a: ... and of a directory (its times are set last)" \
+		"$(lease_run "stat -c '%u %a %Y' $FHOME/rsync/src/base")" "$(stat -c '%u %a %Y' "$SRC/src/base")"
+}
+
+# git through the mount, then inside the sandbox. Files may belong to the
+# sandbox's user, not the host's: git wants safe.directory for that, as
+# for any repository another user owns.
+story_git() {
+	local G=$F/repo
+	git() { command git -c safe.directory='*' "$@"; }
+	mkdir "$G"
+	ok "git init" git -C "$G" init -q
+	echo hello >"$G/a.txt"
+	ok "git add" git -C "$G" add a.txt
+	ok "git commit" git -C "$G" -c user.email=t@e -c user.name=t commit -qm first
+	eq "git log" "$(git -C "$G" log --format=%s)" "first"
+	ok "git status is clean" test -z "$(git -C "$G" status --porcelain)"
+	echo more >>"$G/a.txt"
+	ok "git commit -a (rewrites index, refs, logs)" git -C "$G" -c user.email=t@e -c user.name=t commit -qam second
+	eq "git log after two commits" "$(git -C "$G" log --format=%s | tr '\n' ' ')" "second first "
+	ok "git fsck" git -C "$G" fsck --no-progress
+	eq "git log inside the sandbox" \
+		"$(lease_run "cd $FHOME/repo && git -c safe.directory='*' log --format=%s | tr '\n' ' '")" "second first "
+	unset -f git
+}
+
+story_vim_save() {
+	printf 'one\ntwo\n' >"$F/edit.txt"
+	ok "vim -Es edits a file" vim -Es -u NONE -c '%s/two/TWO/' -c 'wq' "$F/edit.txt"
+	eq "vim saved" "$(cat "$F/edit.txt")" "$(printf 'one\nTWO')"
+	eq "the sandbox sees vim's save" "$(lease_run "cat $FHOME/edit.txt")" "$(printf 'one\nTWO')"
+	eq "no backup or temporary left behind" "$(ls -A "$F" | grep -c -e '~$' -e 'sbxfs-' -e '\.swp$')" 0
+}
+
+# RENAME_NOTEMPTY_ERRNO: what a rename onto a non-empty directory fails
+# with, where a provider cannot tell it apart (default ENOTEMPTY).
+story_posix_corners() {
+	echo new >"$F/new.txt"
+	echo old >"$F/target.txt"
+	ok "mv over an existing file" mv "$F/new.txt" "$F/target.txt"
+	eq "rename replaced the target" "$(cat "$F/target.txt")" "new"
+	ok "the source name is gone" test ! -e "$F/new.txt"
+	mkdir "$F/d1" "$F/d2"
+	echo x >"$F/d1/x"
+	ok "mv of a directory over an empty one" mv -T "$F/d1" "$F/d2"
+	eq "the moved directory's file" "$(cat "$F/d2/x")" x
+	mkdir "$F/d3"
+	echo y >"$F/d3/y"
+	eq "rename onto a non-empty directory" "$(errno_of "os.rename('$F/d3', '$F/d2')")" "${RENAME_NOTEMPTY_ERRNO:-ENOTEMPTY}"
+	eq "rename of a file onto a directory" "$(errno_of "os.rename('$F/target.txt', '$F/d3')")" "EISDIR"
+	eq "O_EXCL on an existing file" "$(errno_of "os.open('$F/target.txt', os.O_CREAT|os.O_EXCL|os.O_WRONLY)")" "EEXIST"
+	eq "open of a missing file" "$(errno_of "os.open('$F/nope.txt', os.O_RDONLY)")" "ENOENT"
+	ok "append" sh -c "echo more >> '$F/target.txt'"
+	eq "append result" "$(cat "$F/target.txt")" "$(printf 'new\nmore')"
+	ok "unlink of an open file keeps it readable" python3 - "$F/open.txt" <<'PY'
+import os, sys
+p = sys.argv[1]
+with open(p, "w") as f: f.write("still here")
+fd = os.open(p, os.O_RDWR)
+os.unlink(p)
+assert not os.path.exists(p)
+os.lseek(fd, 0, 0)
+assert os.read(fd, 100) == b"still here"
+os.write(fd, b"!")
+os.close(fd)
+assert not os.path.exists(p)
+PY
+	ok "seek and partial write" python3 - "$F/seek.bin" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o644)
+os.pwrite(fd, b"abc", 10)
+assert os.fstat(fd).st_size == 13
+assert os.pread(fd, 3, 10) == b"abc"
+assert os.pread(fd, 2, 0) == b"\0\0"
+os.ftruncate(fd, 4)
+assert os.fstat(fd).st_size == 4
+os.close(fd)
+PY
+	eq "the sandbox has the cut file" "$(lease_run "stat -c %s $FHOME/seek.bin")" 4
+	ok "mmap read and write" python3 - "$F/mm.bin" <<'PY'
+import mmap, os, sys
+with open(sys.argv[1], "wb") as f: f.write(b"x" * 8192)
+with open(sys.argv[1], "r+b") as f:
+    m = mmap.mmap(f.fileno(), 0)
+    assert m[:4] == b"xxxx"
+    m[0:5] = b"hello"
+    m.flush(); m.close()
+assert open(sys.argv[1], "rb").read(5) == b"hello"
+PY
+	eq "the sandbox has the mmap write" "$(lease_run "head -c 5 $FHOME/mm.bin")" hello
+	ok "truncate" truncate -s 100 "$F/target.txt"
+	eq "truncated size" "$(stat -c %s "$F/target.txt")" 100
+	ok "symlink" ln -s target.txt "$F/sym"
+	eq "readlink" "$(readlink "$F/sym")" "target.txt"
+	eq "the sandbox has the link" "$(lease_run "readlink $FHOME/sym")" "target.txt"
+	ok "hard link" ln "$F/target.txt" "$F/hard"
+	eq "link count in the sandbox" "$(lease_run "stat -c %h $FHOME/target.txt")" 2
+	ok "chmod" chmod 600 "$F/target.txt"
+	eq "mode" "$(stat -c %a "$F/target.txt")" 600
+	ok "touch -d" touch -d '2001-02-03 04:05:06 UTC' "$F/target.txt"
+	eq "mtime" "$(TZ=UTC stat -c %y "$F/target.txt" | cut -c1-19)" "2001-02-03 04:05:06"
+	eq "mode and mtime reach the sandbox" "$(lease_run "stat -c '%a %Y' $FHOME/target.txt")" "600 981173106"
+	ok "mkdir -p and rmdir" sh -c "mkdir -p '$F/a/b/c' && rmdir '$F/a/b/c'"
+	eq "rmdir of a non-empty directory" "$(errno_of "os.rmdir('$F/a')")" "ENOTEMPTY"
+	eq "unlink of a directory" "$(errno_of "os.unlink('$F/a')")" "EISDIR"
+	ok "df shows the lease's disk" sh -c "df -P '$L/fs' | tail -1 | awk '{exit !(\$2 > 0)}'"
+	ok "rm -r of a tree" rm -r "$F/cp"
+	ok "tree gone" test ! -e "$F/cp"
+	eq "tree gone in the sandbox" "$(lease_run "ls -d $FHOME/cp 2>&1 >/dev/null | wc -l")" 1
+}
+
+# story_exec_basics NAME PROVIDER: the lease $L is named NAME.
+story_exec_basics() {
+	echo 'uname -s' >"$L/exec"
+	eq "cat exec gives the run's output" "$(cat "$L/exec")" "Linux"
+	eq "stdout file equals exec" "$(cat "$L/stdout")" "Linux"
+	eq "exit code 0 in result" "$(json_get "$L/result" '["exitCode"]')" 0
+	echo 'echo out; echo err >&2; echo out2; exit 3' >"$L/exec"
+	ok "a non-zero exit is not a filesystem error" test $? = 0
+	eq "stdout of a failing run (no stderr in it)" "$(cat "$L/stdout")" "$(printf 'out\nout2')"
+	eq "stderr separated" "$(cat "$L/stderr")" "err"
+	eq "exit code 3 in result" "$(json_get "$L/result" '["exitCode"]')" 3
+	eq "result has the streams apart too" "$(json_get "$L/result" '["stdout"], d["stderr"]')" \
+		"('out\\nout2\\n', 'err\\n')"
+	echo 'no-such-command-here' >"$L/exec"
+	eq "an unknown command exits 127" "$(json_get "$L/result" '["exitCode"]')" 127
+	ok "... and says so on stderr" grep -q "not found" "$L/stderr"
+	printf 'GREETING=hello\nOTHER=x y\n' >"$L/env"
+	echo 'echo "$GREETING/$OTHER"' >"$L/exec"
+	eq "env lines reach runs" "$(cat "$L/exec")" "hello/x y"
+	echo 'printf "%s|" "a b" '"'"'it'"'"'"'"'"'"'"'"'s'"'"'' >"$L/exec"
+	eq "quoting survives the run's wrapper" "$(cat "$L/exec")" "a b|it's|"
+
+	# Read-write open streams the output while the run goes on.
+	local t0 t1 t2 first rest
+	exec 3<>"$L/exec"
+	echo 'for i in 1 2 3; do echo line$i; sleep 1; done' >&3
+	t0=$(date +%s%N)
+	read -r first <&3
+	t1=$(date +%s%N)
+	rest=$(cat <&3)
+	t2=$(date +%s%N)
+	exec 3>&-
+	eq "first streamed line" "$first" "line1"
+	ok "first line arrives before the run ends ($(((t1 - t0) / 1000000)) ms)" test $(((t1 - t0) / 1000000)) -lt 1500
+	eq "rest of the stream" "$(echo $rest)" "line2 line3"
+	ok "the stream ends with the run" test $(((t2 - t0) / 1000000)) -ge 1900
+
+	ok "log journals runs" grep -q '"event":"run"' "$L/log"
+	ok "status lists the lease" grep -q "^$1 $2 running" "$MNT/status"
+	eq "info names the lease and the provider" "$(json_get "$L/info" '["name"], d["provider"]')" "('$1', '$2')"
+	ok "info names the sandbox" test -n "$(json_get "$L/info" '["sandboxId"]')"
+}
+
+# A background process started by one run is alive in the next (sleep
+# 4242: bg_alive looks for it), and a run returns when its shell exits.
+bg_alive() { [ "$(lease_run 'pgrep -fx "sleep 4242" >/dev/null && echo alive')" = alive ]; }
+story_exec_background() {
+	local t0
+	eq "background start returns" "$(lease_run 'nohup sleep 4242 >/dev/null 2>&1 & echo started')" "started"
+	ok "the background process is alive in a later run" bg_alive
+	ok "ps in a later run lists it" sh -c "printf '%s\n' 'ps -eo args' >'$L/exec' && grep -q '^sleep 4242' '$L/stdout'"
+	t0=$(date +%s)
+	echo 'sleep 1000 & echo bg-with-pipe' >"$L/exec"
+	eq "a run returns when its shell exits" "$(cat "$L/exec")" "bg-with-pipe"
+	ok "... without waiting for the background job" test $(($(date +%s) - t0)) -lt 5
+}
+
+# Files cross between fs/ and runs, both ways, at once.
+story_exec_files() {
+	echo 'from-mount' >"$F/m.txt"
+	eq "a file written through the mount is in the sandbox at close" "$(lease_run "cat $FHOME/m.txt")" "from-mount"
+	touch "$F/empty.txt"
+	eq "an empty file made by touch is there too" "$(lease_run "ls $FHOME/empty.txt")" "$FHOME/empty.txt"
+	chmod 750 "$F/m.txt"
+	eq "a chmod through the mount is applied before a run" "$(lease_run "stat -c %a $FHOME/m.txt")" 750
+	echo "echo made-by-run > $FHOME/from-run.txt" >"$L/exec"
+	eq "a file a run writes is visible in fs/ at once" "$(cat "$F/from-run.txt")" "made-by-run"
+	echo "echo changed-by-run > $FHOME/from-run.txt" >"$L/exec"
+	eq "... and a change to it too" "$(cat "$F/from-run.txt")" "changed-by-run"
+	# ... even a same-size rewrite of a file whose pages and attributes the kernel holds.
+	echo aaaa >"$F/same.txt"
+	eq "read through fs/" "$(cat "$F/same.txt")" "aaaa"
+	echo "echo bbbb > $FHOME/same.txt" >"$L/exec"
+	eq "a same-size rewrite by a run shows at once" "$(cat "$F/same.txt")" "bbbb"
+	echo "rm $FHOME/from-run.txt" >"$L/exec"
+	ok "a file a run deletes is gone from fs/ at once" test ! -e "$F/from-run.txt"
+}
