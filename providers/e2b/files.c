@@ -692,5 +692,17 @@ int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsi
 		}
 		rc = 0;
 	}
-	return rc ? rc : move(in, from, to, "rename", err);
+	if (!rc)
+		rc = move(in, from, to, "rename", err);
+	if (rc == -EIO) {
+		/* envd reports a rename onto a non-empty directory as an internal
+		 * error: find out from the target itself, not from the text. */
+		struct sbx_error ignore = SBX_ERROR_INIT;
+		int n = 0;
+		if (stat_raw(in, to, &st, NULL, &ignore) == 0 && S_ISDIR(st.mode) &&
+		    e2b_list(inst, to, count_entry, &n, &ignore) == 0 && n)
+			rc = sbx_error_set(err, ENOTEMPTY, SBX_E_INTERNAL,
+					   "rename %s: %s is a non-empty directory", from, to);
+	}
+	return rc;
 }

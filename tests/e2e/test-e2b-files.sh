@@ -27,9 +27,7 @@ eq "rsync -a: ... as the mount shows them" \
 	"$(stat -c '%u %a %Y' "$SRC/blob.bin" "$SRC/src/base")"
 story_git
 story_vim_save
-# E2B's Move reports a rename onto a non-empty directory as an internal
-# error, not as ENOTEMPTY: the provider can only say EIO.
-RENAME_NOTEMPTY_ERRNO=EIO story_posix_corners
+story_posix_corners
 story_pseudo_dirs_empty
 
 # ---- what it costs (the fake's counters) ----
