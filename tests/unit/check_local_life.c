@@ -133,16 +133,16 @@ static int list_entry(void *ctx, const struct sbx_sandbox_entry *sb)
 }
 
 /* What list_sandboxes says of in, without the id ("" when it is not listed). */
-static const char *listed_as(struct sbx_buf *b, struct sbx_instance *in)
+static const char *listed_as(struct sbx_buf *b, const char *id)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	const char *at;
 	sbx_buf_release(b);
 	ck_assert_msg(P->list_sandboxes(list_entry, b, &err) == 0, "%s", err.msg);
-	if (!(at = strstr(b->buf, in->id)))
+	if (!(at = strstr(b->buf, id)))
 		return "";
 	*strchr(at, ';') = '\0';
-	return at + strlen(in->id) + 1;
+	return at + strlen(id) + 1;
 }
 
 START_TEST(test_list_sandboxes)
@@ -155,17 +155,21 @@ START_TEST(test_list_sandboxes)
 	ck_assert_msg(P->create(&spec, "list-a", &a, &err) == 0, "%s", err.msg);
 	ck_assert_msg(P->create(&spec, "list-b", &b, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(P->pause(b, &err), 0);
-	ck_assert_str_eq(listed_as(&seen, a), "running list-a host");
-	ck_assert_str_eq(listed_as(&seen, b), "paused list-b host");
+	/* Ids copied: the instances are freed before the last listings. */
+	char a_id[sizeof(a->id)], b_id[sizeof(b->id)];
+	memcpy(a_id, a->id, sizeof(a_id));
+	memcpy(b_id, b->id, sizeof(b_id));
+	ck_assert_str_eq(listed_as(&seen, a_id), "running list-a host");
+	ck_assert_str_eq(listed_as(&seen, b_id), "paused list-b host");
 	/* a's init dies: listed as gone, and listing reclaims nothing (probe does) */
 	root = kill_init(a);
-	ck_assert_str_eq(listed_as(&seen, a), "gone list-a host");
+	ck_assert_str_eq(listed_as(&seen, a_id), "gone list-a host");
 	ck_assert(mounted(root));
 	ck_assert_int_eq(P->probe(a, &st, &err), 0);
 	ck_assert(!mounted(root));
-	ck_assert_str_eq(listed_as(&seen, a), "");
+	ck_assert_str_eq(listed_as(&seen, a_id), "");
 	kill_release(b);
-	ck_assert_str_eq(listed_as(&seen, b), "");
+	ck_assert_str_eq(listed_as(&seen, b_id), "");
 	P->release(a);
 	sbx_buf_release(&seen);
 	free(root);
