@@ -360,16 +360,43 @@ static int op_rmdir(const char *path)
 		struct sbx_error err = SBX_ERROR_INIT;                                           \
 		int rc;                                                                          \
 		FS_ONLY(path, n, l, rc);                                                         \
+		const char *sub = n.sub;                                                         \
 		rc = sbx_fs_ops_for(l)->call;                                                    \
 		sbx_lease_put(l);                                                                \
 		return rc;                                                                       \
 	}
 
-FS_PATH_OP(op_unlink, (const char *path), unlink(l, n.sub, &err))
-FS_PATH_OP(op_symlink, (const char *target, const char *path), symlink(l, target, n.sub, &err))
+/* The same for operations that may come on an open file with no path (nullpath_ok). */
+#define FS_PATH_OR_FILE_OP(fn, params, call)                                                     \
+	static int fn params                                                                     \
+	{                                                                                        \
+		struct sbx_node n;                                                               \
+		struct sbx_lease *l;                                                             \
+		struct sbx_error err = SBX_ERROR_INIT;                                           \
+		struct sbx_open *o = of(fi);                                                     \
+		int rc;                                                                          \
+		if (!path && o && o->fsf) {                                                      \
+			const char *sub = o->fsf->path;                                          \
+			l = o->fsf->lease;                                                       \
+			return sbx_fs_ops_for(l)->call;                                          \
+		}                                                                                \
+		FS_ONLY(path, n, l, rc);                                                         \
+		const char *sub = n.sub;                                                         \
+		rc = sbx_fs_ops_for(l)->call;                                                    \
+		sbx_lease_put(l);                                                                \
+		return rc;                                                                       \
+	}
+
+FS_PATH_OP(op_unlink, (const char *path), unlink(l, sub, &err))
+FS_PATH_OP(op_symlink, (const char *target, const char *path), symlink(l, target, sub, &err))
 FS_PATH_OP(op_readlink, (const char *path, char *buf, size_t size),
-	   readlink(l, n.sub, buf, size, &err))
-FS_PATH_OP(op_mknod, (const char *path, mode_t mode, dev_t dev), mknod(l, n.sub, mode, dev, &err))
+	   readlink(l, sub, buf, size, &err))
+FS_PATH_OP(op_mknod, (const char *path, mode_t mode, dev_t dev), mknod(l, sub, mode, dev, &err))
+FS_PATH_OR_FILE_OP(op_chmod, (const char *path, mode_t mode, struct fuse_file_info *fi),
+		   chmod(l, sub, mode, &err))
+FS_PATH_OR_FILE_OP(op_chown,
+		   (const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi),
+		   chown(l, sub, uid, gid, &err))
 
 static int op_rename(const char *from, const char *to, unsigned int flags)
 {
@@ -401,38 +428,6 @@ static int op_link(const char *from, const char *to)
 	if (!rc)
 		rc = sbx_fs_ops_for(l)->link(l, n.sub, n2.sub, &err);
 	sbx_lease_put(l2);
-	sbx_lease_put(l);
-	return rc;
-}
-
-static int op_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
-{
-	struct sbx_node n;
-	struct sbx_lease *l;
-	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_open *o = of(fi);
-	int rc;
-	if (!path && o && o->fsf)
-		return sbx_fs_ops_for(o->fsf->lease)->chmod(o->fsf->lease, o->fsf->path, mode,
-							     &err);
-	FS_ONLY(path, n, l, rc);
-	rc = sbx_fs_ops_for(l)->chmod(l, n.sub, mode, &err);
-	sbx_lease_put(l);
-	return rc;
-}
-
-static int op_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
-{
-	struct sbx_node n;
-	struct sbx_lease *l;
-	struct sbx_error err = SBX_ERROR_INIT;
-	struct sbx_open *o = of(fi);
-	int rc;
-	if (!path && o && o->fsf)
-		return sbx_fs_ops_for(o->fsf->lease)->chown(o->fsf->lease, o->fsf->path, uid, gid,
-							     &err);
-	FS_ONLY(path, n, l, rc);
-	rc = sbx_fs_ops_for(l)->chown(l, n.sub, uid, gid, &err);
 	sbx_lease_put(l);
 	return rc;
 }
