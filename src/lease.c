@@ -8,6 +8,7 @@
  */
 #include "lease.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -905,6 +906,24 @@ static void *timer_main(void *arg)
 
 /* ---- mount open/close ------------------------------------------------------ */
 
+/* The highest N of results/N.ext, so a remounted lease does not reuse names. */
+static unsigned long last_result_number(struct sbx_lease *l)
+{
+	unsigned long max = 0;
+	char *p = sbx_lease_path(l, "results");
+	DIR *d = opendir(p);
+	free(p);
+	if (!d)
+		return 0;
+	for (struct dirent *de; (de = readdir(d));) {
+		unsigned long n = strtoul(de->d_name, NULL, 10);
+		if (n > max)
+			max = n;
+	}
+	closedir(d);
+	return max;
+}
+
 static void load_one(struct sbx_mount *m, json_t *j)
 {
 	const char *name = json_string_value(json_object_get(j, "name"));
@@ -931,6 +950,7 @@ static void load_one(struct sbx_mount *m, json_t *j)
 		l->env_text = strdup(json_string_value(json_object_get(j, "env")));
 	}
 	l->saved = json_incref(json_object_get(j, "saved"));
+	l->results_seq = last_result_number(l);
 	l->state = state_from_name(st) < 0 ? SBX_LS_ERROR : (enum sbx_lease_state)state_from_name(st);
 	if (l->state == SBX_LS_KILLED || l->state == SBX_LS_RECLAIMED)
 		return;

@@ -33,12 +33,16 @@ ok "log journals the transitions" grep -q '"to":"paused"' "$L/log"
 
 # Remount: the lease, its files and its background processes survive.
 echo 'echo keep > /root/keep.txt' >"$L/exec"
+printf 'class H:\n    def _repr_html_(self): return "<b>before</b>"\nH()\n' >"$L/code.py"
+eq "a rich output lands in results/" "$(ls "$L/results")" "1.html"
 echo pause >"$L/state"
 unmount_sbxfs
 ok "daemon exited cleanly on unmount" test "${DAEMON_STATUS:-1}" = 0
 mount_sbxfs
 eq "lease back after remount" "$(cat "$L/state")" "paused"
 eq "files kept across remount" "$(cat "$L/fs/root/keep.txt")" "keep"
+printf 'class H:\n    def _repr_html_(self): return "<i>after</i>"\nH()\n' >"$L/code.py"
+eq "results/ numbering goes on after a remount" "$(ls "$L/results")" "$(printf '1.html\n2.html')"
 echo 'ps -eo args' >"$L/exec"
 ok "background process kept across remount" grep -q "while :" "$L/exec"
 eq "state running after use" "$(cat "$L/state")" "running"
