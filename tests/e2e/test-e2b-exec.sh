@@ -5,58 +5,30 @@
 # re-attaches to the same sandbox with its files.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-fake.sh"
+. "$(dirname "$0")/lib-files.sh"
 start_fake e2b
 mount_sbxfs
 L=$MNT/box
 F=$L/fs/home/user
-json_field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+FHOME=/home/user
 
 ok "mkdir creates an e2b lease" mkdir "$L"
 eq "state is running" "$(cat "$L/state")" "running"
-ID=$(json_field "$L/info" sandboxId)
+ID=$(json_get "$L/info" '["sandboxId"]')
 ok "info names the sandbox" test -n "$ID"
 eq "the fake has it running" "$(fake_state "$ID")" "running"
 ok "status lists the lease" grep -q "^box e2b running" "$MNT/status"
 
-# Runs: stdout, stderr, exit codes.
-echo 'uname -s; id -un; pwd' >"$L/exec"
-eq "exec output" "$(cat "$L/exec" | tr '\n' ' ')" "Linux user /home/user "
-eq "stdout file equals exec" "$(cat "$L/stdout")" "$(cat "$L/exec")"
-eq "exit code 0 in result" "$(json_field "$L/result" exitCode)" 0
-echo 'echo out; echo err >&2; exit 3' >"$L/exec"
-ok "a non-zero exit is not a filesystem error" test $? = 0
-eq "stdout of a failing run" "$(cat "$L/stdout")" "out"
-eq "stderr separated" "$(cat "$L/stderr")" "err"
-eq "exit code 3 in result" "$(json_field "$L/result" exitCode)" 3
-echo 'no-such-command-here' >"$L/exec"
-eq "an unknown command exits 127" "$(json_field "$L/result" exitCode)" 127
-ok "... and says so on stderr" grep -q "not found" "$L/stderr"
+# Runs: the shared stories (lib-files.sh), then what is e2b's own.
+story_exec_basics box e2b
+echo 'id -un; pwd' >"$L/exec"
+eq "runs as the sandbox's user, in its home" "$(cat "$L/exec" | tr '\n' ' ')" "user /home/user "
 head -c 3000000 /dev/urandom | base64 -w 100 >"$WORK/big.txt"
 cp "$WORK/big.txt" "$F/big.txt"
 echo 'cat /home/user/big.txt' >"$L/exec"
 ok "3 MB of output arrive whole" cmp "$WORK/big.txt" "$L/stdout"
-
-printf 'GREETING=hello\nOTHER=x y\n' >"$L/env"
-echo 'echo "$GREETING/$OTHER"' >"$L/exec"
-eq "env lines reach runs" "$(cat "$L/exec")" "hello/x y"
-
-# Read-write open streams the output while the run goes on.
-exec 3<>"$L/exec"
-echo 'for i in 1 2 3; do echo line$i; sleep 1; done' >&3
-t0=$(date +%s%N)
-read -r first <&3
-t1=$(date +%s%N)
-rest=$(cat <&3)
-exec 3>&-
-eq "first streamed line" "$first" "line1"
-ok "first line arrives before the run ends" test $(((t1 - t0) / 1000000)) -lt 1500
-eq "rest of the stream" "$(echo $rest)" "line2 line3"
-
-# A background job started by one run is alive in the next.
-echo 'nohup sleep 1000 >/dev/null 2>&1 & echo started' >"$L/exec"
-eq "background start returns" "$(cat "$L/exec")" "started"
-echo 'ps -eo args' >"$L/exec"
-ok "background sleep seen by a later run" grep -q "^sleep 1000" "$L/stdout"
+story_exec_files
+story_exec_background
 
 # pause / resume / kill through state.
 echo kept >"$F/kept.txt"
@@ -94,7 +66,7 @@ eq "the sandbox outlives the mount" "$(fake_state "$ID")" "running"
 fake_reset_counters
 mount_sbxfs
 eq "lease back after remount" "$(cat "$L/state")" "running"
-eq "same sandbox" "$(json_field "$L/info" sandboxId)" "$ID"
+eq "same sandbox" "$(json_get "$L/info" '["sandboxId"]')" "$ID"
 eq "no new sandbox was made" "$(counter "POST /v2/sandboxes")" 0
 eq "files kept across remount" "$(cat "$F/kept.txt") $(cat "$F/remount.txt")" "kept from-exec"
 echo 'echo "$GREETING"' >"$L/exec"
