@@ -351,6 +351,50 @@ void sbx_cache_attr_put(struct sbx_cache *c, const char *path, const struct sbx_
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* Adds to out (deduplicated, up to max) the ancestors of path, path too when
+ * self, that have no attributes cached (lock held). */
+static void unbacked_add_locked(struct sbx_cache *c, const char *path, bool self, char **out,
+				size_t *n, size_t max)
+{
+	char cur[4096], parent[4096];
+	struct cattr *a;
+	if (strlen(path) >= sizeof(cur))
+		return;
+	strcpy(cur, path);
+	for (bool first = true; *n < max; first = false) {
+		if (!first || self) {
+			HASH_FIND_STR(c->attrs, cur, a);
+			bool listed = false;
+			for (size_t i = 0; i < *n && !listed; i++)
+				listed = !strcmp(out[i], cur);
+			if (!a && !listed)
+				out[(*n)++] = xstrdup(cur);
+		}
+		if (!split(cur, parent, sizeof(parent)))
+			break;
+		strcpy(cur, parent);
+	}
+}
+
+size_t sbx_cache_unbacked(struct sbx_cache *c, char **out, size_t max)
+{
+	struct cattr *a, *atmp;
+	struct cdir *d, *dtmp;
+	struct sbx_cfile *f, *ftmp;
+	size_t n = 0;
+	pthread_mutex_lock(&c->lock);
+	HASH_ITER(hh, c->attrs, a, atmp)
+		if (a->has_st)
+			unbacked_add_locked(c, a->path, false, out, &n, max);
+	HASH_ITER(hh, c->dirs, d, dtmp)
+		unbacked_add_locked(c, d->path, true, out, &n, max);
+	HASH_ITER(hh, c->files, f, ftmp)
+		if (f->have_data || f->dirty) /* a dirty file's own facts are local */
+			unbacked_add_locked(c, f->path, !f->dirty, out, &n, max);
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
 /* The cached attributes of path to edit in place, or NULL (lock held). */
 static struct cattr *attr_edit_locked(struct sbx_cache *c, const char *path)
 {

@@ -103,6 +103,13 @@ enum sbx_cache_hit sbx_cache_attr_get(struct sbx_cache *c, const char *path, str
 void sbx_cache_attr_put(struct sbx_cache *c, const char *path, const struct sbx_stat *st,
 			unsigned long gen);
 /*
+ * The paths (at most max, into out, each to free) whose attributes are
+ * not cached although something at or below them is: ancestors of cached
+ * attributes and listings, and files whose contents are cached. What a
+ * paused sandbox needs to serve its cache without a request.
+ */
+size_t sbx_cache_unbacked(struct sbx_cache *c, char **out, size_t max);
+/*
  * Edits cached attributes in place after a successful metadata change
  * (fields < 0 / UTIME_OMIT are kept, UTIME_NOW drops the entry). No-op when
  * nothing is cached.

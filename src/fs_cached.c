@@ -145,6 +145,34 @@ bool fsc_any_age(struct sbx_lease *l)
 	return paused;
 }
 
+/*
+ * Before a pause (the sandbox still running, l->lock held by the caller):
+ * makes what is cached answerable without a request. A run empties the
+ * cache, and afterwards the kernel asks again only for names whose
+ * entries expired in it, so a file read since may be cached while its
+ * directories are not; once the kernel's entries for them expire (in
+ * fs_cache_timeout), a paused lease would have to resume to answer. One
+ * stat of each such path, bounded; a failure only leaves that path to
+ * resume the lease later.
+ */
+void sbx_fs_before_pause(struct sbx_lease *l)
+{
+	char *miss[SBX_PAUSE_FILL_MAX];
+	size_t n;
+	if (!l->cache || !l->inst || !l->prov->stat)
+		return;
+	n = sbx_cache_unbacked(l->cache, miss, SBX_PAUSE_FILL_MAX);
+	for (size_t i = 0; i < n; i++) {
+		struct sbx_error e = SBX_ERROR_INIT;
+		struct sbx_stat st;
+		unsigned long gen = sbx_cache_gen(l->cache);
+		int rc = l->prov->stat(l->inst, miss[i], &st, &e);
+		if (rc == 0 || rc == -ENOENT)
+			sbx_cache_attr_put(l->cache, miss[i], rc ? NULL : &st, gen);
+		free(miss[i]);
+	}
+}
+
 bool fsc_is_pseudo_root(const char *path)
 {
 	return !strcmp(path, "/proc") || !strcmp(path, "/sys") || !strcmp(path, "/dev");

@@ -78,6 +78,10 @@ extern const struct sbx_fs_ops sbx_fs_cached_ops;
 const struct sbx_fs_ops *sbx_fs_ops_for(struct sbx_lease *l);
 /* After a run: drop what is cached of l's fs/ so the run's writes show. */
 void sbx_fs_invalidate(struct sbx_lease *l);
+/* Most paths sbx_fs_before_pause() stats. */
+#define SBX_PAUSE_FILL_MAX 32
+/* Before a pause (l->lock held): fetches what a paused lease's cache lacks. */
+void sbx_fs_before_pause(struct sbx_lease *l);
 /* True for the kernel's pseudo filesystems (/proc, /sys, /dev): fs/ shows them empty. */
 int sbx_fs_is_pseudo(const char *path);
 

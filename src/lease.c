@@ -19,6 +19,7 @@
 #include "base/fsutil.h"
 #include "base/log.h"
 #include "cache.h"
+#include "fsmirror.h"
 #include "kinval.h"
 
 /* How long an operation waits for a transition in flight (resume, pause). */
@@ -585,6 +586,7 @@ int sbx_lease_pause(struct sbx_lease *l, const char *cause, struct sbx_error *er
 	if (!rc && l->state == SBX_LS_RUNNING) {
 		if (l->prov->sync)
 			l->prov->sync(l->inst, err);
+		sbx_fs_before_pause(l);
 		rc = transition_locked(l, SBX_LS_PAUSING, SBX_LS_PAUSED, l->prov->pause, cause,
 				       "pause", err);
 	}

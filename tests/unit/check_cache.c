@@ -215,6 +215,38 @@ START_TEST(test_paused_sandbox_served_from_cache)
 }
 END_TEST
 
+START_TEST(test_pause_completes_the_cache)
+{
+	struct stat st;
+	put("/d/e/f", "deep");
+	put("/g", "read before a run");
+	ck_cat("/g", "read before a run");
+	sbx_cache_invalidate_all(L->cache); /* a run */
+	/* The kernel still holds /d and /d/e: it asks only for the file. */
+	ck_assert_int_eq(gattr("/d/e/f", &st), 0);
+	ck_cat("/d/e/f", "deep");
+	memprov_reset_calls(mp);
+	sbx_fs_before_pause(L); /* "/", "/d", "/d/e" and "/g": one stat each */
+	ck_assert_int_eq(memprov_calls(mp, MP_STAT), 4);
+	ck_assert_int_eq(memprov_file_calls(mp), 4);
+	sbx_fs_before_pause(L); /* nothing lacks now */
+	ck_assert_int_eq(memprov_file_calls(mp), 4);
+	sbx_cache_set_ttl(L->cache, 10, 10);
+	L->state = SBX_LS_PAUSED;
+	usleep(30 * 1000);
+	memprov_reset_calls(mp);
+	ck_assert_int_eq(gattr("/", &st), 0);
+	ck_assert_int_eq(gattr("/d", &st), 0);
+	ck_assert_int_eq(gattr("/d/e", &st), 0);
+	ck_assert(S_ISDIR(st.st_mode));
+	ck_cat("/d/e/f", "deep");
+	ck_cat("/g", "read before a run"); /* its cached copy, revalidated at the pause */
+	ck_assert_int_eq(memprov_file_calls(mp), 0);
+	ck_assert_int_eq(memprov_calls(mp, MP_UNPAUSE), 0);
+	ck_assert_int_eq(L->state, SBX_LS_PAUSED);
+}
+END_TEST
+
 START_TEST(test_paused_without_auto_resume_fails_clearly)
 {
 	struct stat st;
@@ -406,6 +438,7 @@ int main(void)
 	tcase_add_test(meta, test_invalidation);
 	tcase_add_test(meta, test_pseudo_filesystems_stay_local);
 	tcase_add_test(meta, test_paused_sandbox_served_from_cache);
+	tcase_add_test(meta, test_pause_completes_the_cache);
 	tcase_add_test(meta, test_paused_without_auto_resume_fails_clearly);
 	suite_add_tcase(s, meta);
 	suite_add_tcase(s, cache_files_tcase());
