@@ -159,6 +159,30 @@ static void finish(struct sbx_run *r, json_t *result, long duration_ms)
 	sbx_lease_journal(l, ev);
 }
 
+/*
+ * A run that passed the lease's runTimeout: the provider killed the
+ * command, or gave up on the cell; a cell's interpreter is restarted so
+ * the next cell does not queue behind the one still running in it.
+ */
+static int timed_out(struct sbx_run *r, struct sbx_instance *inst, struct sbx_error *err)
+{
+	struct sbx_lease *l = r->lease;
+	struct sbx_error re = SBX_ERROR_INIT;
+	long s = l->spec.run_timeout_s;
+	if (r->kind == SBX_RUN_SHELL)
+		return sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT,
+				     "the command ran past runTimeout (%ld s) and was killed", s);
+	if (!l->prov->code_reset || l->prov->code_reset(inst, r->language, &re))
+		return sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT,
+				     "the cell ran past runTimeout (%ld s)%s%s", s,
+				     re.msg[0] ? "; restarting its interpreter failed: " : "",
+				     re.msg);
+	return sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT,
+			     "the cell ran past runTimeout (%ld s): its %s interpreter was "
+			     "restarted, its state is lost",
+			     s, r->language);
+}
+
 static void *run_main(void *arg)
 {
 	struct sbx_run *r = arg;
@@ -169,13 +193,16 @@ static void *run_main(void *arg)
 	long long t0 = sbx_now_ms();
 	json_t *result = NULL;
 	char **envs = env_lines(l);
+	long timeout_ms = l->spec.run_timeout_s * 1000;
+	bool late = false;
 	int rc = sbx_lease_use(l, &inst, &err);
 	if (!rc) {
 		if (l->prov->sync)
 			l->prov->sync(inst, &err);
 		if (r->kind == SBX_RUN_SHELL) {
 			struct sbx_run_req req = {.shell = r->text,
-						  .envs = (const char *const *)envs};
+						  .envs = (const char *const *)envs,
+						  .timeout_ms = timeout_ms};
 			struct sbx_run_result res = {0};
 			rc = l->prov->run(inst, &req, &sink, &res, &err);
 			if (!rc)
@@ -185,15 +212,20 @@ static void *run_main(void *arg)
 						   "stderr", r->err.buf, r->err.len, "durationMs",
 						   (json_int_t)(sbx_now_ms() - t0), "timedOut",
 						   res.timed_out);
+			late = !rc && res.timed_out;
 		} else if (!l->prov->run_code) {
 			rc = sbx_error_set(&err, ENOTSUP, SBX_E_EXECUTION_FAILED,
 					   "provider %s cannot run code", l->prov->name);
 		} else {
 			struct sbx_code_req req = {.code = r->text,
 						   .language = r->language,
-						   .envs = (const char *const *)envs};
+						   .envs = (const char *const *)envs,
+						   .timeout_ms = timeout_ms};
 			struct sbx_code_result cr = {0};
 			rc = l->prov->run_code(inst, &req, &sink, &cr, &err);
+			if (rc == -ETIMEDOUT && timeout_ms &&
+			    sbx_now_ms() - t0 >= timeout_ms)
+				rc = timed_out(r, inst, &err);
 			if (!rc) {
 				if (!cr.duration_ms)
 					cr.duration_ms = (long)(sbx_now_ms() - t0);
@@ -210,16 +242,19 @@ static void *run_main(void *arg)
 			}
 			sbx_code_result_free(&cr);
 		}
+		if (late)
+			rc = timed_out(r, inst, &err);
 		sbx_lease_unuse(l);
 	}
 	free(envs);
 	sbx_fs_invalidate(l);
-	if (rc) {
-		sbx_lease_error(l, r->kind == SBX_RUN_SHELL ? "exec" : "code", &err);
-	} else {
+	/* A killed command still leaves its output and result (timedOut). */
+	if (result) {
 		finish(r, result, (long)(sbx_now_ms() - t0));
 		json_decref(result);
 	}
+	if (rc)
+		sbx_lease_error(l, r->kind == SBX_RUN_SHELL ? "exec" : "code", &err);
 	pthread_mutex_lock(&r->lock);
 	r->rc = rc;
 	r->done = true;

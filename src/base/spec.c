@@ -214,6 +214,8 @@ int sbx_spec_apply_json(struct sbx_spec *s, json_t *j, struct sbx_error *e)
 			rc = set_duration(&s->idle_timeout_s, v, k, e);
 		} else if (!strcmp(k, "reclaimTTL")) {
 			rc = set_duration(&s->reclaim_ttl_s, v, k, e);
+		} else if (!strcmp(k, "runTimeout")) {
+			rc = set_duration(&s->run_timeout_s, v, k, e);
 		} else if (!strcmp(k, "envs")) {
 			rc = check_string_map(v, k, e);
 			if (!rc) {
@@ -319,6 +321,7 @@ json_t *sbx_spec_to_json(const struct sbx_spec *s)
 	json_object_set_new(o, "resources", r);
 	json_object_set_new(o, "idleTimeout", json_integer(s->idle_timeout_s));
 	json_object_set_new(o, "reclaimTTL", json_integer(s->reclaim_ttl_s));
+	json_object_set_new(o, "runTimeout", json_integer(s->run_timeout_s));
 	json_object_set(o, "envs", s->envs);
 	json_object_set(o, "packages", s->packages);
 	put_str(o, "workingDirectory", s->working_dir);

@@ -27,6 +27,7 @@ struct sbx_spec {
 	struct sbx_resources res;
 	long idle_timeout_s; /* 0: never idle-pause */
 	long reclaim_ttl_s;  /* paused longer than this: killed; 0 = never */
+	long run_timeout_s;  /* each run's deadline (exec, code.*); 0: none */
 	json_t *envs;        /* object of string values (owned, never NULL) */
 	json_t *packages;    /* array of strings (owned, never NULL) */
 	char *working_dir;   /* NULL: provider default */

@@ -146,6 +146,23 @@ code_death() { # LEASE: an interpreter that dies is replaced, and the next resul
 	eq "... once" "$(rfield "$L" 'r["stateLost"]')" "false"
 }
 
+code_timeout() { # LEASE: a second lease, LEASE-slow, whose runs have a runTimeout of 2 s
+	local S=$1-slow t0 r
+	echo "new ${S##*/} runTimeout=2" >"$MNT/ctl"
+	echo 'y = 1' >"$S/code.py"
+	t0=$(date +%s%N)
+	r=$(errno_of_write "$S/code.py" 'while True: pass')
+	eq "a cell past runTimeout fails with ETIMEDOUT" "$r" ETIMEDOUT
+	ok "... soon after the 2 s ($(ms_since "$t0") ms)" test "$(ms_since "$t0")" -lt 15000
+	ok "error says runTimeout and the restart" grep -q "runTimeout (2 s).*restarted" "$S/error"
+	t0=$(date +%s%N)
+	echo '"y" in globals()' >"$S/code.py"
+	eq "the next cell runs in a restarted interpreter" "$(cat "$S/code.py")" "False"
+	ok "... at once, not behind the runaway cell ($(ms_since "$t0") ms)" test "$(ms_since "$t0")" -lt 10000
+	ok "the lease's spec shows runTimeout" grep -q '"runTimeout": 2' "$S/spec"
+	ok "rmdir the slow lease" rmdir "$S"
+}
+
 code_all() { # LEASE: every check above, in an order that builds on the state before
 	code_state "$1"
 	code_errors "$1"
@@ -154,6 +171,7 @@ code_all() { # LEASE: every check above, in an order that builds on the state be
 	code_js_ts "$1"
 	code_restart "$1"
 	code_death "$1"
+	code_timeout "$1"
 	code_signature "$1"
 }
 

@@ -224,6 +224,25 @@ story_exec_background() {
 }
 
 # Files cross between fs/ and runs, both ways, at once.
+# A lease whose runs have a runTimeout of 2 s: a longer command is killed,
+# its close fails with ETIMEDOUT, what it printed and a result stay.
+story_run_timeout() {
+	local S=$MNT/slow t0 r
+	echo "new slow runTimeout=2s" >"$MNT/ctl"
+	t0=$(date +%s%N)
+	r=$(errno_of_write "$S/exec" 'echo begun; sleep 60; echo never')
+	eq "a command past runTimeout fails with ETIMEDOUT" "$r" ETIMEDOUT
+	ok "... soon after the 2 s ($(((($(date +%s%N) - t0)) / 1000000)) ms)" \
+		test $((($(date +%s%N) - t0) / 1000000)) -lt 15000
+	ok "error says runTimeout" grep -q "exec.*runTimeout (2 s)" "$S/error"
+	eq "what it printed is kept" "$(cat "$S/stdout")" "begun"
+	eq "result says timedOut" "$(json_get "$S/result" '["timedOut"]')" "True"
+	eq "the log has the run" "$(grep -c '"event":"run"' "$S/log")" 1
+	eq "a quick command on the same lease" "$(printf 'echo quick\n' >"$S/exec"; cat "$S/exec")" "quick"
+	eq "... is not timed out" "$(json_get "$S/result" '["timedOut"]')" "False"
+	ok "rmdir the slow lease" rmdir "$S"
+}
+
 story_exec_files() {
 	echo 'from-mount' >"$F/m.txt"
 	eq "a file written through the mount is in the sandbox at close" "$(lease_run "cat $FHOME/m.txt")" "from-mount"

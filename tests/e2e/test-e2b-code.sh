@@ -22,6 +22,7 @@ eq "one context per language" "$(counter 'POST /contexts')" "3"
 code_restart "$L"
 ok "restart goes through the contexts API" test "$(counter 'POST /contexts/:cid/restart')" -ge 1
 code_death "$L"
+code_timeout "$L"
 code_signature "$L"
 
 # A remount adopts the lease's contexts again (GET /contexts): state kept.

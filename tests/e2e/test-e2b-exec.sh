@@ -29,6 +29,7 @@ echo 'cat /home/user/big.txt' >"$L/exec"
 ok "3 MB of output arrive whole" cmp "$WORK/big.txt" "$L/stdout"
 story_exec_files
 story_exec_background
+story_run_timeout
 
 # pause / resume / kill through state.
 echo kept >"$F/kept.txt"

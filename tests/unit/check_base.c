@@ -132,12 +132,15 @@ START_TEST(spec_apply_and_roundtrip)
 	ck_assert_int_eq(sbx_spec_apply_kv(&s, "envs.FOO", "a b", &e), 0);
 	ck_assert_str_eq(json_string_value(json_object_get(s.envs, "FOO")), "a b");
 	ck_assert_str_eq(json_string_value(json_object_get(s.envs, "LANG")), "C.UTF-8");
+	ck_assert_int_eq(sbx_spec_apply_kv(&s, "runTimeout", "2m", &e), 0);
+	ck_assert_int_eq(s.run_timeout_s, 120);
 	json_t *out = sbx_spec_to_json(&s);
 	struct sbx_spec s2;
 	sbx_spec_init(&s2);
 	ck_assert_int_eq(sbx_spec_apply_json(&s2, out, &e), 0);
 	ck_assert_str_eq(s2.template_name, "code-interpreter-v1");
 	ck_assert_int_eq(s2.res.memory_mb, 64);
+	ck_assert_int_eq(s2.run_timeout_s, 120);
 	ck_assert_str_eq(s2.working_dir, "/home/user");
 	json_decref(out);
 	json_decref(j);
@@ -165,6 +168,7 @@ START_TEST(spec_rejects)
 	ck_assert_int_eq(spec_error("{\"bogus\":1}", "bogus"), -EINVAL);
 	ck_assert_int_eq(spec_error("{\"resources\":{\"cpu\":-1}}", "resources.cpu"), -EINVAL);
 	ck_assert_int_eq(spec_error("{\"idleTimeout\":\"soon\"}", "idleTimeout"), -EINVAL);
+	ck_assert_int_eq(spec_error("{\"runTimeout\":-5}", "runTimeout"), -EINVAL);
 	ck_assert_int_eq(spec_error("{\"envs\":{\"A\":1}}", "envs.A"), -EINVAL);
 	ck_assert_int_eq(spec_error("{\"workingDirectory\":\"rel\"}", "absolute"), -EINVAL);
 	ck_assert_int_eq(spec_error("{\"network\":\"wifi\"}", "network"), -EINVAL);
