@@ -146,27 +146,35 @@ bool fsc_any_age(struct sbx_lease *l)
 }
 
 /*
- * Before a pause (the sandbox still running, l->lock held by the caller):
- * makes what is cached answerable without a request. A run empties the
+ * Before a pause (called without l->lock: it makes requests, and `state`
+ * must never wait on them): makes what is cached answerable without one. A run empties the
  * cache, and afterwards the kernel asks again only for names whose
  * entries expired in it, so a file read since may be cached while its
  * directories are not; once the kernel's entries for them expire (in
  * fs_cache_timeout), a paused lease would have to resume to answer. One
  * stat of each such path, bounded; a failure only leaves that path to
- * resume the lease later.
+ * resume the lease later, and the first fault ends the filling.
  */
 void sbx_fs_before_pause(struct sbx_lease *l)
 {
 	char *miss[SBX_PAUSE_FILL_MAX];
+	struct sbx_instance *inst;
 	size_t n;
-	if (!l->cache || !l->inst || !l->prov->stat)
+	int rc = 0;
+	if (!l->cache || !l->prov->stat)
+		return;
+	pthread_mutex_lock(&l->lock);
+	inst = l->state == SBX_LS_RUNNING ? l->inst : NULL;
+	pthread_mutex_unlock(&l->lock);
+	if (!inst)
 		return;
 	n = sbx_cache_unbacked(l->cache, miss, SBX_PAUSE_FILL_MAX);
 	for (size_t i = 0; i < n; i++) {
 		struct sbx_error e = SBX_ERROR_INIT;
 		struct sbx_stat st;
 		unsigned long gen = sbx_cache_gen(l->cache);
-		int rc = l->prov->stat(l->inst, miss[i], &st, &e);
+		if (rc == 0 || rc == -ENOENT)
+			rc = l->prov->stat(inst, miss[i], &st, &e);
 		if (rc == 0 || rc == -ENOENT)
 			sbx_cache_attr_put(l->cache, miss[i], rc ? NULL : &st, gen);
 		free(miss[i]);

@@ -80,7 +80,7 @@ const struct sbx_fs_ops *sbx_fs_ops_for(struct sbx_lease *l);
 void sbx_fs_invalidate(struct sbx_lease *l);
 /* Most paths sbx_fs_before_pause() stats. */
 #define SBX_PAUSE_FILL_MAX 32
-/* Before a pause (l->lock held): fetches what a paused lease's cache lacks. */
+/* Before a pause (l->lock not held): fetches what a paused lease's cache lacks. */
 void sbx_fs_before_pause(struct sbx_lease *l);
 /* True for the kernel's pseudo filesystems (/proc, /sys, /dev): fs/ shows them empty. */
 int sbx_fs_is_pseudo(const char *path);

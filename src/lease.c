@@ -579,6 +579,7 @@ static int transition_locked(struct sbx_lease *l, enum sbx_lease_state via,
 int sbx_lease_pause(struct sbx_lease *l, const char *cause, struct sbx_error *err)
 {
 	int rc;
+	sbx_fs_before_pause(l);
 	pthread_mutex_lock(&l->lock);
 	rc = wait_transition_locked(l, err);
 	if (!rc)
@@ -586,7 +587,6 @@ int sbx_lease_pause(struct sbx_lease *l, const char *cause, struct sbx_error *er
 	if (!rc && l->state == SBX_LS_RUNNING) {
 		if (l->prov->sync)
 			l->prov->sync(l->inst, err);
-		sbx_fs_before_pause(l);
 		rc = transition_locked(l, SBX_LS_PAUSING, SBX_LS_PAUSED, l->prov->pause, cause,
 				       "pause", err);
 	}

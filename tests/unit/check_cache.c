@@ -226,6 +226,10 @@ START_TEST(test_pause_completes_the_cache)
 	ck_assert_int_eq(gattr("/d/e/f", &st), 0);
 	ck_cat("/d/e/f", "deep");
 	memprov_reset_calls(mp);
+	memprov_fail(mp, MP_STAT, ETIMEDOUT, 1);
+	sbx_fs_before_pause(L); /* a fault ends it: no request after the first */
+	ck_assert_int_eq(memprov_calls(mp, MP_STAT), 1);
+	memprov_reset_calls(mp);
 	sbx_fs_before_pause(L); /* "/", "/d", "/d/e" and "/g": one stat each */
 	ck_assert_int_eq(memprov_calls(mp, MP_STAT), 4);
 	ck_assert_int_eq(memprov_file_calls(mp), 4);
