@@ -147,13 +147,13 @@ bool fsc_any_age(struct sbx_lease *l)
 
 /*
  * Before a pause (called without l->lock: it makes requests, and `state`
- * must never wait on them): makes what is cached answerable without one. A run empties the
- * cache, and afterwards the kernel asks again only for names whose
- * entries expired in it, so a file read since may be cached while its
- * directories are not; once the kernel's entries for them expire (in
- * fs_cache_timeout), a paused lease would have to resume to answer. One
- * stat of each such path, bounded; a failure only leaves that path to
- * resume the lease later, and the first fault ends the filling.
+ * must never wait on them): makes what is cached answerable without one.
+ * A run empties the cache, and afterwards the kernel asks again only for
+ * names whose entries expired in it, so a file read since may be cached
+ * while its directories are not; once the kernel's entries for them
+ * expire (in fs_cache_timeout), a paused lease would have to resume to
+ * answer. One stat of each such path, bounded; a failure only leaves that
+ * path to resume the lease later, and the first fault ends the filling.
  */
 void sbx_fs_before_pause(struct sbx_lease *l)
 {

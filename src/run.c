@@ -194,7 +194,6 @@ static void *run_main(void *arg)
 	json_t *result = NULL;
 	char **envs = env_lines(l);
 	long timeout_ms = l->spec.run_timeout_s * 1000;
-	bool late = false;
 	int rc = sbx_lease_use(l, &inst, &err);
 	if (!rc) {
 		if (l->prov->sync)
@@ -212,7 +211,8 @@ static void *run_main(void *arg)
 						   "stderr", r->err.buf, r->err.len, "durationMs",
 						   (json_int_t)(sbx_now_ms() - t0), "timedOut",
 						   res.timed_out);
-			late = !rc && res.timed_out;
+			if (!rc && res.timed_out)
+				rc = timed_out(r, inst, &err);
 		} else if (!l->prov->run_code) {
 			rc = sbx_error_set(&err, ENOTSUP, SBX_E_EXECUTION_FAILED,
 					   "provider %s cannot run code", l->prov->name);
@@ -242,8 +242,6 @@ static void *run_main(void *arg)
 			}
 			sbx_code_result_free(&cr);
 		}
-		if (late)
-			rc = timed_out(r, inst, &err);
 		sbx_lease_unuse(l);
 	}
 	free(envs);
