@@ -170,6 +170,7 @@ const char sbx_readme_text[] =
 	"\n"
 	"  mkdir NAME                 create a lease (a sandbox) from the default profile\n"
 	"  echo 'new NAME profile=P key=value' > ctl   ... from profile P, with overrides\n"
+	"  echo 'new NAME runTimeout=5m' > ctl   ... whose runs stop after 5 minutes (ETIMEDOUT)\n"
 	"  echo 'attach NAME SANDBOXID provider=P' > ctl   adopt an existing sandbox\n"
 	"  rmdir NAME                 kill the sandbox and forget the lease\n"
 	"                             (never `rm -r NAME`: it would delete fs/ file by file)\n"
