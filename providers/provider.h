@@ -27,6 +27,7 @@
 #define SBX_PROVIDER_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -103,11 +104,27 @@ typedef int (*sbx_sink_fn)(void *ctx, const char *data, size_t len);
 
 enum sbx_stream { SBX_STDOUT = 1, SBX_STDERR = 2 };
 
+/* How often (at most) a provider looks at sbx_run_sink.cancel while it waits. */
+#define SBX_CANCEL_POLL_MS 200
+
 struct sbx_run_sink {
 	void *ctx;
 	/* Output as it is produced; may be called from the calling thread only. */
 	int (*output)(void *ctx, enum sbx_stream s, const char *data, size_t len);
+	/*
+	 * Becomes non-zero when the caller gives up on the run (the reader or
+	 * writer waiting for it was interrupted). The provider then stops it as
+	 * at its timeout (the command's processes killed; a cell abandoned) and
+	 * returns -ECANCELED, within about SBX_CANCEL_POLL_MS. NULL: never.
+	 */
+	const atomic_int *cancel;
 };
+
+/* True once the caller of a run has cancelled it. */
+static inline bool sbx_run_cancelled(const struct sbx_run_sink *s)
+{
+	return s && s->cancel && atomic_load(s->cancel);
+}
 
 struct sbx_run_req {
 	const char *shell;        /* shell text run by /bin/sh -c (or the provider's shell) ... */

@@ -13,11 +13,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "ctlfiles.h"
 #include "fsmirror.h"
 #include "fuse_ops.h"
 #include "kinval.h"
 #include "nodes.h"
+#include "run.h"
 
 /* private_data points at main()'s `struct sbx_mount *`, set before the loop runs. */
 static struct sbx_mount *mnt(void)
@@ -77,6 +79,12 @@ void sbx_fuse_set_cache_timeout(double seconds)
 static void invalidate_path(void *ctx, const char *path)
 {
 	fuse_invalidate_path(ctx, path);
+}
+
+/* The process whose request this thread serves is being killed. */
+static bool requester_killed(void)
+{
+	return sbx_tid_dying(fuse_get_context()->pid);
 }
 
 static int fs_pseudo_child(const struct sbx_node *n)
@@ -483,6 +491,7 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->attr_timeout = fs_cache_timeout;
 	cfg->negative_timeout = 0;
 	sbx_kinval_set_callback(invalidate_path, fuse_get_context()->fuse);
+	sbx_run_set_abandon_check(requester_killed);
 	cfg->use_ino = 0;
 	cfg->nullpath_ok = 1;
 	cfg->hard_remove = 1;

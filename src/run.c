@@ -2,10 +2,12 @@
 #include "run.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/fsutil.h"
 #include "base/log.h"
@@ -160,27 +162,35 @@ static void finish(struct sbx_run *r, json_t *result, long duration_ms)
 }
 
 /*
- * A run that passed the lease's runTimeout: the provider killed the
- * command, or gave up on the cell; a cell's interpreter is restarted so
- * the next cell does not queue behind the one still running in it.
+ * A run stopped before its end: past the lease's runTimeout (ETIMEDOUT),
+ * or cancelled because the process waiting for it was killed (EINTR). The
+ * provider killed the command or gave up on the cell; a cell's interpreter
+ * is restarted so the next cell does not queue behind the one still
+ * running in it.
  */
-static int timed_out(struct sbx_run *r, struct sbx_instance *inst, struct sbx_error *err)
+static int stopped(struct sbx_run *r, struct sbx_instance *inst, bool cancelled,
+		   struct sbx_error *err)
 {
 	struct sbx_lease *l = r->lease;
 	struct sbx_error re = SBX_ERROR_INIT;
-	long s = l->spec.run_timeout_s;
+	int e = cancelled ? EINTR : ETIMEDOUT;
+	enum sbx_errcode code = cancelled ? SBX_E_EXECUTION_FAILED : SBX_E_TIMEOUT;
+	const char *what = r->kind == SBX_RUN_SHELL ? "command" : "cell";
+	char why[96];
+	if (cancelled)
+		snprintf(why, sizeof(why), "the %s was stopped: the process waiting for it was killed",
+			 what);
+	else
+		snprintf(why, sizeof(why), "the %s ran past runTimeout (%ld s)", what,
+			 l->spec.run_timeout_s);
 	if (r->kind == SBX_RUN_SHELL)
-		return sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT,
-				     "the command ran past runTimeout (%ld s) and was killed", s);
+		return sbx_error_set(err, e, code, "%s; it was killed", why);
 	if (!l->prov->code_reset || l->prov->code_reset(inst, r->language, &re))
-		return sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT,
-				     "the cell ran past runTimeout (%ld s)%s%s", s,
+		return sbx_error_set(err, e, code, "%s%s%s", why,
 				     re.msg[0] ? "; restarting its interpreter failed: " : "",
 				     re.msg);
-	return sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT,
-			     "the cell ran past runTimeout (%ld s): its %s interpreter was "
-			     "restarted, its state is lost",
-			     s, r->language);
+	return sbx_error_set(err, e, code, "%s; its %s interpreter was restarted, its state is lost",
+			     why, r->language);
 }
 
 static void *run_main(void *arg)
@@ -189,7 +199,7 @@ static void *run_main(void *arg)
 	struct sbx_lease *l = r->lease;
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_instance *inst;
-	struct sbx_run_sink sink = {r, sink_output};
+	struct sbx_run_sink sink = {r, sink_output, &r->cancel};
 	long long t0 = sbx_now_ms();
 	json_t *result = NULL;
 	char **envs = env_lines(l);
@@ -204,15 +214,19 @@ static void *run_main(void *arg)
 						  .timeout_ms = timeout_ms};
 			struct sbx_run_result res = {0};
 			rc = l->prov->run(inst, &req, &sink, &res, &err);
-			if (!rc)
-				result = json_pack("{s:s, s:s, s:i, s:s%, s:s%, s:I, s:b}", "type",
-						   "command", "command", r->text, "exitCode",
-						   res.exit_code, "stdout", r->out.buf, r->out.len,
-						   "stderr", r->err.buf, r->err.len, "durationMs",
-						   (json_int_t)(sbx_now_ms() - t0), "timedOut",
-						   res.timed_out);
-			if (!rc && res.timed_out)
-				rc = timed_out(r, inst, &err);
+			bool cancelled = rc == -ECANCELED && atomic_load(&r->cancel);
+			if (cancelled)
+				res.exit_code = 128 + SIGKILL;
+			if (!rc || cancelled)
+				result = json_pack("{s:s, s:s, s:i, s:s%, s:s%, s:I, s:b, s:b}",
+						   "type", "command", "command", r->text,
+						   "exitCode", res.exit_code, "stdout", r->out.buf,
+						   r->out.len, "stderr", r->err.buf, r->err.len,
+						   "durationMs", (json_int_t)(sbx_now_ms() - t0),
+						   "timedOut", res.timed_out, "interrupted",
+						   cancelled);
+			if (cancelled || (!rc && res.timed_out))
+				rc = stopped(r, inst, cancelled, &err);
 		} else if (!l->prov->run_code) {
 			rc = sbx_error_set(&err, ENOTSUP, SBX_E_EXECUTION_FAILED,
 					   "provider %s cannot run code", l->prov->name);
@@ -223,9 +237,10 @@ static void *run_main(void *arg)
 						   .timeout_ms = timeout_ms};
 			struct sbx_code_result cr = {0};
 			rc = l->prov->run_code(inst, &req, &sink, &cr, &err);
-			if (rc == -ETIMEDOUT && timeout_ms &&
-			    sbx_now_ms() - t0 >= timeout_ms)
-				rc = timed_out(r, inst, &err);
+			if (rc == -ECANCELED && atomic_load(&r->cancel))
+				rc = stopped(r, inst, true, &err);
+			else if (rc == -ETIMEDOUT && timeout_ms && sbx_now_ms() - t0 >= timeout_ms)
+				rc = stopped(r, inst, false, &err);
 			if (!rc) {
 				if (!cr.duration_ms)
 					cr.duration_ms = (long)(sbx_now_ms() - t0);
@@ -297,12 +312,60 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 	return 0;
 }
 
+/* How long a killed waiter's answer waits for the provider to stop the run. */
+#define SBX_CANCEL_WAIT_MS 5000
+
+static bool (*abandon_check)(void);
+
+void sbx_run_set_abandon_check(bool (*fn)(void))
+{
+	abandon_check = fn;
+}
+
+/* Waits on r->cond (lock held) for at most ms. */
+static void wait_ms_locked(struct sbx_run *r, long ms)
+{
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += ms / 1000;
+	dl.tv_nsec += (ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&r->cond, &r->lock, &dl);
+}
+
+/*
+ * One wait on r->cond (lock held), at most SBX_CANCEL_POLL_MS when the
+ * waiter can be checked. Once the process waiting is being killed, the run
+ * is cancelled and -EINTR returned when the provider has stopped it (or
+ * after SBX_CANCEL_WAIT_MS): whatever that process's killer runs next finds
+ * the command gone.
+ */
+static int wait_locked(struct sbx_run *r)
+{
+	if (!abandon_check) {
+		pthread_cond_wait(&r->cond, &r->lock);
+		return 0;
+	}
+	wait_ms_locked(r, SBX_CANCEL_POLL_MS);
+	if (r->done || !abandon_check())
+		return 0;
+	atomic_store(&r->cancel, 1);
+	for (long long end = sbx_now_ms() + SBX_CANCEL_WAIT_MS; !r->done && sbx_now_ms() < end;)
+		wait_ms_locked(r, SBX_CANCEL_POLL_MS);
+	return -EINTR;
+}
+
 int sbx_run_wait(struct sbx_run *r)
 {
+	int rc = 0;
 	pthread_mutex_lock(&r->lock);
-	while (!r->done)
-		pthread_cond_wait(&r->cond, &r->lock);
-	int rc = r->rc;
+	while (!r->done && !rc)
+		rc = wait_locked(r);
+	if (!rc)
+		rc = r->rc;
 	pthread_mutex_unlock(&r->lock);
 	return rc;
 }
@@ -310,16 +373,17 @@ int sbx_run_wait(struct sbx_run *r)
 ssize_t sbx_run_read(struct sbx_run *r, char *buf, size_t size, off_t off)
 {
 	ssize_t n;
+	int rc = 0;
 	pthread_mutex_lock(&r->lock);
-	while (!r->done && (size_t)off >= r->out.len)
-		pthread_cond_wait(&r->cond, &r->lock);
+	while (!r->done && (size_t)off >= r->out.len && !rc)
+		rc = wait_locked(r);
 	if ((size_t)off < r->out.len) {
 		n = (ssize_t)(r->out.len - (size_t)off);
 		if ((size_t)n > size)
 			n = (ssize_t)size;
 		memcpy(buf, r->out.buf + off, (size_t)n);
 	} else {
-		n = r->rc;
+		n = rc ? rc : r->rc;
 	}
 	pthread_mutex_unlock(&r->lock);
 	return n;

@@ -11,6 +11,7 @@
 #define SBX_RUN_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "base/buf.h"
@@ -30,20 +31,33 @@ struct sbx_run {
 	struct sbx_buf err; /* (lock) stderr */
 	bool done;          /* (lock) */
 	int rc;             /* (lock) 0 or -errno of the provider call */
+	atomic_int cancel;  /* its waiter was killed: the provider stops the run */
 	pthread_t thread;
 };
+
+/*
+ * Set once by the FUSE layer: true when the process whose request the
+ * calling thread serves is being killed. A waiter polls it, because the
+ * kernel keeps such a process waiting for our answer however it is
+ * signalled.
+ */
+void sbx_run_set_abandon_check(bool (*fn)(void));
 
 /* Starts a run of text on l (takes its own lease reference). */
 int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *language,
 		  const char *text, struct sbx_run **out, struct sbx_error *err);
-/* Waits for the end; returns the run's rc (0 even for a non-zero exit). */
+/*
+ * Waits for the end; returns the run's rc (0 even for a non-zero exit), or
+ * -EINTR at once when the waiting process is killed (the run is then
+ * cancelled: the provider stops it).
+ */
 int sbx_run_wait(struct sbx_run *r);
 /*
  * Copies output bytes at [off, off+size) into buf, waiting until they exist
  * or the run ends. Returns the byte count (0 = EOF after the end) or the
  * run's -errno when it failed and nothing is left to read.
  */
-ssize_t sbx_run_read(struct sbx_run *r, char *buf, size_t size, off_t off);
+ssize_t sbx_run_read(struct sbx_run *r, char *buf, size_t size, off_t off); /* -EINTR too */
 void sbx_run_put(struct sbx_run *r);
 
 /* Languages accepted by code.* files: "py" -> "python" etc.; NULL if unknown. */

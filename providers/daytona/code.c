@@ -298,7 +298,7 @@ int dt_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 	struct dt_instance *di = dt_inst(inst);
 	const struct kernel *k = kernel_for(req->language);
 	struct code_run cr = {.err = SBX_BUF_INIT, .fail = SBX_ERROR_INIT};
-	struct sbx_run_sink mine = {&cr, code_output};
+	struct sbx_run_sink mine = {&cr, code_output, sink ? sink->cancel : NULL};
 	long t0 = dt_now_ms();
 	char *request = NULL;
 	int rc = 0;

@@ -562,13 +562,30 @@ int dt_wrap_command(struct sbx_buf *out, const struct dt_wrap *w)
 		sbx_buf_add_shquoted(out, w->shell ? w->shell : "");
 	}
 	sbx_buf_adds(out, "; ");
-	if (w->timeout_ms > 0)
+	if (w->timeout_ms > 0 || w->pidfile)
 		sbx_buf_addf(out,
 			     "command -v timeout >/dev/null 2>&1 && "
 			     "set -- timeout -s KILL %ld.%03ld \"$@\"; ",
 			     w->timeout_ms / 1000, w->timeout_ms % 1000);
+	if (w->pidfile) {
+		/* A child's $PPID is this subshell, which exec turns into the run. */
+		sbx_buf_adds(out, "sh -c 'echo \"$PPID $1\"' _ ");
+		sbx_buf_add_shquoted(out, w->token);
+		sbx_buf_adds(out, " >");
+		sbx_buf_add_shquoted(out, w->pidfile);
+		sbx_buf_adds(out, " 2>/dev/null; ");
+	}
 	sbx_buf_adds(out, "exec \"$@\") </dev/null");
 	return 0;
+}
+
+void dt_kill_command(struct sbx_buf *out, const char *pidfile, const char *token)
+{
+	sbx_buf_adds(out, "read p t <");
+	sbx_buf_add_shquoted(out, pidfile);
+	sbx_buf_adds(out, " && [ \"$t\" = ");
+	sbx_buf_add_shquoted(out, token);
+	sbx_buf_adds(out, " ] && { kill -s KILL -- -\"$p\" 2>/dev/null || kill -s KILL \"$p\"; }");
 }
 
 int dt_df_parse(const char *text, struct statvfs *st)

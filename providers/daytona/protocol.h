@@ -228,7 +228,17 @@ struct dt_wrap {
 	const char *cwd;         /* NULL: the daemon's default */
 	const char *const *envs; /* "K=V" list or NULL */
 	long timeout_ms;         /* > 0: killed (SIGKILL, whole group) by `timeout` */
+	/*
+	 * Or NULL: where the run writes "PID TOKEN" as it starts; PID leads
+	 * the run's own process group (`timeout` makes one even without a
+	 * deadline), so dt_kill_command() can stop it and nothing else.
+	 */
+	const char *pidfile;
+	const char *token; /* [0-9a-f]+, with pidfile */
 };
+
+/* Appends the shell text that kills the run that wrote (pidfile, token); exit 0 if it did. */
+void dt_kill_command(struct sbx_buf *out, const char *pidfile, const char *token);
 
 /*
  * Appends the shell text that runs w independently of the session shell's

@@ -219,20 +219,63 @@ static int session_exec(struct dt_instance *di, const char *sid, const char *com
 	return rc;
 }
 
-static int run_session(struct dt_instance *di, const char *command, long timeout_ms,
+static int execute(struct dt_instance *di, const char *command, long timeout_ms,
+		   struct sbx_buf *out, int *exit_code, bool *timed_out, struct sbx_error *err);
+
+/* The pid file of session sid's runs (one run at a time per session). */
+static void pidfile_of(const char *sid, char *buf, size_t size)
+{
+	snprintf(buf, size, "/tmp/.run-%s.pid", sid);
+}
+
+/* Sends w on session sid, with its pid file; *cmd_id names it. */
+static int session_run(struct dt_instance *di, const char *sid, const struct dt_wrap *base,
+		       char *pidfile, size_t size, char **cmd_id, struct sbx_error *err)
+{
+	struct sbx_buf cmd = SBX_BUF_INIT;
+	struct dt_wrap w = *base;
+	int rc;
+	pidfile_of(sid, pidfile, size);
+	w.pidfile = pidfile;
+	if (dt_wrap_command(&cmd, &w))
+		rc = sbx_error_set(err, EINVAL, 0, "run: a malformed env entry");
+	else
+		rc = session_exec(di, sid, cmd.buf, cmd_id, err);
+	sbx_buf_release(&cmd);
+	return rc;
+}
+
+/* Kills a cancelled run (its own process group, not the session's background jobs). */
+static bool kill_run(struct dt_instance *di, const char *pidfile, const char *token)
+{
+	struct sbx_buf cmd = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	struct sbx_error e = SBX_ERROR_INIT;
+	bool timed_out;
+	int code = -1;
+	dt_kill_command(&cmd, pidfile, token);
+	int rc = execute(di, cmd.buf, dt_short_ms(), &out, &code, &timed_out, &e);
+	sbx_buf_release(&cmd);
+	sbx_buf_release(&out);
+	return !rc && code == 0;
+}
+
+static int run_session(struct dt_instance *di, const struct dt_wrap *wrap,
 		       const struct sbx_run_sink *sink, struct sbx_run_result *res,
 		       struct sbx_error *err)
 {
 	struct run_state rs = {.di = di, .sink = sink};
-	char *sid = NULL, *cmd_id = NULL;
+	char *sid = NULL, *cmd_id = NULL, token[25], pidfile[96];
+	struct dt_wrap w = *wrap;
 	unsigned epoch;
-	long start = dt_now_ms(), delay = 20;
-	bool done = false;
+	long start = dt_now_ms(), delay = 20, timeout_ms = w.timeout_ms, cancel_at = 0;
+	bool done = false, killed = false;
 	int rc, code = 0;
 
+	dt_random_hex(token, 12);
+	w.token = token;
 	if ((rc = session_take(di, &sid, &epoch, err)))
 		return rc;
-	rc = session_exec(di, sid, command, &cmd_id, err);
+	rc = session_run(di, sid, &w, pidfile, sizeof(pidfile), &cmd_id, err);
 	if (rc == -ENOENT || rc == -ESRCH) {
 		/* A pooled session the daemon lost (it restarted): one fresh try. */
 		free(sid);
@@ -241,10 +284,10 @@ static int run_session(struct dt_instance *di, const char *command, long timeout
 		dt_sessions_drop(di);
 		if ((rc = session_take(di, &sid, &epoch, err)))
 			return rc;
-		rc = session_exec(di, sid, command, &cmd_id, err);
+		rc = session_run(di, sid, &w, pidfile, sizeof(pidfile), &cmd_id, err);
 	}
 	while (!rc) {
-		dt_sleep_ms(delay);
+		dt_sleep_ms(cancel_at ? 100 : delay);
 		delay = delay * 2 > 500 ? 500 : delay * 2;
 		/* Every poll fetches the whole log: slower polls once it is big. */
 		if (rs.sent_out + rs.sent_err > (1u << 20))
@@ -252,6 +295,19 @@ static int run_session(struct dt_instance *di, const char *command, long timeout
 		rc = poll_once(&rs, sid, cmd_id, &done, &code, err);
 		if (rc || done)
 			break;
+		if (sbx_run_cancelled(sink)) {
+			if (!cancel_at)
+				cancel_at = dt_now_ms();
+			if (!killed)
+				killed = kill_run(di, pidfile, token);
+			if (dt_now_ms() - cancel_at <= DT_KILL_GRACE_MS)
+				continue;
+			/* It would not die: deleting the session kills it (its jobs too). */
+			session_delete(di, sid);
+			free(sid);
+			sid = NULL;
+			break;
+		}
 		if (timeout_ms > 0 && dt_now_ms() - start > timeout_ms + DT_KILL_GRACE_MS) {
 			/* `timeout` is missing or stuck: deleting the session kills it. */
 			session_delete(di, sid);
@@ -276,6 +332,8 @@ static int run_session(struct dt_instance *di, const char *command, long timeout
 		}
 	}
 	free(cmd_id);
+	if (!rc && cancel_at)
+		rc = sbx_error_set(err, ECANCELED, 0, "the run was cancelled");
 	return rc;
 }
 
@@ -358,7 +416,7 @@ int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 		rc = sbx_error_set(err, EINVAL, 0, "run: no command, or a malformed env entry");
 		goto out;
 	}
-	rc = run_session(di, cmd.buf, req->timeout_ms, sink, result, err);
+	rc = run_session(di, &w, sink, result, err);
 	if (rc == -ENOSYS) {
 		rc = execute(di, cmd.buf, req->timeout_ms, &out, &result->exit_code,
 			     &result->timed_out, err);

@@ -225,6 +225,7 @@ static int execute(struct e2b_inst *in, const struct sbx_code_req *req, const ch
 	hreq.body_len = strlen(text);
 	hreq.stream = true;
 	hreq.timeout_ms = req->timeout_ms;
+	hreq.cancel = x->ev.sink ? x->ev.sink->cancel : NULL;
 	hreq.sink = exec_sink;
 	hreq.sink_ctx = x;
 	sbx_http_resp_init(&resp);

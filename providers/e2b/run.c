@@ -78,6 +78,7 @@ static int run_start(struct e2b_inst *in, const struct sbx_run_req *req, bool as
 {
 	struct run_ctx r = {.sink = sink, .err = SBX_ERROR_INIT};
 	struct e2b_stream_opts o = {.timeout_ms = req->timeout_ms,
+				    .cancel = sink ? sink->cancel : NULL,
 				    .auth = as_root ? E2B_AUTH_ROOT : NULL};
 	long t0 = e2b_now_ms();
 	json_t *body;

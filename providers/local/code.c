@@ -232,7 +232,8 @@ static int send_all(int fd, const char *p, size_t len)
 
 /* Sends the request and feeds the events into ev until the server closes. */
 static int execute(int fd, const struct sbx_code_req *req, const struct kernel *k,
-		   struct sbx_code_events *ev, struct sbx_error *err)
+		   const struct sbx_run_sink *sink, struct sbx_code_events *ev,
+		   struct sbx_error *err)
 {
 	size_t len = 0;
 	char *line = sbx_code_request_line(req, &len), buf[65536];
@@ -253,6 +254,11 @@ static int execute(int fd, const struct sbx_code_req *req, const struct kernel *
 		if (deadline >= 0 && (wait = (long)(deadline - now_ms())) <= 0)
 			return sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT,
 					     "%s: the run outlived its timeout", k->language);
+		if (sbx_run_cancelled(sink))
+			return sbx_error_set(err, ECANCELED, 0, "%s: the run was cancelled",
+					     k->language);
+		if (sink && sink->cancel && (wait < 0 || wait > SBX_CANCEL_POLL_MS))
+			wait = SBX_CANCEL_POLL_MS;
 		if (poll(&p, 1, (int)wait) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -311,7 +317,7 @@ int lcl_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 		}
 	}
 	close(dfd);
-	e = execute(fd, req, k, &ev, err);
+	e = execute(fd, req, k, sink, &ev, err);
 	close(fd);
 	result->state_lost = result->state_lost || lost;
 out:

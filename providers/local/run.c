@@ -194,13 +194,19 @@ static int pump(const struct local_inst *li, int sock, int out, int errfd, long 
 				return 0;
 			wait = DRAIN_QUIET_MS - (long)(now - last_data);
 			p[2].fd = -1;
-		} else if (deadline >= 0) {
-			if (now >= deadline)
+		} else {
+			/* Hanging up before EXIT makes init kill the run's processes. */
+			if (sbx_run_cancelled(sink))
+				return sbx_error_set(err, ECANCELED, 0, "the run was cancelled");
+			if (deadline >= 0 && now >= deadline)
 				return sbx_error_set(err, ETIMEDOUT, 0,
 						     "sandbox %s: the run outlived "
 						     "its timeout and init did not end it",
 						     li->base.id);
-			wait = (long)(deadline - now);
+			if (deadline >= 0)
+				wait = (long)(deadline - now);
+			if (sink && sink->cancel && (wait < 0 || wait > SBX_CANCEL_POLL_MS))
+				wait = SBX_CANCEL_POLL_MS;
 		}
 		if (poll(p, 3, (int)wait) < 0) {
 			if (errno == EINTR)

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,4 +158,24 @@ void sbx_iso_time(time_t t, char *buf, size_t size)
 	struct tm tm;
 	gmtime_r(&t, &tm);
 	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+bool sbx_tid_dying(pid_t tid)
+{
+	char path[64], line[256];
+	unsigned long long mask;
+	bool dying = false;
+	FILE *f;
+	if (tid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	if (!(f = fopen(path, "re")))
+		return errno == ENOENT;
+	while (!dying && fgets(line, sizeof(line), f))
+		if ((sscanf(line, "SigPnd: %llx", &mask) == 1 ||
+		     sscanf(line, "ShdPnd: %llx", &mask) == 1) &&
+		    (mask & (1ULL << (SIGKILL - 1))))
+			dying = true;
+	fclose(f);
+	return dying;
 }

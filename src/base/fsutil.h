@@ -5,6 +5,7 @@
 #ifndef SBX_FSUTIL_H
 #define SBX_FSUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -24,5 +25,11 @@ int sbx_rm_rf(const char *path);
 long long sbx_now_ms(void);
 /* "2026-11-30T17:22:28Z" for t (UTC) into buf (>= 21 bytes). */
 void sbx_iso_time(time_t t, char *buf, size_t size);
+/*
+ * True when thread tid is gone or being killed: a fatal signal shows as
+ * SIGKILL pending in /proc/TID/status, even while the thread sleeps where
+ * no signal can wake it (waiting for a FUSE answer). False when unknown.
+ */
+bool sbx_tid_dying(pid_t tid);
 
 #endif

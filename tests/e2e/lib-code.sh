@@ -163,6 +163,19 @@ code_timeout() { # LEASE: a second lease, LEASE-slow, whose runs have a runTimeo
 	ok "rmdir the slow lease" rmdir "$S"
 }
 
+code_interrupt() { # LEASE: the process waiting for a cell is killed
+	local L=$1 t0
+	t0=$(date +%s%N)
+	timeout 2 sh -c "echo 'import time; time.sleep(60)' > '$L/code.py'"
+	ok "a killed writer of a cell is let go soon ($(ms_since "$t0") ms)" test "$(ms_since "$t0")" -lt 10000
+	ok "error says the cell was stopped and its interpreter restarted" \
+		grep -q "stopped: the process waiting for it was killed; its python interpreter was restarted" "$L/error"
+	t0=$(date +%s%N)
+	echo '6 * 7' >"$L/code.py"
+	eq "the next cell is served" "$(cat "$L/code.py")" 42
+	ok "... at once ($(ms_since "$t0") ms)" test "$(ms_since "$t0")" -lt 10000
+}
+
 code_all() { # LEASE: every check above, in an order that builds on the state before
 	code_state "$1"
 	code_errors "$1"
@@ -172,6 +185,7 @@ code_all() { # LEASE: every check above, in an order that builds on the state be
 	code_restart "$1"
 	code_death "$1"
 	code_timeout "$1"
+	code_interrupt "$1"
 	code_signature "$1"
 }
 

@@ -243,6 +243,26 @@ story_run_timeout() {
 	ok "rmdir the slow lease" rmdir "$S"
 }
 
+# The process waiting for a run is killed (a tool's timeout, Ctrl-C on
+# cat): the run is stopped in the sandbox too, and the killed process is
+# not kept waiting. A signal the waiter handles changes nothing.
+story_run_interrupt() {
+	local t0 ms
+	t0=$(date +%s%N)
+	timeout 2 sh -c "echo 'echo begun; sleep 60; echo never' > '$L/exec'"
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	ok "a killed writer is let go soon ($ms ms)" test "$ms" -lt 10000
+	ok "error says the command was stopped" grep -q "exec.*stopped: the process waiting for it was killed" "$L/error"
+	eq "result says interrupted" "$(json_get "$L/result" '["interrupted"]')" True
+	eq "what it printed is kept" "$(cat "$L/stdout")" begun
+	eq "the command is gone from the sandbox" "$(lease_run 'pgrep -fx "sleep 60" || echo none')" none
+	sh -c "exec 3<>'$L/exec'; echo 'echo s1; sleep 61' >&3; timeout 2 cat <&3" >/dev/null
+	eq "a killed streaming reader stops its run too" "$(lease_run 'pgrep -fx "sleep 61" || echo none')" none
+	eq "a signal the writer handles does not stop the run" \
+		"$(bash -c "trap : USR1; (sleep 1; kill -USR1 \$\$) & echo 'sleep 2; echo done' > '$L/exec'; echo rc=\$?")" "rc=0"
+	eq "... it ran to its end" "$(cat "$L/stdout")" done
+}
+
 story_exec_files() {
 	echo 'from-mount' >"$F/m.txt"
 	eq "a file written through the mount is in the sandbox at close" "$(lease_run "cat $FHOME/m.txt")" "from-mount"

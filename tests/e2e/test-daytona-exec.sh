@@ -33,6 +33,7 @@ eq "the session's HOME" "$(cat "$L/exec")" "/home/daytona|"
 story_exec_files
 story_exec_background
 story_run_timeout
+story_run_interrupt
 
 ok "ports/PORT gives the preview URL" grep -q "^http://.*8080" "$L/ports/8080"
 

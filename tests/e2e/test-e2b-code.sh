@@ -23,6 +23,7 @@ code_restart "$L"
 ok "restart goes through the contexts API" test "$(counter 'POST /contexts/:cid/restart')" -ge 1
 code_death "$L"
 code_timeout "$L"
+code_interrupt "$L"
 code_signature "$L"
 
 # A remount adopts the lease's contexts again (GET /contexts): state kept.

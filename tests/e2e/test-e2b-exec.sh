@@ -30,6 +30,7 @@ ok "3 MB of output arrive whole" cmp "$WORK/big.txt" "$L/stdout"
 story_exec_files
 story_exec_background
 story_run_timeout
+story_run_interrupt
 
 # pause / resume / kill through state.
 echo kept >"$F/kept.txt"

@@ -26,6 +26,7 @@ eq "env unchanged after refusal" "$(head -1 "$L/env")" "GREETING=hello"
 
 story_exec_background
 story_run_timeout
+story_run_interrupt
 story_exec_files
 
 ok "ports/PORT gives host:port" grep -q ":8080" "$L/ports/8080"

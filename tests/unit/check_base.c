@@ -7,8 +7,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/buf.h"
+#include "base/fsutil.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/spec.h"
@@ -106,6 +109,19 @@ START_TEST(durations)
 	ck_assert_int_eq(sbx_duration_parse("ten"), -1);
 	ck_assert_int_eq(sbx_duration_parse(""), -1);
 	ck_assert_int_eq(sbx_duration_parse("5x"), -1);
+}
+END_TEST
+
+START_TEST(tid_dying)
+{
+	pid_t child = fork();
+	ck_assert_int_ge(child, 0);
+	if (!child)
+		_exit(0);
+	waitpid(child, NULL, 0);
+	ck_assert(!sbx_tid_dying(getpid())); /* alive, nothing pending */
+	ck_assert(sbx_tid_dying(child));     /* gone: nobody waits any more */
+	ck_assert(!sbx_tid_dying(0));
 }
 END_TEST
 
@@ -285,6 +301,7 @@ int main(void)
 	tcase_add_test(tc, err_http_mapping);
 	tcase_add_test(tc, log_redacts_secrets);
 	tcase_add_test(tc, durations);
+	tcase_add_test(tc, tid_dying);
 	tcase_add_test(tc, spec_apply_and_roundtrip);
 	tcase_add_test(tc, spec_rejects);
 	tcase_add_test(tc, config_defaults_and_errors);

@@ -7,12 +7,16 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "daytona/protocol.h"
 
 /* --- FileInfo ------------------------------------------------------------ */
@@ -624,7 +628,7 @@ static int sh(const char *text, struct sbx_buf *out)
 	char buf[512];
 	ssize_t n;
 	pid_t pid;
-	ck_assert_int_eq(pipe(pfd), 0);
+	ck_assert_int_eq(pipe2(pfd, O_CLOEXEC), 0); /* no other thread's child holds it */
 	pid = fork();
 	ck_assert_int_ne(pid, -1);
 	if (!pid) {
@@ -696,6 +700,69 @@ START_TEST(test_wrap_quoting)
 }
 END_TEST
 
+struct sh_job {
+	const char *text;
+	struct sbx_buf out;
+	int status;
+};
+
+static void *sh_job_main(void *arg)
+{
+	struct sh_job *j = arg;
+	j->status = sh(j->text, &j->out);
+	return NULL;
+}
+
+START_TEST(test_wrap_pidfile_kill)
+{
+	/* A "session shell" with a background job, then a run that is killed. */
+	char pidfile[] = "/tmp/sbx-dt-pid-XXXXXX", bgfile[] = "/tmp/sbx-dt-bg-XXXXXX";
+	struct sbx_buf cmd = SBX_BUF_INIT, text = SBX_BUF_INIT, out = SBX_BUF_INIT, bg = SBX_BUF_INIT;
+	struct dt_wrap w = {.shell = "echo started; sleep 30; echo never",
+			    .pidfile = pidfile,
+			    .token = "0123abcd"};
+	struct sh_job job = {.out = SBX_BUF_INIT};
+	pthread_t t;
+	close(mkstemp(pidfile));
+	close(mkstemp(bgfile));
+	ck_assert_int_eq(dt_wrap_command(&cmd, &w), 0);
+	sbx_buf_addf(&text, "sleep 31 >/dev/null 2>&1 & echo $! > %s; %s; echo rc=$?", bgfile, cmd.buf);
+	job.text = text.buf;
+	ck_assert_int_eq(pthread_create(&t, NULL, sh_job_main, &job), 0);
+	/* A wrong token (a pid file left by an earlier run) kills nothing. */
+	sbx_buf_reset(&cmd);
+	dt_kill_command(&cmd, pidfile, "ffff");
+	int killed = 1;
+	for (int i = 0; i < 100 && killed; i++) {
+		struct sbx_buf k = SBX_BUF_INIT;
+		dt_kill_command(&k, pidfile, "0123abcd");
+		if (i == 0)
+			ck_assert_int_ne(sh(cmd.buf, &out), 0);
+		killed = sh(k.buf, &out); /* 0 once the run wrote its pid file */
+		sbx_buf_release(&k);
+		if (killed)
+			usleep(50 * 1000);
+	}
+	ck_assert_int_eq(killed, 0);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(job.status, 0);
+	ck_assert_str_eq(job.out.buf, "started\nrc=137\n");
+	/* The session's background job lives on. */
+	ck_assert_int_eq(sbx_read_file(bgfile, &bg, 64), 0);
+	pid_t bgpid = (pid_t)atoi(bg.buf);
+	ck_assert_int_gt(bgpid, 0);
+	ck_assert_int_eq(kill(bgpid, 0), 0);
+	kill(bgpid, SIGKILL);
+	unlink(pidfile);
+	unlink(bgfile);
+	sbx_buf_release(&cmd);
+	sbx_buf_release(&text);
+	sbx_buf_release(&out);
+	sbx_buf_release(&bg);
+	sbx_buf_release(&job.out);
+}
+END_TEST
+
 START_TEST(test_wrap_timeout)
 {
 	struct sbx_buf cmd = SBX_BUF_INIT, out = SBX_BUF_INIT;
@@ -752,6 +819,7 @@ static Suite *daytona_suite(void)
 	tcase_add_test(tc, test_error_bodies);
 	tcase_add_test(tc, test_session_json);
 	tcase_add_test(tc, test_wrap_quoting);
+	tcase_add_test(tc, test_wrap_pidfile_kill);
 	tcase_add_test(tc, test_wrap_timeout);
 	tcase_add_test(tc, test_df);
 	suite_add_tcase(s, tc);
