@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -717,36 +718,36 @@ START_TEST(test_wrap_pidfile_kill)
 {
 	/* A "session shell" with a background job, then a run that is killed. */
 	char pidfile[] = "/tmp/sbx-dt-pid-XXXXXX", bgfile[] = "/tmp/sbx-dt-bg-XXXXXX";
+	char mark[] = "/tmp/sbx-dt-mark-XXXXXX";
 	struct sbx_buf cmd = SBX_BUF_INIT, text = SBX_BUF_INIT, out = SBX_BUF_INIT, bg = SBX_BUF_INIT;
-	struct dt_wrap w = {.shell = "echo started; sleep 30; echo never",
-			    .pidfile = pidfile,
-			    .token = "0123abcd"};
 	struct sh_job job = {.out = SBX_BUF_INIT};
+	struct stat st;
 	pthread_t t;
 	close(mkstemp(pidfile));
 	close(mkstemp(bgfile));
+	close(mkstemp(mark));
+	unlink(mark);
+	sbx_buf_addf(&text, "echo started > %s; sleep 30; echo never", mark);
+	struct dt_wrap w = {.shell = text.buf, .pidfile = pidfile, .token = "0123abcd"};
 	ck_assert_int_eq(dt_wrap_command(&cmd, &w), 0);
-	sbx_buf_addf(&text, "sleep 31 >/dev/null 2>&1 & echo $! > %s; %s; echo rc=$?", bgfile, cmd.buf);
+	sbx_buf_reset(&text);
+	sbx_buf_addf(&text, "sleep 31 >/dev/null 2>&1 & echo $! > %s; %s; echo rc=$?", bgfile,
+		     cmd.buf);
 	job.text = text.buf;
 	ck_assert_int_eq(pthread_create(&t, NULL, sh_job_main, &job), 0);
+	for (int i = 0; i < 200 && stat(mark, &st) < 0; i++)
+		usleep(25 * 1000);
+	ck_assert_int_eq(stat(mark, &st), 0); /* the run is under way (its pid file written) */
 	/* A wrong token (a pid file left by an earlier run) kills nothing. */
 	sbx_buf_reset(&cmd);
 	dt_kill_command(&cmd, pidfile, "ffff");
-	int killed = 1;
-	for (int i = 0; i < 100 && killed; i++) {
-		struct sbx_buf k = SBX_BUF_INIT;
-		dt_kill_command(&k, pidfile, "0123abcd");
-		if (i == 0)
-			ck_assert_int_ne(sh(cmd.buf, &out), 0);
-		killed = sh(k.buf, &out); /* 0 once the run wrote its pid file */
-		sbx_buf_release(&k);
-		if (killed)
-			usleep(50 * 1000);
-	}
-	ck_assert_int_eq(killed, 0);
+	ck_assert_int_ne(sh(cmd.buf, &out), 0);
+	sbx_buf_reset(&cmd);
+	dt_kill_command(&cmd, pidfile, "0123abcd");
+	ck_assert_int_eq(sh(cmd.buf, &out), 0);
 	pthread_join(t, NULL);
 	ck_assert_int_eq(job.status, 0);
-	ck_assert_str_eq(job.out.buf, "started\nrc=137\n");
+	ck_assert_str_eq(job.out.buf, "rc=137\n"); /* the run's group died, "never" never came */
 	/* The session's background job lives on. */
 	ck_assert_int_eq(sbx_read_file(bgfile, &bg, 64), 0);
 	pid_t bgpid = (pid_t)atoi(bg.buf);
@@ -755,6 +756,7 @@ START_TEST(test_wrap_pidfile_kill)
 	kill(bgpid, SIGKILL);
 	unlink(pidfile);
 	unlink(bgfile);
+	unlink(mark);
 	sbx_buf_release(&cmd);
 	sbx_buf_release(&text);
 	sbx_buf_release(&out);
