@@ -731,8 +731,8 @@ START_TEST(test_wrap_pidfile_kill)
 	struct dt_wrap w = {.shell = text.buf, .pidfile = pidfile, .token = "0123abcd"};
 	ck_assert_int_eq(dt_wrap_command(&cmd, &w), 0);
 	sbx_buf_reset(&text);
-	sbx_buf_addf(&text, "sleep 31 >/dev/null 2>&1 & echo $! > %s; %s; echo rc=$?", bgfile,
-		     cmd.buf);
+	sbx_buf_addf(&text, "exec 2>/dev/null; sleep 31 >/dev/null 2>&1 & echo $! > %s; %s; echo rc=$?",
+		     bgfile, cmd.buf);
 	job.text = text.buf;
 	ck_assert_int_eq(pthread_create(&t, NULL, sh_job_main, &job), 0);
 	for (int i = 0; i < 200 && stat(mark, &st) < 0; i++)
