@@ -254,6 +254,8 @@ static bool kill_run(struct dt_instance *di, const char *pidfile, const char *to
 	int code = -1;
 	dt_kill_command(&cmd, pidfile, token);
 	int rc = execute(di, cmd.buf, dt_short_ms(), &out, &code, &timed_out, &e);
+	sbx_log(SBX_LOG_DEBUG, "daytona: %s: killing a cancelled run: %s", di->base.id,
+		rc ? e.msg : code ? "not started yet" : "done");
 	sbx_buf_release(&cmd);
 	sbx_buf_release(&out);
 	return !rc && code == 0;

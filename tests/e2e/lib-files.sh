@@ -210,13 +210,15 @@ story_exec_basics() {
 }
 
 # A background process started by one run is alive in the next (sleep
-# 4242: bg_alive looks for it), and a run returns when its shell exits.
-bg_alive() { [ "$(lease_run 'pgrep -fx "sleep 4242" >/dev/null && echo alive')" = alive ]; }
+# BG_SLEEP, unique to this test as the fakes share the host's pid namespace:
+# bg_alive looks for it), and a run returns when its shell exits.
+BG_SLEEP="sleep 42$$"
+bg_alive() { [ "$(lease_run "pgrep -fx '$BG_SLEEP' >/dev/null && echo alive")" = alive ]; }
 story_exec_background() {
 	local t0
-	eq "background start returns" "$(lease_run 'nohup sleep 4242 >/dev/null 2>&1 & echo started')" "started"
+	eq "background start returns" "$(lease_run "nohup $BG_SLEEP >/dev/null 2>&1 & echo started")" "started"
 	ok "the background process is alive in a later run" bg_alive
-	ok "ps in a later run lists it" sh -c "printf '%s\n' 'ps -eo args' >'$L/exec' && grep -q '^sleep 4242' '$L/stdout'"
+	ok "ps in a later run lists it" sh -c "printf '%s\n' 'ps -eo args' >'$L/exec' && grep -q '^$BG_SLEEP' '$L/stdout'"
 	t0=$(date +%s)
 	echo 'sleep 1000 & echo bg-with-pipe' >"$L/exec"
 	eq "a run returns when its shell exits" "$(cat "$L/exec")" "bg-with-pipe"
@@ -247,17 +249,19 @@ story_run_timeout() {
 # cat): the run is stopped in the sandbox too, and the killed process is
 # not kept waiting. A signal the waiter handles changes nothing.
 story_run_interrupt() {
-	local t0 ms
+	# Durations unique to this test: the fakes' sandboxes share the host's
+	# pid namespace, and other tests running at the same time sleep too.
+	local t0 ms s1=6$$ s2=7$$
 	t0=$(date +%s%N)
-	timeout 2 sh -c "echo 'echo begun; sleep 60; echo never' > '$L/exec'"
+	timeout 2 sh -c "echo 'echo begun; sleep $s1; echo never' > '$L/exec'"
 	ms=$((($(date +%s%N) - t0) / 1000000))
 	ok "a killed writer is let go soon ($ms ms)" test "$ms" -lt 10000
 	ok "error says the command was stopped" grep -q "exec.*stopped: the process waiting for it was killed" "$L/error"
 	eq "result says interrupted" "$(json_get "$L/result" '["interrupted"]')" True
 	eq "what it printed is kept" "$(cat "$L/stdout")" begun
-	eq "the command is gone from the sandbox" "$(lease_run 'pgrep -fx "sleep 60" || echo none')" none
-	sh -c "exec 3<>'$L/exec'; echo 'echo s1; sleep 61' >&3; timeout 2 cat <&3" >/dev/null
-	eq "a killed streaming reader stops its run too" "$(lease_run 'pgrep -fx "sleep 61" || echo none')" none
+	eq "the command is gone from the sandbox" "$(lease_run "pgrep -fx 'sleep $s1' || echo none")" none
+	sh -c "exec 3<>'$L/exec'; echo 'echo s1; sleep $s2' >&3; timeout 2 cat <&3" >/dev/null
+	eq "a killed streaming reader stops its run too" "$(lease_run "pgrep -fx 'sleep $s2' || echo none")" none
 	eq "a signal the writer handles does not stop the run" \
 		"$(bash -c "trap : USR1; (sleep 1; kill -USR1 \$\$) & echo 'sleep 2; echo done' > '$L/exec'; echo rc=\$?")" "rc=0"
 	eq "... it ran to its end" "$(cat "$L/stdout")" done
