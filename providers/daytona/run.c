@@ -14,8 +14,12 @@
  * takes an idle session or creates one, and gives it back after. The
  * deadline is enforced in the sandbox by `timeout -s KILL` (exit 137); a
  * run still going 5 s after it has its session deleted (which kills the
- * shell) and reports timed_out all the same. A daemon without sessions
- * (404) gets /process/execute with the output combined into stdout.
+ * shell) and reports timed_out all the same. A cancelled run is killed by
+ * its own process group (`timeout` makes one; the wrapper writes its pid
+ * and a per-run token to the session's pid file) through
+ * /process/execute, so the session and the background jobs started in it
+ * live on. A daemon without sessions (404) gets /process/execute with the
+ * output combined into stdout.
  *
  * Not here: run_code (code.c builds on dt_run), file ops.
  */
