@@ -121,6 +121,19 @@ static bool overlays(const struct sbx_cfile *cf)
 	return cf->linked && cf->have_data && (cf->refs > 0 || cf->dirty);
 }
 
+/*
+ * cf is a clean copy of another version than the remote st: the sandbox
+ * changed the file since it was read, and st is the truth. (An open copy
+ * outlives its close: FUSE sends the release after close() returns, so
+ * the next open may come first.)
+ */
+static bool other_version(const struct sbx_cfile *cf, const struct sbx_stat *st)
+{
+	return cf->remote && !cf->dirty && cf->stamped &&
+	       (cf->stamp_size != st->size || cf->stamp_mtime.tv_sec != st->mtime.tv_sec ||
+		cf->stamp_mtime.tv_nsec != st->mtime.tv_nsec);
+}
+
 void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cache_listing *ls)
 {
 	struct sbx_cfile *cf, *tmp;
@@ -139,7 +152,7 @@ void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cach
 			sbx_cache_listing_add(ls, name, NULL);
 			overlay_locked(cf, &ls->ents[i].st, true);
 			ls->ents[i].has_st = true;
-		} else if (ls->ents[i].has_st) {
+		} else if (ls->ents[i].has_st && !other_version(cf, &ls->ents[i].st)) {
 			overlay_locked(cf, &ls->ents[i].st, false);
 		}
 	}
@@ -410,7 +423,7 @@ bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_st
 	bool applied = false;
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_STR(c->files, path, cf);
-	if (cf && overlays(cf) &&
+	if (cf && overlays(cf) && !(how == SBX_OV_REMOTE && other_version(cf, st)) &&
 	    (how == SBX_OV_REMOTE || !cf->remote || (how == SBX_OV_NO_REMOTE && cf->dirty))) {
 		overlay_locked(cf, st, how != SBX_OV_REMOTE);
 		applied = true;

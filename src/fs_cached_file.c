@@ -164,11 +164,14 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 	off_t got;
 	int rc;
 
-	if (s->have_data && (s->dirty || s->refs > 1)) {
+	if (s->have_data && s->dirty) {
 		/*
-		 * Local changes are the newest content there is; and a file open
-		 * elsewhere keeps its one shared content (refreshing it would pull
-		 * the bytes from under the other handles).
+		 * Local changes are the newest content there is. A clean copy is
+		 * revalidated below even while other handles have it open, and a
+		 * newer version in the sandbox replaces it for them too (as NFS's
+		 * close-to-open, or sshfs reading a file changed in place): an
+		 * earlier close's release may not have come yet, and the open
+		 * after a run must see what the run wrote.
 		 */
 		if (excl)
 			return sbx_error_set(err, EEXIST, SBX_E_NONE, "%s exists", path);
