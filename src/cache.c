@@ -160,8 +160,12 @@ void sbx_cache_notify(void *ctx, const char *path)
 	HASH_FIND_STR(c->echoes, path, e);
 	bool echo = e && e->until > sbx_now_ms();
 	pthread_mutex_unlock(&c->lock);
-	if (!echo)
+	if (!echo) {
+		pthread_mutex_lock(&c->lock);
+		c->epoch++;
+		pthread_mutex_unlock(&c->lock);
 		sbx_cache_invalidate_path(c, path);
+	}
 }
 
 void sbx_cache_set_ttl(struct sbx_cache *c, long ttl_ms, long neg_ttl_ms)
@@ -195,6 +199,7 @@ void sbx_cache_invalidate_all(struct sbx_cache *c)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c->gen++;
+	c->epoch++;
 	fails_clear_locked(c);
 	HASH_ITER(hh, c->attrs, a, atmp)
 		attr_free(c, a);

@@ -122,14 +122,16 @@ static bool overlays(const struct sbx_cfile *cf)
 }
 
 /*
- * cf is a clean copy of another version than the remote st: the sandbox
- * changed the file since it was read, and st is the truth. (An open copy
- * outlives its close: FUSE sends the release after close() returns, so
- * the next open may come first.)
+ * cf is a clean copy read before the sandbox was last changed from
+ * outside (a run, a change report), and the remote st, learnt since,
+ * differs: the file changed and st is the truth. (An open copy outlives
+ * its close: FUSE sends the release after close() returns, so the `cat`
+ * after a run may come first.) Lock held.
  */
-static bool other_version(const struct sbx_cfile *cf, const struct sbx_stat *st)
+static bool outdated_copy(const struct sbx_cache *c, const struct sbx_cfile *cf,
+			  const struct sbx_stat *st)
 {
-	return cf->remote && !cf->dirty && cf->stamped &&
+	return cf->remote && !cf->dirty && cf->stamped && cf->stamp_epoch != c->epoch &&
 	       (cf->stamp_size != st->size || cf->stamp_mtime.tv_sec != st->mtime.tv_sec ||
 		cf->stamp_mtime.tv_nsec != st->mtime.tv_nsec);
 }
@@ -152,7 +154,7 @@ void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cach
 			sbx_cache_listing_add(ls, name, NULL);
 			overlay_locked(cf, &ls->ents[i].st, true);
 			ls->ents[i].has_st = true;
-		} else if (ls->ents[i].has_st && !other_version(cf, &ls->ents[i].st)) {
+		} else if (ls->ents[i].has_st && !outdated_copy(c, cf, &ls->ents[i].st)) {
 			overlay_locked(cf, &ls->ents[i].st, false);
 		}
 	}
@@ -203,7 +205,8 @@ static int cfile_ensure_fd_locked(struct sbx_cache *c, struct sbx_cfile *cf)
 	return cfile_create_locked(c, cf);
 }
 
-static void snapshot_locked(const struct sbx_cfile *cf, struct sbx_cfile_state *s)
+static void snapshot_locked(const struct sbx_cache *c, const struct sbx_cfile *cf,
+			    struct sbx_cfile_state *s)
 {
 	s->path = xstrdup(cf->path);
 	s->refs = cf->refs;
@@ -214,6 +217,7 @@ static void snapshot_locked(const struct sbx_cfile *cf, struct sbx_cfile_state *
 	s->stamped = cf->stamped;
 	s->stamp_size = cf->stamp_size;
 	s->stamp_mtime = cf->stamp_mtime;
+	s->outdated = cf->stamped && cf->stamp_epoch != c->epoch;
 	s->mode = cf->mode;
 	s->wgen = cf->wgen;
 }
@@ -264,7 +268,7 @@ int sbx_cache_file_open(struct sbx_cache *c, const char *path, struct sbx_cfile 
 	}
 	cf->busy = true;
 	cf->used_ms = sbx_now_ms();
-	snapshot_locked(cf, state);
+	snapshot_locked(c, cf, state);
 	pthread_mutex_unlock(&c->lock);
 	*out = cf;
 	return 0;
@@ -298,6 +302,7 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 		if (st) {
 			cf->stamp_size = st->size;
 			cf->stamp_mtime = st->mtime;
+			cf->stamp_epoch = c->epoch;
 			cf->mode = st->mode & 07777;
 		}
 		break;
@@ -364,7 +369,7 @@ void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
 	while (cf->busy)
 		pthread_cond_wait(&c->cond, &c->lock);
 	cf->busy = true;
-	snapshot_locked(cf, state);
+	snapshot_locked(c, cf, state);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -381,6 +386,7 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 		if (st) {
 			cf->stamp_size = st->size;
 			cf->stamp_mtime = st->mtime;
+			cf->stamp_epoch = c->epoch;
 		}
 		/* The upload changed path: older attributes must not outlive it. */
 		c->gen++;
@@ -423,7 +429,7 @@ bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_st
 	bool applied = false;
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_STR(c->files, path, cf);
-	if (cf && overlays(cf) && !(how == SBX_OV_REMOTE && other_version(cf, st)) &&
+	if (cf && overlays(cf) && !(how == SBX_OV_REMOTE && outdated_copy(c, cf, st)) &&
 	    (how == SBX_OV_REMOTE || !cf->remote || (how == SBX_OV_NO_REMOTE && cf->dirty))) {
 		overlay_locked(cf, st, how != SBX_OV_REMOTE);
 		applied = true;
@@ -475,7 +481,7 @@ void sbx_cache_file_restamp(struct sbx_cache *c, const char *path, const struct 
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_STR(c->files, path, cf);
 	if (cf && !cf->dirty && cf->stamped)
-		cf->stamp_mtime = *mtime;
+		cf->stamp_mtime = *mtime; /* our own change: the epoch stays */
 	pthread_mutex_unlock(&c->lock);
 }
 

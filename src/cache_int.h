@@ -53,6 +53,7 @@ struct sbx_cfile {
 	struct timespec stamp_mtime;    /* (T) */
 	mode_t mode;                    /* (T) */
 	unsigned long wgen;             /* (T) */
+	unsigned long stamp_epoch;      /* (T) c->epoch when stamped */
 	long long used_ms;              /* (T) for eviction */
 	off_t bytes;                    /* (T) size when last closed */
 	long long retry_at;             /* (T) no orphan retry before (a failed upload) */
@@ -79,6 +80,7 @@ struct sbx_cache {
 	pthread_cond_t cond;  /* a busy claim was released */
 	char *dir;
 	unsigned long gen;
+	unsigned long epoch; /* changes made outside (a run, a change report) seen so far */
 	long ttl_ms, neg_ttl_ms, retry_ms;
 	unsigned sweep_at; /* attribute count that triggers the next sweep */
 	const void *watched; /* the instance asked for change notifications */

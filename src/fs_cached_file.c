@@ -164,14 +164,16 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 	off_t got;
 	int rc;
 
-	if (s->have_data && s->dirty) {
+	if (s->have_data && (s->dirty || (s->refs > 1 && !s->outdated))) {
 		/*
-		 * Local changes are the newest content there is. A clean copy is
-		 * revalidated below even while other handles have it open, and a
-		 * newer version in the sandbox replaces it for them too (as NFS's
-		 * close-to-open, or sshfs reading a file changed in place): an
-		 * earlier close's release may not have come yet, and the open
-		 * after a run must see what the run wrote.
+		 * Local changes are the newest content there is; and a file open
+		 * elsewhere keeps its one shared content (refreshing it would pull
+		 * the bytes from under the other handles) -- unless the sandbox
+		 * was changed from outside since it was read: then it is
+		 * revalidated, and a newer version replaces it for every handle
+		 * (NFS's close-to-open). That is the `cat` after a run that finds
+		 * the previous `cat`'s copy still open: FUSE sends a release after
+		 * close() has returned.
 		 */
 		if (excl)
 			return sbx_error_set(err, EEXIST, SBX_E_NONE, "%s exists", path);
