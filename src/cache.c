@@ -159,13 +159,11 @@ void sbx_cache_notify(void *ctx, const char *path)
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_STR(c->echoes, path, e);
 	bool echo = e && e->until > sbx_now_ms();
+	if (!echo)
+		c->epoch++; /* a change from outside */
 	pthread_mutex_unlock(&c->lock);
-	if (!echo) {
-		pthread_mutex_lock(&c->lock);
-		c->epoch++;
-		pthread_mutex_unlock(&c->lock);
+	if (!echo)
 		sbx_cache_invalidate_path(c, path);
-	}
 }
 
 void sbx_cache_set_ttl(struct sbx_cache *c, long ttl_ms, long neg_ttl_ms)
