@@ -218,7 +218,6 @@ struct sbx_cfile_state {
 	bool dirty;             /* local changes not uploaded */
 	bool remote;            /* exists in the sandbox (false: created here) */
 	bool stamped;           /* stamp_* are known */
-	bool outdated;          /* stamped before the sandbox was last changed from outside */
 	off_t stamp_size;
 	struct timespec stamp_mtime;
 	mode_t mode;            /* permission bits for the upload of a new file */

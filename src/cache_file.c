@@ -205,8 +205,7 @@ static int cfile_ensure_fd_locked(struct sbx_cache *c, struct sbx_cfile *cf)
 	return cfile_create_locked(c, cf);
 }
 
-static void snapshot_locked(const struct sbx_cache *c, const struct sbx_cfile *cf,
-			    struct sbx_cfile_state *s)
+static void snapshot_locked(const struct sbx_cfile *cf, struct sbx_cfile_state *s)
 {
 	s->path = xstrdup(cf->path);
 	s->refs = cf->refs;
@@ -217,7 +216,6 @@ static void snapshot_locked(const struct sbx_cache *c, const struct sbx_cfile *c
 	s->stamped = cf->stamped;
 	s->stamp_size = cf->stamp_size;
 	s->stamp_mtime = cf->stamp_mtime;
-	s->outdated = cf->stamped && cf->stamp_epoch != c->epoch;
 	s->mode = cf->mode;
 	s->wgen = cf->wgen;
 }
@@ -268,7 +266,7 @@ int sbx_cache_file_open(struct sbx_cache *c, const char *path, struct sbx_cfile 
 	}
 	cf->busy = true;
 	cf->used_ms = sbx_now_ms();
-	snapshot_locked(c, cf, state);
+	snapshot_locked(cf, state);
 	pthread_mutex_unlock(&c->lock);
 	*out = cf;
 	return 0;
@@ -369,7 +367,7 @@ void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
 	while (cf->busy)
 		pthread_cond_wait(&c->cond, &c->lock);
 	cf->busy = true;
-	snapshot_locked(c, cf, state);
+	snapshot_locked(cf, state);
 	pthread_mutex_unlock(&c->lock);
 }
 

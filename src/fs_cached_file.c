@@ -164,16 +164,11 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 	off_t got;
 	int rc;
 
-	if (s->have_data && (s->dirty || (s->refs > 1 && !s->outdated))) {
+	if (s->have_data && (s->dirty || s->refs > 1)) {
 		/*
 		 * Local changes are the newest content there is; and a file open
 		 * elsewhere keeps its one shared content (refreshing it would pull
-		 * the bytes from under the other handles) -- unless the sandbox
-		 * was changed from outside since it was read: then it is
-		 * revalidated, and a newer version replaces it for every handle
-		 * (NFS's close-to-open). That is the `cat` after a run that finds
-		 * the previous `cat`'s copy still open: FUSE sends a release after
-		 * close() has returned.
+		 * the bytes from under the other handles).
 		 */
 		if (excl)
 			return sbx_error_set(err, EEXIST, SBX_E_NONE, "%s exists", path);
