@@ -891,10 +891,7 @@ static void *timer_main(void *arg)
 	pthread_mutex_lock(&m->lock);
 	while (!m->stopping) {
 		struct timespec dl;
-		clock_gettime(CLOCK_REALTIME, &dl);
-		dl.tv_nsec += (long)m->tick_ms * 1000000L;
-		dl.tv_sec += dl.tv_nsec / 1000000000L;
-		dl.tv_nsec %= 1000000000L;
+		sbx_deadline_in(CLOCK_REALTIME, (long)m->tick_ms, &dl);
 		pthread_cond_timedwait(&m->timer_cond, &m->lock, &dl);
 		if (m->stopping)
 			break;

@@ -326,13 +326,7 @@ void sbx_run_set_abandon_check(bool (*fn)(void))
 static void wait_ms_locked(struct sbx_run *r, long ms)
 {
 	struct timespec dl;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += ms / 1000;
-	dl.tv_nsec += (ms % 1000) * 1000000L;
-	if (dl.tv_nsec >= 1000000000L) {
-		dl.tv_sec++;
-		dl.tv_nsec -= 1000000000L;
-	}
+	sbx_deadline_in(CLOCK_REALTIME, ms, &dl);
 	pthread_cond_timedwait(&r->cond, &r->lock, &dl);
 }
 

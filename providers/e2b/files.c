@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "base/log.h"
 
 #define E2B_FLUSH_DELAY_MS 1000L
@@ -161,13 +162,7 @@ static void *flusher_main(void *arg)
 			pthread_cond_wait(&in->wake, &in->lock);
 		} else if (now < due) {
 			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += (due - now) / 1000;
-			ts.tv_nsec += (due - now) % 1000 * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
+			sbx_deadline_in(CLOCK_MONOTONIC, due - now, &ts);
 			pthread_cond_timedwait(&in->wake, &in->lock, &ts);
 		} else {
 			struct sbx_error e = SBX_ERROR_INIT;

@@ -153,6 +153,17 @@ long long sbx_now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void sbx_deadline_in(clockid_t clock, long ms, struct timespec *ts)
+{
+	clock_gettime(clock, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += ms % 1000 * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
 void sbx_iso_time(time_t t, char *buf, size_t size)
 {
 	struct tm tm;

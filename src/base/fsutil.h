@@ -23,6 +23,8 @@ int sbx_read_file(const char *path, struct sbx_buf *out, size_t max);
 int sbx_rm_rf(const char *path);
 /* Milliseconds of CLOCK_MONOTONIC. */
 long long sbx_now_ms(void);
+/* *ts = now on clock + ms: a deadline for pthread_cond_timedwait. */
+void sbx_deadline_in(clockid_t clock, long ms, struct timespec *ts);
 /* "2026-11-30T17:22:28Z" for t (UTC) into buf (>= 21 bytes). */
 void sbx_iso_time(time_t t, char *buf, size_t size);
 /*
