@@ -20,6 +20,7 @@
 #include "kinval.h"
 #include "nodes.h"
 #include "run.h"
+#include "runs.h"
 
 /* private_data points at main()'s `struct sbx_mount *`, set before the loop runs. */
 static struct sbx_mount *mnt(void)
@@ -85,6 +86,12 @@ static void invalidate_path(void *ctx, const char *path)
 static bool requester_killed(void)
 {
 	return sbx_tid_dying(fuse_get_context()->pid);
+}
+
+/* The process whose request this thread serves (the per-caller rule of runs). */
+static pid_t requester_pid(void)
+{
+	return fuse_get_context()->pid;
 }
 
 static int fs_pseudo_child(const struct sbx_node *n)
@@ -492,6 +499,7 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->negative_timeout = 0;
 	sbx_kinval_set_callback(invalidate_path, fuse_get_context()->fuse);
 	sbx_run_set_abandon_check(requester_killed);
+	sbx_runs_set_caller(requester_pid);
 	cfg->use_ino = 0;
 	cfg->nullpath_ok = 1;
 	cfg->hard_remove = 1;

@@ -21,6 +21,7 @@
 #include "cache.h"
 #include "fsmirror.h"
 #include "kinval.h"
+#include "runs.h"
 
 /* How long an operation waits for a transition in flight (resume, pause). */
 #define SBX_TRANSITION_WAIT_S 120
@@ -186,6 +187,7 @@ static void lease_free(struct sbx_lease *l)
 		l->prov->release(l->gone[i]);
 	sbx_cache_free(l->cache);
 	sbx_kinval_free(l->kinval);
+	sbx_runs_free(l);
 	sbx_spec_free(&l->spec);
 	json_decref(l->saved);
 	free(l->env_text);

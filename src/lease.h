@@ -42,6 +42,7 @@ enum sbx_lease_state {
 const char *sbx_lease_state_name(enum sbx_lease_state s);
 
 struct sbx_cache;
+struct sbx_runs;
 
 struct sbx_lease {
 	char name[65];
@@ -71,6 +72,7 @@ struct sbx_lease {
 	char *dir;                          /* state_dir/leases/NAME (read-only) */
 	struct sbx_cache *cache;            /* fs/ cache (NULL for direct-I/O providers) */
 	struct sbx_kinval *kinval;          /* what the kernel caches of fs/ */
+	struct sbx_runs *runtab;            /* (L) its recent runs (runs.c), made at first use */
 };
 
 struct sbx_mount {
