@@ -100,7 +100,7 @@ eq "wrong API URL (404 for everything): the lease is not reclaimed but in error"
 	"$(cat "$L/state")" error
 ok "... its error file says why" grep -q "attach" "$L/error"
 ok "... status shows it in error" grep -q "^keep $PROVIDER error" "$MNT/status"
-eq "... its sandbox still runs" "$(fake_state "$ID")" running
+ok "... its sandbox still exists at the provider" test "$(fake_state "$ID")" != gone
 unmount_sbxfs
 set_url right
 mount_sbxfs
@@ -113,7 +113,7 @@ unmount_sbxfs
 fault_only '{"kind":"5xx","status":503}'
 mount_sbxfs
 eq "server answering 503 at mount: the lease is in error" "$(cat "$L/state")" error
-ok "... its error file says why" grep -q "503" "$L/error"
+ok "... its error file says why" grep -q "attach.*\(503\|injected fault\)" "$L/error"
 fake_clear_faults
 ok "the server answers again: the lease comes back by itself (within 20 s)" \
 	wait_for 20 sh -c "test \"\$(cat '$L/state')\" = running"
