@@ -220,6 +220,8 @@ int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 			return sbx_error_set(err, EISDIR, SBX_E_NONE, "%s is a directory", path);
 		return (flags & O_CREAT) ? fsc_pseudo_refuse(path, err) : fsc_no_such(path, err);
 	}
+	if ((flags & O_CREAT) && (rc = fsc_name_check(l, "create", path, err)))
+		return rc;
 	rc = sbx_cache_file_open(c, path, &cf, &s);
 	if (rc) {
 		sbx_error_set(err, rc, SBX_E_INTERNAL, "cache file for %s: %s", path,

@@ -41,6 +41,32 @@ L=$MNT/keep
 mkdir "$L"
 echo 'echo kept > /tmp/kept' >"$L/exec"
 ID=$(sandbox_id "$L")
+
+# ---- names over NAME_MAX, paths over PATH_MAX: ENAMETOOLONG at create ----
+N255=$(printf 'n%.0s' $(seq 255)) N256=$(printf 'n%.0s' $(seq 256))
+FT=$L/fs/tmp
+eq "create of a 256-byte name: ENAMETOOLONG" \
+	"$(errno_of "os.close(os.open('$FT/$N256', os.O_CREAT | os.O_WRONLY))")" ENAMETOOLONG
+eq "mkdir of a 256-byte name: ENAMETOOLONG" "$(errno_of "os.mkdir('$FT/$N256')")" ENAMETOOLONG
+eq "symlink to a 256-byte name: ENAMETOOLONG" "$(errno_of "os.symlink('x', '$FT/$N256')")" ENAMETOOLONG
+echo r >"$FT/r"
+eq "rename to a 256-byte name: ENAMETOOLONG" "$(errno_of "os.rename('$FT/r', '$FT/$N256')")" ENAMETOOLONG
+not_listed() { ! ls "$FT" | grep -qx "$N256"; }
+ok "... none of them is listed" not_listed
+[ "$PROVIDER" = local ] || ok "... and the lease's error file says NAME_MAX" grep -q NAME_MAX "$L/error"
+echo long >"$FT/$N255"
+eq "a 255-byte name is fine" "$(lease_run "cat /tmp/$N255")" long
+# A path over PATH_MAX, made relative to a deep directory (the kernel refuses long arguments itself).
+eq "create at a path over PATH_MAX: ENAMETOOLONG" "$(errno_of "
+d = '$FT'
+n = 'd' * 250
+for i in range(16):
+    os.mkdir(os.path.join(d, n))
+    d = os.path.join(d, n)
+os.chdir(d)
+os.close(os.open('f' * 200, os.O_CREAT | os.O_WRONLY))")" ENAMETOOLONG
+lease_run "rm -rf /tmp/dddd* /tmp/$N255 /tmp/r" >/dev/null
+
 mkdir -p "$WORK/mnt2"
 read -r rc ms <<<"$(try_mount "$WORK/mnt2")"
 ok "a second daemon on the same state dir fails (rc $rc)" test "$rc" != 0 -a "$rc" != TIMEOUT
