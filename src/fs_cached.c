@@ -202,7 +202,7 @@ int fsc_pseudo_refuse(const char *path, struct sbx_error *err)
  * longer one and fail later (the close of a 256-byte name failed with EIO
  * and left it listed, dirty).
  */
-int fsc_name_check(struct sbx_lease *l, const char *op, const char *path, struct sbx_error *err)
+static int name_too_long(const char *op, const char *path, struct sbx_error *err)
 {
 	size_t len = strlen(path);
 	int rc = 0;
@@ -221,6 +221,12 @@ int fsc_name_check(struct sbx_lease *l, const char *op, const char *path, struct
 			p += n + (p[n] == '/');
 		}
 	}
+	return rc;
+}
+
+int fsc_name_check(struct sbx_lease *l, const char *op, const char *path, struct sbx_error *err)
+{
+	int rc = name_too_long(op, path, err);
 	return rc ? fsc_record(l, op, "(name too long)", rc, err) : 0;
 }
 
@@ -343,6 +349,10 @@ static int c_getattr(struct sbx_lease *l, const char *path, struct sbx_fs_file *
 		s.nlink = 2;
 		goto out;
 	}
+	/* A name no file can have: answered here (no request), and said in `error`. */
+	rc = fsc_name_check(l, "lookup", path, err);
+	if (rc)
+		return rc;
 	switch (sbx_cache_attr_get(c, path, &s, fsc_any_age(l))) {
 	case SBX_CACHE_HIT:
 		sbx_cache_file_overlay(c, path, &s, SBX_OV_REMOTE);
