@@ -28,6 +28,8 @@
 /* How often running leases are probed for reclaim (local probes are cheap). */
 #define SBX_PROBE_EVERY_S 30
 #define SBX_PROBE_LOCAL_EVERY_S 5
+/* How long the daemon's exit (unmount, SIGTERM) spends uploading unsaved files. */
+#define SBX_EXIT_SAVE_S 30
 /* How often a lease in `error` (provider unreachable) is attached again. */
 #define SBX_RETRY_EVERY_S 5
 /* While a lease is in use, the provider's own lifetime is extended this often ... */
@@ -928,6 +930,7 @@ json_t *sbx_lease_info(struct sbx_lease *l)
 
 void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out)
 {
+	size_t unsaved = l->cache ? sbx_cache_unsaved_count(l->cache) : 0;
 	pthread_mutex_lock(&l->lock);
 	long idle = (long)(time(NULL) - l->last_active);
 	if (l->active)
@@ -936,6 +939,9 @@ void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out)
 		     sbx_lease_state_name(l->state), idle < 0 ? 0 : idle,
 		     l->sandbox_id[0] ? l->sandbox_id : "-");
 	pthread_mutex_unlock(&l->lock);
+	/* Files written here, not in the sandbox yet (`error` says where they are kept). */
+	if (unsaved)
+		sbx_buf_addf(out, " unsaved=%zu:%s/cache", unsaved, l->dir);
 }
 
 /* ---- the timer ------------------------------------------------------------ */
@@ -1046,6 +1052,14 @@ static bool retry_lease(struct sbx_lease *l)
 	return true;
 }
 
+static bool lease_running(struct sbx_lease *l)
+{
+	pthread_mutex_lock(&l->lock);
+	bool r = l->state == SBX_LS_RUNNING && !l->transition;
+	pthread_mutex_unlock(&l->lock);
+	return r;
+}
+
 /* Asks the provider how the sandbox is; returns true when the lease's state changed. */
 static bool probe_lease(struct sbx_lease *l)
 {
@@ -1111,6 +1125,9 @@ void sbx_mount_tick(struct sbx_mount *m)
 		default:
 			break;
 		}
+		/* Unsaved files (left by a failed upload, or by the last daemon): up again. */
+		if (l->cache && sbx_cache_unsaved_count(l->cache) && lease_running(l))
+			sbx_fs_save_unsaved(l, false, sbx_now_ms() + 60000);
 		sbx_lease_put(l);
 	}
 	free(ll.v);
@@ -1272,6 +1289,30 @@ int sbx_mount_start_timer(struct sbx_mount *m)
 	return 0;
 }
 
+/*
+ * The daemon's last act: every lease's files written here and not uploaded
+ * (still open at SIGTERM, or whose upload failed) go up, within
+ * SBX_EXIT_SAVE_S in all. What stays is kept on disk with its sandbox path
+ * (cache.h) and the lease's `error` says where; the next mount uploads it.
+ */
+static void save_before_exit(struct sbx_mount *m)
+{
+	struct lease_list ll = {0};
+	long long deadline = sbx_now_ms() + SBX_EXIT_SAVE_S * 1000LL;
+	sbx_lease_foreach(m, collect, &ll);
+	for (size_t i = 0; i < ll.n; i++) {
+		struct sbx_lease *l = ll.v[i];
+		size_t left = l->cache ? sbx_cache_unsaved_count(l->cache) : 0;
+		if (left && sbx_lease_peek(l))
+			left = sbx_fs_save_unsaved(l, true, deadline);
+		if (left)
+			sbx_log(SBX_LOG_WARN, "lease %s: %zu file(s) not uploaded, kept in %s/cache",
+				l->name, left, l->dir);
+		sbx_lease_put(l);
+	}
+	free(ll.v);
+}
+
 void sbx_mount_close(struct sbx_mount *m)
 {
 	struct sbx_lease *l, *tmp;
@@ -1283,6 +1324,7 @@ void sbx_mount_close(struct sbx_mount *m)
 	pthread_mutex_unlock(&m->lock);
 	if (m->timer_running)
 		pthread_join(m->timer, NULL);
+	save_before_exit(m);
 	sbx_mount_save(m);
 	HASH_ITER(hh, m->leases, l, tmp)
 	{

@@ -185,6 +185,59 @@ wait "$PAUSE_PID"
 fake_clear_faults
 ok "the pause then completes" wait_for 30 sh -c "test \"\$(cat '$L/state')\" = paused"
 
+# ---- unsaved data is never dropped ----
+case $PROVIDER in
+e2b) UPLOAD_FAULT='{"kind":"5xx","status":500,"key":"POST /files"}' ;;
+daytona) UPLOAD_FAULT='{"kind":"5xx","status":500,"key":"POST /toolbox/:id/files/bulk-upload"}' ;;
+esac
+CACHE=$STATE/leases/keep/cache
+sidecars() { ls "$CACHE" 2>/dev/null | grep -c '\.path$'; }
+# hold_open FILE TEXT: a process writes TEXT into FILE and keeps it open (HOLDER, pid).
+hold_open() {
+	rm -f "$WORK/written"
+	python3 -c "
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+os.write(fd, sys.argv[2].encode())
+open(sys.argv[3], 'w').close()
+time.sleep(120)" "$1" "$2" "$WORK/written" 2>/dev/null &
+	HOLDER=$!
+	wait_for 20 test -f "$WORK/written"
+}
+stop_holder() { kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null; }
+daemon_gone() { ! kill -0 "$SBXFS_PID" 2>/dev/null; }
+
+# SIGTERM while a file is open for writing: its bytes go up before the daemon exits.
+hold_open "$L/fs/tmp/term.txt" "written before SIGTERM"
+kill -TERM "$SBXFS_PID"
+ok "SIGTERM with a file open for writing: the daemon exits (within 40 s)" wait_for 40 daemon_gone
+stop_holder
+unmount_sbxfs
+eq "... leaving nothing unsaved in its cache" "$(sidecars)" 0
+mount_sbxfs
+eq "... its bytes reached the sandbox" "$(lease_run 'cat /tmp/term.txt')" "written before SIGTERM"
+
+# kill -9 with unsaved bytes: found at the next mount, reported while the
+# provider refuses them, uploaded once it takes them; nothing deleted unread.
+hold_open "$L/fs/tmp/nine.txt" "written before kill -9"
+kill -9 "$SBXFS_PID"
+wait_for 10 daemon_gone
+stop_holder
+unmount_sbxfs
+eq "kill -9: the unsaved file is named on disk for the next mount" "$(sidecars)" 1
+fault_only "$UPLOAD_FAULT"
+mount_sbxfs
+ok "next mount, uploads refused: status says what is unsaved and where" \
+	wait_for 20 grep -q "^keep $PROVIDER running .* unsaved=1:$CACHE" "$MNT/status"
+ok "... and error names the cache file that keeps it" \
+	wait_for 20 grep -q "unsaved changes kept in $CACHE/" "$L/error"
+eq "... which is still there" "$(sidecars)" 1
+fake_clear_faults
+unsaved_gone() { ! grep -q unsaved "$MNT/status"; }
+ok "uploads taken again: the file goes up by itself (within 30 s)" wait_for 30 unsaved_gone
+eq "... with the bytes written before kill -9" "$(lease_run 'cat /tmp/nine.txt')" "written before kill -9"
+eq "... and the cache holds no unsaved file any more" "$(sidecars)" 0
+
 # ---- a full state dir: mkdir fails and leaves no sandbox behind ----
 lease_on_provider() { # lease_on_provider NAME: the provider lists a live sandbox labelled NAME
 	"$SBXFS" --list="$PROVIDER" -o "config=$CONFIG,state_dir=$STATE" 2>/dev/null |
