@@ -23,6 +23,7 @@
 #include "fuse_ops.h"
 #include "lease.h"
 #include "sandboxes.h"
+#include "statedir.h"
 
 struct sbx_options {
 	char *profile;
@@ -89,7 +90,8 @@ int main(int argc, char *argv[])
 	struct sbx_mount *m = NULL;
 	struct fuse *fuse = NULL;
 	struct sbx_config probe;
-	int ret = 1;
+	json_t *table = NULL;
+	int ret = 1, lock_fd = -1;
 
 	if (fuse_opt_parse(&args, &opts, option_spec, NULL) == -1)
 		return 1;
@@ -143,6 +145,17 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	sbx_config_free(&probe);
+	/*
+	 * One daemon per state dir, and a lease table that can be read: both
+	 * refused here, on the terminal, before anything is mounted. The lock
+	 * fd stays open for the daemon's life (the fork keeps the flock).
+	 */
+	if (sbx_statedir_lock(opts.state_dir, cmd.mountpoint, &lock_fd, &err) ||
+	    sbx_statedir_read_table(opts.state_dir, &table, &err)) {
+		fprintf(stderr, "sbxfs: %s\n", err.msg);
+		goto out_args;
+	}
+	json_decref(table);
 
 	/* Re-add the FUSE options fuse_parse_cmdline consumed but fuse_new needs. */
 	if (cmd.debug)
@@ -172,6 +185,8 @@ out_unmount:
 out_destroy:
 	fuse_destroy(fuse);
 out_args:
+	if (lock_fd >= 0)
+		close(lock_fd);
 	free(cmd.mountpoint);
 	fuse_opt_free_args(&args);
 	free(opts.profile);
