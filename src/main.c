@@ -30,6 +30,7 @@ struct sbx_options {
 	char *state_dir;
 	char *cache_timeout;
 	char *list_provider; /* --list=PROVIDER */
+	char *symlinks;      /* "rewrite" (default) or "raw" */
 	int list;            /* --list or --list=PROVIDER: print sandboxes, no mount */
 	int show_help;
 	int show_version;
@@ -41,6 +42,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("config=%s", config),
 	OPT("state_dir=%s", state_dir),
 	OPT("fs_cache_timeout=%s", cache_timeout),
+	OPT("symlinks=%s", symlinks),
 	OPT("--list", list),
 	OPT("--list=%s", list_provider),
 	OPT("-h", show_help),
@@ -60,6 +62,8 @@ static void usage(const char *prog)
 	       "    -o config=PATH      profiles file (default $XDG_CONFIG_HOME/sbxfs/config.json)\n"
 	       "    -o state_dir=PATH   lease table and caches (default $XDG_STATE_HOME/sbxfs)\n"
 	       "    -o fs_cache_timeout=S  seconds the kernel keeps fs/ attributes (default 1)\n"
+	       "    -o symlinks=raw     fs/ links show the sandbox's own text (default: rewritten\n"
+	       "                        so the host follows them inside the sandbox)\n"
 	       "\n"
 	       "    --list[=PROVIDER]   print the sandboxes the providers know, one a line:\n"
 	       "                        provider id state lease template created (no mount)\n"
@@ -131,6 +135,13 @@ int main(int argc, char *argv[])
 		}
 		sbx_fuse_set_cache_timeout(t);
 	}
+	if (opts.symlinks) {
+		if (strcmp(opts.symlinks, "raw") && strcmp(opts.symlinks, "rewrite")) {
+			fprintf(stderr, "sbxfs: symlinks must be rewrite or raw\n");
+			goto out_args;
+		}
+		sbx_fuse_set_raw_symlinks(!strcmp(opts.symlinks, "raw"));
+	}
 
 	/* Validate before daemonising, so the terminal sees what is wrong. */
 	if (sbx_config_load(&probe, opts.config, &err)) {
@@ -179,5 +190,6 @@ out_args:
 	free(opts.state_dir);
 	free(opts.cache_timeout);
 	free(opts.list_provider);
+	free(opts.symlinks);
 	return ret ? 1 : 0;
 }
