@@ -8,11 +8,13 @@
 #include <fuse.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "base/fsutil.h"
 #include "ctlfiles.h"
 #include "fsmirror.h"
@@ -28,11 +30,25 @@ static struct sbx_mount *mnt(void)
 	return *(struct sbx_mount **)fuse_get_context()->private_data;
 }
 
+/* Only the mount's owner, root and the share group's members get in (access.h). */
+static bool caller_allowed(void)
+{
+	struct fuse_context *c = fuse_get_context();
+	gid_t groups[64];
+	int n = 0;
+	if (sbx_access_allows(c->uid, c->gid, NULL, 0))
+		return true;
+	n = fuse_getgroups(64, groups);
+	return n > 0 && sbx_access_allows(c->uid, c->gid, groups, n < 64 ? n : 64);
+}
+
 /* Parses path and, for nodes inside a lease, looks the lease up (ref taken). */
 static int resolve(const char *path, struct sbx_node *n, struct sbx_lease **l)
 {
 	int rc;
 	*l = NULL;
+	if (!caller_allowed())
+		return -EACCES;
 	if (!path)
 		return -ENOENT;
 	rc = sbx_node_parse(path, n);

@@ -1,7 +1,8 @@
 /*
- * check_linkmap — the symlink rewrite fs/ shows the host (src/linkmap.c),
+ * check_boundary — the symlink rewrite fs/ shows the host (src/linkmap.c),
  * against a small in-memory tree: every answer climbs no higher than fs/
- * and lands where the sandbox's own resolution would.
+ * and lands where the sandbox's own resolution would; and who may use the
+ * mount (src/access.c).
  */
 #include <check.h>
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "access.h"
 #include "linkmap.h"
 
 /* The sandbox: directories and links (path, target); anything else is missing. */
@@ -111,15 +113,37 @@ START_TEST(loops_and_limits)
 }
 END_TEST
 
+START_TEST(owner_only_unless_shared)
+{
+	gid_t groups[] = {5, 77};
+	sbx_access_set(1000, SBX_NO_GROUP);
+	ck_assert(sbx_access_allows(1000, 1000, NULL, 0));
+	ck_assert(sbx_access_allows(0, 0, NULL, 0));
+	ck_assert(!sbx_access_allows(1001, 1000, groups, 2));
+	ck_assert_uint_eq(sbx_access_mode(S_IFREG | 0666), S_IFREG | 0600);
+	ck_assert_uint_eq(sbx_access_mode(S_IFDIR | 0755), S_IFDIR | 0700);
+	ck_assert_uint_eq(sbx_access_mode(S_IFREG | 0222), S_IFREG | 0200);
+	sbx_access_set(1000, 77);
+	ck_assert(sbx_access_allows(1001, 1001, groups, 2));
+	ck_assert(sbx_access_allows(1001, 77, NULL, 0));
+	ck_assert(!sbx_access_allows(1001, 1001, groups, 1));
+	ck_assert_uint_eq(sbx_access_mode(S_IFREG | 0644), S_IFREG | 0660);
+	ck_assert_uint_eq(sbx_access_gid(), 77);
+}
+END_TEST
+
 int main(void)
 {
-	Suite *s = suite_create("linkmap");
+	Suite *s = suite_create("boundary");
 	TCase *tc = tcase_create("rewrite");
 	tcase_add_test(tc, relative_escape_stays_at_root);
 	tcase_add_test(tc, absolute_is_the_sandboxs);
 	tcase_add_test(tc, safe_ones_kept_others_shortest);
 	tcase_add_test(tc, dotdot_after_a_link_is_walked);
 	tcase_add_test(tc, loops_and_limits);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("access");
+	tcase_add_test(tc, owner_only_unless_shared);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
