@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "base/fsutil.h"
 #include "ctl.h"
 
@@ -58,10 +59,10 @@ int sbx_ctl_getattr(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 		    struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->st_mode = sbx_node_mode(n->kind);
+	st->st_mode = sbx_access_mode(sbx_node_mode(n->kind));
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
 	st->st_uid = getuid();
-	st->st_gid = getgid();
+	st->st_gid = sbx_access_gid();
 	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec =
 		l ? l->created_at : time(NULL);
 	switch (n->kind) {

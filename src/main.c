@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "base/buf.h"
 #include "base/log.h"
 #include "fuse_ops.h"
@@ -31,6 +32,8 @@ struct sbx_options {
 	char *state_dir;
 	char *cache_timeout;
 	char *list_provider; /* --list=PROVIDER */
+	char *symlinks;      /* "rewrite" (default) or "raw" */
+	char *share_group;   /* the one group let in besides the owner */
 	int list;            /* --list or --list=PROVIDER: print sandboxes, no mount */
 	int show_help;
 	int show_version;
@@ -42,6 +45,8 @@ static const struct fuse_opt option_spec[] = {
 	OPT("config=%s", config),
 	OPT("state_dir=%s", state_dir),
 	OPT("fs_cache_timeout=%s", cache_timeout),
+	OPT("symlinks=%s", symlinks),
+	OPT("share_group=%s", share_group),
 	OPT("--list", list),
 	OPT("--list=%s", list_provider),
 	OPT("-h", show_help),
@@ -61,6 +66,10 @@ static void usage(const char *prog)
 	       "    -o config=PATH      profiles file (default $XDG_CONFIG_HOME/sbxfs/config.json)\n"
 	       "    -o state_dir=PATH   lease table and caches (default $XDG_STATE_HOME/sbxfs)\n"
 	       "    -o fs_cache_timeout=S  seconds the kernel keeps fs/ attributes (default 1)\n"
+	       "    -o symlinks=raw     fs/ links show the sandbox's own text (default: rewritten\n"
+	       "                        so the host follows them inside the sandbox)\n"
+	       "    -o share_group=GROUP  let GROUP's members in too (default: the owner only;\n"
+	       "                        allow_other alone lets nobody else in)\n"
 	       "\n"
 	       "    --list[=PROVIDER]   print the sandboxes the providers know, one a line:\n"
 	       "                        provider id state lease template created (no mount)\n"
@@ -133,6 +142,25 @@ int main(int argc, char *argv[])
 		}
 		sbx_fuse_set_cache_timeout(t);
 	}
+	if (opts.symlinks) {
+		if (strcmp(opts.symlinks, "raw") && strcmp(opts.symlinks, "rewrite")) {
+			fprintf(stderr, "sbxfs: symlinks must be rewrite or raw\n");
+			goto out_args;
+		}
+		sbx_fuse_set_raw_symlinks(!strcmp(opts.symlinks, "raw"));
+	}
+	gid_t share = SBX_NO_GROUP;
+	if (opts.share_group && sbx_access_group(opts.share_group, &share) < 0) {
+		fprintf(stderr, "sbxfs: share_group: no group %s\n", opts.share_group);
+		goto out_args;
+	}
+	sbx_access_set(getuid(), share);
+	/* Other users let in by the kernel are checked by it against the modes, always. */
+	for (int i = 1; i < args.argc; i++)
+		if (strstr(args.argv[i], "allow_other") || strstr(args.argv[i], "allow_root")) {
+			fuse_opt_add_arg(&args, "-odefault_permissions");
+			break;
+		}
 
 	/* Validate before daemonising, so the terminal sees what is wrong. */
 	if (sbx_config_load(&probe, opts.config, &err)) {
@@ -194,5 +222,7 @@ out_args:
 	free(opts.state_dir);
 	free(opts.cache_timeout);
 	free(opts.list_provider);
+	free(opts.symlinks);
+	free(opts.share_group);
 	return ret ? 1 : 0;
 }
