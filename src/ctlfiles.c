@@ -12,6 +12,7 @@
 #include "access.h"
 #include "base/fsutil.h"
 #include "ctl.h"
+#include "ports.h"
 
 /* Largest text accepted by a control file write (a script, a code cell). */
 #define SBX_CTL_MAX_TEXT (16u << 20)
@@ -132,6 +133,27 @@ static void fill_lease_name(void *ctx, struct sbx_lease *l)
 	nl->fill(nl->ctx, l->name, NULL);
 }
 
+/* ports/: one file per listening port; a failure goes to the lease's error file. */
+static int ports_readdir(struct sbx_mount *m, struct sbx_lease *l, sbx_fs_fill_fn fill,
+			 void *ctx)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	int *ports = calloc(SBX_PORTS_MAX, sizeof(*ports));
+	int n;
+	if (!ports)
+		return -ENOMEM;
+	n = sbx_lease_ports(l, ports, SBX_PORTS_MAX, &e);
+	if (n < 0)
+		sbx_lease_error(l, "ports", &e);
+	for (int i = 0; i < n; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "%d", ports[i]);
+		fill(ctx, name, NULL);
+	}
+	free(ports);
+	return n < 0 ? n : 0;
+}
+
 int sbx_ctl_readdir(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l,
 		    sbx_fs_fill_fn fill, void *ctx)
 {
@@ -156,7 +178,7 @@ int sbx_ctl_readdir(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 		}
 		return 0;
 	case SBX_N_PORTS:
-		return 0;
+		return ports_readdir(m, l, fill, ctx);
 	case SBX_N_RUNS: {
 		unsigned long *ns;
 		size_t k = sbx_runs_list(l, &ns);
@@ -326,7 +348,7 @@ static int snapshot(struct sbx_mount *m, struct sbx_open *o, const struct sbx_no
 			sbx_lease_error(l, "ports", &e);
 			return rc;
 		}
-		sbx_buf_addf(&o->data, "%s\n", host);
+		sbx_buf_addf(&o->data, "%s\n", host); /* URL, then header lines */
 		return 0;
 	}
 	default:
