@@ -21,6 +21,8 @@
 #include "nodes.h"
 #include "run.h"
 
+struct sbx_tty;
+
 struct sbx_open {
 	enum sbx_node_kind kind;
 	struct sbx_lease *lease;  /* reference, or NULL for root files */
@@ -33,6 +35,7 @@ struct sbx_open {
 	off_t rpos;               /* stream position in the run's output */
 	char language[16];        /* code.* */
 	struct sbx_fs_file *fsf;  /* fs/ files */
+	struct sbx_tty *tty;      /* tty/ files: the session (tty.c) */
 };
 
 struct sbx_open *sbx_open_new(enum sbx_node_kind kind, struct sbx_lease *l, int flags);

@@ -34,6 +34,12 @@ enum sbx_node_kind {
 	SBX_N_PORT,         /* ports/PORT; sub = the number */
 	SBX_N_LEASE_ERROR,
 	SBX_N_LOG,
+	SBX_N_TTY,         /* tty/ */
+	SBX_N_TTY_CLONE,   /* tty/clone */
+	SBX_N_TTY_SESSION, /* tty/N/; sub = N */
+	SBX_N_TTY_DATA,    /* tty/N/data; sub = N */
+	SBX_N_TTY_CTL,     /* tty/N/ctl; sub = N */
+	SBX_N_TTY_STATUS,  /* tty/N/status; sub = N */
 };
 
 struct sbx_node {

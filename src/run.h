@@ -60,6 +60,9 @@ int sbx_run_wait(struct sbx_run *r);
 ssize_t sbx_run_read(struct sbx_run *r, char *buf, size_t size, off_t off); /* -EINTR too */
 void sbx_run_put(struct sbx_run *r);
 
+/* The lease's `env` lines as a NULL-terminated "K=V" array (one allocation: free() it). */
+char **sbx_run_envs(struct sbx_lease *l);
+
 /* Languages accepted by code.* files: "py" -> "python" etc.; NULL if unknown. */
 const char *sbx_run_language(const char *ext);
 
