@@ -171,6 +171,30 @@ struct sbx_code_result {
 
 void sbx_code_result_free(struct sbx_code_result *r); /* members only; NULL-safe */
 
+/*
+ * Terminal sessions (the tty_* slots): an interactive shell on a pseudo
+ * terminal inside the sandbox. The provider's session is opaque to the core.
+ */
+struct sbx_tty_session;
+
+struct sbx_tty_req {
+	const char *const *envs; /* NULL-terminated "KEY=VALUE" list, added to the spec's envs */
+	const char *cwd;         /* NULL: the spec's workingDirectory / provider default */
+	unsigned cols, rows;     /* the terminal's size at the start (never 0) */
+};
+
+struct sbx_tty_sink {
+	void *ctx;
+	/* Terminal output as the shell produces it; called on a provider thread. */
+	void (*output)(void *ctx, const char *data, size_t len);
+	/*
+	 * Called at most once, after the last output: the shell ended with status
+	 * (its exit code, 128+N when killed by signal N; err NULL), or the
+	 * session was lost (status -errno, err says why).
+	 */
+	void (*ended)(void *ctx, int status, const struct sbx_error *err);
+};
+
 /* Settings a provider gets at start-up. */
 struct sbx_provider_env {
 	json_t *settings;      /* config "providers": {NAME: {...}} entry, or an empty object */
@@ -307,6 +331,28 @@ struct sbx_provider {
 	 */
 	void (*set_notify)(struct sbx_instance *inst, void (*cb)(void *ctx, const char *path),
 			   void *ctx);
+
+	/* --- terminal sessions (optional: all NULL = not supported) ------- */
+	/*
+	 * Starts an interactive login shell (bash where the sandbox has it,
+	 * else sh) on a pseudo terminal of req->cols x req->rows, the TERM
+	 * the core puts in req->envs. Output goes to sink from a provider
+	 * thread until sink->ended. *out is the session, valid until tty_close.
+	 */
+	int (*tty_open)(struct sbx_instance *inst, const struct sbx_tty_req *req,
+			const struct sbx_tty_sink *sink, struct sbx_tty_session **out,
+			struct sbx_error *err);
+	/* Types len bytes (keystrokes, pasted text) into the terminal. */
+	int (*tty_write)(struct sbx_tty_session *s, const char *data, size_t len,
+			 struct sbx_error *err);
+	/* Resizes the terminal (the shell gets SIGWINCH). */
+	int (*tty_resize)(struct sbx_tty_session *s, unsigned cols, unsigned rows,
+			  struct sbx_error *err);
+	/*
+	 * Ends the session (kills the shell if it still runs) and frees it.
+	 * Once it returns, no sink call is running or will come.
+	 */
+	void (*tty_close)(struct sbx_tty_session *s);
 
 	/* --- control plane -------------------------------------------------- */
 	/*

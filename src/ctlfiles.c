@@ -13,6 +13,7 @@
 #include "base/fsutil.h"
 #include "ctl.h"
 #include "ports.h"
+#include "tty.h"
 
 /* Largest text accepted by a control file write (a script, a code cell). */
 #define SBX_CTL_MAX_TEXT (16u << 20)
@@ -37,6 +38,7 @@ void sbx_open_free(struct sbx_open *o)
 		return;
 	sbx_run_reader_free(o->reader);
 	sbx_run_put(o->run);
+	sbx_tty_release(o);
 	sbx_lease_put(o->lease);
 	sbx_buf_release(&o->data);
 	free(o);
@@ -105,6 +107,11 @@ int sbx_ctl_getattr(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 	case SBX_N_LEASE_ERROR:
 		lease_file_size(l, "error", st);
 		break;
+	case SBX_N_TTY_SESSION:
+	case SBX_N_TTY_DATA:
+	case SBX_N_TTY_CTL:
+	case SBX_N_TTY_STATUS:
+		return sbx_tty_exists(l, n->sub);
 	case SBX_N_RESULT_FILE: {
 		struct stat fst;
 		char *p = sbx_lease_path(l, "results"), full[4200];
@@ -201,6 +208,9 @@ int sbx_ctl_readdir(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 			fill(ctx, files[i], NULL);
 		return 0;
 	}
+	case SBX_N_TTY:
+	case SBX_N_TTY_SESSION:
+		return sbx_tty_readdir(l, n, fill, ctx);
 	case SBX_N_RESULTS: {
 		char *p = sbx_lease_path(l, "results");
 		DIR *d = opendir(p);
@@ -359,7 +369,8 @@ static int snapshot(struct sbx_mount *m, struct sbx_open *o, const struct sbx_no
 static bool writable(enum sbx_node_kind k)
 {
 	return k == SBX_N_CTL || k == SBX_N_EXEC || k == SBX_N_CODE || k == SBX_N_ENV ||
-	       k == SBX_N_STATE || k == SBX_N_RUN_CTL;
+	       k == SBX_N_STATE || k == SBX_N_RUN_CTL || k == SBX_N_TTY_DATA ||
+	       k == SBX_N_TTY_CTL;
 }
 
 int sbx_ctl_open(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l, int flags,
@@ -369,6 +380,15 @@ int sbx_ctl_open(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease
 	if (sbx_node_is_dir(n->kind)) {
 		sbx_lease_put(l);
 		return -EISDIR;
+	}
+	if (sbx_tty_node(n->kind)) {
+		struct sbx_open *o = sbx_open_new(n->kind, l, flags);
+		if ((rc = sbx_tty_open(o, n))) {
+			sbx_open_free(o);
+			return rc;
+		}
+		*out = o;
+		return 0;
 	}
 	if (acc != O_RDONLY && !writable(n->kind)) {
 		rc = refuse(m, l, EACCES, "open", "%s is read-only",
@@ -424,6 +444,8 @@ static int start_run(struct sbx_open *o)
 
 ssize_t sbx_ctl_read(struct sbx_open *o, char *buf, size_t size, off_t off)
 {
+	if (o->tty)
+		return sbx_tty_read(o, buf, size, off);
 	if (sbx_node_is_runner(o->kind) && (o->flags & O_ACCMODE) == O_RDWR) {
 		if (o->refused)
 			return 0;
@@ -659,6 +681,8 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 {
 	struct line_ctx lc = {m, o->lease, o->run_n};
 	int rc;
+	if (o->tty)
+		return sbx_tty_write(o, buf, size);
 	if (o->data.len + size > SBX_CTL_MAX_TEXT)
 		return refuse(m, o->lease, EFBIG, "write", "text larger than %s", "16 MiB");
 	if (o->kind == SBX_N_ENV && !(o->flags & O_APPEND) && (size_t)off < o->data.len)
@@ -706,6 +730,8 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 int sbx_ctl_flush(struct sbx_mount *m, struct sbx_open *o)
 {
 	int acc = o->flags & O_ACCMODE, rc = 0;
+	if (o->tty)
+		return sbx_tty_flush(o);
 	switch (o->kind) {
 	case SBX_N_CTL:
 		if (o->data.buf[0] == '{')

@@ -24,6 +24,8 @@
 #include "run.h"
 #include "runs.h"
 
+struct sbx_tty;
+
 struct sbx_open {
 	enum sbx_node_kind kind;
 	struct sbx_lease *lease;  /* reference, or NULL for root files */
@@ -39,6 +41,7 @@ struct sbx_open {
 	struct sbx_run_reader *reader; /* a run's stdout/stderr/result/cmd (runs.h) */
 	struct sbx_run_owner owner;    /* runner files: who wrote (the per-caller rule) */
 	unsigned long run_n;           /* runs/N/ctl: N */
+	struct sbx_tty *tty;      /* tty/ files: the session (tty.c) */
 };
 
 struct sbx_open *sbx_open_new(enum sbx_node_kind kind, struct sbx_lease *l, int flags);

@@ -24,6 +24,7 @@
 #include "nodes.h"
 #include "run.h"
 #include "runs.h"
+#include "tty.h"
 
 /* private_data points at main()'s `struct sbx_mount *`, set before the loop runs. */
 static struct sbx_mount *mnt(void)
@@ -222,7 +223,7 @@ static int op_open(const char *path, struct fuse_file_info *fi)
 		return rc;
 	fi->fh = (uintptr_t)o;
 	fi->direct_io = 1;
-	if (sbx_node_is_runner(n.kind))
+	if (sbx_node_is_runner(n.kind) || n.kind == SBX_N_TTY_DATA)
 		fi->nonseekable = 1;
 	return 0;
 }
@@ -562,6 +563,7 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	sbx_kinval_set_callback(invalidate_path, fuse_get_context()->fuse);
 	sbx_run_set_abandon_check(requester_killed);
 	sbx_runs_set_caller(requester_pid);
+	sbx_tty_set_abandon_check(requester_killed);
 	cfg->use_ino = 0;
 	cfg->nullpath_ok = 1;
 	cfg->hard_remove = 1;

@@ -155,7 +155,6 @@ int main(int argc, char *argv[])
 	enum sbx_log_level level = SBX_LOG_INFO;
 	const char *log_to = NULL;
 	const char *mountpoint;
-	int ret = 1;
 
 	if (fuse_opt_parse(&args, &opts, option_spec, opt_proc) == -1)
 		return 1;

@@ -39,6 +39,7 @@ static const struct sbx_node_entry lease_entries[] = {
 	{"error", SBX_N_LEASE_ERROR, S_IFREG | 0444},
 	{"log", SBX_N_LOG, S_IFREG | 0444},
 	{"runs", SBX_N_RUNS, S_IFDIR | 0555},
+	{"tty", SBX_N_TTY, S_IFDIR | 0555},
 	{NULL, SBX_N_NONE, 0},
 };
 
@@ -66,7 +67,15 @@ mode_t sbx_node_mode(enum sbx_node_kind kind)
 		return S_IFREG | 0444;
 	case SBX_N_RUN_DIR:
 		return S_IFDIR | 0555;
+	case SBX_N_TTY_CLONE:
+	case SBX_N_TTY_STATUS:
+		return S_IFREG | 0444;
+	case SBX_N_TTY_SESSION:
+		return S_IFDIR | 0555;
+	case SBX_N_TTY_DATA:
+		return S_IFREG | 0666;
 	case SBX_N_RUN_CTL:
+	case SBX_N_TTY_CTL:
 		return S_IFREG | 0222;
 	default:
 		break;
@@ -139,6 +148,33 @@ static int parse_run(const char **p, char *part, struct sbx_node *n)
 	return -ENOENT;
 }
 
+/* tty/clone, tty/N, tty/N/{data,ctl,status}: part is the name after tty/. */
+static int parse_tty(const char **p, char *part, struct sbx_node *n)
+{
+	static const struct sbx_node_entry files[] = {
+		{"data", SBX_N_TTY_DATA, 0},
+		{"ctl", SBX_N_TTY_CTL, 0},
+		{"status", SBX_N_TTY_STATUS, 0},
+	};
+	if (!strcmp(part, "clone")) {
+		n->kind = SBX_N_TTY_CLONE;
+		return 0;
+	}
+	if (part[0] < '1' || part[0] > '9' || strspn(part, "0123456789") != strlen(part) ||
+	    strlen(part) > 9)
+		return -ENOENT;
+	n->kind = SBX_N_TTY_SESSION;
+	snprintf(n->sub, sizeof(n->sub), "%s", part);
+	if (!next_part(p, part, 256))
+		return 0;
+	for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++)
+		if (!strcmp(part, files[i].name)) {
+			n->kind = files[i].kind;
+			return 0;
+		}
+	return -ENOENT;
+}
+
 int sbx_node_parse(const char *path, struct sbx_node *n)
 {
 	char part[256];
@@ -189,6 +225,9 @@ int sbx_node_parse(const char *path, struct sbx_node *n)
 			snprintf(n->sub, sizeof(n->sub), "%s", part);
 		} else if (e->kind == SBX_N_RUNS && next_part(&p, part, sizeof(part))) {
 			return parse_run(&p, part, n);
+		} else if (e->kind == SBX_N_TTY && next_part(&p, part, sizeof(part))) {
+			if (parse_tty(&p, part, n))
+				return -ENOENT;
 		} else if (e->kind == SBX_N_PORTS && next_part(&p, part, sizeof(part))) {
 			if (!is_port(part))
 				return -ENOENT;

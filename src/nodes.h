@@ -39,6 +39,12 @@ enum sbx_node_kind {
 	SBX_N_RUN_FILE, /* runs/N/{cmd,stdout,stderr,result}; sub = "N/name" */
 	SBX_N_RUN_CTL,  /* runs/N/ctl; sub = "N/ctl" */
 	SBX_N_RUN_MINE, /* runs/mine */
+	SBX_N_TTY,         /* tty/ */
+	SBX_N_TTY_CLONE,   /* tty/clone */
+	SBX_N_TTY_SESSION, /* tty/N/; sub = N */
+	SBX_N_TTY_DATA,    /* tty/N/data; sub = N */
+	SBX_N_TTY_CTL,     /* tty/N/ctl; sub = N */
+	SBX_N_TTY_STATUS,  /* tty/N/status; sub = N */
 };
 
 struct sbx_node {

@@ -586,3 +586,8 @@ void sbx_run_put(struct sbx_run *r)
 	pthread_cond_destroy(&r->cond);
 	free(r);
 }
+
+char **sbx_run_envs(struct sbx_lease *l)
+{
+	return env_lines(l);
+}

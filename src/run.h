@@ -82,6 +82,9 @@ int sbx_run_wait_locked(struct sbx_run *r, bool (*pred)(struct sbx_run *, void *
 struct sbx_run *sbx_run_get(struct sbx_run *r);
 void sbx_run_put(struct sbx_run *r);
 
+/* The lease's `env` lines as a NULL-terminated "K=V" array (one allocation: free() it). */
+char **sbx_run_envs(struct sbx_lease *l);
+
 /* Languages accepted by code.* files: "py" -> "python" etc.; NULL if unknown. */
 const char *sbx_run_language(const char *ext);
 

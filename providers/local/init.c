@@ -368,6 +368,9 @@ static void child_exec(const struct lcl_req *req, const char *cwd, char **argv, 
 	for (int i = 0; i < 3; i++)
 		if (dup2(fds[i], i) < 0)
 			goto fail;
+	/* A terminal session (the provider's tty.c): the pty becomes its controlling tty. */
+	if (isatty(0))
+		ioctl(0, TIOCSCTTY, 0);
 	close_range(3, ~0u, CLOSE_RANGE_CLOEXEC);
 	umask(022);
 	report[0] = 1;

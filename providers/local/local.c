@@ -542,4 +542,8 @@ const struct sbx_provider sbx_provider_local = {
     .fstat = lcl_f_fstat,
     .close = lcl_f_close,
     .list_sandboxes = local_list_sandboxes,
+    .tty_open = lcl_tty_open,
+    .tty_write = lcl_tty_write,
+    .tty_resize = lcl_tty_resize,
+    .tty_close = lcl_tty_close,
 };

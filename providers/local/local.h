@@ -103,6 +103,21 @@ int lcl_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 int lcl_request(const struct local_inst *li, int op, int arg, long timeout_ms, pid_t *pid,
 		struct sbx_error *err);
 
+/* The first steps of lcl_run, for tty.c: a connection to the lease's init
+ * (fd or -errno), and sending a RUN request of req with the child's
+ * descriptors (proto.h: stdin, stdout, stderr, and two read ends). */
+int lcl_run_connect(const struct local_inst *li, struct sbx_error *err);
+int lcl_run_send(const struct local_inst *li, const struct sbx_run_req *req, int sock,
+		 const int fds[5], struct sbx_error *err);
+
+/* tty.c --------------------------------------------------------------- */
+int lcl_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
+		 const struct sbx_tty_sink *sink, struct sbx_tty_session **out,
+		 struct sbx_error *err);
+int lcl_tty_write(struct sbx_tty_session *s, const char *data, size_t len, struct sbx_error *err);
+int lcl_tty_resize(struct sbx_tty_session *s, unsigned cols, unsigned rows, struct sbx_error *err);
+void lcl_tty_close(struct sbx_tty_session *s);
+
 /* code.c -------------------------------------------------------------- */
 int lcl_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 		 const struct sbx_run_sink *sink, struct sbx_code_result *result,

@@ -311,3 +311,30 @@ out:
 	sbx_buf_release(&payload);
 	return e;
 }
+
+/* For tty.c, which starts its shell over the same protocol. */
+int lcl_run_connect(const struct local_inst *li, struct sbx_error *err)
+{
+	return connect_init(li, err);
+}
+
+int lcl_run_send(const struct local_inst *li, const struct sbx_run_req *req, int sock,
+		 const int fds[LCL_RUN_NFDS], struct sbx_error *err)
+{
+	struct lcl_req h = {.magic = LCL_MAGIC,
+			    .version = LCL_VERSION,
+			    .op = LCL_OP_RUN,
+			    .timeout_ms = req->timeout_ms};
+	struct sbx_buf payload = SBX_BUF_INIT;
+	int e;
+
+	build_payload(li, req, &h, &payload);
+	if (payload.len > LCL_MAX_PAYLOAD)
+		e = sbx_error_set(err, E2BIG, 0, "run: command and environment exceed %u bytes",
+				  LCL_MAX_PAYLOAD);
+	else if ((e = send_req(sock, &h, payload.buf, fds, LCL_RUN_NFDS)) < 0)
+		e = sbx_error_set(err, e, 0, "sandbox %s: sending the run: %s", li->base.id,
+				  strerror(-e));
+	sbx_buf_release(&payload);
+	return e;
+}

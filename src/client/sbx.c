@@ -1,0 +1,577 @@
+/*
+ * sbx — the command-line client of an sbxfs mount, for what plain files do
+ * poorly: a command whose exit code, stdout and stderr reach the caller as
+ * they would from a local command (`sbx run`), and an interactive shell on
+ * a terminal (`sbx shell`).
+ *
+ * It talks only to the mount, through its files (exec, runs/N/, tty/), so
+ * it works for every provider and over any path the mount is reachable
+ * by. It is not a second control path: nothing here knows a provider.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "base/buf.h"
+
+/* timeout(1)'s status for a command stopped at its deadline. */
+#define EXIT_TIMEOUT 124
+/* An sbxfs failure: the command did not run, or its end is unknown. */
+#define EXIT_SBXFS 125
+
+static const char usage[] =
+	"usage: sbx run [LEASE] -- COMMAND [ARG...]\n"
+	"       sbx shell [LEASE]\n"
+	"\n"
+	"  run    runs COMMAND in the lease's sandbox through the mount: its stdout and\n"
+	"         stderr stream to ours, SIGINT/SIGTERM stop it, and sbx exits with its\n"
+	"         exit code (124 when it ran past the lease's runTimeout, 125 when sbxfs\n"
+	"         failed: the reason is printed).\n"
+	"  shell  an interactive login shell on a terminal in the sandbox; sbx exits\n"
+	"         with the shell's status.\n"
+	"\n"
+	"LEASE is a lease directory (/mnt/sbx/work) or a lease name. Without it, the\n"
+	"lease is the one whose directory holds the current directory; inside its\n"
+	"fs/ the command runs in the matching directory of the sandbox. A name is\n"
+	"looked up in the mount that holds the current directory, else in\n"
+	"$SBXFS_MOUNT.\n";
+
+/* ---- finding the lease ---------------------------------------------------- */
+
+static bool file_at(const char *dir, const char *name, mode_t type)
+{
+	char p[PATH_MAX + 64];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return stat(p, &st) == 0 && (st.st_mode & S_IFMT) == type;
+}
+
+static bool is_mount_root(const char *dir)
+{
+	return file_at(dir, "ctl", S_IFREG) && file_at(dir, "status", S_IFREG) &&
+	       file_at(dir, "profiles", S_IFDIR);
+}
+
+/* The mount root at or above path (resolved), or NULL. Caller frees. */
+static char *find_root(const char *path)
+{
+	char *p = realpath(path, NULL);
+	while (p) {
+		if (is_mount_root(p))
+			return p;
+		char *slash = strrchr(p, '/');
+		if (!slash || slash == p) {
+			free(p);
+			return NULL;
+		}
+		*slash = '\0';
+	}
+	return NULL;
+}
+
+static void die(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "sbx: ");
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	exit(EXIT_SBXFS);
+}
+
+/*
+ * Resolves the lease directory (caller frees) from the LEASE argument (may
+ * be NULL) and the current directory; *sandbox_cwd gets the directory
+ * inside the sandbox that the current directory is, when it is under this
+ * lease's fs/ (else NULL).
+ */
+static char *find_lease(const char *arg, char **sandbox_cwd)
+{
+	char *cwd = realpath(".", NULL), *lease = NULL, *root = NULL;
+	*sandbox_cwd = NULL;
+	if (arg && (strchr(arg, '/') || !strcmp(arg, ".") || !strcmp(arg, "..")))
+		lease = realpath(arg, NULL);
+	if (!lease) {
+		root = cwd ? find_root(cwd) : NULL;
+		if (!root && arg && getenv("SBXFS_MOUNT"))
+			root = realpath(getenv("SBXFS_MOUNT"), NULL);
+		if (!root)
+			die(arg ? "%s: not a lease directory, and neither the current directory "
+				  "nor $SBXFS_MOUNT is in an sbxfs mount"
+				: "%sthe current directory is not in an sbxfs mount: give LEASE",
+			    arg ? arg : "");
+		struct sbx_buf b = SBX_BUF_INIT;
+		if (arg) {
+			sbx_buf_addf(&b, "%s/%s", root, arg);
+		} else {
+			const char *rest = cwd + strlen(root);
+			size_t n = strcspn(rest + (*rest == '/'), "/");
+			if (!n)
+				die("%sthe current directory is the mount's root: give LEASE", "");
+			sbx_buf_addf(&b, "%s/%.*s", root, (int)n, rest + 1);
+		}
+		lease = sbx_buf_detach(&b, NULL);
+	}
+	if (!file_at(lease, "exec", S_IFREG))
+		die("%s: not a lease directory (no exec file)", lease);
+	size_t ll = strlen(lease);
+	if (cwd && !strncmp(cwd, lease, ll) && !strncmp(cwd + ll, "/fs", 3) &&
+	    (cwd[ll + 3] == '\0' || cwd[ll + 3] == '/'))
+		*sandbox_cwd = strdup(cwd[ll + 3] ? cwd + ll + 3 : "/");
+	free(root);
+	free(cwd);
+	return lease;
+}
+
+/* ---- small file helpers ------------------------------------------------- */
+
+static char *path_in(const char *dir, const char *fmt, const char *arg)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	sbx_buf_addf(&b, "%s/", dir);
+	sbx_buf_addf(&b, fmt, arg);
+	return sbx_buf_detach(&b, NULL);
+}
+
+/* The whole of a (small) file, NUL-terminated, or NULL with errno set. */
+static char *slurp(const char *path)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	char buf[8192];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	while ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
+		if (n > 0)
+			sbx_buf_add(&b, buf, (size_t)n);
+	int e = errno;
+	close(fd);
+	if (n < 0) {
+		sbx_buf_release(&b);
+		errno = e;
+		return NULL;
+	}
+	return sbx_buf_detach(&b, NULL);
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Prints "sbx: WHAT: strerror: <the lease's error line>" and exits 125 (or status). */
+static void fail(const char *lease, const char *what, int errnum, int status)
+{
+	char *p = path_in(lease, "%s", "error"), *why = slurp(p);
+	if (why) {
+		why[strcspn(why, "\n")] = '\0';
+		/* The line is "TIME OP CODE: message": the message is what matters. */
+		char *msg = strstr(why, ": ");
+		fprintf(stderr, "sbx: %s: %s%s%s\n", what, strerror(errnum), msg && msg[2] ? ": " : "",
+			msg && msg[2] ? msg + 2 : "");
+	} else {
+		fprintf(stderr, "sbx: %s: %s\n", what, strerror(errnum));
+	}
+	free(why);
+	free(p);
+	exit(status);
+}
+
+/* ---- sbx run ----------------------------------------------------------- */
+
+struct pump {
+	int in, out; /* copy in to out until EOF */
+	int err;     /* errno of a failed read, 0 */
+	pthread_t thread;
+	bool started;
+};
+
+static void *pump_main(void *arg)
+{
+	struct pump *p = arg;
+	char buf[65536];
+	for (;;) {
+		ssize_t n = read(p->in, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			p->err = errno;
+		if (n <= 0)
+			return NULL;
+		if (write_all(p->out, buf, (size_t)n) < 0)
+			return NULL; /* our stdout is gone: the run goes on, as with a closed pipe */
+	}
+}
+
+static void pump_start(struct pump *p, int in, int out)
+{
+	p->in = in;
+	p->out = out;
+	p->started = pthread_create(&p->thread, NULL, pump_main, p) == 0;
+	if (!p->started)
+		die("%scannot start a thread", "");
+}
+
+/* The caller's own last run number from runs/mine ("" when there is none). */
+static void read_mine(const char *lease, char *out, size_t size)
+{
+	char *p = path_in(lease, "%s", "runs/mine"), *s = slurp(p);
+	snprintf(out, size, "%s", s ? s : "");
+	out[strcspn(out, "\n")] = '\0';
+	free(s);
+	free(p);
+}
+
+static const char *run_lease; /* for the signal thread */
+static char run_num[32];       /* runs/N of our run, "" until known (run_lock) */
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile sig_atomic_t run_signal;
+
+/* Stops our run through runs/N/ctl; without one yet, dies of the signal (the
+ * mount then stops the run its reader was waiting for). */
+static void *signal_main(void *arg)
+{
+	sigset_t *set = arg;
+	int sig;
+	while (sigwait(set, &sig) == 0) {
+		pthread_mutex_lock(&run_lock);
+		bool known = run_num[0] != '\0';
+		char *ctl = known ? path_in(run_lease, "runs/%s/ctl", run_num) : NULL;
+		pthread_mutex_unlock(&run_lock);
+		int fd = ctl ? open(ctl, O_WRONLY | O_CLOEXEC) : -1;
+		free(ctl);
+		if (fd >= 0 && write_all(fd, "kill\n", 5) == 0 && close(fd) == 0) {
+			run_signal = sig;
+			continue;
+		}
+		if (fd >= 0)
+			close(fd);
+		signal(sig, SIG_DFL);
+		pthread_sigmask(SIG_UNBLOCK, set, NULL);
+		raise(sig);
+	}
+	return NULL;
+}
+
+/* The shell text for argv: each word quoted, in dir when dir is set. */
+static char *command_text(char **argv, const char *dir)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	if (dir) {
+		sbx_buf_adds(&b, "cd -- ");
+		sbx_buf_add_shquoted(&b, dir);
+		sbx_buf_adds(&b, " && ");
+	}
+	for (int i = 0; argv[i]; i++) {
+		if (i)
+			sbx_buf_addch(&b, ' ');
+		/* Words of plain characters stay readable in `cmd` and `log`. */
+		if (argv[i][0] && strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+						  "0123456789_-./=:,+@%") == strlen(argv[i]))
+			sbx_buf_adds(&b, argv[i]);
+		else
+			sbx_buf_add_shquoted(&b, argv[i]);
+	}
+	sbx_buf_addch(&b, '\n');
+	return sbx_buf_detach(&b, NULL);
+}
+
+static int cmd_run(char *lease_arg, char **argv)
+{
+	char *dir, *lease = find_lease(lease_arg, &dir), *text = command_text(argv, dir);
+	char *runs = path_in(lease, "%s", "runs/mine"), *p, old[32];
+	struct stat st;
+	bool have_runs = stat(runs, &st) == 0;
+	struct pump out = {0}, err = {0};
+	sigset_t set;
+	pthread_t sigthread;
+
+	free(runs);
+	run_lease = lease;
+	if (have_runs)
+		read_mine(lease, old, sizeof(old));
+	/* Signals are taken by one thread, so the readers are never interrupted. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	pthread_create(&sigthread, NULL, signal_main, &set);
+
+	p = path_in(lease, "%s", "exec");
+	int fd = open(p, O_RDWR | O_CLOEXEC);
+	free(p);
+	if (fd < 0)
+		fail(lease, "exec", errno, EXIT_SBXFS);
+	int e = write_all(fd, text, strlen(text));
+	if (e < 0)
+		fail(lease, "starting the command", -e, EXIT_SBXFS);
+	pump_start(&out, fd, STDOUT_FILENO);
+
+	/* Which run is ours: runs/mine changes once it has started. */
+	char num[32] = "";
+	for (int tries = 0; have_runs && tries < 1000; tries++) {
+		read_mine(lease, num, sizeof(num));
+		if (num[0] && strcmp(num, old))
+			break;
+		num[0] = '\0';
+		if (tries > 0 && pthread_tryjoin_np(out.thread, NULL) == 0) {
+			out.started = false;
+			read_mine(lease, num, sizeof(num));
+			if (!strcmp(num, old))
+				num[0] = '\0';
+			break;
+		}
+		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+	}
+	if (num[0]) {
+		pthread_mutex_lock(&run_lock);
+		snprintf(run_num, sizeof(run_num), "%s", num);
+		pthread_mutex_unlock(&run_lock);
+		p = path_in(lease, "runs/%s/stderr", num);
+		int efd = open(p, O_RDONLY | O_CLOEXEC);
+		free(p);
+		if (efd >= 0)
+			pump_start(&err, efd, STDERR_FILENO);
+	}
+	if (out.started)
+		pthread_join(out.thread, NULL);
+	if (err.started) {
+		pthread_join(err.thread, NULL);
+		close(err.in);
+	}
+	/* Before the runs/ files (sbxfs before 0.2): the lease's last-run files. */
+	p = num[0] ? path_in(lease, "runs/%s/result", num) : path_in(lease, "%s", "result");
+	char *rtext = slurp(p);
+	free(p);
+	if (!num[0]) {
+		p = path_in(lease, "%s", "stderr");
+		char *etext = slurp(p);
+		free(p);
+		if (etext && write_all(STDERR_FILENO, etext, strlen(etext)) < 0)
+			etext[0] = '\0';
+		free(etext);
+	}
+	json_t *res = rtext ? json_loads(rtext, 0, NULL) : NULL;
+	free(rtext);
+	bool timed_out = res && json_is_true(json_object_get(res, "timedOut"));
+	json_t *code = res ? json_object_get(res, "exitCode") : NULL;
+	int status = code ? (int)json_integer_value(code) : -1;
+	json_decref(res);
+	if (close(fd) < 0 && !out.err)
+		out.err = errno;
+	if (run_signal)
+		return 128 + run_signal;
+	if (timed_out || out.err == ETIMEDOUT)
+		fail(lease, "the command ran past the lease's runTimeout", ETIMEDOUT, EXIT_TIMEOUT);
+	if (out.err)
+		fail(lease, "the command", out.err, EXIT_SBXFS);
+	if (status < 0)
+		fail(lease, "the command's result is missing", EIO, EXIT_SBXFS);
+	free(text);
+	free(dir);
+	free(lease);
+	return status;
+}
+
+/* ---- sbx shell ------------------------------------------------------------- */
+
+static struct termios saved_tio;
+static bool raw_mode;
+static int wake_pipe[2] = {-1, -1};
+
+static void restore_terminal(void)
+{
+	if (raw_mode)
+		tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_tio);
+	raw_mode = false;
+}
+
+static void on_signal(int sig)
+{
+	char c = (char)sig;
+	if (write(wake_pipe[1], &c, 1) < 0) {
+		/* the pipe is full: a wake-up is pending anyway */
+	}
+}
+
+static void send_size(int ctl)
+{
+	struct winsize ws;
+	char line[64];
+	if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 || !ws.ws_col || !ws.ws_row)
+		return;
+	snprintf(line, sizeof(line), "size %u %u\n", ws.ws_col, ws.ws_row);
+	if (write_all(ctl, line, strlen(line)) < 0) {
+		/* a resize refused is not worth ending the session for */
+	}
+}
+
+static void *shell_out_main(void *arg)
+{
+	struct pump *p = arg;
+	pump_main(p);
+	if (write(wake_pipe[1], "", 1) < 0) {
+		/* the main loop also sees the data file's end on its own */
+	}
+	return NULL;
+}
+
+static int cmd_shell(char *lease_arg)
+{
+	char *dir, *lease = find_lease(lease_arg, &dir), *p, *s, num[32];
+	struct pump out = {0};
+	int ctl, data, clone;
+
+	p = path_in(lease, "%s", "tty/clone");
+	clone = open(p, O_RDONLY | O_CLOEXEC);
+	free(p);
+	ssize_t n = clone >= 0 ? read(clone, num, sizeof(num) - 1) : -1;
+	if (n <= 0)
+		fail(lease, "opening a terminal session", n < 0 ? errno : EIO, EXIT_SBXFS);
+	num[n] = '\0';
+	num[strcspn(num, "\n")] = '\0';
+	p = path_in(lease, "tty/%s/ctl", num);
+	ctl = open(p, O_WRONLY | O_CLOEXEC);
+	free(p);
+	if (ctl < 0)
+		fail(lease, "tty ctl", errno, EXIT_SBXFS);
+	struct sbx_buf setup = SBX_BUF_INIT;
+	if ((s = getenv("TERM")) && *s && !strpbrk(s, " \t\n"))
+		sbx_buf_addf(&setup, "term %s\n", s);
+	if (dir && !strpbrk(dir, " \t\n"))
+		sbx_buf_addf(&setup, "cwd %s\n", dir);
+	if (setup.len && write_all(ctl, setup.buf, setup.len) < 0)
+		fail(lease, "tty ctl", errno, EXIT_SBXFS);
+	sbx_buf_release(&setup);
+	send_size(ctl);
+	p = path_in(lease, "tty/%s/data", num);
+	data = open(p, O_RDWR | O_CLOEXEC);
+	free(p);
+	if (data < 0)
+		fail(lease, "starting the shell", errno, EXIT_SBXFS);
+	close(clone);
+
+	if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		die("%spipe failed", "");
+	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+	sigaction(SIGWINCH, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
+		struct termios raw = saved_tio;
+		cfmakeraw(&raw);
+		if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) == 0) {
+			raw_mode = true;
+			atexit(restore_terminal);
+		}
+	}
+	out.in = data;
+	out.out = STDOUT_FILENO;
+	if (pthread_create(&out.thread, NULL, shell_out_main, &out))
+		die("%scannot start a thread", "");
+
+	int killed = 0;
+	bool in_open = true;
+	for (bool done = false; !done;) {
+		struct pollfd pf[2] = {{in_open ? STDIN_FILENO : -1, POLLIN, 0},
+				       {wake_pipe[0], POLLIN, 0}};
+		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pf[1].revents) {
+			char c[16];
+			ssize_t k = read(wake_pipe[0], c, sizeof(c));
+			for (ssize_t i = 0; i < k; i++) {
+				if (c[i] == SIGWINCH)
+					send_size(ctl);
+				else if (c[i] == SIGTERM || c[i] == SIGHUP)
+					killed = c[i], done = true;
+				else if (c[i] == 0)
+					done = true; /* the output ended: the shell is gone */
+			}
+		}
+		if (pf[0].revents && !done) {
+			char buf[4096];
+			ssize_t k = read(STDIN_FILENO, buf, sizeof(buf));
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0) {
+				/* Our input ended (a pipe): as ^D typed at the prompt. */
+				in_open = false;
+				k = write_all(data, "\004", 1);
+			} else if (write_all(data, buf, (size_t)k) < 0) {
+				in_open = false;
+			}
+		}
+	}
+	restore_terminal();
+	if (killed) {
+		close(data);
+		close(ctl);
+		return 128 + killed;
+	}
+	pthread_join(out.thread, NULL);
+	p = path_in(lease, "tty/%s/status", num);
+	s = slurp(p);
+	free(p);
+	close(data);
+	close(ctl);
+	int status = -1;
+	if (s && sscanf(s, "exited %d", &status) != 1)
+		fprintf(stderr, "sbx: the terminal session was %s", s);
+	else if (!s)
+		fail(lease, "the session's status", errno, EXIT_SBXFS);
+	free(s);
+	free(dir);
+	free(lease);
+	return status >= 0 ? status : EXIT_SBXFS;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		fputs(usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], "run")) {
+		/* run [LEASE] -- CMD...: with no "--" in first or second place, all is CMD. */
+		char *lease = NULL, **cmd = argv + 2;
+		if (argc > 2 && !strcmp(argv[2], "--")) {
+			cmd = argv + 3;
+		} else if (argc > 3 && !strcmp(argv[3], "--")) {
+			lease = argv[2];
+			cmd = argv + 4;
+		}
+		if (!cmd[0]) {
+			fputs(usage, stderr);
+			return 2;
+		}
+		return cmd_run(lease, cmd);
+	}
+	if (!strcmp(argv[1], "shell") && argc <= 3)
+		return cmd_shell(argc == 3 ? argv[2] : NULL);
+	fputs(usage, stderr);
+	return 2;
+}
