@@ -1,15 +1,20 @@
 /*
  * hostview — what a local lease on the `host` template sees of the host:
- * an allowlist, laid into the overlay's upper/ before it is mounted.
+ * an allowlist, laid into a lower layer above the host's "/" (the overlay
+ * is view:/). The layer is a small read-only tmpfs built once per daemon at
+ * <state>/local/hostview-TIME-PID (~1,000 entries, mostly certificates and
+ * alternatives), so a new lease copies nothing; views no mounted lease uses
+ * any more are unmounted when the next one is built.
  *
- * The host's "/" stays the overlay's (read-only) lower, but every
+ * The host's "/" stays the overlay's (read-only) lowest layer, but every
  * top-level entry outside the allowlist (/usr, /bin, /sbin, /lib*, and the
  * mount points the lease fills itself) is hidden by a whiteout. /etc is rebuilt: an opaque
  * directory holding copies of what programs need (passwd and group but
  * never shadow, resolv.conf, hosts, certificates, alternatives,
  * ld.so.cache ...) and nothing else (no /etc/ssh, no shadow, no
- * credentials). /var is empty but for tmp, log, cache and lib. The copies
- * are the lease's own: it may change them, the host's never change.
+ * credentials). /var is empty but for tmp, log, cache and lib. A lease may
+ * change its /etc (copy-up into its own disk); the view and the host's
+ * never change.
  * doc/DESIGN.md ("Threat model") says why an allowlist.
  */
 #include "local.h"
@@ -19,11 +24,17 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <linux/magic.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Top-level host entries a lease sees as they are. */
@@ -156,7 +167,8 @@ static int build_var(int upper)
 	return e;
 }
 
-int lcl_hostview_build(int upper)
+/* Lays the allowlist into dir (an O_PATH fd). 0 or -errno. */
+static int build(int dir)
 {
 	DIR *d = opendir("/");
 	struct dirent *de;
@@ -168,13 +180,107 @@ int lcl_hostview_build(int upper)
 		const char *n = de->d_name;
 		if (!strcmp(n, ".") || !strcmp(n, "..") || listed(shown, n) || listed(own, n))
 			continue;
-		if (mknodat(upper, n, S_IFCHR | 0000, makedev(0, 0)) < 0)
+		if (mknodat(dir, n, S_IFCHR | 0000, makedev(0, 0)) < 0)
 			e = -errno; /* a whiteout: not even the name shows */
 	}
 	closedir(d);
 	if (!e)
-		e = build_etc(upper);
+		e = build_etc(dir);
 	if (!e)
-		e = build_var(upper);
+		e = build_var(dir);
 	return e;
+}
+
+static void drop(const char *path)
+{
+	umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
+	rmdir(path);
+}
+
+/* Removes the views of earlier daemons that no mounted overlay uses. */
+static void prune(const char *keep)
+{
+	char path[PATH_MAX], needle[PATH_MAX + 16], *mi = NULL;
+	size_t cap = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	struct dirent *de;
+	DIR *d;
+
+	if (!f || getdelim(&mi, &cap, '\0', f) < 0 || !(d = opendir(lcl_cfg.state_dir))) {
+		if (f)
+			fclose(f);
+		free(mi);
+		return;
+	}
+	fclose(f);
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "hostview-", 9))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", lcl_cfg.state_dir, de->d_name);
+		/* Kept: ours, a live daemon's (its pid is in the name), or under an overlay. */
+		const char *dash = strrchr(de->d_name, '-');
+		pid_t owner = dash ? (pid_t)atoi(dash + 1) : 0;
+		snprintf(needle, sizeof(needle), "lowerdir=%s:", path);
+		if ((!keep || strcmp(path, keep)) && !strstr(mi, needle) &&
+		    (owner <= 0 || owner == getpid() || kill(owner, 0) < 0))
+			drop(path);
+	}
+	closedir(d);
+	free(mi);
+}
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char *view;
+
+void lcl_hostview_release(void)
+{
+	pthread_mutex_lock(&lock);
+	if (lcl_cfg.state_dir)
+		prune(NULL); /* ours too, unless a lease (which outlives us) still uses it */
+	free(view);
+	view = NULL;
+	pthread_mutex_unlock(&lock);
+}
+
+const char *lcl_hostview_dir(struct sbx_error *err)
+{
+	struct statfs sf;
+	char path[PATH_MAX];
+	int fd, e;
+
+	pthread_mutex_lock(&lock);
+	if (view && statfs(view, &sf) == 0 && sf.f_type == TMPFS_MAGIC)
+		goto out;
+	free(view); /* (gone: removed by a process that shared it, say) */
+	view = NULL;
+	snprintf(path, sizeof(path), "%s/hostview-%lld-%d", lcl_cfg.state_dir,
+		 (long long)time(NULL), (int)getpid());
+	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+		sbx_error_set(err, errno, 0, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	/* A tmpfs of its own: overlayfs refuses a layer inside another layer ("/"). */
+	if (mount("sbxfs-hostview", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=64m") < 0) {
+		sbx_error_set(err, errno, 0, "tmpfs at %s: %s", path, strerror(errno));
+		rmdir(path);
+		goto out;
+	}
+	if ((fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		sbx_error_set(err, errno, 0, "%s: %s", path, strerror(errno));
+		drop(path);
+		goto out;
+	}
+	e = build(fd);
+	close(fd);
+	if (e < 0) {
+		sbx_error_set(err, -e, 0, "building the host view %s: %s", path, strerror(-e));
+		drop(path);
+		goto out;
+	}
+	mount(NULL, path, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+	view = strdup(path);
+	prune(view);
+out:
+	pthread_mutex_unlock(&lock);
+	return view;
 }

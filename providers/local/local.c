@@ -12,6 +12,8 @@
  *   init.log    init's own errors (through a pipe, capped: spawn.c)
  *   lease.json  what attach needs: init pid + start time, cgroups, template
  *   paused      present while paused by SIGSTOP (no freezer available)
+ *   net.sock    the API of the lease's slirp4netns (net.c), isolated network only
+ * and <state_dir>/local/hostview-*: the host template's allowlist (hostview.c).
  * The init and the mounts outlive the sbxfs daemon, so a remount attaches
  * to the same files and processes. This file is the ops table and the
  * lifecycle; see local.h for the other pieces. It keeps no lease names,
@@ -82,6 +84,7 @@ static int setting_long(json_t *s, const char *key, long *out, struct sbx_error 
 
 static void local_shutdown(void)
 {
+	lcl_hostview_release();
 	free(lcl_cfg.state_dir);
 	free(lcl_cfg.init_path);
 	free(cg_mode);

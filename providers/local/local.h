@@ -91,9 +91,12 @@ int lcl_net_start(struct local_inst *li, struct sbx_error *err);
 int lcl_net_forward(struct local_inst *li, int port, struct sbx_error *err);
 
 /* hostview.c ---------------------------------------------------------- */
-/* Lays the host template's allowlist into the fresh upper/ (an O_PATH fd):
- * hides every other top-level entry, builds /etc and /var. 0 or -errno. */
-int lcl_hostview_build(int upper);
+/* The host template's allowlist as a directory to lay over the host's "/"
+ * (every other top-level entry whited out, /etc and /var built): made once
+ * per daemon. NULL with err set. */
+const char *lcl_hostview_dir(struct sbx_error *err);
+/* At shutdown: unmounts every view no mounted lease uses (ours too). */
+void lcl_hostview_release(void);
 
 /* disk.c -------------------------------------------------------------- */
 /* Mounts a disk of disk_mb at rw (ext4 image dir/disk.img or tmpfs, see

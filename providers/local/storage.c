@@ -8,7 +8,7 @@
  * Host data that a lease must not see (/root, /home, /tmp, /run, /mnt,
  * /media, /srv, and the mount's state directory) is hidden by opaque
  * directories in upper/; on the host template, everything else but an
- * allowlist too (hostview.c). This module does not start processes and knows
+ * allowlist too (a lower layer from hostview.c). This module does not start processes and knows
  * nothing of cgroups.
  */
 #include "local.h"
@@ -100,8 +100,6 @@ static int mask_host(const char *upper_path, const char *lower)
 		return -errno;
 	for (size_t i = 0; !e && i < sizeof(masked) / sizeof(masked[0]); i++)
 		e = lcl_make_opaque(upper, masked[i].name, masked[i].mode);
-	if (!e && !strcmp(lower, "/"))
-		e = lcl_hostview_build(upper); /* the rest of the host: an allowlist */
 	if (!e && !strcmp(lower, "/") && lcl_cfg.state_dir) {
 		char real[PATH_MAX], *top = strdup(lcl_cfg.state_dir);
 		/* The mount's state directory is the parent of <state>/local. */
@@ -159,6 +157,16 @@ int lcl_storage_create(const char *dir, const char *lower, long disk_mb, enum lc
 	}
 	sbx_buf_reset(&opts);
 	sbx_buf_adds(&opts, "lowerdir=");
+	if (!strcmp(lower, "/")) {
+		/* the host template: its allowlist (hostview.c) over the host's "/" */
+		const char *view = lcl_hostview_dir(err);
+		if (!view) {
+			e = -err->err;
+			goto out_umount;
+		}
+		add_escaped(&opts, view);
+		sbx_buf_adds(&opts, ":");
+	}
 	add_escaped(&opts, lower);
 	sbx_buf_adds(&opts, ",upperdir=");
 	add_escaped(&opts, rw.buf);
