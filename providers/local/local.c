@@ -144,6 +144,8 @@ static void local_release(struct sbx_instance *inst)
 		close(li->rootfd);
 	if (li->logfd >= 0)
 		close(li->logfd);
+	if (li->net_exit_fd >= 0)
+		close(li->net_exit_fd);
 	free(li->dir);
 	free(li->lease);
 	free(li->template_name);
@@ -158,7 +160,7 @@ static struct local_inst *inst_new(const struct sbx_spec *spec, const char *id)
 	struct local_inst *li = calloc(1, sizeof(*li));
 	if (!li)
 		abort();
-	li->dirfd = li->rootfd = li->logfd = -1;
+	li->dirfd = li->rootfd = li->logfd = li->net_exit_fd = -1;
 	li->base.prov = &sbx_provider_local;
 	snprintf(li->base.id, sizeof(li->base.id), "%s", id);
 	if (asprintf(&li->dir, "%s/%s", lcl_cfg.state_dir, id) < 0)

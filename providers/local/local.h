@@ -58,6 +58,7 @@ struct local_inst {
 	struct sbx_spec spec; /* a copy: envs for every run */
 	struct lcl_cgroup cg;
 	int logfd; /* read end of init's stderr pipe (-1 after a re-attach) */
+	int net_exit_fd; /* until the stack starts: the read end of a pipe init holds open */
 };
 
 static inline struct local_inst *lcl_inst(struct sbx_instance *i)

@@ -5,8 +5,9 @@
  * lease's packets into ordinary sockets of the host.
  *
  * slirp4netns is started once init is up, in the lease's cgroups (pausing
- * freezes it, killing the lease kills it: no pid of ours to keep), as a
- * grandchild so that it outlives the daemon as init does, with
+ * freezes it), as a grandchild so that it outlives the daemon as init does;
+ * it ends with init, which holds the write end of its --exit-fd pipe (so
+ * also without cgroups: no pid of ours to keep). Options:
  *   --configure            eth0 10.0.2.100/24, gateway 10.0.2.2, DNS 10.0.2.3
  *                          (the lease's resolv.conf: the host's resolver);
  *   --disable-host-loopback  the gateway never leads to the host's 127.0.0.1:
@@ -57,12 +58,14 @@ int lcl_net_start(struct local_inst *li, struct sbx_error *err)
 {
 	static char *const envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 				     NULL};
-	char netns[64], api[4096], readyfd[16], buf[8];
+	char netns[64], api[4096], readyfd[16], exitfd[24], buf[8];
 	int cgfds[LCL_CG_MAX_DIRS], ncg, st, e, readyp[2];
 	pid_t pid;
 
 	if (li->net_none || li->net_host)
 		return 0;
+	if (li->net_exit_fd < 0)
+		return sbx_error_set(err, EIO, 0, "network: no exit pipe from init");
 	if ((e = write_resolv(li)) < 0)
 		return sbx_error_set(err, -e, 0, "writing the lease's resolv.conf: %s",
 				     strerror(-e));
@@ -75,9 +78,11 @@ int lcl_net_start(struct local_inst *li, struct sbx_error *err)
 		goto out_cg;
 	}
 	snprintf(readyfd, sizeof(readyfd), "--ready-fd=%d", readyp[1]);
+	snprintf(exitfd, sizeof(exitfd), "--exit-fd=%d", li->net_exit_fd);
 	char *argv[] = {"slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
 			"--enable-sandbox", "--enable-seccomp", "--cidr=" LCL_NET_CIDR,
-			"--api-socket", api, readyfd, "--netns-type=path", netns, "eth0", NULL};
+			"--api-socket", api, readyfd, exitfd, "--netns-type=path", netns, "eth0",
+			NULL};
 	pid = fork();
 	if (pid == 0) {
 		/* Async-signal-safe calls only: join the lease's cgroups, detach, exec. */
@@ -88,6 +93,7 @@ int lcl_net_start(struct local_inst *li, struct sbx_error *err)
 			_exit(0); /* the stack outlives the daemon, as init does */
 		setsid();
 		fcntl(readyp[1], F_SETFD, 0);
+		fcntl(li->net_exit_fd, F_SETFD, 0);
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 		if (null >= 0) {
 			dup2(null, 0);
@@ -114,6 +120,8 @@ int lcl_net_start(struct local_inst *li, struct sbx_error *err)
 		e = 0;
 out_ready:
 	close(readyp[0]);
+	close(li->net_exit_fd); /* init's end keeps the stack alive, ours must not */
+	li->net_exit_fd = -1;
 out_cg:
 	for (int i = 0; i < ncg; i++)
 		close(cgfds[i]);

@@ -169,7 +169,7 @@ int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 	static char *const envp[] = {
 	    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 	char init[PATH_MAX], readyfd[16], logfd[16], msg[300];
-	int cgfds[LCL_CG_MAX_DIRS], ncg, pidp[2], readyp[2], logp[2], e, st;
+	int cgfds[LCL_CG_MAX_DIRS], ncg, pidp[2], readyp[2], logp[2], exitp[2] = {-1, -1}, e, st;
 	int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
 		    (li->net_host ? 0 : CLONE_NEWNET);
 	pid_t mid, pid = 0;
@@ -193,6 +193,11 @@ int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 		goto out_pidp;
 	}
 	fcntl(logp[0], F_SETFL, O_NONBLOCK);
+	/* Isolated network: init holds this pipe's write end for life, so the
+	 * stack (net.c, --exit-fd on the read end) ends when init does, with or
+	 * without cgroups. */
+	if (!li->net_host && !li->net_none && pipe2(exitp, O_CLOEXEC) < 0)
+		exitp[0] = exitp[1] = -1;
 	snprintf(readyfd, sizeof(readyfd), "%d", readyp[1]);
 	snprintf(logfd, sizeof(logfd), "%d", logp[1]);
 	char *argv[] = {"sbxfs-init", "-d",    li->dir, "-h", li->lease, "-r", readyfd,
@@ -214,6 +219,8 @@ int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 			syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC);
 			fcntl(readyp[1], F_SETFD, 0);
 			fcntl(logp[1], F_SETFD, 0);
+			if (exitp[1] >= 0)
+				fcntl(exitp[1], F_SETFD, 0);
 			execve(init, argv, envp);
 			_exit(127);
 		}
@@ -222,6 +229,11 @@ int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 	close(pidp[1]);
 	close(readyp[1]);
 	close(logp[1]);
+	if (exitp[1] >= 0)
+		close(exitp[1]);
+	if (li->net_exit_fd >= 0)
+		close(li->net_exit_fd);
+	li->net_exit_fd = exitp[0];
 	pidp[1] = readyp[1] = -1;
 	if (li->logfd >= 0)
 		close(li->logfd);
