@@ -185,8 +185,13 @@ int main(int argc, char *argv[])
 			usage(argv[0]);
 		goto out_args;
 	}
-	/* "sbxfs SOURCE MOUNTPOINT": SOURCE is "sbxfs" or a profile name. */
-	if (opts.n_nonopt == 2 && strcmp(opts.nonopt[0], "sbxfs") && !opts.profile)
+	/*
+	 * "sbxfs SOURCE MOUNTPOINT": SOURCE is "sbxfs" or a profile name. mount(8)
+	 * turns a source that names a file in its working directory into a path,
+	 * so anything with a '/' is ignored too.
+	 */
+	if (opts.n_nonopt == 2 && strcmp(opts.nonopt[0], "sbxfs") && !strchr(opts.nonopt[0], '/') &&
+	    !opts.profile)
 		opts.profile = strdup(opts.nonopt[0]);
 	mountpoint = opts.nonopt[opts.n_nonopt - 1];
 	fuse_opt_add_arg(&args, mountpoint);
