@@ -162,8 +162,11 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "sbxfs: env_file: %s\n", err.msg);
 		goto out_args;
 	}
-	/* A file named on purpose must exist; only the default may be absent. */
-	if (opts.config && access(opts.config, F_OK)) {
+	/* A file named on purpose must exist, unless named "-PATH" (optional, as
+	 * the systemd units do); only the default may be absent. */
+	if (opts.config && opts.config[0] == '-')
+		memmove(opts.config, opts.config + 1, strlen(opts.config));
+	else if (opts.config && access(opts.config, F_OK)) {
 		fprintf(stderr, "sbxfs: config file %s: %s\n", opts.config, strerror(errno));
 		goto out_args;
 	}
