@@ -22,7 +22,7 @@ command -v useradd >/dev/null && command -v setpriv >/dev/null || { echo "SKIP: 
 
 U=sbxe2e$$
 useradd --no-create-home --home-dir "$WORK/home" --shell /bin/sh "$U" || { log "useradd failed"; exit 1; }
-EXTRA_CLEANUP="$EXTRA_CLEANUP; userdel $U 2>/dev/null"
+EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }userdel $U 2>/dev/null"
 UID_=$(id -u "$U")
 GID_=$(id -g "$U")
 # The user's own tree: home (config, state), the mount point, and a copy of
