@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/caller.h"
+#include "aliases.h"
 #include "base/fsutil.h"
 #include "ctlfiles.h"
 #include "fsmirror.h"
@@ -27,6 +29,14 @@ static struct sbx_mount *mnt(void)
 	return *(struct sbx_mount **)fuse_get_context()->private_data;
 }
 
+/* Records (fs/ requests) or forgets who asked, for providers that act as the caller. */
+static void note_caller(bool fs)
+{
+	const struct fuse_context *ctx = fuse_get_context();
+	struct sbx_caller c = {true, ctx->uid, ctx->gid, ctx->umask, ctx->pid};
+	sbx_caller_set(fs ? &c : NULL);
+}
+
 /* Parses path and, for nodes inside a lease, looks the lease up (ref taken). */
 static int resolve(const char *path, struct sbx_node *n, struct sbx_lease **l)
 {
@@ -35,6 +45,7 @@ static int resolve(const char *path, struct sbx_node *n, struct sbx_lease **l)
 	if (!path)
 		return -ENOENT;
 	rc = sbx_node_parse(path, n);
+	note_caller(rc == 0 && n->kind == SBX_N_FS);
 	if (rc)
 		return rc;
 	if (n->lease[0]) {
@@ -43,6 +54,38 @@ static int resolve(const char *path, struct sbx_node *n, struct sbx_lease **l)
 			return -ENOENT;
 	}
 	return 0;
+}
+
+/*
+ * use_ino: st_ino is what the provider reports (local: the lease root's own
+ * inode numbers, so hard links share one). Where it has none (control
+ * files, providers that do not say), a stable number is made from the
+ * mount path: FNV-1a with the top bit set, far from real inode numbers.
+ */
+static void give_ino(struct stat *st, const char *a, const char *b)
+{
+	uint64_t h = 1469598103934665603ULL;
+	if (st->st_ino)
+		return;
+	for (const char *s = a; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	for (const char *s = b ? b : ""; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	st->st_ino = (ino_t)(h | (1ULL << 63));
+}
+
+/* A new file's mode for l: with FUSE_CAP_DONT_MASK, the caller's umask is applied once here. */
+static mode_t new_mode(struct sbx_lease *l, mode_t mode)
+{
+	if (l->prov->caps & SBX_CAP_AS_CALLER)
+		return mode; /* the provider creates with the caller's umask */
+	return mode & ~(fuse_get_context()->umask & 0777);
+}
+
+/* The mount path of an open fs/ file ("/NAME/fs/sub"). */
+static void fh_path(char *buf, size_t size, const struct sbx_fs_file *f)
+{
+	snprintf(buf, size, "/%s/fs%s", f->lease->name, strcmp(f->path, "/") ? f->path : "");
 }
 
 static struct sbx_open *of(struct fuse_file_info *fi)
@@ -60,10 +103,17 @@ struct fill_ctx {
 static int fill_adapter(void *ctx, const char *name, const struct stat *st)
 {
 	struct fill_ctx *fc = ctx;
+	struct stat with_ino;
+	char path[4400];
+	snprintf(path, sizeof(path), "%s/%s", fc->dir, name);
 	if (st && fc->lease) {
-		char path[4400];
-		snprintf(path, sizeof(path), "%s/%s", fc->dir, name);
 		sbx_kinval_note(fc->lease->kinval, path);
+		sbx_aliases_note(path, st);
+	}
+	if (st) {
+		with_ino = *st;
+		give_ino(&with_ino, path, NULL);
+		st = &with_ino;
 	}
 	return fc->filler(fc->buf, name, st, 0, st ? FUSE_FILL_DIR_PLUS : 0);
 }
@@ -100,9 +150,17 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_open *o = of(fi);
 	int rc;
-	if (!path && o && o->fsf)
-		return sbx_fs_ops_for(o->fsf->lease)->getattr(o->fsf->lease, o->fsf->path, o->fsf,
-							       st, &err);
+	if (!path && o && o->fsf) {
+		rc = sbx_fs_ops_for(o->fsf->lease)->getattr(o->fsf->lease, o->fsf->path, o->fsf,
+							     st, &err);
+		if (!rc) {
+			char mp[4400];
+			fh_path(mp, sizeof(mp), o->fsf);
+			give_ino(st, mp, NULL);
+			sbx_aliases_note(mp, st);
+		}
+		return rc;
+	}
 	rc = resolve(path, &n, &l);
 	if (rc == -ENOENT && n.kind == SBX_N_LEASE) {
 		/* The kernel looks a name up before rmdir/open: say which lease is missing. */
@@ -114,13 +172,17 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 		return rc;
 	if (n.kind == SBX_N_FS && !fs_pseudo_child(&n) && !(sbx_fs_is_pseudo(n.sub))) {
 		rc = sbx_fs_ops_for(l)->getattr(l, n.sub, o ? o->fsf : NULL, st, &err);
-		if (!rc)
+		if (!rc) {
 			sbx_kinval_note(l->kinval, path);
+			sbx_aliases_note(path, st);
+		}
 	} else if (fs_pseudo_child(&n)) {
 		rc = -ENOENT;
 	} else {
 		rc = sbx_ctl_getattr(mnt(), &n, l, st);
 	}
+	if (!rc)
+		give_ino(st, path, NULL);
 	sbx_lease_put(l);
 	return rc;
 }
@@ -215,7 +277,7 @@ static int op_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 		/* Control files exist already; anything else cannot be created here. */
 		return n.kind == SBX_N_NONE ? -EACCES : -EEXIST;
 	}
-	rc = fs_open(&n, l, fi->flags | O_CREAT, mode, fi);
+	rc = fs_open(&n, l, fi->flags | O_CREAT, new_mode(l, mode), fi);
 	sbx_lease_put(l);
 	return rc;
 }
@@ -225,6 +287,7 @@ static int op_read(const char *path, char *buf, size_t size, off_t off,
 {
 	struct sbx_open *o = of(fi);
 	struct sbx_error err = SBX_ERROR_INIT;
+	note_caller(o->fsf != NULL);
 	if (o->fsf)
 		return (int)sbx_fs_ops_for(o->fsf->lease)->read(o->fsf, buf, size, off, &err);
 	return (int)sbx_ctl_read(o, buf, size, off);
@@ -235,8 +298,15 @@ static int op_write(const char *path, const char *buf, size_t size, off_t off,
 {
 	struct sbx_open *o = of(fi);
 	struct sbx_error err = SBX_ERROR_INIT;
-	if (o->fsf)
-		return (int)sbx_fs_ops_for(o->fsf->lease)->write(o->fsf, buf, size, off, &err);
+	note_caller(o->fsf != NULL);
+	if (o->fsf) {
+		ssize_t n = sbx_fs_ops_for(o->fsf->lease)->write(o->fsf, buf, size, off, &err);
+		char mp[4400];
+		fh_path(mp, sizeof(mp), o->fsf);
+		if (n > 0)
+			sbx_aliases_changed(mp);
+		return (int)n;
+	}
 	return (int)sbx_ctl_write(mnt(), o, buf, size, off);
 }
 
@@ -244,6 +314,7 @@ static int op_flush(const char *path, struct fuse_file_info *fi)
 {
 	struct sbx_open *o = of(fi);
 	struct sbx_error err = SBX_ERROR_INIT;
+	note_caller(o->fsf != NULL);
 	if (o->fsf)
 		return sbx_fs_ops_for(o->fsf->lease)->flush(o->fsf, &err);
 	return sbx_ctl_flush(mnt(), o);
@@ -253,6 +324,7 @@ static int op_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
 	struct sbx_open *o = of(fi);
 	struct sbx_error err = SBX_ERROR_INIT;
+	note_caller(o->fsf != NULL);
 	if (o->fsf)
 		return sbx_fs_ops_for(o->fsf->lease)->fsync(o->fsf, datasync, &err);
 	return sbx_ctl_flush(mnt(), o);
@@ -261,6 +333,7 @@ static int op_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 static int op_release(const char *path, struct fuse_file_info *fi)
 {
 	struct sbx_open *o = of(fi);
+	note_caller(o->fsf != NULL);
 	if (o->fsf) {
 		struct sbx_lease *l = o->fsf->lease;
 		sbx_fs_ops_for(l)->release(o->fsf);
@@ -279,16 +352,26 @@ static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_open *o = of(fi);
 	int rc;
-	if (o && o->fsf)
-		return sbx_fs_ops_for(o->fsf->lease)->truncate(o->fsf->lease, o->fsf->path, o->fsf,
-								size, &err);
+	if (o && o->fsf) {
+		char mp[4400];
+		note_caller(true);
+		rc = sbx_fs_ops_for(o->fsf->lease)->truncate(o->fsf->lease, o->fsf->path, o->fsf,
+							      size, &err);
+		fh_path(mp, sizeof(mp), o->fsf);
+		if (!rc)
+			sbx_aliases_changed(mp);
+		return rc;
+	}
 	rc = resolve(path, &n, &l);
 	if (rc)
 		return rc;
-	if (n.kind == SBX_N_FS)
+	if (n.kind == SBX_N_FS) {
 		rc = sbx_fs_ops_for(l)->truncate(l, n.sub, NULL, size, &err);
-	else
+		if (!rc)
+			sbx_aliases_changed(path);
+	} else {
 		rc = sbx_ctl_truncate(mnt(), &n, l, o, size);
+	}
 	sbx_lease_put(l);
 	return rc;
 }
@@ -303,6 +386,7 @@ static int op_mkdir(const char *path, mode_t mode)
 		const char *name = path + 1;
 		if (strchr(name, '/'))
 			return -EACCES;
+		note_caller(false);
 		rc = sbx_lease_create(mnt(), name, NULL, NULL, NULL, &err);
 		if (rc)
 			sbx_mount_error(mnt(), "mkdir", &err);
@@ -314,7 +398,7 @@ static int op_mkdir(const char *path, mode_t mode)
 	if (rc)
 		return rc;
 	if (n.kind == SBX_N_FS)
-		rc = sbx_fs_ops_for(l)->mkdir(l, n.sub, mode, &err);
+		rc = sbx_fs_ops_for(l)->mkdir(l, n.sub, new_mode(l, mode), &err);
 	else
 		rc = -EEXIST;
 	sbx_lease_put(l);
@@ -370,6 +454,8 @@ static int op_rmdir(const char *path)
 		FS_ONLY(path, n, l, rc);                                                         \
 		const char *sub = n.sub;                                                         \
 		rc = sbx_fs_ops_for(l)->call;                                                    \
+		if (!rc)                                                                         \
+			sbx_aliases_changed(path);                                               \
 		sbx_lease_put(l);                                                                \
 		return rc;                                                                       \
 	}
@@ -385,12 +471,20 @@ static int op_rmdir(const char *path)
 		int rc;                                                                          \
 		if (!path && o && o->fsf) {                                                      \
 			const char *sub = o->fsf->path;                                          \
+			char mp[4400];                                                           \
+			note_caller(true);                                                       \
 			l = o->fsf->lease;                                                       \
-			return sbx_fs_ops_for(l)->call;                                          \
+			rc = sbx_fs_ops_for(l)->call;                                            \
+			fh_path(mp, sizeof(mp), o->fsf);                                         \
+			if (!rc)                                                                 \
+				sbx_aliases_changed(mp);                                         \
+			return rc;                                                               \
 		}                                                                                \
 		FS_ONLY(path, n, l, rc);                                                         \
 		const char *sub = n.sub;                                                         \
 		rc = sbx_fs_ops_for(l)->call;                                                    \
+		if (!rc)                                                                         \
+			sbx_aliases_changed(path);                                               \
 		sbx_lease_put(l);                                                                \
 		return rc;                                                                       \
 	}
@@ -399,7 +493,8 @@ FS_PATH_OP(op_unlink, (const char *path), unlink(l, sub, &err))
 FS_PATH_OP(op_symlink, (const char *target, const char *path), symlink(l, target, sub, &err))
 FS_PATH_OP(op_readlink, (const char *path, char *buf, size_t size),
 	   readlink(l, sub, buf, size, &err))
-FS_PATH_OP(op_mknod, (const char *path, mode_t mode, dev_t dev), mknod(l, sub, mode, dev, &err))
+FS_PATH_OP(op_mknod, (const char *path, mode_t mode, dev_t dev),
+	   mknod(l, sub, new_mode(l, mode), dev, &err))
 FS_PATH_OR_FILE_OP(op_chmod, (const char *path, mode_t mode, struct fuse_file_info *fi),
 		   chmod(l, sub, mode, &err))
 FS_PATH_OR_FILE_OP(op_chown,
@@ -418,6 +513,11 @@ static int op_rename(const char *from, const char *to, unsigned int flags)
 		rc = -EXDEV; /* across leases: mv falls back to copy + unlink */
 	if (!rc)
 		rc = sbx_fs_ops_for(l)->rename(l, n.sub, n2.sub, flags, &err);
+	if (!rc) { /* a replaced target lost a name; the names now mean other files */
+		sbx_aliases_changed(to);
+		sbx_aliases_forget(to);
+		sbx_aliases_forget(from);
+	}
 	sbx_lease_put(l2);
 	sbx_lease_put(l);
 	return rc;
@@ -435,6 +535,10 @@ static int op_link(const char *from, const char *to)
 		rc = -EXDEV;
 	if (!rc)
 		rc = sbx_fs_ops_for(l)->link(l, n.sub, n2.sub, &err);
+	if (!rc) { /* the kernel knows the old name as another inode: its nlink changed */
+		sbx_aliases_changed(from);
+		fuse_invalidate_path(fuse_get_context()->fuse, from);
+	}
 	sbx_lease_put(l2);
 	sbx_lease_put(l);
 	return rc;
@@ -447,15 +551,19 @@ static int op_utimens(const char *path, const struct timespec tv[2], struct fuse
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_open *o = of(fi);
 	int rc;
-	if (!path && o && o->fsf)
+	if (!path && o && o->fsf) {
+		note_caller(true);
 		return sbx_fs_ops_for(o->fsf->lease)->utimens(o->fsf->lease, o->fsf->path, tv,
 							       &err);
+	}
 	rc = resolve(path, &n, &l);
 	if (rc)
 		return rc;
-	if (n.kind == SBX_N_FS && strcmp(n.sub, "/") && !sbx_fs_is_pseudo(n.sub))
+	if (n.kind == SBX_N_FS && strcmp(n.sub, "/") && !sbx_fs_is_pseudo(n.sub)) {
 		rc = sbx_fs_ops_for(l)->utimens(l, n.sub, tv, &err);
-	else
+		if (!rc)
+			sbx_aliases_changed(path);
+	} else
 		rc = 0; /* `touch exec` and friends: harmless on synthetic files */
 	sbx_lease_put(l);
 	return rc;
@@ -491,14 +599,18 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->attr_timeout = fs_cache_timeout;
 	cfg->negative_timeout = 0;
 	sbx_kinval_set_callback(invalidate_path, fuse_get_context()->fuse);
+	sbx_aliases_set_callback(invalidate_path, fuse_get_context()->fuse);
 	sbx_run_set_abandon_check(requester_killed);
-	cfg->use_ino = 0;
+	cfg->use_ino = 1;
 	cfg->nullpath_ok = 1;
 	cfg->hard_remove = 1;
 	cfg->kernel_cache = 0;
 	/* O_TRUNC reaches open: `>` and `>>` on the env file differ, and no extra setattr. */
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* Modes arrive unmasked with the caller's umask, which providers apply once. */
+	if (conn->capable & FUSE_CAP_DONT_MASK)
+		conn->want |= FUSE_CAP_DONT_MASK;
 	/* A changed mtime or size seen on an attribute refresh drops cached pages. */
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
 		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
