@@ -33,3 +33,15 @@ posix_compare() {
 	eq "every case ran on the reference" "$(wc -l <"$WORK/posix-ref.txt")" \
 		"$(python3 -c 'import re,sys; print(len(re.findall(r"^def c_", open(sys.argv[1]).read(), re.M)))' "$POSIX_CASES")"
 }
+
+# posix_on_fake e2b|daytona [KNOWN-GAP...]: the cases on a lease of a remote
+# provider served by its fake (lib-fake.sh sourced before).
+posix_on_fake() {
+	[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (owners, device nodes)"; exit 77; }
+	start_fake "$1"
+	shift
+	mount_sbxfs -o allow_other,default_permissions
+	L=$MNT/posix
+	mkdir "$L"
+	posix_compare "$L/fs/tmp/cases" "$@"
+}

@@ -6,13 +6,8 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-fake.sh"
 . "$(dirname "$0")/lib-posix.sh"
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (owners, device nodes)"; exit 77; }
-start_fake e2b
-mount_sbxfs -o allow_other,default_permissions
-L=$MNT/posix
-mkdir "$L"
 # Known gaps (doc/DESIGN.md, "POSIX conformance"): owners collapse to the
 # sandbox user (and the setgid bit is not inherited), no nlink or inode numbers, no device nodes or sockets, fifos
 # report EIO, rename flags, symlink st_size and loops, umask on mkfifo.
-posix_compare "$L/fs/tmp/cases" hardlink lchown mkfifo mknod_blk mknod_chr owner_changes_own owner_create setgid_dir rename_exchange socket sticky symlink_loop symlink_size umask
+posix_on_fake e2b hardlink lchown mkfifo mknod_blk mknod_chr owner_changes_own owner_create setgid_dir rename_exchange socket sticky symlink_loop symlink_size umask
 finish
