@@ -120,9 +120,33 @@ AS_CALLER(lcl_c_rename, lcl_f_rename,
 	  (struct sbx_instance * inst, const char *from, const char *to, unsigned flags,
 	   struct sbx_error *err),
 	  (inst, from, to, flags, err))
-AS_CALLER(lcl_c_chmod, lcl_f_chmod,
+static int as_caller_chmod(struct sbx_instance *inst, const char *path, mode_t mode,
+			   struct sbx_error *err);
+AS_CALLER(as_caller_chmod, lcl_f_chmod,
 	  (struct sbx_instance * inst, const char *path, mode_t mode, struct sbx_error *err),
 	  (inst, path, mode, err))
+
+/*
+ * A write by someone other than the owner makes the FUSE kernel clear the
+ * file's set-user-ID and set-group-ID bits itself, by a chmod in the
+ * writer's name, which the lease root refuses (only the owner may chmod).
+ * Such a chmod — EPERM as the caller, a regular file, nothing changed but
+ * set-ID bits removed — is done as the daemon. With default_permissions
+ * the kernel refuses every other chmod by a non-owner before it comes
+ * here, so only these arrive; without it, a non-owner may thus remove
+ * set-ID bits (and nothing else).
+ */
+int lcl_c_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
+{
+	struct sbx_stat st;
+	int rc = as_caller_chmod(inst, path, mode, err);
+	const mode_t setid = S_ISUID | S_ISGID;
+	if (rc == -EPERM && sbx_caller_get() && lcl_f_stat(inst, path, &st, err) == 0 &&
+	    S_ISREG(st.mode) && (st.mode & setid) && !(mode & ~st.mode & 07777) &&
+	    (mode & 07777) == (st.mode & 07777 & ~setid))
+		rc = lcl_f_chmod(inst, path, mode, err);
+	return rc;
+}
 AS_CALLER(lcl_c_chown, lcl_f_chown,
 	  (struct sbx_instance * inst, const char *path, uid_t uid, gid_t gid,
 	   struct sbx_error *err),

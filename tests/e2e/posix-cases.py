@@ -138,6 +138,19 @@ def c_owner_changes_own(d):
     return as_user(body)
 
 
+def c_setid_write(d):
+    """A write by someone else (no CAP_FSETID) clears set-user-ID and set-group-ID."""
+    write(d + "/f", "")
+    os.chmod(d + "/f", 0o6777)
+
+    def body():
+        fd = os.open(d + "/f", os.O_WRONLY)
+        os.write(fd, b"x")
+        os.close(fd)
+        return "ok"
+    return as_user(body) + " %o" % stat.S_IMODE(os.stat(d + "/f").st_mode)
+
+
 def c_chown_numeric(d):
     write(d + "/f", "x")
     os.chown(d + "/f", 1234, 5678)
