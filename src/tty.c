@@ -167,7 +167,8 @@ static int start_locked(struct sbx_tty *t)
 		abort();
 	pthread_mutex_lock(&t->lock);
 	snprintf(termvar, sizeof(termvar), "TERM=%s", t->term);
-	struct sbx_tty_req req = {.cwd = t->cwd, .cols = t->cols, .rows = t->rows};
+	char *cwd = t->cwd ? strdup(t->cwd) : NULL; /* a ctl write may replace it meanwhile */
+	struct sbx_tty_req req = {.cwd = cwd, .cols = t->cols, .rows = t->rows};
 	pthread_mutex_unlock(&t->lock);
 	envs[0] = termvar;
 	memcpy(envs + 1, lines, n * sizeof(char *));
@@ -182,6 +183,7 @@ static int start_locked(struct sbx_tty *t)
 	}
 	free(envs);
 	free(lines);
+	free(cwd);
 	if (rc) {
 		sbx_lease_error(l, "tty", &err);
 		return rc;
@@ -354,8 +356,8 @@ static int ctl_line(struct sbx_tty *t, char *line)
 	}
 	if (!strcmp(word, "term") || !strcmp(word, "cwd")) {
 		bool is_term = word[0] == 't';
-		if (sscanf(line, is_term ? "term %63s %c" : "cwd %4095s %c", arg, &extra) != 1 ||
-		    (!is_term && arg[0] != '/'))
+		if (is_term ? sscanf(line, "term %63s %c", arg, &extra) != 1
+			    : sscanf(line, "cwd %4095[^\n]", arg) != 1 || arg[0] != '/')
 			return refuse(l, EINVAL, "tty ctl: %s",
 				      is_term ? "term wants one NAME" : "cwd wants an absolute PATH");
 		pthread_mutex_lock(&t->lock);

@@ -461,16 +461,22 @@ static int cmd_shell(char *lease_arg)
 	struct sbx_buf setup = SBX_BUF_INIT;
 	if ((s = getenv("TERM")) && *s && !strpbrk(s, " \t\n"))
 		sbx_buf_addf(&setup, "term %s\n", s);
-	if (dir && !strpbrk(dir, " \t\n"))
+	if (dir && !strchr(dir, '\n'))
 		sbx_buf_addf(&setup, "cwd %s\n", dir);
 	if (setup.len && write_all(ctl, setup.buf, setup.len) < 0)
 		fail(lease, "tty ctl", errno, EXIT_SBXFS);
 	sbx_buf_release(&setup);
 	send_size(ctl);
+	/*
+	 * Two descriptors: the kernel serialises read() and write() on one open
+	 * file (its position lock), so a read waiting for output would hold back
+	 * every keystroke written on the same one.
+	 */
 	p = path_in(lease, "tty/%s/data", num);
-	data = open(p, O_RDWR | O_CLOEXEC);
+	data = open(p, O_WRONLY | O_CLOEXEC);
+	out.in = data < 0 ? -1 : open(p, O_RDONLY | O_CLOEXEC);
 	free(p);
-	if (data < 0)
+	if (data < 0 || out.in < 0)
 		fail(lease, "starting the shell", errno, EXIT_SBXFS);
 	close(clone);
 
@@ -488,7 +494,6 @@ static int cmd_shell(char *lease_arg)
 			atexit(restore_terminal);
 		}
 	}
-	out.in = data;
 	out.out = STDOUT_FILENO;
 	if (pthread_create(&out.thread, NULL, shell_out_main, &out))
 		die("%scannot start a thread", "");
@@ -530,12 +535,13 @@ static int cmd_shell(char *lease_arg)
 	if (killed) {
 		close(data);
 		close(ctl);
-		return 128 + killed;
+		return 128 + killed; /* exit() ends the reader, and with it the session */
 	}
 	pthread_join(out.thread, NULL);
 	p = path_in(lease, "tty/%s/status", num);
 	s = slurp(p);
 	free(p);
+	close(out.in);
 	close(data);
 	close(ctl);
 	int status = -1;
