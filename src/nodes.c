@@ -231,4 +231,6 @@ const char sbx_readme_text[] =
 	"                             restart [python|javascript|typescript]\n"
 	"  spec info                  the lease's SandboxSpec and facts (JSON)\n"
 	"  ports/PORT                 how to reach PORT inside the sandbox\n"
-	"  error log                  the last error; the journal of runs and state changes\n";
+	"  error log                  the last error; the journal of runs and state changes\n"
+	"  tty/clone                  read: a terminal session N (tty/N/data, ctl, status);\n"
+	"                             `sbx shell NAME` drives it\n";

@@ -16,9 +16,9 @@ eq "sbx with an unknown command exits 2" "$?" 2
 story_sbx_run_basics "$L"
 
 # Output streams while the command runs, not at its end.
-"$SBX" run "$L" -- sh -c 'echo first; sleep 4; echo second' >"$WORK/live" &
+"$SBX" run "$L" -- sh -c 'echo first; sleep 8; echo second' >"$WORK/live" &
 pid=$!
-ok "sbx run: stdout shows before the command ends" wait_for 3 grep -q first "$WORK/live"
+ok "sbx run: stdout shows before the command ends" wait_for 4 grep -q first "$WORK/live"
 ok "sbx run: ... and the command was still running" kill -0 $pid
 wait $pid
 
