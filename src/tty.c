@@ -175,6 +175,10 @@ static int start_locked(struct sbx_tty *t)
 	req.envs = envs;
 	rc = sbx_lease_use(l, &inst, &err);
 	if (!rc) {
+		/* Queued chmod/utimens first, as before a run: the shell sees them. */
+		if (l->prov->sync)
+			l->prov->sync(inst, &err);
+		sbx_error_clear(&err);
 		rc = l->prov->tty_open(inst, &req, &sink, &t->sess, &err);
 		if (rc)
 			sbx_lease_unuse(l);
