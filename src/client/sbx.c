@@ -362,6 +362,12 @@ static int cmd_run(char *lease_arg, char **argv)
 		pthread_join(err.thread, NULL);
 		close(err.in);
 	}
+	if (run_signal)
+		return 128 + run_signal;
+	/* The run failed (it never started, or its provider was lost): the lease's
+	 * last-run files would be someone else's. */
+	if (out.err && out.err != ETIMEDOUT)
+		fail(lease, "the command", out.err, EXIT_SBXFS);
 	/* Before the runs/ files (sbxfs before 0.2): the lease's last-run files. */
 	p = num[0] ? path_in(lease, "runs/%s/result", num) : path_in(lease, "%s", "result");
 	char *rtext = slurp(p);
@@ -382,8 +388,6 @@ static int cmd_run(char *lease_arg, char **argv)
 	json_decref(res);
 	if (close(fd) < 0 && !out.err)
 		out.err = errno;
-	if (run_signal)
-		return 128 + run_signal;
 	if (timed_out || out.err == ETIMEDOUT)
 		fail(lease, "the command ran past the lease's runTimeout", ETIMEDOUT, EXIT_TIMEOUT);
 	if (out.err)

@@ -37,11 +37,13 @@ ok "... and says the directory is not in a mount" grep -q "not in an sbxfs mount
 "$SBX" run "$MNT/nolease" -- true 2>"$WORK/e"
 eq "sbx run on a missing lease exits 125" "$?" 125
 echo "new man autoResume=false" >"$MNT/ctl"
+"$SBX" run "$MNT/man" -- sh -c 'echo old-err >&2' 2>/dev/null
 echo pause >"$MNT/man/state"
 "$SBX" run "$MNT/man" -- echo hi >"$WORK/o" 2>"$WORK/e"
 eq "sbx run on a paused autoResume-off lease exits 125" "$?" 125
 ok "... with the reason on stderr" grep -q "autoResume is off" "$WORK/e"
 eq "... and runs nothing" "$(cat "$WORK/o")" ""
+ok "... nor shows an earlier run's stderr" sh -c "! grep -q old-err '$WORK/e'"
 echo resume >"$MNT/man/state"
 
 # 124: past the lease's runTimeout, like timeout(1).
