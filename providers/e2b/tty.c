@@ -28,10 +28,10 @@ struct sbx_tty_session {
 
 	pthread_mutex_t lock; /* protects the fields marked (S) */
 	pthread_cond_t cond;
-	unsigned pid;         /* (S) from the start event */
-	bool started, ended;  /* (S) start event seen; stream over */
-	int start_rc;         /* (S) the stream's failure before the start */
-	struct sbx_error err; /* (S) its reason */
+	unsigned pid;		  /* (S) from the start event */
+	bool started, ended;	  /* (S) start event seen; stream over */
+	int start_rc;		  /* (S) the stream's failure before the start */
+	struct sbx_error err;	  /* (S) its reason */
 	struct e2b_proc_event ev; /* the stream thread's */
 	int exit_code;
 	bool have_end;
@@ -72,8 +72,8 @@ static void *tty_main(void *arg)
 	struct sbx_tty_session *s = arg;
 	struct sbx_error e = SBX_ERROR_INIT;
 	struct e2b_stream_opts o = {.cancel = &s->cancel};
-	int rc = e2b_rpc_stream(s->in, "process.Process/Start", s->body, &o, tty_message, s,
-				"tty", &e);
+	int rc =
+	    e2b_rpc_stream(s->in, "process.Process/Start", s->body, &o, tty_message, s, "tty", &e);
 	if (!rc && !s->have_end)
 		rc = sbx_error_set(&e, EIO, SBX_E_EXECUTION_FAILED,
 				   "tty: the shell's stream ended without its exit status");
@@ -117,9 +117,9 @@ int e2b_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
 	pthread_cond_init(&s->cond, NULL);
 	e2b_proc_event_init(&s->ev);
 	s->body = e2b_start_body(NULL, shell, req->envs, req->cwd ? req->cwd : in->workdir);
-	json_object_set_new(s->body, "pty",
-			    json_pack("{s:{s:i, s:i}}", "size", "cols", (int)req->cols, "rows",
-				      (int)req->rows));
+	json_object_set_new(
+	    s->body, "pty",
+	    json_pack("{s:{s:i, s:i}}", "size", "cols", (int)req->cols, "rows", (int)req->rows));
 	if (pthread_create(&s->thread, NULL, tty_main, s)) {
 		session_free(s);
 		return sbx_error_set(err, EAGAIN, SBX_E_INTERNAL, "cannot start a terminal thread");
@@ -172,8 +172,8 @@ int e2b_tty_write(struct sbx_tty_session *s, const char *data, size_t len, struc
 
 int e2b_tty_resize(struct sbx_tty_session *s, unsigned cols, unsigned rows, struct sbx_error *err)
 {
-	json_t *req = json_pack("{s:{s:i}, s:{s:{s:i, s:i}}}", "process", "pid", (int)s->pid,
-				"pty", "size", "cols", (int)cols, "rows", (int)rows);
+	json_t *req = json_pack("{s:{s:i}, s:{s:{s:i, s:i}}}", "process", "pid", (int)s->pid, "pty",
+				"size", "cols", (int)cols, "rows", (int)rows);
 	return tty_call(s, "process.Process/Update", req, err);
 }
 

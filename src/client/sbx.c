@@ -34,21 +34,21 @@
 #define EXIT_SBXFS 125
 
 static const char usage[] =
-	"usage: sbx run [LEASE] -- COMMAND [ARG...]\n"
-	"       sbx shell [LEASE]\n"
-	"\n"
-	"  run    runs COMMAND in the lease's sandbox through the mount: its stdout and\n"
-	"         stderr stream to ours, SIGINT/SIGTERM stop it, and sbx exits with its\n"
-	"         exit code (124 when it ran past the lease's runTimeout, 125 when sbxfs\n"
-	"         failed: the reason is printed).\n"
-	"  shell  an interactive login shell on a terminal in the sandbox; sbx exits\n"
-	"         with the shell's status.\n"
-	"\n"
-	"LEASE is a lease directory (/mnt/sbx/work) or a lease name. Without it, the\n"
-	"lease is the one whose directory holds the current directory; inside its\n"
-	"fs/ the command runs in the matching directory of the sandbox. A name is\n"
-	"looked up in the mount that holds the current directory, else in\n"
-	"$SBXFS_MOUNT.\n";
+    "usage: sbx run [LEASE] -- COMMAND [ARG...]\n"
+    "       sbx shell [LEASE]\n"
+    "\n"
+    "  run    runs COMMAND in the lease's sandbox through the mount: its stdout and\n"
+    "         stderr stream to ours, SIGINT/SIGTERM stop it, and sbx exits with its\n"
+    "         exit code (124 when it ran past the lease's runTimeout, 125 when sbxfs\n"
+    "         failed: the reason is printed).\n"
+    "  shell  an interactive login shell on a terminal in the sandbox; sbx exits\n"
+    "         with the shell's status.\n"
+    "\n"
+    "LEASE is a lease directory (/mnt/sbx/work) or a lease name. Without it, the\n"
+    "lease is the one whose directory holds the current directory; inside its\n"
+    "fs/ the command runs in the matching directory of the sandbox. A name is\n"
+    "looked up in the mount that holds the current directory, else in\n"
+    "$SBXFS_MOUNT.\n";
 
 /* ---- finding the lease ---------------------------------------------------- */
 
@@ -189,8 +189,8 @@ static void fail(const char *lease, const char *what, int errnum, int status)
 		why[strcspn(why, "\n")] = '\0';
 		/* The line is "TIME OP CODE: message": the message is what matters. */
 		char *msg = strstr(why, ": ");
-		fprintf(stderr, "sbx: %s: %s%s%s\n", what, strerror(errnum), msg && msg[2] ? ": " : "",
-			msg && msg[2] ? msg + 2 : "");
+		fprintf(stderr, "sbx: %s: %s%s%s\n", what, strerror(errnum),
+			msg && msg[2] ? ": " : "", msg && msg[2] ? msg + 2 : "");
 	} else {
 		fprintf(stderr, "sbx: %s: %s\n", what, strerror(errnum));
 	}
@@ -221,7 +221,8 @@ static void *pump_main(void *arg)
 		if (n <= 0)
 			return NULL;
 		if (write_all(p->out, buf, (size_t)n) < 0)
-			return NULL; /* our stdout is gone: the run goes on, as with a closed pipe */
+			return NULL; /* our stdout is gone: the run goes on, as with a closed pipe
+				      */
 	}
 }
 
@@ -245,7 +246,7 @@ static void read_mine(const char *lease, char *out, size_t size)
 }
 
 static const char *run_lease; /* for the signal thread */
-static char run_num[32];       /* runs/N of our run, "" until known (run_lock) */
+static char run_num[32];      /* runs/N of our run, "" until known (run_lock) */
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile sig_atomic_t run_signal;
 
@@ -288,8 +289,9 @@ static char *command_text(char **argv, const char *dir)
 		if (i)
 			sbx_buf_addch(&b, ' ');
 		/* Words of plain characters stay readable in `cmd` and `log`. */
-		if (argv[i][0] && strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-						  "0123456789_-./=:,+@%") == strlen(argv[i]))
+		if (argv[i][0] &&
+		    strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				    "0123456789_-./=:,+@%") == strlen(argv[i]))
 			sbx_buf_adds(&b, argv[i]);
 		else
 			sbx_buf_add_shquoted(&b, argv[i]);
