@@ -78,4 +78,17 @@ tm send-keys -t sbx 'pwd' Enter
 ok "sbx shell in fs/DIR starts in DIR" wait_for 15 pane_has "/tmp/sub dir"
 tm kill-session -t sbx
 
+# rmdir of the lease ends a shell in it (and its jobs) and sbx says so.
+mkdir "$MNT/brief"
+rm -f "$WORK/shell.rc"
+tm new-session -d -s sbx -x 80 -y 24 "'$SBX' shell '$MNT/brief' 2>'$WORK/shell.err'; echo sbx-exit=\$? >'$WORK/shell.rc'; sleep 60"
+wait_for 20 pane_ready
+tm send-keys -t sbx 'sleep 300 &' Enter
+sleep 1
+ok "rmdir of a lease with a shell open returns" timeout 20 rmdir "$MNT/brief"
+ok "... sbx shell ends" wait_for 10 test -s "$WORK/shell.rc"
+eq "... with 125" "$(cat "$WORK/shell.rc" 2>/dev/null)" "sbx-exit=125"
+ok "... saying the session ended" grep -q "session ended" "$WORK/shell.err"
+tm kill-session -t sbx
+
 finish
