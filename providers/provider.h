@@ -238,7 +238,11 @@ struct sbx_provider {
 	/* JSON facts for `info` (template, resources, endpoints...; no secrets).
 	 * Answers from what the instance knows: never blocks on the network. Optional. */
 	int (*info)(struct sbx_instance *inst, json_t **out, struct sbx_error *err);
-	/* Writes the URL or host:port reaching `port` inside the sandbox. */
+	/*
+	 * Writes how to reach `port` inside the sandbox: a full URL with its
+	 * scheme, then for each header a request needs (a provider's access
+	 * token) a newline and "Header: value". No trailing newline.
+	 */
 	int (*get_host)(struct sbx_instance *inst, int port, char *buf, size_t size,
 			struct sbx_error *err);
 
@@ -359,6 +363,15 @@ struct sbx_provider {
 	 * Needs init(). Optional.
 	 */
 	int (*list_sandboxes)(sbx_sandbox_fn fn, void *ctx, struct sbx_error *err);
+
+	/* --- ports ---------------------------------------------------------- */
+	/*
+	 * Fills ports (sorted, at most max) with the TCP ports something listens
+	 * on inside the sandbox's own network namespace; returns how many, or
+	 * -errno. Optional: without it the core reads /proc/net/tcp{,6} through
+	 * run() (see sbx_ports_parse).
+	 */
+	int (*list_ports)(struct sbx_instance *inst, int *ports, size_t max, struct sbx_error *err);
 };
 
 /* The registry (providers/registry.c). */
@@ -372,6 +385,13 @@ const struct sbx_provider *const *sbx_provider_all(void);
  */
 int sbx_provider_init(const struct sbx_provider *p, json_t *providers_cfg, const char *state_dir,
 		      struct sbx_error *err);
+
+/*
+ * The listening TCP ports in the text of /proc/net/tcp and/or
+ * /proc/net/tcp6 (state 0A), deduplicated and sorted, at most max; returns
+ * how many (providers/ports.c).
+ */
+size_t sbx_ports_parse(const char *text, size_t len, int *ports, size_t max);
 
 /* Helpers shared by providers (providers/common.c). */
 /* Fills st from a struct stat. */

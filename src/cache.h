@@ -276,6 +276,14 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
  * skipped.
  */
 size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_t max);
+/* Like sbx_cache_file_orphans(); held_too: every dirty entry, open ones and
+ * recently failed ones included (the daemon's last flush). */
+size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_t max,
+			      bool held_too);
+/* How many entries hold changes not uploaded yet. */
+size_t sbx_cache_unsaved_count(struct sbx_cache *c);
+/* The local cache file of an entry (for messages: where unsaved data is kept). */
+const char *sbx_cfile_name(const struct sbx_cfile *cf);
 
 enum sbx_overlay {
 	SBX_OV_REMOTE,     /* st holds remote attributes: local size (and mtime if dirty) on top */

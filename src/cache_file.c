@@ -13,12 +13,47 @@
 #include "base/log.h"
 #include "cache_int.h"
 
+/*
+ * FILE.path names the sandbox path of a dirty cache file. It is on disk
+ * from the moment the entry becomes dirty until it is clean, unlinked or
+ * gone (lock held), so what a kill -9 leaves behind is found again by the
+ * next mount (cache_files_adopt) instead of lying there unread. Not
+ * fsynced: it guards against the daemon dying, not the machine.
+ */
+static void side_set_locked(struct sbx_cfile *cf, bool dirty)
+{
+	struct sbx_buf side = SBX_BUF_INIT, tmp = SBX_BUF_INIT;
+	if (!cf->file)
+		return;
+	sbx_buf_addf(&side, "%s.path", cf->file);
+	if (dirty && cf->linked) {
+		size_t len = strlen(cf->path);
+		sbx_buf_addf(&tmp, "%s.tmp", side.buf);
+		int fd = open(tmp.buf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		bool ok = fd >= 0 && write(fd, cf->path, len) == (ssize_t)len;
+		if (fd >= 0 && close(fd))
+			ok = false;
+		if (!ok || rename(tmp.buf, side.buf)) {
+			sbx_log(SBX_LOG_ERR, "cache: cannot write %s (%s): a crash now would leave "
+					     "the unsaved changes to %s unnamed in %s",
+				side.buf, strerror(errno), cf->path, cf->file);
+			unlink(tmp.buf);
+		}
+	} else {
+		unlink(side.buf);
+	}
+	sbx_buf_release(&side);
+	sbx_buf_release(&tmp);
+}
+
 static void cfile_free(struct sbx_cfile *cf, bool keep_file)
 {
 	if (cf->fd >= 0)
 		close(cf->fd);
-	if (!keep_file)
+	if (!keep_file) {
+		side_set_locked(cf, false);
 		unlink(cf->file);
+	}
 	free(cf->file);
 	free(cf->path);
 	free(cf);
@@ -76,7 +111,7 @@ void cache_files_adopt(struct sbx_cache *c)
 		cf->linked = cf->have_data = cf->dirty = cf->remote = true;
 		cf->mode = 0644;
 		HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
-		unlink(side.buf); /* written again if still dirty at the next free */
+		/* FILE.path stays until the upload: a second crash still finds it. */
 		sbx_log(SBX_LOG_WARN, "cache: unsaved changes to %s taken back from %s", cf->path,
 			cf->file);
 next:
@@ -182,8 +217,10 @@ static int cfile_create_locked(struct sbx_cache *c, struct sbx_cfile *cf)
 		sbx_buf_release(&tmpl);
 		return rc;
 	}
-	if (cf->file)
+	if (cf->file) {
+		side_set_locked(cf, false);
 		unlink(cf->file);
+	}
 	free(cf->file);
 	cf->file = sbx_buf_detach(&tmpl, NULL);
 	cf->fd = fd;
@@ -282,6 +319,8 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 	case SBX_CF_NEW:
 	case SBX_CF_TRUNC:
 		if (ftruncate(cf->fd, 0) == 0) {
+			if (!cf->dirty)
+				side_set_locked(cf, true);
 			cf->have_data = true;
 			cf->dirty = true;
 			cf->wgen++;
@@ -293,6 +332,8 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 		}
 		break;
 	case SBX_CF_LOADED:
+		if (cf->dirty)
+			side_set_locked(cf, false);
 		cf->have_data = true;
 		cf->dirty = false;
 		cf->remote = true;
@@ -354,6 +395,8 @@ struct sbx_cfile *sbx_cache_file_find_live(struct sbx_cache *c, const char *path
 void sbx_cache_file_changed(struct sbx_cache *c, struct sbx_cfile *cf)
 {
 	pthread_mutex_lock(&c->lock);
+	if (!cf->dirty)
+		side_set_locked(cf, true);
 	cf->dirty = true;
 	cf->have_data = true;
 	cf->wgen++;
@@ -378,8 +421,10 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 	if (ok) {
 		bool current = gen == c->gen;
 		cf->remote = true;
-		if (wgen == cf->wgen)
+		if (wgen == cf->wgen && cf->dirty) {
 			cf->dirty = false;
+			side_set_locked(cf, false);
+		}
 		cf->stamped = st != NULL;
 		if (st) {
 			cf->stamp_size = st->size;
@@ -402,7 +447,8 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 	pthread_mutex_unlock(&c->lock);
 }
 
-size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_t max)
+size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_t max,
+			      bool held_too)
 {
 	struct sbx_cfile *cf, *tmp;
 	long long now = sbx_now_ms();
@@ -411,13 +457,34 @@ size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_
 	HASH_ITER(hh, c->files, cf, tmp) {
 		if (n == max)
 			break;
-		if (cf->dirty && !cf->refs && !cf->busy && cf->retry_at <= now) {
+		if (cf->dirty && cf->linked &&
+		    (held_too || (!cf->refs && !cf->busy && cf->retry_at <= now))) {
 			cf->refs++;
 			out[n++] = cf;
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	return n;
+}
+
+size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_t max)
+{
+	return sbx_cache_file_unsaved(c, out, max, false);
+}
+
+size_t sbx_cache_unsaved_count(struct sbx_cache *c)
+{
+	struct sbx_cfile *cf, *tmp;
+	size_t n = 0;
+	pthread_mutex_lock(&c->lock);
+	HASH_ITER(hh, c->files, cf, tmp) n += cf->dirty && cf->linked;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+const char *sbx_cfile_name(const struct sbx_cfile *cf)
+{
+	return cf->file;
 }
 
 bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_stat *st,
@@ -487,6 +554,7 @@ void sbx_cache_file_restamp(struct sbx_cache *c, const char *path, const struct 
 static void detach_locked(struct sbx_cache *c, struct sbx_cfile *cf)
 {
 	HASH_DEL(c->files, cf);
+	side_set_locked(cf, false);
 	cf->linked = false;
 	if (cf->refs == 0)
 		cfile_free(cf, false);
@@ -532,6 +600,8 @@ void sbx_cache_file_rename(struct sbx_cache *c, const char *from, const char *to
 	HASH_ITER(hh, moved, cf, tmp) {
 		HASH_DEL(moved, cf);
 		HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
+		if (cf->dirty)
+			side_set_locked(cf, true); /* the new name */
 	}
 	pthread_mutex_unlock(&c->lock);
 }

@@ -9,8 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "base/fsutil.h"
 #include "ctl.h"
+#include "ports.h"
 #include "tty.h"
 
 /* Largest text accepted by a control file write (a script, a code cell). */
@@ -34,6 +36,7 @@ void sbx_open_free(struct sbx_open *o)
 {
 	if (!o)
 		return;
+	sbx_run_reader_free(o->reader);
 	sbx_run_put(o->run);
 	sbx_tty_release(o);
 	sbx_lease_put(o->lease);
@@ -59,10 +62,10 @@ int sbx_ctl_getattr(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 		    struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->st_mode = sbx_node_mode(n->kind);
+	st->st_mode = sbx_access_mode(sbx_node_mode(n->kind));
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
 	st->st_uid = getuid();
-	st->st_gid = getgid();
+	st->st_gid = sbx_access_gid();
 	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec =
 		l ? l->created_at : time(NULL);
 	switch (n->kind) {
@@ -75,14 +78,29 @@ int sbx_ctl_getattr(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 		break;
 	case SBX_N_STDOUT:
 	case SBX_N_EXEC:
-		lease_file_size(l, "stdout", st);
+		sbx_runs_stat(l, sbx_runs_pick(l), "stdout", st);
 		break;
 	case SBX_N_STDERR:
-		lease_file_size(l, "stderr", st);
+		sbx_runs_stat(l, sbx_runs_pick(l), "stderr", st);
 		break;
 	case SBX_N_RESULT:
-		lease_file_size(l, "result", st);
+		sbx_runs_stat(l, sbx_runs_pick(l), "result", st);
 		break;
+	case SBX_N_RUN_DIR:
+	case SBX_N_RUN_FILE:
+	case SBX_N_RUN_CTL: {
+		const char *slash = strchr(n->sub, '/');
+		return sbx_runs_stat(l, strtoul(n->sub, NULL, 10),
+				     n->kind == SBX_N_RUN_FILE ? slash + 1 : NULL, st);
+	}
+	case SBX_N_RUN_MINE: {
+		char line[32];
+		unsigned long mine = sbx_runs_pick(l);
+		if (!mine)
+			return -ENOENT;
+		st->st_size = snprintf(line, sizeof(line), "%lu\n", mine);
+		break;
+	}
 	case SBX_N_LOG:
 		lease_file_size(l, "log", st);
 		break;
@@ -122,6 +140,27 @@ static void fill_lease_name(void *ctx, struct sbx_lease *l)
 	nl->fill(nl->ctx, l->name, NULL);
 }
 
+/* ports/: one file per listening port; a failure goes to the lease's error file. */
+static int ports_readdir(struct sbx_mount *m, struct sbx_lease *l, sbx_fs_fill_fn fill,
+			 void *ctx)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	int *ports = calloc(SBX_PORTS_MAX, sizeof(*ports));
+	int n;
+	if (!ports)
+		return -ENOMEM;
+	n = sbx_lease_ports(l, ports, SBX_PORTS_MAX, &e);
+	if (n < 0)
+		sbx_lease_error(l, "ports", &e);
+	for (int i = 0; i < n; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "%d", ports[i]);
+		fill(ctx, name, NULL);
+	}
+	free(ports);
+	return n < 0 ? n : 0;
+}
+
 int sbx_ctl_readdir(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l,
 		    sbx_fs_fill_fn fill, void *ctx)
 {
@@ -146,7 +185,29 @@ int sbx_ctl_readdir(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 		}
 		return 0;
 	case SBX_N_PORTS:
+		return ports_readdir(m, l, fill, ctx);
+	case SBX_N_RUNS: {
+		unsigned long *ns;
+		size_t k = sbx_runs_list(l, &ns);
+		for (size_t i = 0; i < k; i++) {
+			char name[32];
+			snprintf(name, sizeof(name), "%lu", ns[i]);
+			fill(ctx, name, NULL);
+		}
+		free(ns);
+		if (sbx_runs_pick(l))
+			fill(ctx, "mine", NULL);
 		return 0;
+	}
+	case SBX_N_RUN_DIR: {
+		static const char *const files[] = {"cmd", "stdout", "stderr", "result", "ctl"};
+		struct stat st;
+		if (sbx_runs_stat(l, strtoul(n->sub, NULL, 10), NULL, &st))
+			return -ENOENT;
+		for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++)
+			fill(ctx, files[i], NULL);
+		return 0;
+	}
 	case SBX_N_TTY:
 	case SBX_N_TTY_SESSION:
 		return sbx_tty_readdir(l, n, fill, ctx);
@@ -232,11 +293,27 @@ static int snapshot(struct sbx_mount *m, struct sbx_open *o, const struct sbx_no
 	case SBX_N_EXEC:
 	case SBX_N_CODE:
 	case SBX_N_STDOUT:
-		return add_lease_file(o, "stdout");
 	case SBX_N_STDERR:
-		return add_lease_file(o, "stderr");
-	case SBX_N_RESULT:
-		return add_lease_file(o, "result");
+	case SBX_N_RESULT: {
+		/* The caller's run (runs.h), read as it grows; nothing before the first run. */
+		unsigned long run = sbx_runs_pick(l);
+		const char *file = n->kind == SBX_N_STDERR   ? "stderr"
+				   : n->kind == SBX_N_RESULT ? "result"
+							     : "stdout";
+		int rc = sbx_run_reader_open(l, run, file, sbx_node_is_runner(n->kind), &o->reader);
+		return rc == -ENOENT ? 0 : rc;
+	}
+	case SBX_N_RUN_FILE: {
+		const char *file = strchr(n->sub, '/') + 1;
+		return sbx_run_reader_open(l, strtoul(n->sub, NULL, 10), file, false, &o->reader);
+	}
+	case SBX_N_RUN_MINE: {
+		unsigned long mine = sbx_runs_pick(l);
+		if (!mine)
+			return -ENOENT;
+		sbx_buf_addf(&o->data, "%lu\n", mine);
+		return 0;
+	}
 	case SBX_N_LOG:
 		return add_lease_file(o, "log");
 	case SBX_N_LEASE_ERROR:
@@ -281,7 +358,7 @@ static int snapshot(struct sbx_mount *m, struct sbx_open *o, const struct sbx_no
 			sbx_lease_error(l, "ports", &e);
 			return rc;
 		}
-		sbx_buf_addf(&o->data, "%s\n", host);
+		sbx_buf_addf(&o->data, "%s\n", host); /* URL, then header lines */
 		return 0;
 	}
 	default:
@@ -292,7 +369,8 @@ static int snapshot(struct sbx_mount *m, struct sbx_open *o, const struct sbx_no
 static bool writable(enum sbx_node_kind k)
 {
 	return k == SBX_N_CTL || k == SBX_N_EXEC || k == SBX_N_CODE || k == SBX_N_ENV ||
-	       k == SBX_N_STATE || k == SBX_N_TTY_DATA || k == SBX_N_TTY_CTL;
+	       k == SBX_N_STATE || k == SBX_N_RUN_CTL || k == SBX_N_TTY_DATA ||
+	       k == SBX_N_TTY_CTL;
 }
 
 int sbx_ctl_open(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l, int flags,
@@ -319,11 +397,13 @@ int sbx_ctl_open(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease
 		sbx_lease_put(l);
 		return n->kind == SBX_N_SPEC ? -EBUSY : rc;
 	}
-	if (acc != O_WRONLY && n->kind == SBX_N_CTL) {
+	if (acc != O_WRONLY && (n->kind == SBX_N_CTL || n->kind == SBX_N_RUN_CTL)) {
 		sbx_lease_put(l);
 		return -EACCES;
 	}
 	struct sbx_open *o = sbx_open_new(n->kind, l, flags);
+	if (n->kind == SBX_N_RUN_CTL)
+		o->run_n = strtoul(n->sub, NULL, 10); /* "N/ctl" */
 	if (n->kind == SBX_N_CODE) {
 		const char *lang = sbx_run_language(n->sub);
 		snprintf(o->language, sizeof(o->language), "%s", lang ? lang : "python");
@@ -353,7 +433,10 @@ static int start_run(struct sbx_open *o)
 	int rc;
 	o->ran = true;
 	rc = sbx_run_start(o->lease, o->kind == SBX_N_EXEC ? SBX_RUN_SHELL : SBX_RUN_CODE,
-			   o->kind == SBX_N_CODE ? o->language : NULL, o->data.buf, &o->run, &e);
+			   o->kind == SBX_N_CODE ? o->language : NULL, o->data.buf, &o->owner,
+			   &o->run, &e);
+	if (!rc && (o->flags & O_ACCMODE) == O_RDWR)
+		rc = sbx_run_reader_of(o->run, &o->reader);
 	if (rc)
 		sbx_lease_error(o->lease, "exec", &e);
 	return rc;
@@ -364,18 +447,21 @@ ssize_t sbx_ctl_read(struct sbx_open *o, char *buf, size_t size, off_t off)
 	if (o->tty)
 		return sbx_tty_read(o, buf, size, off);
 	if (sbx_node_is_runner(o->kind) && (o->flags & O_ACCMODE) == O_RDWR) {
+		if (o->refused)
+			return 0;
 		if (!o->run && o->data.len && !o->ran) {
 			int rc = start_run(o);
 			if (rc)
 				return rc;
 		}
-		if (o->run) {
-			/* A stream: keep our own position, whatever offset comes in. */
-			ssize_t n = sbx_run_read(o->run, buf, size, o->rpos);
-			if (n > 0)
-				o->rpos += n;
-			return n;
-		}
+	}
+	if (o->reader) {
+		/* Runner files are streams: keep our own position, whatever offset comes in. */
+		bool stream = sbx_node_is_runner(o->kind);
+		ssize_t n = sbx_run_reader_read(o->reader, buf, size, stream ? o->rpos : off);
+		if (n > 0)
+			o->rpos += n;
+		return n;
 	}
 	if ((size_t)off >= o->data.len)
 		return 0;
@@ -497,6 +583,7 @@ static int consume_lines(struct sbx_open *o, int (*fn)(void *, const char *), vo
 struct line_ctx {
 	struct sbx_mount *m;
 	struct sbx_lease *l;
+	unsigned long n; /* runs/N/ctl */
 };
 
 static int root_line(void *ctx, const char *line)
@@ -541,6 +628,48 @@ static void set_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 	sbx_mount_save(m);
 }
 
+static int run_ctl_line(void *ctx, const char *line)
+{
+	struct line_ctx *lc = ctx;
+	struct sbx_error e = SBX_ERROR_INIT;
+	int rc = sbx_runs_ctl(lc->l, lc->n, line, &e);
+	if (rc)
+		sbx_lease_error(lc->l, "runs", &e);
+	return rc;
+}
+
+/*
+ * What can be known before a run fails the write itself (shells ignore
+ * close errors on redirections): a NUL in the text, an empty command, the
+ * lease's state, a state dir that cannot keep the output. The first write
+ * also records who is writing (the per-caller rule).
+ */
+static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const char *buf,
+			      size_t size)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	int rc;
+	if (memchr(buf, '\0', size)) {
+		o->refused = true;
+		return refuse(m, o->lease, EINVAL, "exec", "%s contains a NUL byte: nothing was run",
+			      o->kind == SBX_N_EXEC ? "the command" : "the code");
+	}
+	if (o->data.len || o->wrote)
+		return 0;
+	if (size && buf[size - 1] == '\n' && strspn(buf, " \t\r\n") == size) {
+		o->refused = true;
+		return refuse(m, o->lease, EINVAL, "exec", "%s is empty: nothing was run",
+			      o->kind == SBX_N_EXEC ? "the command" : "the code");
+	}
+	sbx_runs_caller(&o->owner);
+	rc = sbx_runs_precheck(o->lease, &e);
+	if (rc) {
+		o->refused = true;
+		sbx_lease_error(o->lease, "exec", &e);
+	}
+	return rc;
+}
+
 void sbx_ctl_release(struct sbx_mount *m, struct sbx_open *o)
 {
 	if (o->kind == SBX_N_ENV && (o->flags & O_TRUNC) && !o->wrote && !o->refused)
@@ -550,7 +679,7 @@ void sbx_ctl_release(struct sbx_mount *m, struct sbx_open *o)
 ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, size_t size,
 		      off_t off)
 {
-	struct line_ctx lc = {m, o->lease};
+	struct line_ctx lc = {m, o->lease, o->run_n};
 	int rc;
 	if (o->tty)
 		return sbx_tty_write(o, buf, size);
@@ -558,9 +687,17 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 		return refuse(m, o->lease, EFBIG, "write", "text larger than %s", "16 MiB");
 	if (o->kind == SBX_N_ENV && !(o->flags & O_APPEND) && (size_t)off < o->data.len)
 		o->data.len = (size_t)off; /* rewriting from an offset */
+	if (sbx_node_is_runner(o->kind)) {
+		rc = runner_write_check(m, o, buf, size);
+		if (rc)
+			return rc;
+	}
 	sbx_buf_add(&o->data, buf, size);
 	o->wrote = true;
 	switch (o->kind) {
+	case SBX_N_RUN_CTL:
+		rc = consume_lines(o, run_ctl_line, &lc);
+		return rc ? rc : (ssize_t)size;
 	case SBX_N_CTL:
 		/* A JSON request is handled whole at flush; plain lines as they come. */
 		if (o->data.buf[0] == '{')
@@ -624,10 +761,17 @@ int sbx_ctl_flush(struct sbx_mount *m, struct sbx_open *o)
 		}
 		set_env(m, o->lease, o->data.buf);
 		return 0;
+	case SBX_N_RUN_CTL:
+		if (o->data.len) {
+			struct line_ctx lc = {m, o->lease, o->run_n};
+			rc = run_ctl_line(&lc, o->data.buf);
+		}
+		sbx_buf_reset(&o->data);
+		return rc;
 	case SBX_N_EXEC:
 	case SBX_N_CODE:
 		/* Write-only: the run happens here, and close() waits for it. */
-		if (acc != O_WRONLY || o->ran || !o->data.len)
+		if (acc != O_WRONLY || o->ran || !o->data.len || o->refused)
 			return 0;
 		rc = start_run(o);
 		return rc ? rc : sbx_run_wait(o->run);

@@ -5,9 +5,11 @@
  *
  * Runner files (exec, code.*): a write-only open runs the written text at
  * flush (close waits for the run); a read-write open runs it at the first
- * read and streams the output; a read-only open gives the last run's
- * stdout. Read-only files are snapshotted at open, so a read never waits
- * on a provider. Knows nothing of FUSE.
+ * read and streams the output; a read-only open gives the caller's run's
+ * stdout (runs.h). What can be known before a run (a NUL, the lease's
+ * state, the state dir) fails the write itself. Read-only files are
+ * snapshotted at open, so a read never waits on a provider; a run's files
+ * are read as they grow, until the run ends. Knows nothing of FUSE.
  */
 #ifndef SBX_CTLFILES_H
 #define SBX_CTLFILES_H
@@ -20,6 +22,7 @@
 #include "lease.h"
 #include "nodes.h"
 #include "run.h"
+#include "runs.h"
 
 struct sbx_tty;
 
@@ -35,6 +38,9 @@ struct sbx_open {
 	off_t rpos;               /* stream position in the run's output */
 	char language[16];        /* code.* */
 	struct sbx_fs_file *fsf;  /* fs/ files */
+	struct sbx_run_reader *reader; /* a run's stdout/stderr/result/cmd (runs.h) */
+	struct sbx_run_owner owner;    /* runner files: who wrote (the per-caller rule) */
+	unsigned long run_n;           /* runs/N/ctl: N */
 	struct sbx_tty *tty;      /* tty/ files: the session (tty.c) */
 };
 

@@ -21,6 +21,7 @@
  * open files (download, read, write, upload, truncate).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +196,40 @@ int fsc_pseudo_refuse(const char *path, struct sbx_error *err)
 			     "%s: the sandbox's kernel filesystems are not mirrored", path);
 }
 
+/*
+ * ENAMETOOLONG, recorded, for a name the sandbox's filesystem cannot hold:
+ * FUSE passes names up to 1024 bytes, and a remote provider may accept a
+ * longer one and fail later (the close of a 256-byte name failed with EIO
+ * and left it listed, dirty).
+ */
+static int name_too_long(const char *op, const char *path, struct sbx_error *err)
+{
+	size_t len = strlen(path);
+	int rc = 0;
+	if (len >= PATH_MAX) {
+		rc = sbx_error_set(err, ENAMETOOLONG, SBX_E_EXECUTION_FAILED,
+				   "%s: a path of %zu bytes is longer than PATH_MAX (%d)", op, len,
+				   PATH_MAX);
+	} else {
+		for (const char *p = path; *p && !rc;) {
+			size_t n = strcspn(p, "/");
+			if (n > NAME_MAX)
+				rc = sbx_error_set(err, ENAMETOOLONG, SBX_E_EXECUTION_FAILED,
+						   "%s: the name \"%.32s...\" has %zu bytes, more "
+						   "than NAME_MAX (%d)",
+						   op, p, n, NAME_MAX);
+			p += n + (p[n] == '/');
+		}
+	}
+	return rc;
+}
+
+int fsc_name_check(struct sbx_lease *l, const char *op, const char *path, struct sbx_error *err)
+{
+	int rc = name_too_long(op, path, err);
+	return rc ? fsc_record(l, op, "(name too long)", rc, err) : 0;
+}
+
 int fsc_no_such(const char *path, struct sbx_error *err)
 {
 	return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "%s: no such file or directory", path);
@@ -314,6 +349,10 @@ static int c_getattr(struct sbx_lease *l, const char *path, struct sbx_fs_file *
 		s.nlink = 2;
 		goto out;
 	}
+	/* A name no file can have: answered here (no request), and said in `error`. */
+	rc = fsc_name_check(l, "lookup", path, err);
+	if (rc)
+		return rc;
 	switch (sbx_cache_attr_get(c, path, &s, fsc_any_age(l))) {
 	case SBX_CACHE_HIT:
 		sbx_cache_file_overlay(c, path, &s, SBX_OV_REMOTE);
@@ -416,6 +455,8 @@ static int begin(struct sbx_lease *l, const void *slot, const char *op, const ch
 		 const char *settle_path, struct sbx_instance **inst, struct sbx_error *err)
 {
 	int rc = fsc_pseudo_refuse(path, err);
+	if (!rc)
+		rc = fsc_name_check(l, op, path, err);
 	if (!rc && settle_path)
 		rc = fsc_settle(l, settle_path, err);
 	return rc ? rc : fsc_reach(l, slot, op, op, path, inst, err);
@@ -475,6 +516,8 @@ static int c_rename(struct sbx_lease *l, const char *from, const char *to, unsig
 	struct sbx_instance *inst;
 	bool exchange = flags & RENAME_EXCHANGE;
 	int rc = fsc_pseudo_refuse(to, err);
+	if (!rc)
+		rc = fsc_name_check(l, "rename", to, err);
 	if (!rc && exchange)
 		rc = fsc_settle(l, to, err);
 	if (!rc)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "fs_cached.h"
 
 /* ---- uploads ---------------------------------------------------------------- */
@@ -79,6 +80,32 @@ static void retry_orphans(struct sbx_lease *l)
 		upload(l, orphans[i], NULL, &err);
 		sbx_cache_file_put(l->cache, orphans[i]);
 	}
+}
+
+size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
+{
+	struct sbx_cfile *cf[SBX_SAVE_UNSAVED_MAX];
+	size_t n;
+	if (!l->cache)
+		return 0;
+	n = sbx_cache_file_unsaved(l->cache, cf, all ? SBX_SAVE_UNSAVED_MAX : 4, all);
+	for (size_t i = 0; i < n; i++) {
+		struct sbx_error err = SBX_ERROR_INIT;
+		char why[SBX_ERR_MSG_MAX];
+		int rc = sbx_now_ms() < deadline_ms
+				 ? upload(l, cf[i], NULL, &err)
+				 : sbx_error_set(&err, ETIMEDOUT, SBX_E_TIMEOUT,
+						 "no time left before the daemon exits");
+		if (rc) {
+			snprintf(why, sizeof(why), "%s", err.msg);
+			sbx_error_set(&err, rc, SBX_E_NONE,
+				      "unsaved changes kept in %s, not uploaded yet: %s",
+				      sbx_cfile_name(cf[i]), why);
+			sbx_lease_error(l, all ? "save before exit" : "upload unsaved", &err);
+		}
+		sbx_cache_file_put(l->cache, cf[i]);
+	}
+	return sbx_cache_unsaved_count(l->cache);
 }
 
 /* Uploads f's data if dirty, then (if it went up) others' leftovers. */
@@ -220,6 +247,8 @@ int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 			return sbx_error_set(err, EISDIR, SBX_E_NONE, "%s is a directory", path);
 		return (flags & O_CREAT) ? fsc_pseudo_refuse(path, err) : fsc_no_such(path, err);
 	}
+	if ((flags & O_CREAT) && (rc = fsc_name_check(l, "create", path, err)))
+		return rc;
 	rc = sbx_cache_file_open(c, path, &cf, &s);
 	if (rc) {
 		sbx_error_set(err, rc, SBX_E_INTERNAL, "cache file for %s: %s", path,

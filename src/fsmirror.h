@@ -12,6 +12,7 @@
 #ifndef SBX_FSMIRROR_H
 #define SBX_FSMIRROR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -82,6 +83,16 @@ void sbx_fs_invalidate(struct sbx_lease *l);
 #define SBX_PAUSE_FILL_MAX 32
 /* Before a pause (l->lock not held): fetches what a paused lease's cache lacks. */
 void sbx_fs_before_pause(struct sbx_lease *l);
+/*
+ * Uploads l's unsaved files (no locks held). all: every dirty file, those
+ * still open included, until deadline_ms (sbx_now_ms() clock) — the
+ * daemon's last act; else the ones no handle holds, not failed recently
+ * (the timer). A failure says in `error` where the data is kept. Returns
+ * how many stay unsaved.
+ */
+size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms);
+/* Files one sbx_fs_save_unsaved(all) pass takes at most. */
+#define SBX_SAVE_UNSAVED_MAX 256
 /* True for the kernel's pseudo filesystems (/proc, /sys, /dev): fs/ shows them empty. */
 int sbx_fs_is_pseudo(const char *path);
 

@@ -8,18 +8,22 @@
 #include <fuse.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "base/fsutil.h"
 #include "ctlfiles.h"
 #include "fsmirror.h"
 #include "fuse_ops.h"
 #include "kinval.h"
+#include "linkmap.h"
 #include "nodes.h"
 #include "run.h"
+#include "runs.h"
 #include "tty.h"
 
 /* private_data points at main()'s `struct sbx_mount *`, set before the loop runs. */
@@ -28,11 +32,25 @@ static struct sbx_mount *mnt(void)
 	return *(struct sbx_mount **)fuse_get_context()->private_data;
 }
 
+/* Only the mount's owner, root and the share group's members get in (access.h). */
+static bool caller_allowed(void)
+{
+	struct fuse_context *c = fuse_get_context();
+	gid_t groups[64];
+	int n = 0;
+	if (sbx_access_allows(c->uid, c->gid, NULL, 0))
+		return true;
+	n = fuse_getgroups(64, groups);
+	return n > 0 && sbx_access_allows(c->uid, c->gid, groups, n < 64 ? n : 64);
+}
+
 /* Parses path and, for nodes inside a lease, looks the lease up (ref taken). */
 static int resolve(const char *path, struct sbx_node *n, struct sbx_lease **l)
 {
 	int rc;
 	*l = NULL;
+	if (!caller_allowed())
+		return -EACCES;
 	if (!path)
 		return -ENOENT;
 	rc = sbx_node_parse(path, n);
@@ -86,6 +104,12 @@ static void invalidate_path(void *ctx, const char *path)
 static bool requester_killed(void)
 {
 	return sbx_tid_dying(fuse_get_context()->pid);
+}
+
+/* The process whose request this thread serves (the per-caller rule of runs). */
+static pid_t requester_pid(void)
+{
+	return fuse_get_context()->pid;
 }
 
 static int fs_pseudo_child(const struct sbx_node *n)
@@ -398,8 +422,53 @@ static int op_rmdir(const char *path)
 
 FS_PATH_OP(op_unlink, (const char *path), unlink(l, sub, &err))
 FS_PATH_OP(op_symlink, (const char *target, const char *path), symlink(l, target, sub, &err))
-FS_PATH_OP(op_readlink, (const char *path, char *buf, size_t size),
-	   readlink(l, sub, buf, size, &err))
+
+/* fs/ links as the host must follow them (linkmap.h), unless -o symlinks=raw. */
+static int raw_symlinks;
+
+void sbx_fuse_set_raw_symlinks(int raw)
+{
+	raw_symlinks = raw;
+}
+
+static int link_lstat(void *ctx, const char *path, mode_t *mode)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct stat st;
+	int rc = sbx_fs_ops_for(ctx)->getattr(ctx, path, NULL, &st, &err);
+	*mode = st.st_mode;
+	return rc;
+}
+
+static int link_read(void *ctx, const char *path, char *buf, size_t size)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	return sbx_fs_ops_for(ctx)->readlink(ctx, path, buf, size, &err);
+}
+
+static int op_readlink(const char *path, char *buf, size_t size)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	char *raw;
+	int rc;
+	FS_ONLY(path, n, l, rc);
+	if (!(raw = malloc(size))) {
+		sbx_lease_put(l);
+		return -ENOMEM;
+	}
+	rc = sbx_fs_ops_for(l)->readlink(l, n.sub, raw, size, &err);
+	if (!rc && raw_symlinks)
+		memcpy(buf, raw, size);
+	else if (!rc)
+		rc = sbx_link_rewrite(n.sub, raw,
+				      &(struct sbx_link_io){link_lstat, link_read, l}, buf, size);
+	free(raw);
+	sbx_lease_put(l);
+	return rc;
+}
+
 FS_PATH_OP(op_mknod, (const char *path, mode_t mode, dev_t dev), mknod(l, sub, mode, dev, &err))
 FS_PATH_OR_FILE_OP(op_chmod, (const char *path, mode_t mode, struct fuse_file_info *fi),
 		   chmod(l, sub, mode, &err))
@@ -493,6 +562,7 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->negative_timeout = 0;
 	sbx_kinval_set_callback(invalidate_path, fuse_get_context()->fuse);
 	sbx_run_set_abandon_check(requester_killed);
+	sbx_runs_set_caller(requester_pid);
 	sbx_tty_set_abandon_check(requester_killed);
 	cfg->use_ino = 0;
 	cfg->nullpath_ok = 1;

@@ -6,5 +6,7 @@ struct fuse_operations;
 extern const struct fuse_operations sbx_fuse_ops;
 /* Seconds the kernel may cache fs/ names and attributes (default 1; 0 = never). */
 void sbx_fuse_set_cache_timeout(double seconds);
+/* -o symlinks=raw: fs/ readlink answers the sandbox's own text (links not rewritten). */
+void sbx_fuse_set_raw_symlinks(int raw);
 
 #endif

@@ -21,12 +21,18 @@
 #include "cache.h"
 #include "fsmirror.h"
 #include "kinval.h"
+#include "runs.h"
+#include "statedir.h"
 
 /* How long an operation waits for a transition in flight (resume, pause). */
 #define SBX_TRANSITION_WAIT_S 120
 /* How often running leases are probed for reclaim (local probes are cheap). */
 #define SBX_PROBE_EVERY_S 30
 #define SBX_PROBE_LOCAL_EVERY_S 5
+/* How long the daemon's exit (unmount, SIGTERM) spends uploading unsaved files. */
+#define SBX_EXIT_SAVE_S 30
+/* How often a lease in `error` (provider unreachable) is attached again. */
+#define SBX_RETRY_EVERY_S 5
 /* While a lease is in use, the provider's own lifetime is extended this often ... */
 #define SBX_EXTEND_EVERY_S 120
 /* ... to at least this many seconds ahead (past the idle timeout). */
@@ -73,23 +79,37 @@ char *sbx_lease_path(struct sbx_lease *l, const char *file)
 	return sbx_buf_detach(&b, NULL);
 }
 
-void sbx_lease_journal(struct sbx_lease *l, json_t *ev)
+static void mount_error_line(struct sbx_mount *m, const char *op, const struct sbx_error *e,
+			     bool lookup);
+
+int sbx_lease_journal(struct sbx_lease *l, json_t *ev)
 {
 	char ts[32];
+	struct sbx_error e = SBX_ERROR_INIT;
 	sbx_iso_time(time(NULL), ts, sizeof(ts));
 	json_object_set_new(ev, "time", json_string(ts));
 	char *line = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	json_decref(ev);
-	if (!line)
-		return;
-	size_t n = strlen(line);
-	line = realloc(line, n + 2);
-	line[n] = '\n';
-	line[n + 1] = '\0';
-	char *p = sbx_lease_path(l, "log");
-	sbx_append_file(p, line, n + 1);
-	free(p);
-	free(line);
+	if (!line) {
+		sbx_error_set(&e, EINVAL, SBX_E_INTERNAL, "lease %s: a journal event is not JSON",
+			      l->name);
+	} else {
+		size_t n = strlen(line);
+		line = realloc(line, n + 2);
+		line[n] = '\n';
+		line[n + 1] = '\0';
+		char *p = sbx_lease_path(l, "log");
+		int rc = sbx_append_file(p, line, n + 1);
+		if (rc)
+			sbx_error_set(&e, rc, SBX_E_INTERNAL, "cannot write the journal %s: %s", p,
+				      strerror(-rc));
+		free(p);
+		free(line);
+	}
+	/* The lease's own error file may be on the same full disk: the root's is memory. */
+	if (e.err && l->mount)
+		mount_error_line(l->mount, "journal", &e, false);
+	return -e.err;
 }
 
 static void journal_transition(struct sbx_lease *l, enum sbx_lease_state from,
@@ -102,7 +122,8 @@ static void journal_transition(struct sbx_lease *l, enum sbx_lease_state from,
 		sbx_lease_state_name(to), cause ? cause : "");
 }
 
-void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error *e)
+/* The lease's `error` file and journal, without the reclaim check. */
+static void record_error(struct sbx_lease *l, const char *op, const struct sbx_error *e)
 {
 	char ts[32], line[SBX_ERR_MSG_MAX + 128];
 	sbx_iso_time(time(NULL), ts, sizeof(ts));
@@ -114,6 +135,11 @@ void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error
 				       "code", sbx_errcode_name(e->code), "message", e->msg,
 				       "errno", e->err));
 	sbx_log(SBX_LOG_WARN, "lease %s: %s: %s", l->name, op, e->msg);
+}
+
+void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error *e)
+{
+	record_error(l, op, e);
 	/*
 	 * A failure that may mean "the sandbox is gone": let the timer probe it
 	 * now (not here: the caller may hold a cache lock the probe would need).
@@ -127,34 +153,41 @@ void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error
 
 /* ---- the mount -------------------------------------------------------- */
 
-void sbx_mount_error(struct sbx_mount *m, const char *op, const struct sbx_error *e)
+/* Sets the root `error` line; err_lock is a leaf, so any lock may be held. */
+static void mount_error_line(struct sbx_mount *m, const char *op, const struct sbx_error *e,
+			     bool lookup)
 {
 	char ts[32];
 	sbx_iso_time(time(NULL), ts, sizeof(ts));
-	pthread_mutex_lock(&m->lock);
+	pthread_mutex_lock(&m->err_lock);
 	snprintf(m->error_line, sizeof(m->error_line), "%s %s %s: %s\n", ts, op,
 		 sbx_errcode_name(e->code), e->msg);
-	m->error_is_lookup = !strcmp(op, "lookup");
-	pthread_mutex_unlock(&m->lock);
-	sbx_log(m->error_is_lookup ? SBX_LOG_DEBUG : SBX_LOG_WARN, "%s: %s", op, e->msg);
+	m->error_is_lookup = lookup;
+	pthread_mutex_unlock(&m->err_lock);
+	sbx_log(lookup ? SBX_LOG_DEBUG : SBX_LOG_WARN, "%s: %s", op, e->msg);
+}
+
+void sbx_mount_error(struct sbx_mount *m, const char *op, const struct sbx_error *e)
+{
+	mount_error_line(m, op, e, !strcmp(op, "lookup"));
 }
 
 /* A lookup miss is only worth reporting until the name is created after all. */
 static void forget_lookup_error(struct sbx_mount *m)
 {
-	pthread_mutex_lock(&m->lock);
+	pthread_mutex_lock(&m->err_lock);
 	if (m->error_is_lookup) {
 		m->error_line[0] = '\0';
 		m->error_is_lookup = false;
 	}
-	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->err_lock);
 }
 
 char *sbx_mount_error_text(struct sbx_mount *m)
 {
-	pthread_mutex_lock(&m->lock);
+	pthread_mutex_lock(&m->err_lock);
 	char *s = strdup(m->error_line);
-	pthread_mutex_unlock(&m->lock);
+	pthread_mutex_unlock(&m->err_lock);
 	return s;
 }
 
@@ -186,6 +219,7 @@ static void lease_free(struct sbx_lease *l)
 		l->prov->release(l->gone[i]);
 	sbx_cache_free(l->cache);
 	sbx_kinval_free(l->kinval);
+	sbx_runs_free(l);
 	sbx_spec_free(&l->spec);
 	json_decref(l->saved);
 	free(l->env_text);
@@ -227,10 +261,16 @@ void sbx_lease_foreach(struct sbx_mount *m, void (*fn)(void *, struct sbx_lease 
 	pthread_mutex_unlock(&m->lock);
 }
 
-static json_t *lease_to_json(struct sbx_lease *l)
+/* The lease's table entry; NULL with *skip set while it is being created. */
+static json_t *lease_to_json(struct sbx_lease *l, bool *skip)
 {
 	char c[32], a[32], p[32];
 	pthread_mutex_lock(&l->lock);
+	*skip = l->state == SBX_LS_CREATING;
+	if (*skip) {
+		pthread_mutex_unlock(&l->lock);
+		return NULL;
+	}
 	sbx_iso_time(l->created_at, c, sizeof(c));
 	sbx_iso_time(l->last_active, a, sizeof(a));
 	sbx_iso_time(l->paused_at, p, sizeof(p));
@@ -248,27 +288,57 @@ static json_t *lease_to_json(struct sbx_lease *l)
 	return o;
 }
 
+struct lease_list {
+	struct sbx_lease **v;
+	size_t n;
+};
+
+static void collect(void *ctx, struct sbx_lease *l)
+{
+	struct lease_list *ll = ctx;
+	ll->v = realloc(ll->v, (ll->n + 1) * sizeof(*ll->v));
+	if (!ll->v)
+		abort();
+	l->refs++; /* under the table lock */
+	ll->v[ll->n++] = l;
+}
+
 int sbx_mount_save(struct sbx_mount *m)
 {
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct lease_list ll = {0};
 	json_t *arr = json_array();
-	struct sbx_lease *l, *tmp;
-	pthread_mutex_lock(&m->lock);
-	HASH_ITER(hh, m->leases, l, tmp)
-	{
-		if (l->state != SBX_LS_CREATING)
-			json_array_append_new(arr, lease_to_json(l));
+	int rc;
+	/* save_lock: a slower save never overwrites a newer one's snapshot. */
+	pthread_mutex_lock(&m->save_lock);
+	sbx_lease_foreach(m, collect, &ll);
+	for (size_t i = 0; i < ll.n; i++) {
+		bool skip;
+		json_t *j = lease_to_json(ll.v[i], &skip);
+		if (j)
+			json_array_append_new(arr, j);
+		else if (!skip && !e.err) /* never a table without it, silently */
+			sbx_error_set(&e, EINVAL, SBX_E_INTERNAL,
+				      "lease %s cannot be written into the lease table "
+				      "(a field is not UTF-8?): the table is left as it was",
+				      ll.v[i]->name);
+		sbx_lease_put(ll.v[i]);
 	}
-	pthread_mutex_unlock(&m->lock);
+	free(ll.v);
 	json_t *root = json_pack("{s:i, s:o}", "version", 1, "leases", arr);
-	char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+	char *s = e.err ? NULL : json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 	json_decref(root);
-	struct sbx_buf path = SBX_BUF_INIT;
-	sbx_buf_addf(&path, "%s/leases.json", m->state_dir);
-	int rc = sbx_write_file_atomic(path.buf, s, strlen(s));
-	if (rc)
-		sbx_log(SBX_LOG_ERR, "cannot save %s: %s", path.buf, strerror(-rc));
-	sbx_buf_release(&path);
+	if (e.err)
+		rc = -e.err;
+	else if (!s)
+		rc = sbx_error_set(&e, EINVAL, SBX_E_INTERNAL,
+				   "the lease table cannot be written as JSON");
+	else
+		rc = sbx_statedir_write_table(m->state_dir, s, &e);
+	pthread_mutex_unlock(&m->save_lock);
 	free(s);
+	if (rc)
+		mount_error_line(m, "save", &e, false);
 	return rc;
 }
 
@@ -355,6 +425,41 @@ static int resolve_provider(struct sbx_lease *l, struct sbx_error *err)
 	return 0;
 }
 
+/*
+ * Saves the table with the new lease l in it. When it cannot be recorded
+ * the lease would be lost at the next mount, so it is undone: a sandbox
+ * this mount created is killed (kill), an attached one only let go.
+ */
+static int record_or_undo(struct sbx_mount *m, struct sbx_lease *l, bool kill,
+			  struct sbx_error *err)
+{
+	struct sbx_error ke = SBX_ERROR_INIT;
+	int rc = sbx_mount_save(m);
+	if (!rc)
+		return 0;
+	char *why = sbx_mount_error_text(m);
+	pthread_mutex_lock(&l->lock);
+	struct sbx_instance *inst = l->inst;
+	pthread_mutex_unlock(&l->lock);
+	int krc = kill && inst && l->prov->kill ? l->prov->kill(inst, &ke) : 0;
+	pthread_mutex_lock(&l->lock);
+	mark_gone_locked(l, SBX_LS_KILLED, "the lease table could not be saved");
+	pthread_mutex_unlock(&l->lock);
+	why[strcspn(why, "\n")] = '\0';
+	if (krc && krc != -ENOENT)
+		sbx_error_set(err, rc, SBX_E_INTERNAL,
+			      "lease %s not recorded (%s); killing its sandbox %s failed too: %s",
+			      l->name, why, l->sandbox_id, ke.msg);
+	else
+		sbx_error_set(err, rc, SBX_E_INTERNAL, "lease %s not recorded, its sandbox %s: %s",
+			      l->name, kill ? "killed" : "let go", why);
+	free(why);
+	if (kill)
+		sbx_rm_rf(l->dir);
+	table_remove(m, l); /* may free l */
+	return rc;
+}
+
 int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 		     const char *const *kv, json_t *overlay, struct sbx_error *err)
 {
@@ -420,12 +525,85 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 	l->saved = l->prov->save ? l->prov->save(inst) : NULL;
 	set_state_locked(l, SBX_LS_RUNNING, "created");
 	pthread_mutex_unlock(&l->lock);
-	forget_lookup_error(m);
-	sbx_mount_save(m);
-	return 0;
+	rc = record_or_undo(m, l, true, err);
+	if (!rc)
+		forget_lookup_error(m);
+	return rc;
 out_free:
 	lease_free(l);
 	return rc;
+}
+
+struct find_ctx {
+	const char *id;
+	bool found, ended;
+};
+
+static int find_sandbox(void *ctx, const struct sbx_sandbox_entry *sb)
+{
+	struct find_ctx *fc = ctx;
+	if (!sb->id || strcmp(sb->id, fc->id))
+		return 0;
+	fc->found = true;
+	fc->ended = sb->state && !strcmp(sb->state, "gone");
+	return 1;
+}
+
+/*
+ * A provider said sandbox `id` is gone (a 404, probe GONE). Reclaimed means
+ * gone, so that is believed only when the provider's list call answers and
+ * does not have it (or lists it as ended): a wrong URL, a refused key or a
+ * server in trouble answer 404/401/5xx for everything, and must not cost
+ * the user their leases. Without a list slot the provider's word stands.
+ * Called without locks; false with err set when it cannot be confirmed.
+ */
+static bool provider_confirms_gone(const struct sbx_provider *p, const char *id,
+				   struct sbx_error *err)
+{
+	struct find_ctx fc = {id, false, false};
+	if (!p->list_sandboxes)
+		return true;
+	int rc = p->list_sandboxes(find_sandbox, &fc, err);
+	if (rc && !fc.found) {
+		sbx_error_prefix(err, "the provider said the sandbox is gone, but its list call "
+				      "failed, so the lease is kept");
+		return false;
+	}
+	if (fc.found && !fc.ended) {
+		sbx_error_set(err, EIO, SBX_E_INTERNAL,
+			      "the provider said sandbox %s is gone but still lists it: the lease "
+			      "is kept",
+			      id);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Settles a lease after an attach or a probe: rs (and whether a GONE is
+ * confirmed) decides running, paused, reclaimed, or `error` (kept, retried
+ * by the timer). Called without locks; takes inst (may be NULL).
+ */
+static void settle_state(struct sbx_lease *l, struct sbx_instance *inst, enum sbx_remote_state rs,
+			 const char *cause, const struct sbx_error *why)
+{
+	pthread_mutex_lock(&l->lock);
+	if (inst && l->inst != inst) {
+		if (l->inst)
+			l->prov->release(l->inst);
+		l->inst = inst;
+	}
+	if (rs == SBX_REMOTE_PAUSED)
+		set_state_locked(l, SBX_LS_PAUSED, cause);
+	else if (rs == SBX_REMOTE_GONE)
+		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone (the provider's list agrees)");
+	else if (rs == SBX_REMOTE_UNKNOWN && why)
+		set_state_locked(l, SBX_LS_ERROR, why->msg);
+	else
+		set_state_locked(l, SBX_LS_RUNNING, cause);
+	pthread_mutex_unlock(&l->lock);
+	if (rs == SBX_REMOTE_UNKNOWN && why)
+		record_error(l, cause, why);
 }
 
 /* Probes inst and sets the lease state to match. Called without locks. */
@@ -434,16 +612,12 @@ static void adopt_remote_state(struct sbx_lease *l, struct sbx_instance *inst, c
 	enum sbx_remote_state rs = SBX_REMOTE_UNKNOWN;
 	struct sbx_error e = SBX_ERROR_INIT;
 	if (l->prov->probe && l->prov->probe(inst, &rs, &e) != 0)
-		rs = SBX_REMOTE_UNKNOWN;
-	pthread_mutex_lock(&l->lock);
-	l->inst = inst;
-	if (rs == SBX_REMOTE_PAUSED)
-		set_state_locked(l, SBX_LS_PAUSED, cause);
-	else if (rs == SBX_REMOTE_GONE)
-		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone");
-	else
-		set_state_locked(l, SBX_LS_RUNNING, cause);
-	pthread_mutex_unlock(&l->lock);
+		rs = SBX_REMOTE_RUNNING; /* attach just answered: assume it runs */
+	if (rs == SBX_REMOTE_GONE && !provider_confirms_gone(l->prov, inst->id, &e)) {
+		settle_state(l, inst, SBX_REMOTE_UNKNOWN, cause, &e);
+		return;
+	}
+	settle_state(l, inst, rs, cause, NULL);
 }
 
 int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_id,
@@ -487,9 +661,10 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 	snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", inst->id);
 	lease_setup_cache(l);
 	adopt_remote_state(l, inst, "attached");
-	forget_lookup_error(m);
-	sbx_mount_save(m);
-	return 0;
+	rc = record_or_undo(m, l, false, err);
+	if (!rc)
+		forget_lookup_error(m);
+	return rc;
 }
 
 int sbx_lease_remove(struct sbx_mount *m, const char *name, struct sbx_error *err)
@@ -538,8 +713,9 @@ static int gone_error_locked(struct sbx_lease *l, struct sbx_error *err)
 				     l->name);
 	case SBX_LS_ERROR:
 		return sbx_error_set(err, ENOTCONN, SBX_E_CONNECTION_FAILED,
-				     "lease %s: provider unreachable when the mount started",
-				     l->name);
+				     "lease %s: its provider does not answer for it (the reason is "
+				     "in its error file); tried again every %d s",
+				     l->name, SBX_RETRY_EVERY_S);
 	default:
 		return 0;
 	}
@@ -564,11 +740,22 @@ static int transition_locked(struct sbx_lease *l, enum sbx_lease_state via,
 	set_state_locked(l, via, cause);
 	pthread_mutex_unlock(&l->lock);
 	rc = call(inst, err);
+	bool gone = false;
+	if (rc == -ENOENT && to != SBX_LS_KILLED) {
+		struct sbx_error ce = SBX_ERROR_INIT;
+		gone = provider_confirms_gone(l->prov, inst->id, &ce);
+		if (!gone) {
+			char was[SBX_ERR_MSG_MAX];
+			snprintf(was, sizeof(was), "%s", err->msg);
+			sbx_error_set(err, ENOTCONN, SBX_E_CONNECTION_FAILED, "%s: %s (%s)", op,
+				      was, ce.msg);
+		}
+	}
 	pthread_mutex_lock(&l->lock);
 	l->transition = false;
 	if (rc == 0) {
 		set_state_locked(l, to, cause);
-	} else if (rc == -ENOENT && to != SBX_LS_KILLED) {
+	} else if (gone) {
 		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone");
 	} else {
 		set_state_locked(l, from, "failed");
@@ -580,13 +767,18 @@ int sbx_lease_pause(struct sbx_lease *l, const char *cause, struct sbx_error *er
 {
 	int rc;
 	sbx_fs_before_pause(l);
+	/* Queued metadata first, with no lock held: `state` must not wait on it. */
+	struct sbx_instance *inst = sbx_lease_peek(l);
+	if (inst && l->prov->sync) {
+		struct sbx_error se = SBX_ERROR_INIT;
+		if (l->prov->sync(inst, &se))
+			record_error(l, "sync before pause", &se);
+	}
 	pthread_mutex_lock(&l->lock);
 	rc = wait_transition_locked(l, err);
 	if (!rc)
 		rc = gone_error_locked(l, err);
 	if (!rc && l->state == SBX_LS_RUNNING) {
-		if (l->prov->sync)
-			l->prov->sync(l->inst, err);
 		rc = transition_locked(l, SBX_LS_PAUSING, SBX_LS_PAUSED, l->prov->pause, cause,
 				       "pause", err);
 	}
@@ -740,6 +932,7 @@ json_t *sbx_lease_info(struct sbx_lease *l)
 
 void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out)
 {
+	size_t unsaved = l->cache ? sbx_cache_unsaved_count(l->cache) : 0;
 	pthread_mutex_lock(&l->lock);
 	long idle = (long)(time(NULL) - l->last_active);
 	if (l->active)
@@ -748,11 +941,14 @@ void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out)
 		     sbx_lease_state_name(l->state), idle < 0 ? 0 : idle,
 		     l->sandbox_id[0] ? l->sandbox_id : "-");
 	pthread_mutex_unlock(&l->lock);
+	/* Files written here, not in the sandbox yet (`error` says where they are kept). */
+	if (unsaved)
+		sbx_buf_addf(out, " unsaved=%zu:%s/cache", unsaved, l->dir);
 }
 
 /* ---- the timer ------------------------------------------------------------ */
 
-enum timer_action { T_NONE, T_PAUSE, T_KILL_LIFETIME, T_KILL_TTL, T_PROBE, T_EXTEND };
+enum timer_action { T_NONE, T_PAUSE, T_KILL_LIFETIME, T_KILL_TTL, T_PROBE, T_EXTEND, T_RETRY };
 
 static enum timer_action timer_decide(struct sbx_lease *l, time_t now)
 {
@@ -760,7 +956,12 @@ static enum timer_action timer_decide(struct sbx_lease *l, time_t now)
 	long probe_every = (l->prov->caps & SBX_CAP_DIRECT_IO) ? SBX_PROBE_LOCAL_EVERY_S
 								: SBX_PROBE_EVERY_S;
 	pthread_mutex_lock(&l->lock);
-	if (l->transition || !l->inst) {
+	if (l->state == SBX_LS_ERROR && !l->transition && now - l->last_probe >= SBX_RETRY_EVERY_S) {
+		l->last_probe = now;
+		pthread_mutex_unlock(&l->lock);
+		return T_RETRY;
+	}
+	if (l->transition || !l->inst || l->state == SBX_LS_ERROR) {
 		pthread_mutex_unlock(&l->lock);
 		return T_NONE;
 	}
@@ -805,19 +1006,60 @@ static void extend_lease(struct sbx_lease *l)
 			e.msg);
 }
 
-struct lease_list {
-	struct sbx_lease **v;
-	size_t n;
-};
-
-static void collect(void *ctx, struct sbx_lease *l)
+/*
+ * A lease in `error` (its provider did not answer at mount, or said it was
+ * gone without its list agreeing): attach (or probe) again; the lease comes
+ * back as soon as the provider answers. Returns true when its state changed.
+ */
+static bool retry_lease(struct sbx_lease *l)
 {
-	struct lease_list *ll = ctx;
-	ll->v = realloc(ll->v, (ll->n + 1) * sizeof(*ll->v));
-	if (!ll->v)
-		abort();
-	l->refs++; /* under the table lock */
-	ll->v[ll->n++] = l;
+	enum sbx_remote_state rs = SBX_REMOTE_UNKNOWN;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_instance *inst, *fresh = NULL;
+	char id[sizeof(l->sandbox_id)];
+	int rc;
+	pthread_mutex_lock(&l->lock);
+	if (l->state != SBX_LS_ERROR || l->transition) {
+		pthread_mutex_unlock(&l->lock);
+		return false;
+	}
+	l->transition = true; /* kill/rmdir wait for this attempt */
+	inst = l->inst;
+	memcpy(id, l->sandbox_id, sizeof(id));
+	pthread_mutex_unlock(&l->lock);
+	if (!inst && l->prov->attach) {
+		rc = l->prov->attach(&l->spec, id, l->saved, &fresh, &e);
+		if (rc == -ENOENT)
+			rs = SBX_REMOTE_GONE;
+		else if (!rc)
+			inst = fresh;
+	}
+	if (inst && l->prov->probe && l->prov->probe(inst, &rs, &e))
+		rs = SBX_REMOTE_UNKNOWN;
+	else if (inst && !l->prov->probe)
+		rs = SBX_REMOTE_RUNNING;
+	if (rs == SBX_REMOTE_GONE && !provider_confirms_gone(l->prov, id, &e))
+		rs = SBX_REMOTE_UNKNOWN;
+	pthread_mutex_lock(&l->lock);
+	l->transition = false;
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+	if (rs == SBX_REMOTE_UNKNOWN) {
+		if (fresh)
+			l->prov->release(fresh);
+		sbx_log(SBX_LOG_DEBUG, "lease %s: still unreachable: %s", l->name, e.msg);
+		return false;
+	}
+	settle_state(l, inst, rs, "provider answers again", NULL);
+	return true;
+}
+
+static bool lease_running(struct sbx_lease *l)
+{
+	pthread_mutex_lock(&l->lock);
+	bool r = l->state == SBX_LS_RUNNING && !l->transition;
+	pthread_mutex_unlock(&l->lock);
+	return r;
 }
 
 /* Asks the provider how the sandbox is; returns true when the lease's state changed. */
@@ -829,6 +1071,10 @@ static bool probe_lease(struct sbx_lease *l)
 	bool changed = false;
 	if (!inst || !l->prov->probe || l->prov->probe(inst, &rs, &e))
 		return false;
+	if (rs == SBX_REMOTE_GONE && !provider_confirms_gone(l->prov, inst->id, &e)) {
+		record_error(l, "probe", &e); /* kept as it is: the next probe asks again */
+		return false;
+	}
 	pthread_mutex_lock(&l->lock);
 	if (rs == SBX_REMOTE_GONE && !l->transition && l->inst == inst) {
 		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone (provider)");
@@ -872,12 +1118,18 @@ void sbx_mount_tick(struct sbx_mount *m)
 		case T_PROBE:
 			changed |= probe_lease(l);
 			break;
+		case T_RETRY:
+			changed |= retry_lease(l);
+			break;
 		case T_EXTEND:
 			extend_lease(l);
 			break;
 		default:
 			break;
 		}
+		/* Unsaved files (left by a failed upload, or by the last daemon): up again. */
+		if (l->cache && sbx_cache_unsaved_count(l->cache) && lease_running(l))
+			sbx_fs_save_unsaved(l, false, sbx_now_ms() + 60000);
 		sbx_lease_put(l);
 	}
 	free(ll.v);
@@ -960,42 +1212,37 @@ static void load_one(struct sbx_mount *m, json_t *j)
 		return;
 	}
 	int rc = l->prov->attach(&l->spec, id, l->saved, &inst, &e);
-	if (rc == -ENOENT) {
+	if (rc == -ENOENT && provider_confirms_gone(l->prov, id, &e)) {
 		pthread_mutex_lock(&l->lock);
 		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone while unmounted");
 		pthread_mutex_unlock(&l->lock);
 	} else if (rc) {
+		/* Kept as `error`; the timer attaches again until the provider answers. */
 		l->state = SBX_LS_ERROR;
-		sbx_lease_error(l, "attach", &e);
+		record_error(l, "attach", &e);
 	} else {
 		adopt_remote_state(l, inst, "remount");
 	}
 }
 
-static int load_table(struct sbx_mount *m)
+static void load_table(struct sbx_mount *m, json_t *root)
 {
-	struct sbx_buf path = SBX_BUF_INIT;
-	json_error_t jerr;
-	sbx_buf_addf(&path, "%s/leases.json", m->state_dir);
-	json_t *root = json_load_file(path.buf, 0, &jerr);
-	sbx_buf_release(&path);
-	if (!root)
-		return 0;
 	size_t i;
 	json_t *j;
 	json_array_foreach(json_object_get(root, "leases"), i, j) load_one(m, j);
-	json_decref(root);
-	return 0;
 }
 
 int sbx_mount_open(struct sbx_mount **out, const char *state_dir, const char *config_path,
 		   const char *profile, struct sbx_error *err)
 {
 	struct sbx_mount *m = calloc(1, sizeof(*m));
+	json_t *table = NULL;
 	int rc;
 	if (!m)
 		abort();
 	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->err_lock, NULL);
+	pthread_mutex_init(&m->save_lock, NULL);
 	pthread_cond_init(&m->timer_cond, NULL);
 	m->tick_ms = 1000;
 	m->state_dir = strdup(state_dir);
@@ -1012,12 +1259,19 @@ int sbx_mount_open(struct sbx_mount **out, const char *state_dir, const char *co
 		sbx_error_set(err, rc, SBX_E_INTERNAL, "cannot create state dir %s", state_dir);
 		goto fail;
 	}
+	/* A table that exists but cannot be read refuses the mount: never an empty table. */
+	rc = sbx_statedir_read_table(state_dir, &table, err);
+	if (rc)
+		goto fail;
 	for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++) {
 		struct sbx_error pe = SBX_ERROR_INIT;
 		if (sbx_provider_init(*p, m->config.providers, state_dir, &pe))
 			sbx_log(SBX_LOG_INFO, "provider %s unavailable: %s", (*p)->name, pe.msg);
 	}
-	load_table(m);
+	if (table) {
+		load_table(m, table);
+		json_decref(table);
+	}
 	sbx_mount_save(m);
 	*out = m;
 	return 0;
@@ -1037,6 +1291,30 @@ int sbx_mount_start_timer(struct sbx_mount *m)
 	return 0;
 }
 
+/*
+ * The daemon's last act: every lease's files written here and not uploaded
+ * (still open at SIGTERM, or whose upload failed) go up, within
+ * SBX_EXIT_SAVE_S in all. What stays is kept on disk with its sandbox path
+ * (cache.h) and the lease's `error` says where; the next mount uploads it.
+ */
+static void save_before_exit(struct sbx_mount *m)
+{
+	struct lease_list ll = {0};
+	long long deadline = sbx_now_ms() + SBX_EXIT_SAVE_S * 1000LL;
+	sbx_lease_foreach(m, collect, &ll);
+	for (size_t i = 0; i < ll.n; i++) {
+		struct sbx_lease *l = ll.v[i];
+		size_t left = l->cache ? sbx_cache_unsaved_count(l->cache) : 0;
+		if (left && sbx_lease_peek(l))
+			left = sbx_fs_save_unsaved(l, true, deadline);
+		if (left)
+			sbx_log(SBX_LOG_WARN, "lease %s: %zu file(s) not uploaded, kept in %s/cache",
+				l->name, left, l->dir);
+		sbx_lease_put(l);
+	}
+	free(ll.v);
+}
+
 void sbx_mount_close(struct sbx_mount *m)
 {
 	struct sbx_lease *l, *tmp;
@@ -1048,6 +1326,7 @@ void sbx_mount_close(struct sbx_mount *m)
 	pthread_mutex_unlock(&m->lock);
 	if (m->timer_running)
 		pthread_join(m->timer, NULL);
+	save_before_exit(m);
 	sbx_mount_save(m);
 	HASH_ITER(hh, m->leases, l, tmp)
 	{
@@ -1061,6 +1340,8 @@ void sbx_mount_close(struct sbx_mount *m)
 	free(m->state_dir);
 	free(m->profile);
 	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->err_lock);
+	pthread_mutex_destroy(&m->save_lock);
 	pthread_cond_destroy(&m->timer_cond);
 	free(m);
 }

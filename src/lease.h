@@ -8,11 +8,21 @@
  * resumes a paused sandbox first and marks the lease active. It knows
  * nothing of FUSE.
  *
- * Locking: struct sbx_mount.lock protects the name table (leases) and the
- * mount error; struct sbx_lease.lock protects every field of one lease
- * marked (L). Never take a mount lock while holding a lease lock. No lock
- * is held across a provider call except the lease's `busy` flag, which
- * serialises lifecycle transitions (waiters sleep on lease.cond).
+ * Locking: struct sbx_mount.lock protects the name table (leases);
+ * struct sbx_lease.lock protects every field of one lease marked (L).
+ * The lock order, outermost first:
+ *
+ *   mount.save_lock  >  mount.lock  >  lease.lock  >  mount.err_lock
+ *
+ * (the `status` listing reads each lease under mount.lock; never the other
+ * way round). sbx_mount_save takes references under mount.lock, drops it,
+ * then reads each lease under its own lock, so a save never holds the
+ * table while it waits for a lease. mount.err_lock (the root `error` line) is a leaf: nothing is taken under
+ * it, so a lease journal failing under lease.lock can still report there.
+ * NO lock is held across a provider call: lifecycle transitions set the
+ * lease's `transition` flag and drop lease.lock (waiters sleep on
+ * lease.cond), so `state`, `info`, `status`, `error` and the root listing
+ * never wait on a provider.
  */
 #ifndef SBX_LEASE_H
 #define SBX_LEASE_H
@@ -42,6 +52,7 @@ enum sbx_lease_state {
 const char *sbx_lease_state_name(enum sbx_lease_state s);
 
 struct sbx_cache;
+struct sbx_runs;
 
 struct sbx_lease {
 	char name[65];
@@ -71,6 +82,7 @@ struct sbx_lease {
 	char *dir;                          /* state_dir/leases/NAME (read-only) */
 	struct sbx_cache *cache;            /* fs/ cache (NULL for direct-I/O providers) */
 	struct sbx_kinval *kinval;          /* what the kernel caches of fs/ */
+	struct sbx_runs *runtab;            /* (L) its recent runs (runs.c), made at first use */
 };
 
 struct sbx_mount {
@@ -86,6 +98,8 @@ struct sbx_mount {
 	bool stopping;
 	pthread_cond_t timer_cond;
 	int tick_ms; /* timer period (tests shorten it) */
+	pthread_mutex_t err_lock;  /* error_line, error_is_lookup: a leaf lock */
+	pthread_mutex_t save_lock; /* one table save at a time, taken before any other lock */
 };
 
 /*
@@ -150,15 +164,17 @@ int sbx_lease_kill(struct sbx_lease *l, const char *cause, struct sbx_error *err
  * the lease reclaimed.
  */
 void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error *e);
-/* Appends one JSON object (stolen) to the lease's journal `log`. */
-void sbx_lease_journal(struct sbx_lease *l, json_t *event);
+/* Appends one JSON object (stolen) to the lease's journal `log`; a failed
+ * write is logged and reported in the root `error` file. 0 or -errno. */
+int sbx_lease_journal(struct sbx_lease *l, json_t *event);
 /* Per-lease state files: state_dir/leases/NAME/<file> (caller frees). */
 char *sbx_lease_path(struct sbx_lease *l, const char *file);
 /* info JSON (caller owns), never waits on a provider. */
 json_t *sbx_lease_info(struct sbx_lease *l);
 /* One `status` line, no newline. */
 void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out);
-/* Saves the lease table (state_dir/leases.json) atomically. */
+/* Saves the lease table (state_dir/leases.json) atomically, keeping the
+ * previous generation; a failure is logged and reported in the root `error`. */
 int sbx_mount_save(struct sbx_mount *m);
 /* Runs one timer pass now (idle pause, lifetime, reclaim TTL, probe). */
 void sbx_mount_tick(struct sbx_mount *m);

@@ -12,17 +12,22 @@
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "base/buf.h"
+#include "base/keyfile.h"
 #include "base/log.h"
 #include "fuse_ops.h"
 #include "lease.h"
+#include "notify.h"
 #include "sandboxes.h"
+#include "statedir.h"
 
 struct sbx_options {
 	char *profile;
@@ -30,6 +35,13 @@ struct sbx_options {
 	char *state_dir;
 	char *cache_timeout;
 	char *list_provider; /* --list=PROVIDER */
+	char *symlinks;      /* "rewrite" (default) or "raw" */
+	char *share_group;   /* the one group let in besides the owner */
+	char *log;           /* -o log=PATH|syslog|stderr */
+	char *log_level;     /* -o log_level=error|warn|info|debug */
+	char *env_file;      /* -o env_file=[-]PATH */
+	char *nonopt[3];     /* [SOURCE] MOUNTPOINT, as mount.fuse3 passes them */
+	int n_nonopt;
 	int list;            /* --list or --list=PROVIDER: print sandboxes, no mount */
 	int show_help;
 	int show_version;
@@ -41,6 +53,11 @@ static const struct fuse_opt option_spec[] = {
 	OPT("config=%s", config),
 	OPT("state_dir=%s", state_dir),
 	OPT("fs_cache_timeout=%s", cache_timeout),
+	OPT("symlinks=%s", symlinks),
+	OPT("share_group=%s", share_group),
+	OPT("log=%s", log),
+	OPT("log_level=%s", log_level),
+	OPT("env_file=%s", env_file),
 	OPT("--list", list),
 	OPT("--list=%s", list_provider),
 	OPT("-h", show_help),
@@ -50,9 +67,39 @@ static const struct fuse_opt option_spec[] = {
 	FUSE_OPT_END,
 };
 
+/*
+ * mount(8) options that mean something to mount or systemd, not to us: an
+ * fstab line may carry them, and mount.fuse3 passes some of them through.
+ */
+static int ignored_mount_option(const char *o)
+{
+	static const char *const ign[] = {"defaults", "auto", "noauto", "_netdev", "nofail",
+					  "user", "users", "nouser", "owner", "comment", NULL};
+	if (!strncmp(o, "x-", 2) || !strncmp(o, "comment=", 8))
+		return 1;
+	for (const char *const *p = ign; *p; p++)
+		if (!strcmp(o, *p))
+			return 1;
+	return 0;
+}
+
+/* Collects the non-option arguments ourselves: mount.fuse3 passes "SOURCE MOUNTPOINT". */
+static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	struct sbx_options *o = data;
+	if (key == FUSE_OPT_KEY_OPT)
+		return ignored_mount_option(arg) ? 0 : 1;
+	if (key != FUSE_OPT_KEY_NONOPT)
+		return 1;
+	if (o->n_nonopt == 3)
+		return 1; /* reported below */
+	o->nonopt[o->n_nonopt++] = strdup(arg);
+	return 0;
+}
+
 static void usage(const char *prog)
 {
-	printf("usage: %s [-f] [-d] [-o opt,...] MOUNTPOINT\n"
+	printf("usage: %s [-f] [-d] [-o opt,...] [sbxfs|PROFILE] MOUNTPOINT\n"
 	       "       %s --list[=PROVIDER] [-o config=PATH,state_dir=PATH]\n"
 	       "\n"
 	       "sbxfs options:\n"
@@ -60,11 +107,21 @@ static void usage(const char *prog)
 	       "    -o config=PATH      profiles file (default $XDG_CONFIG_HOME/sbxfs/config.json)\n"
 	       "    -o state_dir=PATH   lease table and caches (default $XDG_STATE_HOME/sbxfs)\n"
 	       "    -o fs_cache_timeout=S  seconds the kernel keeps fs/ attributes (default 1)\n"
+	       "    -o symlinks=raw     fs/ links show the sandbox's own text (default: rewritten\n"
+	       "                        so the host follows them inside the sandbox)\n"
+	       "    -o share_group=GROUP  let GROUP's members in too (default: the owner only;\n"
+	       "                        allow_other alone lets nobody else in)\n"
+	       "    -o log=PATH|syslog|stderr  where log lines go (default: stderr with -f, the\n"
+	       "                        journal under systemd, else syslog, else STATE_DIR/sbxfs.log)\n"
+	       "    -o log_level=error|warn|info|debug  (default info; -d: debug)\n"
+	       "    -o env_file=[-]PATH KEY=VALUE credentials (mode 0600 checked; '-': optional)\n"
 	       "\n"
 	       "    --list[=PROVIDER]   print the sandboxes the providers know, one a line:\n"
 	       "                        provider id state lease template created (no mount)\n"
 	       "\n"
-	       "Unmount with: fusermount3 -u MOUNTPOINT\n\n",
+	       "The source argument mount(8) passes (fstab: sbxfs /mnt/sbx fuse.sbxfs ...) is\n"
+	       "\"sbxfs\" (ignored) or a profile name.\n"
+	       "Unmount with: umount MOUNTPOINT or fusermount3 -u MOUNTPOINT\n\n",
 	       prog, prog);
 }
 
@@ -73,6 +130,10 @@ static char *xdg_path(const char *var, const char *fallback, const char *sub)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
 	const char *x = getenv(var), *home = getenv("HOME");
+	struct passwd *pw;
+	/* mount(8) runs helpers with no HOME: the user database still knows it. */
+	if ((!home || !*home) && (pw = getpwuid(geteuid())))
+		home = pw->pw_dir;
 	if (x && *x == '/')
 		sbx_buf_addf(&b, "%s/%s", x, sub);
 	else
@@ -89,9 +150,13 @@ int main(int argc, char *argv[])
 	struct sbx_mount *m = NULL;
 	struct fuse *fuse = NULL;
 	struct sbx_config probe;
-	int ret = 1;
+	json_t *table = NULL;
+	int ret = 1, lock_fd = -1;
+	enum sbx_log_level level = SBX_LOG_INFO;
+	const char *log_to = NULL;
+	const char *mountpoint;
 
-	if (fuse_opt_parse(&args, &opts, option_spec, NULL) == -1)
+	if (fuse_opt_parse(&args, &opts, option_spec, opt_proc) == -1)
 		return 1;
 	if (opts.show_version) {
 		printf("sbxfs %s\n", PACKAGE_VERSION);
@@ -104,6 +169,15 @@ int main(int argc, char *argv[])
 		fuse_lib_help(&args);
 		return 0;
 	}
+	if (opts.env_file && sbx_envfile_load(opts.env_file, &err)) {
+		fprintf(stderr, "sbxfs: env_file: %s\n", err.msg);
+		goto out_args;
+	}
+	/* A file named on purpose must exist; only the default may be absent. */
+	if (opts.config && access(opts.config, F_OK)) {
+		fprintf(stderr, "sbxfs: config file %s: %s\n", opts.config, strerror(errno));
+		goto out_args;
+	}
 	if (!opts.config)
 		opts.config = xdg_path("XDG_CONFIG_HOME", ".config", "sbxfs/config.json");
 	if (!opts.state_dir)
@@ -115,13 +189,34 @@ int main(int argc, char *argv[])
 					  stderr);
 		goto out_args;
 	}
+	if (opts.n_nonopt == 0 || opts.n_nonopt > 2) {
+		if (opts.n_nonopt > 2)
+			fprintf(stderr, "sbxfs: too many arguments (want [SOURCE] MOUNTPOINT)\n");
+		else
+			usage(argv[0]);
+		goto out_args;
+	}
+	/* "sbxfs SOURCE MOUNTPOINT": SOURCE is "sbxfs" or a profile name. */
+	if (opts.n_nonopt == 2 && strcmp(opts.nonopt[0], "sbxfs") && !opts.profile)
+		opts.profile = strdup(opts.nonopt[0]);
+	mountpoint = opts.nonopt[opts.n_nonopt - 1];
+	fuse_opt_add_arg(&args, mountpoint);
 	if (fuse_parse_cmdline(&args, &cmd) != 0)
 		goto out_args;
 	if (!cmd.mountpoint) {
 		usage(argv[0]);
 		goto out_args;
 	}
-	sbx_log_setup(!cmd.foreground, cmd.debug ? SBX_LOG_DEBUG : SBX_LOG_INFO);
+	if (opts.log_level && sbx_log_level_parse(opts.log_level, &level)) {
+		fprintf(stderr, "sbxfs: log_level must be error, warn, info or debug\n");
+		goto out_args;
+	}
+	if (cmd.debug)
+		level = SBX_LOG_DEBUG;
+	if (sbx_log_open(opts.log, !cmd.foreground, opts.state_dir, level, &log_to, &err)) {
+		fprintf(stderr, "sbxfs: %s\n", err.msg);
+		goto out_args;
+	}
 	if (opts.cache_timeout) {
 		char *end;
 		double t = strtod(opts.cache_timeout, &end);
@@ -131,6 +226,25 @@ int main(int argc, char *argv[])
 		}
 		sbx_fuse_set_cache_timeout(t);
 	}
+	if (opts.symlinks) {
+		if (strcmp(opts.symlinks, "raw") && strcmp(opts.symlinks, "rewrite")) {
+			fprintf(stderr, "sbxfs: symlinks must be rewrite or raw\n");
+			goto out_args;
+		}
+		sbx_fuse_set_raw_symlinks(!strcmp(opts.symlinks, "raw"));
+	}
+	gid_t share = SBX_NO_GROUP;
+	if (opts.share_group && sbx_access_group(opts.share_group, &share) < 0) {
+		fprintf(stderr, "sbxfs: share_group: no group %s\n", opts.share_group);
+		goto out_args;
+	}
+	sbx_access_set(getuid(), share);
+	/* Other users let in by the kernel are checked by it against the modes, always. */
+	for (int i = 1; i < args.argc; i++)
+		if (strstr(args.argv[i], "allow_other") || strstr(args.argv[i], "allow_root")) {
+			fuse_opt_add_arg(&args, "-odefault_permissions");
+			break;
+		}
 
 	/* Validate before daemonising, so the terminal sees what is wrong. */
 	if (sbx_config_load(&probe, opts.config, &err)) {
@@ -143,6 +257,17 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	sbx_config_free(&probe);
+	/*
+	 * One daemon per state dir, and a lease table that can be read: both
+	 * refused here, on the terminal, before anything is mounted. The lock
+	 * fd stays open for the daemon's life (the fork keeps the flock).
+	 */
+	if (sbx_statedir_lock(opts.state_dir, cmd.mountpoint, &lock_fd, &err) ||
+	    sbx_statedir_read_table(opts.state_dir, &table, &err)) {
+		fprintf(stderr, "sbxfs: %s\n", err.msg);
+		goto out_args;
+	}
+	json_decref(table);
 
 	/* Re-add the FUSE options fuse_parse_cmdline consumed but fuse_new needs. */
 	if (cmd.debug)
@@ -162,6 +287,10 @@ int main(int argc, char *argv[])
 	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0)
 		goto out_close;
 	sbx_mount_start_timer(m);
+	sbx_log(SBX_LOG_INFO, "mounted at %s (sbxfs %s, log: %s)", cmd.mountpoint,
+		PACKAGE_VERSION, log_to);
+	if (sbx_notify_when_mounted(cmd.mountpoint))
+		sbx_log(SBX_LOG_WARN, "systemd: cannot start the readiness probe");
 	/* FUSE_USE_VERSION 31 keeps the 3.10-compatible loop signature. */
 	ret = cmd.singlethread ? fuse_loop(fuse) : fuse_loop_mt(fuse, cmd.clone_fd);
 	fuse_remove_signal_handlers(fuse_get_session(fuse));
@@ -172,6 +301,8 @@ out_unmount:
 out_destroy:
 	fuse_destroy(fuse);
 out_args:
+	if (lock_fd >= 0)
+		close(lock_fd);
 	free(cmd.mountpoint);
 	fuse_opt_free_args(&args);
 	free(opts.profile);
@@ -179,5 +310,12 @@ out_args:
 	free(opts.state_dir);
 	free(opts.cache_timeout);
 	free(opts.list_provider);
+	free(opts.symlinks);
+	free(opts.share_group);
+	free(opts.log);
+	free(opts.log_level);
+	free(opts.env_file);
+	for (int i = 0; i < opts.n_nonopt; i++)
+		free(opts.nonopt[i]);
 	return ret ? 1 : 0;
 }

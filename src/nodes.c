@@ -38,6 +38,7 @@ static const struct sbx_node_entry lease_entries[] = {
 	{"ports", SBX_N_PORTS, S_IFDIR | 0555},
 	{"error", SBX_N_LEASE_ERROR, S_IFREG | 0444},
 	{"log", SBX_N_LOG, S_IFREG | 0444},
+	{"runs", SBX_N_RUNS, S_IFDIR | 0555},
 	{"tty", SBX_N_TTY, S_IFDIR | 0555},
 	{NULL, SBX_N_NONE, 0},
 };
@@ -61,6 +62,11 @@ mode_t sbx_node_mode(enum sbx_node_kind kind)
 	case SBX_N_PROFILE:
 	case SBX_N_RESULT_FILE:
 	case SBX_N_PORT:
+	case SBX_N_RUN_FILE:
+	case SBX_N_RUN_MINE:
+		return S_IFREG | 0444;
+	case SBX_N_RUN_DIR:
+		return S_IFDIR | 0555;
 	case SBX_N_TTY_CLONE:
 	case SBX_N_TTY_STATUS:
 		return S_IFREG | 0444;
@@ -68,6 +74,7 @@ mode_t sbx_node_mode(enum sbx_node_kind kind)
 		return S_IFDIR | 0555;
 	case SBX_N_TTY_DATA:
 		return S_IFREG | 0666;
+	case SBX_N_RUN_CTL:
 	case SBX_N_TTY_CTL:
 		return S_IFREG | 0222;
 	default:
@@ -113,6 +120,32 @@ static int is_port(const char *s)
 	char *end;
 	long v = strtol(s, &end, 10);
 	return *s && !*end && s[0] != '0' && v > 0 && v < 65536;
+}
+
+/* runs/mine, runs/N, runs/N/FILE: part is the component after runs/. */
+static int parse_run(const char **p, char *part, struct sbx_node *n)
+{
+	static const char *const files[] = {"cmd", "stdout", "stderr", "result", "ctl"};
+	char file[256];
+	if (!strcmp(part, "mine")) {
+		n->kind = SBX_N_RUN_MINE;
+		return next_part(p, file, sizeof(file)) ? -ENOENT : 0;
+	}
+	if (part[0] < '1' || part[0] > '9' || strspn(part, "0123456789") != strlen(part) ||
+	    strlen(part) > 18)
+		return -ENOENT;
+	n->kind = SBX_N_RUN_DIR;
+	snprintf(n->sub, sizeof(n->sub), "%s", part);
+	if (!next_part(p, file, sizeof(file)))
+		return 0;
+	for (size_t i = 0; i < sizeof(files) / sizeof(*files); i++) {
+		if (strcmp(file, files[i]))
+			continue;
+		n->kind = strcmp(file, "ctl") ? SBX_N_RUN_FILE : SBX_N_RUN_CTL;
+		snprintf(n->sub, sizeof(n->sub), "%s/%s", part, file);
+		return next_part(p, file, sizeof(file)) ? -ENOENT : 0;
+	}
+	return -ENOENT;
 }
 
 /* tty/clone, tty/N, tty/N/{data,ctl,status}: part is the name after tty/. */
@@ -190,6 +223,8 @@ int sbx_node_parse(const char *path, struct sbx_node *n)
 				return -ENOENT;
 			n->kind = SBX_N_RESULT_FILE;
 			snprintf(n->sub, sizeof(n->sub), "%s", part);
+		} else if (e->kind == SBX_N_RUNS && next_part(&p, part, sizeof(part))) {
+			return parse_run(&p, part, n);
 		} else if (e->kind == SBX_N_TTY && next_part(&p, part, sizeof(part))) {
 			if (parse_tty(&p, part, n))
 				return -ENOENT;
@@ -232,5 +267,9 @@ const char sbx_readme_text[] =
 	"  spec info                  the lease's SandboxSpec and facts (JSON)\n"
 	"  ports/PORT                 how to reach PORT inside the sandbox\n"
 	"  error log                  the last error; the journal of runs and state changes\n"
+	"  runs/N/                    run N: cmd stdout stderr result, ctl (write kill);\n"
+	"                             the last 100 runs are kept; runs/mine names yours\n"
 	"  tty/clone                  read: a terminal session N (tty/N/data, ctl, status);\n"
-	"                             `sbx shell NAME` drives it\n";
+	"                             `sbx shell NAME` drives it\n"
+	"exec, stdout, stderr and result answer the run started by your own process\n"
+	"(or its nearest ancestor); a run still going is followed until it ends.\n";

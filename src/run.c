@@ -8,10 +8,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
 
 #include "base/fsutil.h"
 #include "base/log.h"
 #include "fsmirror.h"
+#include "runs.h"
 
 static const struct {
 	const char *ext, *language;
@@ -29,11 +32,30 @@ const char *sbx_run_language(const char *ext)
 	return NULL;
 }
 
+/*
+ * The provider's stream goes straight to runs/N/stdout or stderr: the
+ * daemon keeps no output in memory. A failure to keep it is remembered
+ * (the first one) and ends the run's wait with that errno.
+ */
 static int sink_output(void *ctx, enum sbx_stream s, const char *data, size_t len)
 {
 	struct sbx_run *r = ctx;
+	int fd = s == SBX_STDERR ? r->err_fd : r->out_fd;
+	size_t done = 0;
 	pthread_mutex_lock(&r->lock);
-	sbx_buf_add(s == SBX_STDERR ? &r->err : &r->out, data, len);
+	while (!r->save_rc && done < len) {
+		ssize_t n = write(fd, data + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			r->save_rc = n < 0 ? -errno : -EIO;
+		else
+			done += (size_t)n;
+	}
+	if (s == SBX_STDERR)
+		r->err_len += done;
+	else
+		r->out_len += done;
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
 	return 0;
@@ -103,70 +125,146 @@ static json_t *save_outputs(struct sbx_lease *l, const struct sbx_code_result *c
 	return names;
 }
 
-static json_t *code_result_json(struct sbx_run *r, const struct sbx_code_result *cr,
-				json_t *files)
+/* A JSON string of s, or null when it is not valid UTF-8 (never NULL). */
+static json_t *text_or_null(const char *s, size_t len)
 {
-	json_t *output = json_null();
-	if (cr->text) {
-		json_error_t je;
-		json_t *parsed = json_loads(cr->text, JSON_DECODE_ANY, &je);
-		output = parsed ? parsed : json_string(cr->text);
+	json_t *j = json_stringn(s, len);
+	return j ? j : json_null();
+}
+
+/*
+ * The result's fields for one stream: NAME holds the text when the output
+ * is valid UTF-8 and at most SBX_RUN_TEXT_MAX bytes, else null;
+ * NAMEBytes its exact size; NAMETruncated (too big to hold) and NAMEBinary
+ * (not UTF-8) say why it is null. The file itself has every byte.
+ */
+static void add_stream(json_t *o, struct sbx_run *r, const char *name, size_t len)
+{
+	json_t *text = NULL;
+	bool big = len > SBX_RUN_TEXT_MAX, binary = false;
+	char key[32];
+	if (!big) {
+		struct sbx_buf b = SBX_BUF_INIT;
+		char *p = sbx_runs_path(r->lease, r->n, name);
+		if (!sbx_read_file(p, &b, SBX_RUN_TEXT_MAX)) {
+			text = json_stringn(b.buf, b.len);
+			binary = !text;
+		}
+		free(p);
+		sbx_buf_release(&b);
 	}
-	json_t *o = json_pack("{s:s, s:s, s:b, s:o, s:s%, s:s%, s:I, s:b, s:o}", "type", "code",
-			      "language", r->language, "success", cr->success, "output", output,
-			      "stdout", r->out.buf, r->out.len, "stderr", r->err.buf, r->err.len,
-			      "durationMs", (json_int_t)cr->duration_ms, "stateLost",
-			      cr->state_lost, "results", files);
-	if (!cr->success)
-		json_object_set_new(o, "error",
-				    json_pack("{s:s, s:s, s:s}", "name",
-					      cr->err_name ? cr->err_name : "Error", "message",
-					      cr->err_value ? cr->err_value : "", "traceback",
-					      cr->err_traceback ? cr->err_traceback : ""));
-	else
-		json_object_set_new(o, "error", json_null());
+	json_object_set_new(o, name, text ? text : json_null());
+	snprintf(key, sizeof(key), "%sBytes", name);
+	json_object_set_new(o, key, json_integer((json_int_t)len));
+	snprintf(key, sizeof(key), "%sTruncated", name);
+	json_object_set_new(o, key, json_boolean(big));
+	snprintf(key, sizeof(key), "%sBinary", name);
+	json_object_set_new(o, key, json_boolean(binary));
+}
+
+/* runError: null, or what stopped the run from completing. */
+static json_t *run_error_json(int rc, const struct sbx_error *err)
+{
+	if (!rc)
+		return json_null();
+	const char *name = strerrorname_np(-rc);
+	json_t *o = json_object();
+	json_object_set_new(o, "errno", json_string(name ? name : "EIO"));
+	json_object_set_new(o, "message", text_or_null(err->msg, strlen(err->msg)));
 	return o;
 }
 
-/* Writes stdout/stderr/result files and the journal entry. */
-static void finish(struct sbx_run *r, json_t *result, long duration_ms)
+static json_t *code_result_json(struct sbx_run *r, const struct sbx_code_result *cr,
+				json_t *files)
+{
+	json_t *output = json_null(), *o = json_object();
+	if (cr->text) {
+		json_error_t je;
+		json_t *parsed = json_loads(cr->text, JSON_DECODE_ANY, &je);
+		output = parsed ? parsed : text_or_null(cr->text, strlen(cr->text));
+	}
+	json_object_set_new(o, "type", json_string("code"));
+	json_object_set_new(o, "language", json_string(r->language));
+	json_object_set_new(o, "success", json_boolean(cr->success));
+	json_object_set_new(o, "output", output);
+	json_object_set_new(o, "durationMs", json_integer((json_int_t)cr->duration_ms));
+	json_object_set_new(o, "stateLost", json_boolean(cr->state_lost));
+	json_object_set_new(o, "results", files);
+	if (!cr->success) {
+		json_t *e = json_object();
+		const char *name = cr->err_name ? cr->err_name : "Error";
+		const char *msg = cr->err_value ? cr->err_value : "";
+		const char *tb = cr->err_traceback ? cr->err_traceback : "";
+		json_object_set_new(e, "name", text_or_null(name, strlen(name)));
+		json_object_set_new(e, "message", text_or_null(msg, strlen(msg)));
+		json_object_set_new(e, "traceback", text_or_null(tb, strlen(tb)));
+		json_object_set_new(o, "error", e);
+	} else {
+		json_object_set_new(o, "error", json_null());
+	}
+	return o;
+}
+
+/*
+ * Completes result (streams, runError) and writes it to runs/N/result,
+ * then the journal entry. Returns 0 or the -errno of keeping the run.
+ */
+static int finish(struct sbx_run *r, json_t *result, int rc, const struct sbx_error *err,
+		  long duration_ms)
 {
 	struct sbx_lease *l = r->lease;
-	char *p;
-	p = sbx_lease_path(l, "stdout");
-	sbx_write_file_atomic(p, r->out.buf, r->out.len);
-	free(p);
-	p = sbx_lease_path(l, "stderr");
-	sbx_write_file_atomic(p, r->err.buf, r->err.len);
-	free(p);
+	size_t out_len, err_len;
+	int save_rc;
+	pthread_mutex_lock(&r->lock);
+	out_len = r->out_len;
+	err_len = r->err_len;
+	save_rc = r->save_rc;
+	pthread_mutex_unlock(&r->lock);
+	json_object_set_new(result, "run", json_integer((json_int_t)r->n));
+	add_stream(result, r, "stdout", out_len);
+	add_stream(result, r, "stderr", err_len);
+	json_object_set_new(result, "runError", run_error_json(rc, err));
 	char *s = json_dumps(result, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (!s) /* only when out of memory: still a valid result */
+		s = strdup("{\"runError\": {\"errno\": \"ENOMEM\", \"message\": "
+			   "\"the result could not be encoded\"}}");
 	size_t n = strlen(s);
 	s = realloc(s, n + 2);
+	if (!s)
+		abort();
 	s[n] = '\n';
 	s[n + 1] = '\0';
-	p = sbx_lease_path(l, "result");
-	sbx_write_file_atomic(p, s, n + 1);
+	char *p = sbx_runs_path(l, r->n, "result");
+	int wrc = sbx_write_file_atomic(p, s, n + 1);
 	free(p);
 	free(s);
-	json_t *ev = json_pack("{s:s, s:s, s:I, s:I, s:I}", "event", "run", "kind",
-			       r->kind == SBX_RUN_SHELL ? "command" : r->language, "durationMs",
-			       (json_int_t)duration_ms, "stdoutBytes", (json_int_t)r->out.len,
-			       "stderrBytes", (json_int_t)r->err.len);
+	json_t *ev = json_object();
+	json_object_set_new(ev, "event", json_string("run"));
+	json_object_set_new(ev, "run", json_integer((json_int_t)r->n));
+	json_object_set_new(ev, "kind",
+			    json_string(r->kind == SBX_RUN_SHELL ? "command" : r->language));
+	json_object_set_new(ev, "durationMs", json_integer((json_int_t)duration_ms));
+	json_object_set_new(ev, "stdoutBytes", json_integer((json_int_t)out_len));
+	json_object_set_new(ev, "stderrBytes", json_integer((json_int_t)err_len));
 	json_t *ec = json_object_get(result, "exitCode");
 	if (ec)
 		json_object_set(ev, "exitCode", ec);
 	if (json_object_get(result, "success"))
 		json_object_set(ev, "success", json_object_get(result, "success"));
-	json_object_set_new(ev, "text", json_stringn(r->text, strlen(r->text) > 200 ? 200 : strlen(r->text)));
+	size_t tl = strlen(r->text) > 200 ? 200 : strlen(r->text);
+	while (tl && ((unsigned char)r->text[tl] & 0xC0) == 0x80)
+		tl--; /* never cut a UTF-8 sequence */
+	json_object_set_new(ev, "text", text_or_null(r->text, tl));
 	sbx_lease_journal(l, ev);
+	return save_rc ? save_rc : wrc;
 }
 
 /*
  * A run stopped before its end: past the lease's runTimeout (ETIMEDOUT),
- * or cancelled because the process waiting for it was killed (EINTR). The
- * provider killed the command or gave up on the cell; a cell's interpreter
- * is restarted so the next cell does not queue behind the one still
- * running in it.
+ * or cancelled because the process waiting for it was killed or `kill`
+ * was written to runs/N/ctl (EINTR). The provider killed the command or
+ * gave up on the cell; a cell's interpreter is restarted so the next cell
+ * does not queue behind the one still running in it.
  */
 static int stopped(struct sbx_run *r, struct sbx_instance *inst, bool cancelled,
 		   struct sbx_error *err)
@@ -176,8 +274,11 @@ static int stopped(struct sbx_run *r, struct sbx_instance *inst, bool cancelled,
 	int e = cancelled ? EINTR : ETIMEDOUT;
 	enum sbx_errcode code = cancelled ? SBX_E_EXECUTION_FAILED : SBX_E_TIMEOUT;
 	const char *what = r->kind == SBX_RUN_SHELL ? "command" : "cell";
-	char why[96];
-	if (cancelled)
+	char why[128];
+	if (cancelled && atomic_load(&r->killed_by_ctl))
+		snprintf(why, sizeof(why), "the %s (run %lu) was stopped by `kill` on its ctl", what,
+			 r->n);
+	else if (cancelled)
 		snprintf(why, sizeof(why), "the %s was stopped: the process waiting for it was killed",
 			 what);
 	else
@@ -193,6 +294,26 @@ static int stopped(struct sbx_run *r, struct sbx_instance *inst, bool cancelled,
 			     why, r->language);
 }
 
+/*
+ * One shell everywhere: the text runs under bash where the sandbox has it,
+ * sh otherwise, or under the spec's `shell`. The provider's own shell only
+ * execs that one, so the run keeps its pid (Daytona's pidfile, E2B's
+ * signals and local's process group stay right).
+ */
+static char *shell_text(struct sbx_lease *l, const char *text)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	if (l->spec.shell) {
+		sbx_buf_adds(&b, "exec ");
+		sbx_buf_add_shquoted(&b, l->spec.shell);
+	} else {
+		sbx_buf_adds(&b, "exec \"$(command -v bash || echo sh)\"");
+	}
+	sbx_buf_adds(&b, " -c ");
+	sbx_buf_add_shquoted(&b, text);
+	return sbx_buf_detach(&b, NULL);
+}
+
 static void *run_main(void *arg)
 {
 	struct sbx_run *r = arg;
@@ -205,26 +326,38 @@ static void *run_main(void *arg)
 	char **envs = env_lines(l);
 	long timeout_ms = l->spec.run_timeout_s * 1000;
 	int rc = sbx_lease_use(l, &inst, &err);
+	if (r->kind == SBX_RUN_SHELL) {
+		result = json_object();
+		json_object_set_new(result, "type", json_string("command"));
+		json_object_set_new(result, "command", text_or_null(r->text, strlen(r->text)));
+		json_object_set_new(result, "exitCode", json_null());
+	} else {
+		result = json_object();
+		json_object_set_new(result, "type", json_string("code"));
+		json_object_set_new(result, "language", json_string(r->language));
+		json_object_set_new(result, "success", json_false());
+	}
 	if (!rc) {
 		if (l->prov->sync)
 			l->prov->sync(inst, &err);
 		if (r->kind == SBX_RUN_SHELL) {
-			struct sbx_run_req req = {.shell = r->text,
+			char *shell = shell_text(l, r->text);
+			struct sbx_run_req req = {.shell = shell,
 						  .envs = (const char *const *)envs,
 						  .timeout_ms = timeout_ms};
 			struct sbx_run_result res = {0};
 			rc = l->prov->run(inst, &req, &sink, &res, &err);
+			free(shell);
 			bool cancelled = rc == -ECANCELED && atomic_load(&r->cancel);
 			if (cancelled)
 				res.exit_code = 128 + SIGKILL;
-			if (!rc || cancelled)
-				result = json_pack("{s:s, s:s, s:i, s:s%, s:s%, s:I, s:b, s:b}",
-						   "type", "command", "command", r->text,
-						   "exitCode", res.exit_code, "stdout", r->out.buf,
-						   r->out.len, "stderr", r->err.buf, r->err.len,
-						   "durationMs", (json_int_t)(sbx_now_ms() - t0),
-						   "timedOut", res.timed_out, "interrupted",
-						   cancelled);
+			if (!rc || cancelled) {
+				json_object_set_new(result, "exitCode", json_integer(res.exit_code));
+				json_object_set_new(result, "durationMs",
+						    json_integer((json_int_t)(sbx_now_ms() - t0)));
+				json_object_set_new(result, "timedOut", json_boolean(res.timed_out));
+				json_object_set_new(result, "interrupted", json_boolean(cancelled));
+			}
 			if (cancelled || (!rc && res.timed_out))
 				rc = stopped(r, inst, cancelled, &err);
 		} else if (!l->prov->run_code) {
@@ -245,15 +378,14 @@ static void *run_main(void *arg)
 				if (!cr.duration_ms)
 					cr.duration_ms = (long)(sbx_now_ms() - t0);
 				json_t *files = save_outputs(l, &cr);
-				pthread_mutex_lock(&r->lock);
+				json_decref(result);
 				result = code_result_json(r, &cr, files);
 				/* A notebook shows the value after the printed output. */
 				if (cr.text) {
-					sbx_buf_adds(&r->out, cr.text);
+					sink_output(r, SBX_STDOUT, cr.text, strlen(cr.text));
 					if (cr.text[0] && cr.text[strlen(cr.text) - 1] != '\n')
-						sbx_buf_addch(&r->out, '\n');
+						sink_output(r, SBX_STDOUT, "\n", 1);
 				}
-				pthread_mutex_unlock(&r->lock);
 			}
 			sbx_code_result_free(&cr);
 		}
@@ -261,53 +393,109 @@ static void *run_main(void *arg)
 	}
 	free(envs);
 	sbx_fs_invalidate(l);
-	/* A killed command still leaves its output and result (timedOut). */
-	if (result) {
-		finish(r, result, (long)(sbx_now_ms() - t0));
-		json_decref(result);
+	/* Every run leaves a result, also one that could not complete. */
+	int frc = finish(r, result, rc, &err, (long)(sbx_now_ms() - t0));
+	json_decref(result);
+	if (frc && !rc) {
+		char *dir = sbx_runs_path(l, r->n, NULL);
+		rc = sbx_error_set(&err, -frc, SBX_E_INTERNAL,
+				   "could not keep the output of run %lu in %s: %s", r->n, dir,
+				   strerror(-frc));
+		free(dir);
 	}
 	if (rc)
 		sbx_lease_error(l, r->kind == SBX_RUN_SHELL ? "exec" : "code", &err);
 	pthread_mutex_lock(&r->lock);
+	close(r->out_fd);
+	close(r->err_fd);
+	r->out_fd = r->err_fd = -1;
+	free(r->text);
+	r->text = NULL;
 	r->rc = rc;
 	r->done = true;
 	pthread_cond_broadcast(&r->cond);
 	pthread_mutex_unlock(&r->lock);
+	/* A finished run no longer holds its lease (the lease's table holds it). */
+	sbx_lease_put(l);
 	sbx_run_put(r);
 	return NULL;
 }
 
+/* Creates runs/N/ with cmd and the empty stream files; 0 or -errno with err. */
+static int create_files(struct sbx_run *r, struct sbx_error *err)
+{
+	const char *what = "create";
+	int rc = sbx_mkdir_p(r->dir, 0700);
+	if (!rc) {
+		what = "write cmd in";
+		char *p = sbx_runs_path(r->lease, r->n, "cmd");
+		rc = sbx_write_file_atomic(p, r->text, strlen(r->text));
+		free(p);
+	}
+	for (int i = 0; !rc && i < 2; i++) {
+		char *p = sbx_runs_path(r->lease, r->n, i ? "stderr" : "stdout");
+		int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		free(p);
+		what = "create the output files in";
+		if (fd < 0)
+			rc = -errno;
+		else if (i)
+			r->err_fd = fd;
+		else
+			r->out_fd = fd;
+	}
+	if (rc)
+		sbx_error_set(err, -rc, SBX_E_INTERNAL, "cannot %s %s (run %lu not started): %s",
+			      what, r->dir, r->n, strerror(-rc));
+	return rc;
+}
+
 int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *language,
-		  const char *text, struct sbx_run **out, struct sbx_error *err)
+		  const char *text, const struct sbx_run_owner *owner, struct sbx_run **out,
+		  struct sbx_error *err)
 {
 	struct sbx_run *r = calloc(1, sizeof(*r));
 	pthread_attr_t attr;
+	int rc;
 	if (!r)
 		abort();
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
-	r->refs = 2; /* the caller's and the thread's */
+	r->refs = 2; /* the caller's and the thread's; the lease's table takes its own */
 	r->lease = l;
+	r->out_fd = r->err_fd = -1;
+	if (owner)
+		r->owner = *owner;
 	pthread_mutex_lock(&l->lock);
 	l->runs++;
 	pthread_mutex_unlock(&l->lock);
 	r->kind = kind;
 	r->language = language ? strdup(language) : NULL;
 	r->text = strdup(text);
-	sbx_buf_init(&r->out);
-	sbx_buf_init(&r->err);
 	pthread_mutex_lock(&l->mount->lock);
 	l->refs++;
 	pthread_mutex_unlock(&l->mount->lock);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&r->thread, &attr, run_main, r)) {
+	r->n = sbx_runs_add(l, r);
+	r->dir = sbx_runs_path(l, r->n, NULL);
+	rc = create_files(r, err);
+	if (!rc) {
+		sbx_runs_prune(l);
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&r->thread, &attr, run_main, r))
+			rc = sbx_error_set(err, EAGAIN, SBX_E_INTERNAL, "cannot start a run thread");
 		pthread_attr_destroy(&attr);
-		r->refs = 1;
-		sbx_run_put(r);
-		return sbx_error_set(err, EAGAIN, SBX_E_INTERNAL, "cannot start a run thread");
 	}
-	pthread_attr_destroy(&attr);
+	if (rc) {
+		pthread_mutex_lock(&r->lock);
+		r->rc = rc;
+		r->done = true;
+		r->refs--; /* the thread's */
+		pthread_mutex_unlock(&r->lock);
+		sbx_lease_put(l);
+		sbx_run_put(r);
+		return rc;
+	}
 	*out = r;
 	return 0;
 }
@@ -352,35 +540,30 @@ static int wait_locked(struct sbx_run *r)
 	return -EINTR;
 }
 
-int sbx_run_wait(struct sbx_run *r)
+int sbx_run_wait_locked(struct sbx_run *r, bool (*pred)(struct sbx_run *, void *), void *ctx)
 {
 	int rc = 0;
-	pthread_mutex_lock(&r->lock);
-	while (!r->done && !rc)
+	while (!r->done && !(pred && pred(r, ctx)) && !rc)
 		rc = wait_locked(r);
+	return rc;
+}
+
+int sbx_run_wait(struct sbx_run *r)
+{
+	pthread_mutex_lock(&r->lock);
+	int rc = sbx_run_wait_locked(r, NULL, NULL);
 	if (!rc)
 		rc = r->rc;
 	pthread_mutex_unlock(&r->lock);
 	return rc;
 }
 
-ssize_t sbx_run_read(struct sbx_run *r, char *buf, size_t size, off_t off)
+struct sbx_run *sbx_run_get(struct sbx_run *r)
 {
-	ssize_t n;
-	int rc = 0;
 	pthread_mutex_lock(&r->lock);
-	while (!r->done && (size_t)off >= r->out.len && !rc)
-		rc = wait_locked(r);
-	if ((size_t)off < r->out.len) {
-		n = (ssize_t)(r->out.len - (size_t)off);
-		if ((size_t)n > size)
-			n = (ssize_t)size;
-		memcpy(buf, r->out.buf + off, (size_t)n);
-	} else {
-		n = rc ? rc : r->rc;
-	}
+	r->refs++;
 	pthread_mutex_unlock(&r->lock);
-	return n;
+	return r;
 }
 
 void sbx_run_put(struct sbx_run *r)
@@ -392,11 +575,13 @@ void sbx_run_put(struct sbx_run *r)
 	pthread_mutex_unlock(&r->lock);
 	if (!last)
 		return;
-	sbx_lease_put(r->lease);
-	sbx_buf_release(&r->out);
-	sbx_buf_release(&r->err);
+	if (r->out_fd >= 0)
+		close(r->out_fd);
+	if (r->err_fd >= 0)
+		close(r->err_fd);
 	free(r->language);
 	free(r->text);
+	free(r->dir);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
 	free(r);

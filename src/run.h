@@ -2,8 +2,10 @@
  * run — one command or code run on a lease, executed on its own thread so
  * that a read-write open of `exec` can stream the output while it runs.
  *
- * A run collects stdout/stderr in memory as they arrive, and when it ends
- * writes the lease's `stdout`, `stderr`, `result` (and results/N.*) files,
+ * A run is numbered per lease (N = 1, 2, ...) and lives in the lease's
+ * state directory as runs/N/ (see runs.h): its stdout and stderr stream
+ * into files there as they arrive, so the daemon holds no output in
+ * memory; when it ends it writes runs/N/result (JSON, always valid),
  * journals itself, and invalidates what is cached of the lease's fs/.
  * It is not a job system: nothing queues, every run starts at once.
  */
@@ -13,25 +15,40 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "base/buf.h"
 #include "lease.h"
 
 enum sbx_run_kind { SBX_RUN_SHELL, SBX_RUN_CODE };
 
+/* How many ancestors of a run's writer are remembered (the per-caller rule). */
+#define SBX_RUN_CHAIN 16
+
+/* Who started a run: the writer's process and its ancestors, nearest first. */
+struct sbx_run_owner {
+	pid_t chain[SBX_RUN_CHAIN];
+	int len;
+};
+
 struct sbx_run {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int refs;                /* protected by lock */
 	struct sbx_lease *lease; /* holds a reference */
+	unsigned long n;         /* runs/N */
+	char *dir;               /* state_dir/leases/NAME/runs/N */
+	struct sbx_run_owner owner;
 	enum sbx_run_kind kind;
 	char *language; /* code runs */
-	char *text;
-	struct sbx_buf out; /* (lock) what a streaming reader sees: stdout, then the value */
-	struct sbx_buf err; /* (lock) stderr */
-	bool done;          /* (lock) */
-	int rc;             /* (lock) 0 or -errno of the provider call */
-	atomic_int cancel;  /* its waiter was killed: the provider stops the run */
+	char *text;     /* freed when the run ends (it is in runs/N/cmd) */
+	int out_fd, err_fd;      /* the runs/N/stdout and stderr files, while it runs */
+	size_t out_len, err_len; /* (lock) bytes in those files */
+	int save_rc;             /* (lock) first -errno of keeping the output, 0 */
+	bool done;               /* (lock) */
+	int rc;                  /* (lock) 0 or -errno: the run could not complete */
+	atomic_int cancel;       /* its waiter was killed, or `kill` on runs/N/ctl */
+	atomic_bool killed_by_ctl;
 	pthread_t thread;
 };
 
@@ -43,9 +60,14 @@ struct sbx_run {
  */
 void sbx_run_set_abandon_check(bool (*fn)(void));
 
-/* Starts a run of text on l (takes its own lease reference). */
+/*
+ * Starts a run of text on l (takes its own lease reference): creates
+ * runs/N/ with cmd, stdout and stderr, prunes old runs (runs.h). Fails with
+ * the errno of the state dir when the run cannot be kept there.
+ */
 int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *language,
-		  const char *text, struct sbx_run **out, struct sbx_error *err);
+		  const char *text, const struct sbx_run_owner *owner, struct sbx_run **out,
+		  struct sbx_error *err);
 /*
  * Waits for the end; returns the run's rc (0 even for a non-zero exit), or
  * -EINTR at once when the waiting process is killed (the run is then
@@ -53,11 +75,11 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
  */
 int sbx_run_wait(struct sbx_run *r);
 /*
- * Copies output bytes at [off, off+size) into buf, waiting until they exist
- * or the run ends. Returns the byte count (0 = EOF after the end) or the
- * run's -errno when it failed and nothing is left to read.
+ * Waits (lock held) until pred(r, ctx) or the run ends; -EINTR when the
+ * waiting process was killed (the run is cancelled), else 0.
  */
-ssize_t sbx_run_read(struct sbx_run *r, char *buf, size_t size, off_t off); /* -EINTR too */
+int sbx_run_wait_locked(struct sbx_run *r, bool (*pred)(struct sbx_run *, void *), void *ctx);
+struct sbx_run *sbx_run_get(struct sbx_run *r);
 void sbx_run_put(struct sbx_run *r);
 
 /* The lease's `env` lines as a NULL-terminated "K=V" array (one allocation: free() it). */

@@ -72,7 +72,7 @@ int sbx_sandboxes_print(const char *config_path, const char *state_dir, const ch
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_config cfg;
-	int rc = sbx_config_load(&cfg, config_path, &err);
+	int rc = sbx_config_load(&cfg, config_path, &err), rc_bad = 0;
 
 	if (rc) {
 		fprintf(errs, "sbxfs: %s\n", err.msg);
@@ -80,11 +80,15 @@ int sbx_sandboxes_print(const char *config_path, const char *state_dir, const ch
 	}
 	if (provider && !sbx_provider_find(provider)) {
 		fprintf(errs, "sbxfs: no provider \"%s\"\n", provider);
-		rc = -EINVAL;
+		rc = rc_bad = -EINVAL;
 	}
-	for (const struct sbx_provider *const *p = sbx_provider_all(); *p && !rc; p++)
-		if (!provider || !strcmp(provider, (*p)->name))
-			rc = list_one(*p, &cfg, state_dir, provider != NULL, out, errs);
+	/* Every provider gets its turn: one failing is reported, not a reason to stop. */
+	for (const struct sbx_provider *const *p = sbx_provider_all(); *p && !rc_bad; p++)
+		if (!provider || !strcmp(provider, (*p)->name)) {
+			int r = list_one(*p, &cfg, state_dir, provider != NULL, out, errs);
+			if (r && !rc)
+				rc = r;
+		}
 	sbx_config_free(&cfg);
 	if (fflush(out) && !rc) {
 		fprintf(errs, "sbxfs: writing the list: %s\n", strerror(errno));

@@ -19,9 +19,9 @@
  *    and connectTimeout.
  *  - autoStopInterval is a backstop behind sbxfs' own idle timer
  *    (dt_auto_stop_minutes), so Daytona stops a sandbox whose mount died.
- *  - get_host gives the preview URL only. A private sandbox needs the
- *    header X-Daytona-Preview-Token, which is a credential and is never
- *    shown in the mount.
+ *  - get_host gives the preview URL, then the header line
+ *    X-Daytona-Preview-Token: TOKEN that a private sandbox needs (issue 14:
+ *    users need it to reach the port; it is never logged).
  *  - info answers from the last DTO seen (no request), so reading `info`
  *    never waits on Daytona.
  *  - a create that fails after the POST deletes the half-made sandbox, so
@@ -248,13 +248,15 @@ static int daytona_init(const struct sbx_provider_env *env, struct sbx_error *er
 		org = NULL; /* an API key names its organisation itself */
 	} else if (jwt && *jwt) {
 		if (!org) {
-			rc = sbx_error_set(err, EACCES, SBX_E_INTERNAL,
+			rc = sbx_error_set(err, EACCES, SBX_E_AUTH,
 					   "DAYTONA_ORGANIZATION_ID is required with DAYTONA_JWT_TOKEN");
 			goto fail;
 		}
 		key = jwt;
 	} else {
-		rc = sbx_error_set(err, EACCES, SBX_E_INTERNAL, "DAYTONA_API_KEY is not set");
+		rc = sbx_error_set(err, EACCES, SBX_E_AUTH,
+				   "DAYTONA_API_KEY is not set (the daytona provider needs it: export "
+				   "it, or put it in an env_file or a providers.daytona.keyFile)");
 		goto fail;
 	}
 	if (asprintf(&dt_conf.auth, "Authorization: Bearer %s", key) < 0)
@@ -698,7 +700,7 @@ static int daytona_get_host(struct sbx_instance *inst, int port, char *buf, size
 	struct sbx_buf url = SBX_BUF_INIT;
 	char suffix[64], what[64];
 	json_t *j = NULL;
-	const char *u;
+	const char *u, *tok;
 	int rc;
 
 	if (port <= 0 || port > 65535)
@@ -709,13 +711,13 @@ static int daytona_get_host(struct sbx_instance *inst, int port, char *buf, size
 	rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &j, .what = what,
 				       .idempotent = true},
 		     err);
-	/* The reply's token is a credential: only the url leaves this function. */
+	/* The token goes only into ports/PORT (a header line), never into a log. */
 	if (!rc && !(u = json_string_value(json_object_get(j, "url"))))
 		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "%s: no url in the reply", what);
-	if (!rc && strlen(u) >= size)
+	tok = json_string_value(json_object_get(j, "token"));
+	if (!rc && snprintf(buf, size, "%s%s%s", u, tok && *tok ? "\nX-Daytona-Preview-Token: " : "",
+			    tok && *tok ? tok : "") >= (int)size)
 		rc = sbx_error_set(err, ERANGE, 0, "%s: url too long", what);
-	if (!rc)
-		snprintf(buf, size, "%s", u);
 	json_decref(j);
 	sbx_buf_release(&url);
 	return rc;

@@ -407,6 +407,7 @@ int dt_error_from_reply(long status, const char *body, size_t len, const char *w
 	const char *code = NULL, *source = NULL;
 	json_t *j = NULL;
 	int e = 0;
+	bool auth;
 	enum sbx_errcode ec = SBX_E_NONE;
 
 	if (len > DT_ERRBODY_MAX)
@@ -449,7 +450,13 @@ int dt_error_from_reply(long status, const char *body, size_t len, const char *w
 		ec = SBX_E_INTERNAL;
 	if (!msg[0])
 		snprintf(msg, sizeof(msg), "HTTP %ld", status);
+	/* The control plane refusing the key (not a sandbox's preview proxy). */
+	auth = (status == 401 || status == 403) && !(source && !strcmp(source, "DAYTONA_PROXY"));
 	json_decref(j);
+	if (auth)
+		return sbx_error_set(err, EACCES, SBX_E_AUTH,
+				     "%s%sDaytona refused the API key (%ld): %s; check DAYTONA_API_KEY",
+				     what && *what ? what : "", what && *what ? ": " : "", status, msg);
 	if (what && *what)
 		return sbx_error_set(err, e, ec, "%s: %s", what, msg);
 	return sbx_error_set(err, e, ec, "%s", msg);

@@ -20,6 +20,8 @@
 #include "config.h"
 
 struct e2b_global e2b_g;
+/* Why init failed (what to fix, e.g. "E2B_API_KEY is not set"), for every later call. */
+static struct sbx_error e2b_init_err;
 
 static const char *env_get(const char *name)
 {
@@ -32,9 +34,13 @@ static int e2b_init(const struct sbx_provider_env *env, struct sbx_error *err)
 	int rc;
 	if (e2b_g.http)
 		return 0;
-	rc = e2b_settings_load(&e2b_g.set, env ? env->settings : NULL, env_get, err);
-	if (rc)
+	sbx_error_clear(&e2b_init_err);
+	rc = e2b_settings_load(&e2b_g.set, env ? env->settings : NULL, env_get, &e2b_init_err);
+	if (rc) {
+		if (err)
+			*err = e2b_init_err;
 		return rc;
+	}
 	hs.timeout_ms = e2b_g.set.request_ms;
 	hs.idle_ms = e2b_g.set.transfer_ms;
 	hs.connect_timeout_ms = e2b_g.set.connect_ms;
@@ -64,6 +70,11 @@ static void steal_if_empty(char **dst, char **src)
 
 static int not_ready(struct sbx_error *err)
 {
+	if (e2b_init_err.err) {
+		if (err)
+			*err = e2b_init_err;
+		return -e2b_init_err.err;
+	}
 	return sbx_error_set(err, EACCES, SBX_E_INTERNAL, "e2b: provider not initialised");
 }
 
@@ -502,6 +513,9 @@ static int e2b_get_host(struct sbx_instance *inst, int port, char *buf, size_t s
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "bad port %d", port);
 	pthread_mutex_lock(&in->lock);
 	e2b_host(&b, &e2b_g.set, inst->id, in->sb.domain, port);
+	/* A sandbox created with secure traffic wants its token on every request. */
+	if (in->sb.traffic_token)
+		sbx_buf_addf(&b, "\ne2b-traffic-access-token: %s", in->sb.traffic_token);
 	pthread_mutex_unlock(&in->lock);
 	if (b.len >= size)
 		rc = sbx_error_set(err, ENAMETOOLONG, SBX_E_INTERNAL, "host name too long");

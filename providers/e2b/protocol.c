@@ -72,7 +72,9 @@ int e2b_settings_load(struct e2b_settings *s, json_t *cfg, e2b_getenv_fn get,
 	int rc = 0;
 	memset(s, 0, sizeof(*s));
 	if (!key || !*key)
-		return sbx_error_set(e, EACCES, SBX_E_INTERNAL, "E2B_API_KEY is not set");
+		return sbx_error_set(e, EACCES, SBX_E_AUTH,
+				     "E2B_API_KEY is not set (the e2b provider needs it: "
+				     "export it, or put it in an env_file or a providers.e2b.keyFile)");
 	s->api_key = xstrdup(key);
 	s->domain = xstrdup(domain ? domain : E2B_DEFAULT_DOMAIN);
 	s->api_url = base_url(setting(cfg, "apiUrl", get, "E2B_API_URL"), e, "E2B_API_URL", &rc);
@@ -142,7 +144,7 @@ bool e2b_is_temp_name(const char *path)
 void e2b_host(struct sbx_buf *b, const struct e2b_settings *s, const char *id,
 	      const char *domain, int port)
 {
-	sbx_buf_addf(b, "%d-%s.%s", port, id, domain && *domain ? domain : s->domain);
+	sbx_buf_addf(b, "https://%d-%s.%s", port, id, domain && *domain ? domain : s->domain);
 }
 
 /* --- control plane ------------------------------------------------------- */
@@ -234,9 +236,12 @@ int e2b_api_error(long status, const char *body, size_t len, const char *what,
 	} else if (status == 502) {
 		code = SBX_E_CONNECTION_FAILED;
 	} else if (status == 401 || status == 403) {
-		code = SBX_E_CONNECTION_FAILED;
-		if (!msg)
-			msg = "credentials refused (check E2B_API_KEY)";
+		/* What to fix, whatever the server's own words were. */
+		ret = sbx_error_set(e, EACCES, SBX_E_AUTH,
+				    "%s: E2B refused the API key (%ld)%s%s; check E2B_API_KEY", what,
+				    status, msg ? ": " : "", msg ? msg : "");
+		json_decref(root);
+		return ret;
 	}
 	if (!err)
 		err = EIO; /* a 2xx is no failure; callers never pass one */

@@ -71,7 +71,7 @@ void e2b_envd_base(struct sbx_buf *b, const struct e2b_settings *s, const char *
 #define E2B_TEMP_PREFIX ".sbxfs-"
 /* Whether the last component of path is such a temporary upload name. */
 bool e2b_is_temp_name(const char *path);
-/* `PORT-ID.DOMAIN` as the SDK's getHost(). */
+/* `https://PORT-ID.DOMAIN`: the SDK's getHost() with its scheme. */
 void e2b_host(struct sbx_buf *b, const struct e2b_settings *s, const char *id,
 	      const char *domain, int port);
 

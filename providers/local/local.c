@@ -261,6 +261,12 @@ static int local_create(const struct sbx_spec *spec, const char *lease, struct s
 				     spec->template_name);
 	if (!lcl_cfg.state_dir && (e = local_init(NULL, err)) < 0)
 		return e;
+	/* Mount, pid and cgroup namespaces, overlayfs and loop disks: not rootless (yet). */
+	if (geteuid() != 0)
+		return sbx_error_set(err, EPERM, 0,
+				     "the local provider needs root (or user namespaces: see "
+				     "ROOTLESS in sbxfs(1)); as uid %u use the e2b or daytona provider",
+				     (unsigned)geteuid());
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
 		return sbx_error_set(err, EIO, 0, "getrandom failed");
 	snprintf(id, sizeof(id), "lcl-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],
@@ -488,7 +494,7 @@ static int local_get_host(struct sbx_instance *inst, int port, char *buf, size_t
 		return sbx_error_set(err, ENOTSUP, 0, "sandbox %s has network none", inst->id);
 	if (port <= 0 || port > 65535)
 		return sbx_error_set(err, EINVAL, 0, "bad port %d", port);
-	snprintf(buf, size, "127.0.0.1:%d", port);
+	snprintf(buf, size, "http://127.0.0.1:%d", port);
 	return 0;
 }
 
@@ -507,6 +513,7 @@ const struct sbx_provider sbx_provider_local = {
     .probe = local_probe,
     .info = local_info,
     .get_host = local_get_host,
+    .list_ports = lcl_list_ports,
     .run = lcl_run,
     .run_code = lcl_run_code,
     .code_reset = lcl_code_reset,

@@ -87,6 +87,8 @@ const char *lcl_disk_name(enum lcl_disk kind);
 /* Starts sbxfs-init for inst (dir, cg, lease, net_none set) and waits until
  * it serves; fills init_pid/init_start. 0 or -errno. */
 int lcl_spawn_init(struct local_inst *li, struct sbx_error *err);
+/* list_ports: the listening TCP ports of the lease's network namespace (ports.c). */
+int lcl_list_ports(struct sbx_instance *inst, int *ports, size_t max, struct sbx_error *err);
 /* Start time of pid (field 22 of /proc/pid/stat), 0 when it does not exist. */
 unsigned long long lcl_proc_start(pid_t pid);
 /* Whether the lease's init is still the process we started. */

@@ -71,6 +71,8 @@ const char *sbx_errcode_name(enum sbx_errcode code)
 		return "EXECUTION_FAILED";
 	case SBX_E_INTERNAL:
 		return "INTERNAL";
+	case SBX_E_AUTH:
+		return "AUTH";
 	}
 	return "INTERNAL";
 }
@@ -144,6 +146,8 @@ int sbx_errno_from_code(enum sbx_errcode code)
 	case SBX_E_EXECUTION_FAILED:
 	case SBX_E_INTERNAL:
 		return EIO;
+	case SBX_E_AUTH:
+		return EACCES;
 	}
 	return EIO;
 }

@@ -19,6 +19,7 @@ enum sbx_errcode {
 	SBX_E_NOT_FOUND,
 	SBX_E_EXECUTION_FAILED,
 	SBX_E_INTERNAL,
+	SBX_E_AUTH, /* the provider refused the credentials (HTTP 401/403), or none are set */
 };
 
 #define SBX_ERR_MSG_MAX 512

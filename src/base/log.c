@@ -1,7 +1,15 @@
-/* log — stderr or syslog, and header redaction for debug dumps. */
+/* log — see log.h: targets, timestamps, and header redaction for debug dumps. */
 #include "base/log.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,15 +17,126 @@
 #include <syslog.h>
 #include <time.h>
 
-static int log_syslog;
+#include "base/fsutil.h"
+
+enum target { TO_STDERR, TO_FILE, TO_SYSLOG, TO_JOURNAL };
+
+static enum target log_target = TO_STDERR;
+static int log_fd = 2;
 static enum sbx_log_level log_max = SBX_LOG_INFO;
+static char log_where[PATH_MAX];
 
 void sbx_log_setup(int use_syslog, enum sbx_log_level max)
 {
-	log_syslog = use_syslog;
+	log_target = use_syslog ? TO_SYSLOG : TO_STDERR;
+	log_fd = 2;
 	log_max = max;
 	if (use_syslog)
 		openlog("sbxfs", LOG_PID, LOG_DAEMON);
+}
+
+int sbx_log_level_parse(const char *s, enum sbx_log_level *out)
+{
+	static const char *const names[] = {"error", "warn", "info", "debug"};
+	for (int i = 0; i < 4; i++)
+		if (s && !strcmp(s, names[i])) {
+			*out = (enum sbx_log_level)i;
+			return 0;
+		}
+	if (s && !strcmp(s, "warning")) {
+		*out = SBX_LOG_WARN;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* $JOURNAL_STREAM is "DEV:INODE" of the journal's stream, when stderr is it. */
+static bool stderr_is_journal(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	if (!js || sscanf(js, "%llu:%llu", &dev, &ino) != 2 || fstat(2, &st))
+		return false;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+static bool syslog_reachable(void)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX, .sun_path = "/dev/log"};
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool ok;
+	if (fd < 0)
+		return false;
+	ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return ok;
+}
+
+static int open_file(const char *path, struct sbx_error *err)
+{
+	char abs[PATH_MAX];
+	int fd;
+	if (path[0] != '/') {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(abs, sizeof(abs), "%s/%s", cwd, path) >= (int)sizeof(abs))
+			return sbx_error_set(err, ENAMETOOLONG, SBX_E_INTERNAL,
+					     "log file %s: path too long", path);
+		path = abs;
+	}
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+	if (fd < 0)
+		return sbx_error_set(err, errno, SBX_E_INTERNAL, "log file %s: %s", path,
+				     strerror(errno));
+	snprintf(log_where, sizeof(log_where), "%s", path);
+	log_fd = fd;
+	log_target = TO_FILE;
+	return 0;
+}
+
+int sbx_log_open(const char *where, bool daemon, const char *state_dir, enum sbx_log_level max,
+		 const char **chosen, struct sbx_error *err)
+{
+	int rc = 0;
+	log_max = max;
+	log_fd = 2;
+	if (where && !*where)
+		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL,
+				     "log= needs stderr, syslog or a file path");
+	if (where && !strcmp(where, "stderr")) {
+		log_target = TO_STDERR;
+		snprintf(log_where, sizeof(log_where), "stderr");
+	} else if (where && !strcmp(where, "syslog")) {
+		log_target = TO_SYSLOG;
+		snprintf(log_where, sizeof(log_where), "syslog");
+	} else if (where) {
+		rc = open_file(where, err);
+	} else if (stderr_is_journal()) {
+		log_target = TO_JOURNAL;
+		snprintf(log_where, sizeof(log_where), "journal");
+	} else if (!daemon) {
+		log_target = TO_STDERR;
+		snprintf(log_where, sizeof(log_where), "stderr");
+	} else if (syslog_reachable()) {
+		log_target = TO_SYSLOG;
+		snprintf(log_where, sizeof(log_where), "syslog");
+	} else {
+		char path[PATH_MAX];
+		if (sbx_mkdir_p(state_dir, 0700) ||
+		    snprintf(path, sizeof(path), "%s/sbxfs.log", state_dir) >= (int)sizeof(path))
+			return sbx_error_set(err, EIO, SBX_E_INTERNAL,
+					     "no syslog (/dev/log) and no state dir %s for the log",
+					     state_dir);
+		rc = open_file(path, err);
+	}
+	if (rc)
+		return rc;
+	if (log_target == TO_SYSLOG)
+		openlog("sbxfs", LOG_PID, LOG_DAEMON);
+	if (chosen)
+		*chosen = log_where;
+	return 0;
 }
 
 enum sbx_log_level sbx_log_level(void)
@@ -25,27 +144,60 @@ enum sbx_log_level sbx_log_level(void)
 	return log_max;
 }
 
+void sbx_log_timestamp(char *buf, size_t size)
+{
+	struct timespec ts;
+	struct tm tm;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+}
+
 void sbx_log(enum sbx_log_level lvl, const char *fmt, ...)
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
 	static const char *const name[] = {"error", "warning", "info", "debug"};
+	char line[2048], out[2200], stamp[40];
 	va_list ap;
+	int n;
 	if (lvl > log_max)
 		return;
 	va_start(ap, fmt);
-	if (log_syslog) {
-		vsyslog(prio[lvl], fmt, ap);
-	} else {
-		char line[2048];
-		vsnprintf(line, sizeof(line), fmt, ap);
-		fprintf(stderr, "sbxfs: %s: %s\n", name[lvl], line);
-	}
+	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	for (char *c = line; *c; c++)
+		if (*c == '\n' || *c == '\r')
+			*c = ' ';
+	switch (log_target) {
+	case TO_SYSLOG:
+		syslog(prio[lvl], "%s", line);
+		return;
+	case TO_JOURNAL:
+		/* sd-daemon(3) prefixes: the journal keeps the priority. */
+		n = snprintf(out, sizeof(out), "<%d>%s: %s\n", prio[lvl], name[lvl], line);
+		break;
+	default:
+		sbx_log_timestamp(stamp, sizeof(stamp));
+		n = snprintf(out, sizeof(out), "%s sbxfs[%d]: %s: %s\n", stamp, (int)getpid(),
+			     name[lvl], line);
+		break;
+	}
+	if (n > (int)sizeof(out) - 1)
+		n = (int)sizeof(out) - 1;
+	/* One write per line: concurrent threads never interleave inside a line. */
+	if (write(log_fd, out, (size_t)n) < 0)
+		return;
 }
 
 static const char *const secret_headers[] = {
-	"x-api-key:", "x-access-token:", "authorization:", "e2b-traffic-access-token:",
-	"x-daytona-preview-token:", "proxy-authorization:", NULL,
+    "x-api-key:",
+    "x-access-token:",
+    "authorization:",
+    "e2b-traffic-access-token:",
+    "x-daytona-preview-token:",
+    "proxy-authorization:",
+    NULL,
 };
 
 void sbx_log_redact(char *dst, size_t dstsz, const char *src, size_t srclen)

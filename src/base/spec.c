@@ -29,6 +29,7 @@ void sbx_spec_free(struct sbx_spec *s)
 	free(s->working_dir);
 	free(s->network);
 	free(s->language);
+	free(s->shell);
 	json_decref(s->envs);
 	json_decref(s->packages);
 	memset(s, 0, sizeof(*s));
@@ -47,6 +48,7 @@ void sbx_spec_copy(struct sbx_spec *dst, const struct sbx_spec *src)
 	dst->working_dir = dup_or_null(src->working_dir);
 	dst->network = dup_or_null(src->network);
 	dst->language = dup_or_null(src->language);
+	dst->shell = dup_or_null(src->shell);
 	dst->envs = json_deep_copy(src->envs);
 	dst->packages = json_deep_copy(src->packages);
 }
@@ -250,6 +252,11 @@ int sbx_spec_apply_json(struct sbx_spec *s, json_t *j, struct sbx_error *e)
 						     "spec: \"network\" must be \"default\" or \"none\"");
 		} else if (!strcmp(k, "language")) {
 			rc = set_str(&s->language, v, k, e);
+		} else if (!strcmp(k, "shell")) {
+			if (!json_is_string(v) || !*json_string_value(v))
+				return sbx_error_set(e, EINVAL, 0,
+						     "spec: \"shell\" must be a non-empty string");
+			rc = set_str(&s->shell, v, k, e);
 		} else {
 			rc = sbx_error_set(e, EINVAL, 0, "spec: unknown key \"%s\"", k);
 		}
@@ -292,7 +299,7 @@ int sbx_spec_apply_kv(struct sbx_spec *s, const char *key, const char *value,
 		json_object_set_new(obj, "packages", arr);
 	} else if (!strcmp(key, "provider") || !strcmp(key, "template") ||
 		   !strcmp(key, "workingDirectory") || !strcmp(key, "network") ||
-		   !strcmp(key, "language")) {
+		   !strcmp(key, "language") || !strcmp(key, "shell")) {
 		json_decref(v);
 		json_object_set_new(obj, key, json_string(value));
 	} else {
@@ -328,6 +335,7 @@ json_t *sbx_spec_to_json(const struct sbx_spec *s)
 	json_object_set_new(o, "autoResume", json_boolean(s->auto_resume));
 	put_str(o, "network", s->network);
 	put_str(o, "language", s->language);
+	put_str(o, "shell", s->shell);
 	return o;
 }
 

@@ -34,6 +34,7 @@ struct sbx_spec {
 	bool auto_resume;
 	char *network;       /* NULL/"default" or "none" */
 	char *language;      /* default code language (NULL: python) */
+	char *shell;         /* runs commands under SHELL -c (NULL: bash where present, else sh) */
 };
 
 void sbx_spec_init(struct sbx_spec *s);

@@ -213,9 +213,9 @@ static void *pump_main(void *arg)
 	struct pump *p = arg;
 	char buf[65536];
 	for (;;) {
+		/* Readers run with every signal blocked (start_thread), so EINTR is
+		 * the mount's answer (the run was stopped), not a cue to retry. */
 		ssize_t n = read(p->in, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
 		if (n < 0)
 			p->err = errno;
 		if (n <= 0)
@@ -226,13 +226,24 @@ static void *pump_main(void *arg)
 	}
 }
 
+/* Starts a thread with every signal blocked: signals are the main or the signal thread's. */
+static void start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int e = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e)
+		die("%scannot start a thread", "");
+}
+
 static void pump_start(struct pump *p, int in, int out)
 {
 	p->in = in;
 	p->out = out;
-	p->started = pthread_create(&p->thread, NULL, pump_main, p) == 0;
-	if (!p->started)
-		die("%scannot start a thread", "");
+	start_thread(&p->thread, pump_main, p);
+	p->started = true;
 }
 
 /* The caller's own last run number from runs/mine ("" when there is none). */
@@ -243,6 +254,24 @@ static void read_mine(const char *lease, char *out, size_t size)
 	out[strcspn(out, "\n")] = '\0';
 	free(s);
 	free(p);
+}
+
+/* Fills num from runs/mine when that run's cmd is text; else num is "". */
+static bool is_ours(const char *lease, const char *text, char *num, size_t size)
+{
+	read_mine(lease, num, size);
+	char *p = num[0] ? path_in(lease, "runs/%s/cmd", num) : NULL, *cmd = p ? slurp(p) : NULL;
+	size_t a = cmd ? strlen(cmd) : 0, b = strlen(text);
+	while (a && cmd[a - 1] == '\n')
+		a--;
+	while (b && text[b - 1] == '\n')
+		b--;
+	bool ours = cmd && a == b && !memcmp(cmd, text, a);
+	free(cmd);
+	free(p);
+	if (!ours)
+		num[0] = '\0';
+	return ours;
 }
 
 static const char *run_lease; /* for the signal thread */
@@ -280,6 +309,14 @@ static void *signal_main(void *arg)
 static char *command_text(char **argv, const char *dir)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
+	struct timespec ts;
+	/*
+	 * A first comment line makes the text ours alone: runs/mine answers a
+	 * sibling's run until our own has started, and runs/N/cmd tells them apart.
+	 */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	sbx_buf_addf(&b, "# sbx run %ld.%ld.%ld\n", (long)getpid(), (long)ts.tv_sec,
+		     (long)ts.tv_nsec);
 	if (dir) {
 		sbx_buf_adds(&b, "cd -- ");
 		sbx_buf_add_shquoted(&b, dir);
@@ -303,7 +340,7 @@ static char *command_text(char **argv, const char *dir)
 static int cmd_run(char *lease_arg, char **argv)
 {
 	char *dir, *lease = find_lease(lease_arg, &dir), *text = command_text(argv, dir);
-	char *runs = path_in(lease, "%s", "runs/mine"), *p, old[32];
+	char *runs = path_in(lease, "%s", "runs/mine"), *p;
 	struct stat st;
 	bool have_runs = stat(runs, &st) == 0;
 	struct pump out = {0}, err = {0};
@@ -312,8 +349,6 @@ static int cmd_run(char *lease_arg, char **argv)
 
 	free(runs);
 	run_lease = lease;
-	if (have_runs)
-		read_mine(lease, old, sizeof(old));
 	/* Signals are taken by one thread, so the readers are never interrupted. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -332,21 +367,15 @@ static int cmd_run(char *lease_arg, char **argv)
 		fail(lease, "starting the command", -e, EXIT_SBXFS);
 	pump_start(&out, fd, STDOUT_FILENO);
 
-	/* Which run is ours: runs/mine changes once it has started. */
+	/* Which run is ours: the one runs/mine names once its cmd is our text. */
 	char num[32] = "";
-	for (int tries = 0; have_runs && tries < 1000; tries++) {
-		read_mine(lease, num, sizeof(num));
-		if (num[0] && strcmp(num, old))
-			break;
-		num[0] = '\0';
-		if (tries > 0 && pthread_tryjoin_np(out.thread, NULL) == 0) {
+	for (int tries = 0; have_runs; tries++) {
+		bool out_done = tries > 0 && pthread_tryjoin_np(out.thread, NULL) == 0;
+		if (out_done)
 			out.started = false;
-			read_mine(lease, num, sizeof(num));
-			if (!strcmp(num, old))
-				num[0] = '\0';
+		if (is_ours(lease, text, num, sizeof(num)) || out_done)
 			break;
-		}
-		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+		nanosleep(&(struct timespec){0, (tries < 100 ? 10 : 50) * 1000 * 1000}, NULL);
 	}
 	if (num[0]) {
 		pthread_mutex_lock(&run_lock);
@@ -368,7 +397,7 @@ static int cmd_run(char *lease_arg, char **argv)
 		return 128 + run_signal;
 	/* The run failed (it never started, or its provider was lost): the lease's
 	 * last-run files would be someone else's. */
-	if (out.err && out.err != ETIMEDOUT)
+	if (out.err && out.err != ETIMEDOUT && !(out.err == EINTR && num[0]))
 		fail(lease, "the command", out.err, EXIT_SBXFS);
 	/* Before the runs/ files (sbxfs before 0.2): the lease's last-run files. */
 	p = num[0] ? path_in(lease, "runs/%s/result", num) : path_in(lease, "%s", "result");
@@ -385,6 +414,7 @@ static int cmd_run(char *lease_arg, char **argv)
 	json_t *res = rtext ? json_loads(rtext, 0, NULL) : NULL;
 	free(rtext);
 	bool timed_out = res && json_is_true(json_object_get(res, "timedOut"));
+	bool interrupted = res && json_is_true(json_object_get(res, "interrupted"));
 	json_t *code = res ? json_object_get(res, "exitCode") : NULL;
 	int status = code ? (int)json_integer_value(code) : -1;
 	json_decref(res);
@@ -392,6 +422,10 @@ static int cmd_run(char *lease_arg, char **argv)
 		out.err = errno;
 	if (timed_out || out.err == ETIMEDOUT)
 		fail(lease, "the command ran past the lease's runTimeout", ETIMEDOUT, EXIT_TIMEOUT);
+	/* Stopped by someone else (kill on its ctl): as a local command killed
+	 * from another terminal, its status (137) with the reason. */
+	if (out.err == EINTR && interrupted && status >= 0)
+		fail(lease, "the command was stopped", EINTR, status);
 	if (out.err)
 		fail(lease, "the command", out.err, EXIT_SBXFS);
 	if (status < 0)
@@ -501,8 +535,7 @@ static int cmd_shell(char *lease_arg)
 		}
 	}
 	out.out = STDOUT_FILENO;
-	if (pthread_create(&out.thread, NULL, shell_out_main, &out))
-		die("%scannot start a thread", "");
+	start_thread(&out.thread, shell_out_main, &out);
 
 	int killed = 0;
 	bool in_open = true;

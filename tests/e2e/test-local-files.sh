@@ -24,7 +24,8 @@ story_posix_corners
 eq "link count" "$(stat -c %h "$F/target.txt")" 2
 echo in-sandbox >"$F/only-here.txt"
 ok "absolute symlink" ln -s /root/only-here.txt "$F/abs"
-eq "readlink gives the raw target (rsync/git round trips stay exact)" "$(readlink "$F/abs")" "/root/only-here.txt"
+eq "readlink shows it as the host must follow it (relative, inside fs/)" "$(readlink "$F/abs")" "only-here.txt"
+eq "... and the mount reads the sandbox's file through it" "$(cat "$F/abs")" "in-sandbox"
 eq "inside the sandbox it resolves to the sandbox's file" "$(lease_run 'cat /root/abs')" "in-sandbox"
 ok "mkfifo" mkfifo "$F/fifo"
 eq "fifo type" "$(stat -c %F "$F/fifo")" "fifo"

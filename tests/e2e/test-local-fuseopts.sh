@@ -1,10 +1,11 @@
 #!/bin/bash
-# The usual FUSE options: allow_other lets other users in, and
-# default_permissions makes the kernel check modes against them.
+# The usual FUSE options: allow_other with share_group lets that group's
+# users in, and default_permissions (always on then) makes the kernel
+# check fs/ modes against them. (allow_other alone: test-local-users.sh.)
 . "$(dirname "$0")/lib.sh"
 id nobody >/dev/null 2>&1 || { echo "SKIP: no user nobody"; exit 77; }
 chmod 755 "$WORK"
-mount_sbxfs -o allow_other,default_permissions
+mount_sbxfs -o allow_other,default_permissions,share_group=nogroup
 L=$MNT/perm
 mkdir "$L"
 F=$L/fs/root
@@ -14,7 +15,7 @@ chmod 600 "$F/private.txt"
 echo open >"$F/public.txt"
 chmod 644 "$F/public.txt"
 as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
-eq "another user reads a 0644 file (allow_other)" "$(as_nobody cat "$F/public.txt")" "open"
+eq "a share_group user reads a 0644 file (allow_other)" "$(as_nobody cat "$F/public.txt")" "open"
 ok "another user cannot read a 0600 file (default_permissions)" sh -c "! setpriv --reuid=nobody --regid=nogroup --clear-groups cat '$F/private.txt' 2>/dev/null"
 ok "nor write into a root-owned 0755 directory" sh -c "! setpriv --reuid=nobody --regid=nogroup --clear-groups touch '$F/new' 2>/dev/null"
 chmod 644 "$F/private.txt"

@@ -149,8 +149,10 @@ class DaytonaFake extends common.FakeService {
 		}
 	}
 
+	/* --public-url: the address clients reach this fake by (a delay proxy in front). */
 	toolboxUrl() {
-		return `http://${this.opts.host}:${this.server.port}/toolbox`;
+		const base = this.opts.publicUrl || `http://${this.opts.host}:${this.server.port}`;
+		return `${base.replace(/\/$/, '')}/toolbox`;
 	}
 
 	dto(sb) {

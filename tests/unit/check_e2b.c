@@ -217,7 +217,9 @@ START_TEST(test_api_errors)
 	struct sbx_error e = SBX_ERROR_INIT;
 	const char *b401 = "{\"code\":401,\"message\":\"Invalid API key\"}";
 	ck_assert_int_eq(e2b_api_error(401, b401, strlen(b401), "create", &e), -EACCES);
-	ck_assert_str_eq(e.msg, "create: 401 Invalid API key");
+	ck_assert_str_eq(e.msg,
+			 "create: E2B refused the API key (401): Invalid API key; check E2B_API_KEY");
+	ck_assert_int_eq(e.code, SBX_E_AUTH);
 	ck_assert_int_eq(e2b_api_error(404, "{\"code\":404,\"message\":\"sandbox not found\"}", 42,
 				       "kill", &e),
 			 -ENOENT);
@@ -253,7 +255,8 @@ START_TEST(test_settings)
 
 	fake_env_key = NULL;
 	ck_assert_int_eq(e2b_settings_load(&s, NULL, fake_getenv, &e), -EACCES);
-	ck_assert_str_eq(e.msg, "E2B_API_KEY is not set");
+	ck_assert_ptr_nonnull(strstr(e.msg, "E2B_API_KEY is not set"));
+	ck_assert_int_eq(e.code, SBX_E_AUTH);
 
 	fake_env_key = "e2b_secret";
 	ck_assert_int_eq(e2b_settings_load(&s, NULL, fake_getenv, &e), 0);
@@ -263,7 +266,7 @@ START_TEST(test_settings)
 	ck_assert_str_eq(b.buf, "http://127.0.0.1:9");
 	sbx_buf_reset(&b);
 	e2b_host(&b, &s, "abc", NULL, 3000);
-	ck_assert_str_eq(b.buf, "3000-abc.example.org");
+	ck_assert_str_eq(b.buf, "https://3000-abc.example.org");
 	e2b_settings_free(&s);
 
 	cfg = json_pack("{s:s,s:s}", "apiUrl", "http://h:1", "domain", "e2b.app");
@@ -279,7 +282,7 @@ START_TEST(test_settings)
 	ck_assert_str_eq(b.buf, "https://49983-abc.own.example");
 	sbx_buf_reset(&b);
 	e2b_host(&b, &s, "abc", "own.example", 8080);
-	ck_assert_str_eq(b.buf, "8080-abc.own.example");
+	ck_assert_str_eq(b.buf, "https://8080-abc.own.example");
 	e2b_settings_free(&s);
 	json_decref(cfg);
 

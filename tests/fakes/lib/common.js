@@ -56,7 +56,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 function parseArgs(argv, defaults) {
 	const opts = Object.assign({
 		host: '127.0.0.1', port: 0, portFile: null, dataDir: null,
-		apiKey: 'test-key', latencyMs: 0, faults: [], diskMb: 1024,
+		apiKey: 'test-key', latencyMs: 0, faults: [], diskMb: 1024, publicUrl: '',
 	}, defaults);
 	const camel = (s) => s.replace(/-([a-z])/g, (_, c) => c.toUpperCase());
 	for (let i = 0; i < argv.length; i++) {
@@ -464,7 +464,8 @@ function runMain(name, Service, defaults, extraUsage) {
 
 function usage(name, extra) {
 	return `usage: tests/fakes/run-fake.sh ${name} [--port N] [--host ADDR] [--port-file FILE]
-       [--data-dir DIR] [--api-key KEY] [--disk-mb N] [--latency-ms N] [--fault JSON]...${extra || ''}
+       [--data-dir DIR] [--api-key KEY] [--disk-mb N] [--latency-ms N] [--fault JSON]...
+       [--public-url URL]${extra || ''}
 Prints "LISTENING <port>" as its first line.  See tests/fakes/README.md.
 `;
 }

@@ -1,0 +1,135 @@
+/* keyfile — see keyfile.h. */
+#include "base/keyfile.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/fsutil.h"
+
+#define KEYFILE_MAX (64 * 1024)
+
+int sbx_keyfile_check(const char *path, struct sbx_error *err)
+{
+	struct stat st;
+	if (stat(path, &st))
+		return sbx_error_set(err, errno, SBX_E_INTERNAL, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "%s is not a regular file", path);
+	if (st.st_uid != geteuid() && st.st_uid != 0)
+		return sbx_error_set(err, EACCES, SBX_E_INTERNAL,
+				     "%s belongs to uid %u, not to uid %u running sbxfs", path,
+				     (unsigned)st.st_uid, (unsigned)geteuid());
+	if (st.st_mode & 077)
+		return sbx_error_set(err, EACCES, SBX_E_INTERNAL,
+				     "%s holds secrets but has mode %04o: chmod 600 %s", path,
+				     (unsigned)(st.st_mode & 07777), path);
+	return 0;
+}
+
+static int load(const char *path, struct sbx_buf *b, struct sbx_error *err)
+{
+	int rc = sbx_keyfile_check(path, err);
+	if (rc)
+		return rc;
+	rc = sbx_read_file(path, b, KEYFILE_MAX);
+	if (rc)
+		return sbx_error_set(err, rc, SBX_E_INTERNAL, "%s: %s", path, strerror(-rc));
+	return 0;
+}
+
+static char *trim(char *s)
+{
+	char *e;
+	while (*s && isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int sbx_keyfile_read(const char *path, char **out, struct sbx_error *err)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	char *line, *nl;
+	int rc = load(path, &b, err);
+	*out = NULL;
+	if (!rc) {
+		line = b.buf;
+		if ((nl = strchr(line, '\n')))
+			*nl = '\0';
+		line = trim(line);
+		if (!*line)
+			rc = sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "%s is empty", path);
+		else if (!(*out = strdup(line)))
+			abort();
+	}
+	if (b.len)
+		memset(b.buf, 0, b.len);
+	sbx_buf_release(&b);
+	return rc;
+}
+
+static bool valid_name(const char *k)
+{
+	if (!*k || isdigit((unsigned char)*k))
+		return false;
+	for (; *k; k++)
+		if (!isalnum((unsigned char)*k) && *k != '_')
+			return false;
+	return true;
+}
+
+int sbx_envfile_load(const char *path, struct sbx_error *err)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	bool optional = path[0] == '-';
+	char *p, *line, *save = NULL;
+	int rc, n = 0;
+
+	if (optional)
+		path++;
+	if (optional && access(path, F_OK) && errno == ENOENT)
+		return 0;
+	rc = load(path, &b, err);
+	for (p = b.buf; !rc && (line = strtok_r(p, "\n", &save)); p = NULL) {
+		char *eq, *k, *v;
+		size_t vl;
+		n++;
+		line = trim(line);
+		if (!*line || *line == '#' || *line == ';')
+			continue;
+		if (!strncmp(line, "export ", 7))
+			line = trim(line + 7);
+		if (!(eq = strchr(line, '='))) {
+			rc = sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "%s:%d: not KEY=VALUE",
+					   path, n);
+			break;
+		}
+		*eq = '\0';
+		k = trim(line);
+		v = trim(eq + 1);
+		vl = strlen(v);
+		if (vl >= 2 && (v[0] == '"' || v[0] == '\'') && v[vl - 1] == v[0]) {
+			v[vl - 1] = '\0';
+			v++;
+		}
+		if (!valid_name(k)) {
+			rc = sbx_error_set(err, EINVAL, SBX_E_INTERNAL,
+					   "%s:%d: \"%s\" is not a variable name", path, n, k);
+			break;
+		}
+		if (setenv(k, v, 1))
+			rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "%s:%d: setenv", path, n);
+	}
+	if (b.len)
+		memset(b.buf, 0, b.len);
+	sbx_buf_release(&b);
+	return rc;
+}

@@ -1,0 +1,33 @@
+/*
+ * keyfile — credentials read from files rather than the environment of
+ * whoever started sbxfs: an environment file (-o env_file=PATH, what the
+ * systemd units pass: KEY=VALUE lines as systemd's EnvironmentFile=) and a
+ * provider's key file (config "providers": {NAME: {"keyFile": PATH}}).
+ *
+ * Both must be regular files that only their owner can read or write (mode
+ * 0600 or stricter, like ssh's private keys), owned by the user sbxfs runs
+ * as (or root): a key file that others can read is refused with the reason,
+ * not used. Nothing here logs a value.
+ */
+#ifndef SBX_KEYFILE_H
+#define SBX_KEYFILE_H
+
+#include "base/err.h"
+
+/* 0 when path is a regular file, owned by us or root, with no group/other bits. */
+int sbx_keyfile_check(const char *path, struct sbx_error *err);
+/*
+ * Reads a key file: its first line without surrounding blanks (*out is
+ * malloc'd; the caller wipes and frees it). EINVAL when empty.
+ */
+int sbx_keyfile_read(const char *path, char **out, struct sbx_error *err);
+/*
+ * Loads KEY=VALUE lines into the environment (overriding it): blank lines
+ * and #/; comments skipped, an optional "export " prefix, and values in
+ * single or double quotes unquoted. A leading '-' on path means "ignore a
+ * missing file" (as systemd's EnvironmentFile=-PATH). Call before any
+ * thread starts (setenv).
+ */
+int sbx_envfile_load(const char *path, struct sbx_error *err);
+
+#endif

@@ -1,0 +1,73 @@
+# Attacks on the sandbox boundary from links the sandbox chose (sourced
+# after lib.sh). The caller sets L (the lease), F (a directory in its fs/),
+# FHOME (F's path in the sandbox) and SB_LINK (a command run with a link's
+# target and its sandbox path, making the link as the sandbox would).
+#   story_link_escapes   relative, absolute and /proc/self/root links: no
+#                        host file is read or written through fs/
+#   story_swap_race SECS a directory swapped for a link to a host directory
+#                        while the host copies into it: no host file touched
+HOSTDIR_DEPTH=../../../../../../../../../../../..
+sb_link() { lease_run "ln -s '$1' '$2'" >/dev/null; }
+sb_race() {
+	lease_run "nohup sh -c 'end=\$((\$(date +%s) + $3)); while [ \$(date +%s) -lt \$end ]; do
+		rm -rf $2; mkdir $2; rm -rf $2; ln -s $1 $2; done; rm -rf $2' >/dev/null 2>&1 &" >/dev/null
+}
+: "${SB_LINK:=sb_link}" "${SB_RACE:=sb_race}"
+
+story_link_escapes() {
+	local V=$WORK/victim secret=host-secret-$$ t name
+	echo "$secret" >"$V"
+	mkdir -p "$WORK/hostdir"
+	for t in "rel:$HOSTDIR_DEPTH$V" "abs:$V" "procroot:/proc/self/root$V" \
+		"dotdot-abs:/..$V" "dir:$HOSTDIR_DEPTH$WORK/hostdir"; do
+		name=${t%%:*}
+		$SB_LINK "${t#*:}" "$FHOME/$name"
+	done
+	eq "the sandbox's links are there" "$(ls "$F" | grep -cE '^(rel|abs|procroot|dotdot-abs|dir)$')" 5
+	for name in rel abs procroot dotdot-abs; do
+		ok "reading fs/…/$name does not show the host's file" sh -c "! grep -qs '$secret' '$F/$name'"
+		{ echo overwritten >"$F/$name"; } 2>/dev/null
+		{ echo appended >>"$F/$name"; } 2>/dev/null
+		truncate -s 0 "$F/$name" 2>/dev/null
+		chmod 600 "$F/$name" 2>/dev/null
+		eq "writing through fs/…/$name leaves the host's file alone" "$(cat "$V") $(stat -c %a "$V")" \
+			"$secret $(stat -c %a "$V")"
+		case $(realpath -m "$F/$name") in
+		"$L/fs/"*) CHECKS=$((CHECKS + 1)); log "ok   $name leads inside fs/: $(readlink "$F/$name")" ;;
+		*) FAILS=$((FAILS + 1)); log "FAIL $name leads out: $(realpath -m "$F/$name")" ;;
+		esac
+	done
+	eq "an absolute link is the sandbox's path" "$(realpath -m "$F/abs")" "$L/fs$V"
+	mkdir -p "$L/fs$WORK/hostdir"
+	cp "$top_srcdir/README.md" "$F/dir/" 2>/dev/null
+	mkdir "$F/dir/newdir" 2>/dev/null
+	echo x >"$WORK/moved" && mv "$WORK/moved" "$F/dir/moved" 2>/dev/null
+	tar -C "$top_srcdir" -cf - README.md | tar -C "$F/dir" -xf - 2>/dev/null
+	# (rsync 3.5 may refuse a link owned by another user: then nothing is written at all)
+	rsync -a "$top_srcdir/README.md" "$F/dir/rs.md" 2>/dev/null
+	eq "cp, mkdir, mv, tar x, rsync into a link to a host directory: host dir untouched" \
+		"$(ls -A "$WORK/hostdir")" ""
+	eq "... the files are in the sandbox's directory of that name" \
+		"$(lease_run "ls $WORK/hostdir" | grep -v '^rs.md$' | sort | tr '\n' ' ')" "README.md moved newdir "
+}
+
+# The sandbox flips $FHOME/race between a directory and a link to a host
+# directory (SB_RACE: a command that runs that loop in the sandbox for SECS
+# seconds, given the link target); the host copies files into race/ meanwhile.
+story_swap_race() {
+	local secs=$1 i=0 end
+	mkdir -p "$WORK/racehost" "$WORK/racesrc"
+	for i in $(seq 1 20); do echo "$i" >"$WORK/racesrc/f$i"; done
+	$SB_RACE "$HOSTDIR_DEPTH$WORK/racehost" "$FHOME/race" "$secs"
+	end=$(($(date +%s) + secs))
+	i=0
+	while [ "$(date +%s)" -lt "$end" ]; do
+		cp "$WORK/racesrc/"* "$F/race/" 2>/dev/null
+		mkdir "$F/race/d$i" 2>/dev/null
+		{ echo x >"$F/race/e$i"; } 2>/dev/null
+		i=$((i + 1))
+	done
+	log "swap race: $i rounds of cp/mkdir/echo in ${secs}s"
+	ok "the race ran (at least 5 rounds)" test "$i" -ge 5
+	eq "swap race: zero files in the host directory" "$(ls -A "$WORK/racehost" | wc -l)" 0
+}

@@ -1,0 +1,51 @@
+#!/bin/bash
+# The mount belongs to the user who mounted it (issue 9): under allow_other,
+# an unprivileged host user (made here with useradd, removed at exit) gets
+# EACCES reading env, running exec, writing ctl and state of another user's
+# lease, and changes nothing; -o share_group=GROUP lets that group in.
+. "$(dirname "$0")/lib.sh"
+command -v useradd >/dev/null || { echo "SKIP: no useradd"; exit 77; }
+[ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
+U=sbxu$$
+useradd -M -N -s /bin/sh "$U" || { echo "useradd failed"; exit 1; }
+groupadd "${U}g" || { userdel "$U"; echo "groupadd failed"; exit 1; }
+EXTRA_CLEANUP="userdel $U 2>/dev/null; groupdel ${U}g 2>/dev/null"
+chmod 755 "$WORK"
+as_u() { setpriv --reuid="$U" --regid="$(id -g "$U")" --clear-groups "$@"; }
+as_u_shared() { setpriv --reuid="$U" --regid="$(id -g "$U")" --groups="${U}g" "$@"; }
+# u_errno COMMAND...: prints EACCES (or what the shell said) for a command run as U.
+u_errno() { as_u sh -c "$1" 2>&1 | grep -q 'Permission denied' && echo EACCES || echo "not refused"; }
+
+mount_sbxfs -o allow_other
+L=$MNT/mine
+mkdir "$L"
+echo 'TOKEN=s3cret' >"$L/env"
+echo 'echo hi' >"$L/exec"
+eq "the mount root is the owner's alone" "$(stat -c '%a %U' "$MNT")" "700 root"
+eq "a lease directory is 0700" "$(stat -c %a "$L")" 700
+eq "control files keep the owner's bits only" \
+	"$(stat -c '%n %a' "$L/exec" "$L/env" "$L/state" "$L/stdout" "$MNT/ctl" | sed "s|$MNT/||" | tr '\n' ' ')" \
+	"mine/exec 600 mine/env 600 mine/state 600 mine/stdout 400 ctl 200 "
+eq "another user cannot read env" "$(u_errno "cat '$L/env'")" EACCES
+eq "... nor run through exec" "$(u_errno "echo 'id > /root/pwned' > '$L/exec'")" EACCES
+eq "... nor create a lease through ctl" "$(u_errno "echo 'new theirs' > '$MNT/ctl'")" EACCES
+eq "... nor kill the lease through state" "$(u_errno "echo kill > '$L/state'")" EACCES
+eq "... nor list the mount" "$(u_errno "ls '$MNT'")" EACCES
+eq "... nor write into fs/" "$(u_errno "echo x > '$L/fs/tmp/theirs'")" EACCES
+eq "... nor mkdir a lease" "$(u_errno "mkdir '$MNT/theirs'")" EACCES
+eq "nothing changed: the lease runs" "$(cat "$L/state")" running
+eq "... its env is the owner's" "$(cat "$L/env")" "TOKEN=s3cret"
+eq "... no run happened" "$(lease_run 'test -e /root/pwned && echo yes || echo no')" no
+eq "... no other lease exists" "$(ls "$MNT" | grep -c theirs)" 0
+eq "... no file in fs/" "$(test -e "$L/fs/tmp/theirs" && echo yes || echo no)" no
+end_leases
+unmount_sbxfs
+
+# Opened to one group on purpose.
+mount_sbxfs -o "allow_other,share_group=${U}g"
+L=$MNT/shared
+mkdir "$L"
+eq "shared: the group gets the owner's bits" "$(stat -c '%a %G' "$L" "$L/exec" | tr '\n' ' ')" "770 ${U}g 660 ${U}g "
+eq "shared: a member runs a command" "$(as_u_shared sh -c "echo 'echo from-member' > '$L/exec' && cat '$L/stdout'")" from-member
+eq "shared: a user outside the group still cannot" "$(u_errno "cat '$L/env'")" EACCES
+finish
