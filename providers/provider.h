@@ -374,10 +374,26 @@ struct sbx_provider {
 	int (*list_ports)(struct sbx_instance *inst, int *ports, size_t max, struct sbx_error *err);
 };
 
-/* The registry (providers/registry.c). */
+/*
+ * The registry (providers/registry.c). Only providers that pass
+ * sbx_provider_check are listed: a compiled-in one that fails is left out
+ * with an error in the log.
+ */
 const struct sbx_provider *sbx_provider_find(const char *name);
-/* NULL-terminated list of every compiled-in provider. */
+/* NULL-terminated list of every registered provider. */
 const struct sbx_provider *const *sbx_provider_all(void);
+/*
+ * 0, or -errno with the reason: p->abi is not SBX_PROVIDER_ABI (EPROTO),
+ * or a slot every provider needs (create, kill, release) or one its caps
+ * promise (DIRECT_IO: open/pread/pwrite/close/fstat; LIST_ATTRS: list;
+ * PAUSE_MEMORY: pause/unpause) is empty (EINVAL).
+ */
+int sbx_provider_check(const struct sbx_provider *p, struct sbx_error *err);
+/*
+ * Adds p (not copied: it must outlive the process) after the check; EEXIST
+ * for a name already registered. Call before any mount starts.
+ */
+int sbx_provider_register(const struct sbx_provider *p, struct sbx_error *err);
 /*
  * Calls p->init (if any) with the config's "providers" entry for p (an empty
  * object when providers_cfg has none; providers_cfg may be NULL) and

@@ -1,33 +1,122 @@
 /*
- * registry — the static table of compiled-in providers. Adding a provider
- * is one directory under providers/ plus one line here (and its .am
- * fragment); no core file changes.
+ * registry — the table of providers. The compiled-in ones are listed here
+ * (adding a provider is one directory under providers/ plus one line here
+ * and its .am fragment; no core file changes); sbx_provider_register adds
+ * one at run time (tests). Every provider is checked before it is listed:
+ * the contract version it was built for, and the slots its capability
+ * bits promise. One that fails is refused with the reason, never half used.
  */
 #include "provider.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <string.h>
+
+#include "base/log.h"
 
 extern const struct sbx_provider sbx_provider_local;
 extern const struct sbx_provider sbx_provider_daytona;
 extern const struct sbx_provider sbx_provider_e2b;
 
-static const struct sbx_provider *const registry[] = {
+static const struct sbx_provider *const builtin[] = {
 	&sbx_provider_local,
 	&sbx_provider_daytona,
 	&sbx_provider_e2b,
-	NULL,
 };
+
+#define SBX_PROVIDERS_MAX 16
+
+/* The checked providers, NULL-terminated. Protected by lock. */
+static const struct sbx_provider *registry[SBX_PROVIDERS_MAX + 1];
+static size_t n_registered;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
+
+int sbx_provider_check(const struct sbx_provider *p, struct sbx_error *err)
+{
+	const char *name = p && p->name && *p->name ? p->name : NULL;
+	const char *missing = NULL;
+	if (!name)
+		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "a provider without a name");
+	if (p->abi != SBX_PROVIDER_ABI)
+		return sbx_error_set(err, EPROTO, SBX_E_INTERNAL,
+				     "provider %s was built for contract version %u, this sbxfs "
+				     "speaks %u",
+				     name, p->abi, SBX_PROVIDER_ABI);
+	/* Without these a lease can neither exist nor end. */
+	if (!p->create)
+		missing = "create";
+	else if (!p->kill)
+		missing = "kill";
+	else if (!p->release)
+		missing = "release";
+	else if ((p->caps & SBX_CAP_DIRECT_IO) &&
+		 (!p->open || !p->pread || !p->pwrite || !p->close || !p->fstat))
+		missing = "open/pread/pwrite/close/fstat (SBX_CAP_DIRECT_IO)";
+	else if ((p->caps & SBX_CAP_LIST_ATTRS) && !p->list)
+		missing = "list (SBX_CAP_LIST_ATTRS)";
+	else if ((p->caps & SBX_CAP_PAUSE_MEMORY) && (!p->pause || !p->unpause))
+		missing = "pause/unpause (SBX_CAP_PAUSE_MEMORY)";
+	if (missing)
+		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "provider %s lacks %s", name,
+				     missing);
+	return 0;
+}
+
+/* Called with lock held. */
+static int add_locked(const struct sbx_provider *p, struct sbx_error *err)
+{
+	int rc = sbx_provider_check(p, err);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n_registered; i++)
+		if (!strcmp(registry[i]->name, p->name))
+			return sbx_error_set(err, EEXIST, SBX_E_INTERNAL,
+					     "provider %s is registered already", p->name);
+	if (n_registered == SBX_PROVIDERS_MAX)
+		return sbx_error_set(err, ENOSPC, SBX_E_INTERNAL, "too many providers");
+	registry[n_registered++] = p;
+	return 0;
+}
+
+static void add_builtins(void)
+{
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < sizeof(builtin) / sizeof(*builtin); i++) {
+		struct sbx_error err = SBX_ERROR_INIT;
+		if (add_locked(builtin[i], &err))
+			sbx_log(SBX_LOG_ERR, "provider refused: %s", err.msg);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+int sbx_provider_register(const struct sbx_provider *p, struct sbx_error *err)
+{
+	int rc;
+	pthread_once(&builtins_once, add_builtins);
+	pthread_mutex_lock(&lock);
+	rc = add_locked(p, err);
+	pthread_mutex_unlock(&lock);
+	if (rc)
+		sbx_log(SBX_LOG_ERR, "provider refused: %s", err->msg);
+	return rc;
+}
 
 const struct sbx_provider *sbx_provider_find(const char *name)
 {
-	for (const struct sbx_provider *const *p = registry; *p; p++)
-		if (!strcmp((*p)->name, name))
-			return *p;
-	return NULL;
+	const struct sbx_provider *found = NULL;
+	pthread_once(&builtins_once, add_builtins);
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < n_registered && !found; i++)
+		if (!strcmp(registry[i]->name, name))
+			found = registry[i];
+	pthread_mutex_unlock(&lock);
+	return found;
 }
 
 const struct sbx_provider *const *sbx_provider_all(void)
 {
+	pthread_once(&builtins_once, add_builtins);
 	return registry;
 }
 

@@ -276,10 +276,14 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
  * skipped.
  */
 size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_t max);
-/* Like sbx_cache_file_orphans(); held_too: every dirty entry, open ones and
- * recently failed ones included (the daemon's last flush). */
+enum sbx_unsaved {
+	SBX_UNSAVED_ORPHANS, /* as sbx_cache_file_orphans() */
+	SBX_UNSAVED_ADOPTED, /* orphans left by a previous daemon (taken back at start) */
+	SBX_UNSAVED_ALL,     /* every dirty entry, open and recently failed ones too */
+};
+/* Dirty entries of one kind, each with a reference for the caller to put. */
 size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_t max,
-			      bool held_too);
+			      enum sbx_unsaved which);
 /* How many entries hold changes not uploaded yet. */
 size_t sbx_cache_unsaved_count(struct sbx_cache *c);
 /* The local cache file of an entry (for messages: where unsaved data is kept). */

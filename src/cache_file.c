@@ -108,7 +108,7 @@ void cache_files_adopt(struct sbx_cache *c)
 			goto next;
 		}
 		cf->path = sbx_buf_detach(&path, NULL);
-		cf->linked = cf->have_data = cf->dirty = cf->remote = true;
+		cf->linked = cf->have_data = cf->dirty = cf->remote = cf->adopted = true;
 		cf->mode = 0644;
 		HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
 		/* FILE.path stays until the upload: a second crash still finds it. */
@@ -448,7 +448,7 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 }
 
 size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_t max,
-			      bool held_too)
+			      enum sbx_unsaved which)
 {
 	struct sbx_cfile *cf, *tmp;
 	long long now = sbx_now_ms();
@@ -457,8 +457,10 @@ size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_
 	HASH_ITER(hh, c->files, cf, tmp) {
 		if (n == max)
 			break;
+		bool idle = !cf->refs && !cf->busy && cf->retry_at <= now;
 		if (cf->dirty && cf->linked &&
-		    (held_too || (!cf->refs && !cf->busy && cf->retry_at <= now))) {
+		    (which == SBX_UNSAVED_ALL || (idle && which == SBX_UNSAVED_ORPHANS) ||
+		     (idle && which == SBX_UNSAVED_ADOPTED && cf->adopted))) {
 			cf->refs++;
 			out[n++] = cf;
 		}
@@ -469,7 +471,7 @@ size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_
 
 size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_t max)
 {
-	return sbx_cache_file_unsaved(c, out, max, false);
+	return sbx_cache_file_unsaved(c, out, max, SBX_UNSAVED_ORPHANS);
 }
 
 size_t sbx_cache_unsaved_count(struct sbx_cache *c)

@@ -57,6 +57,7 @@ struct sbx_cfile {
 	long long used_ms;              /* (T) for eviction */
 	off_t bytes;                    /* (T) size when last closed */
 	long long retry_at;             /* (T) no orphan retry before (a failed upload) */
+	bool adopted;                   /* (T) left dirty by a previous daemon */
 };
 
 /* A lookup that failed lately (sbx_cache_fail_put). */

@@ -88,7 +88,8 @@ size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
 	size_t n;
 	if (!l->cache)
 		return 0;
-	n = sbx_cache_file_unsaved(l->cache, cf, all ? SBX_SAVE_UNSAVED_MAX : 4, all);
+	n = sbx_cache_file_unsaved(l->cache, cf, all ? SBX_SAVE_UNSAVED_MAX : 4,
+				   all ? SBX_UNSAVED_ALL : SBX_UNSAVED_ADOPTED);
 	for (size_t i = 0; i < n; i++) {
 		struct sbx_error err = SBX_ERROR_INIT;
 		char why[SBX_ERR_MSG_MAX];

@@ -86,9 +86,10 @@ void sbx_fs_before_pause(struct sbx_lease *l);
 /*
  * Uploads l's unsaved files (no locks held). all: every dirty file, those
  * still open included, until deadline_ms (sbx_now_ms() clock) — the
- * daemon's last act; else the ones no handle holds, not failed recently
- * (the timer). A failure says in `error` where the data is kept. Returns
- * how many stay unsaved.
+ * daemon's last act; else the ones a previous daemon left (the timer: a
+ * failed upload of this daemon waits for the next close/fsync or another
+ * upload, as before). A failure says in `error` where the data is kept.
+ * Returns how many stay unsaved.
  */
 size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms);
 /* Files one sbx_fs_save_unsaved(all) pass takes at most. */

@@ -460,6 +460,205 @@ static int record_or_undo(struct sbx_mount *m, struct sbx_lease *l, bool kill,
 	return rc;
 }
 
+/* ---- creates that got no answer ------------------------------------------------ */
+
+/*
+ * A create that timed out (or lost its connection) may still make the
+ * sandbox: the server has the request. Such a name is remembered for
+ * SBX_PENDING_KEEP_S; the provider's list (sandboxes labelled with the
+ * lease name, created since the attempt, not any lease's) finds what it
+ * made: a `mkdir` of the same name adopts it, and past SBX_PENDING_GRACE_S
+ * the timer kills it. Another mount on the same account with a lease of
+ * the same name created in that window would look the same; the window
+ * is what bounds that risk.
+ */
+#define SBX_PENDING_GRACE_S 20
+#define SBX_PENDING_KEEP_S 600
+#define SBX_PENDING_EVERY_S 5
+
+struct sbx_pending_create {
+	struct sbx_pending_create *next;
+	char name[65];
+	const struct sbx_provider *prov;
+	struct sbx_spec spec;
+	time_t since, failed_at, checked_at;
+};
+
+struct orphan_ctx {
+	struct sbx_mount *m;
+	const char *name;
+	time_t since;
+	char ids[8][128];
+	int n;
+};
+
+static time_t iso_to_time(const char *s)
+{
+	struct tm tm = {0};
+	if (!s || sscanf(s, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+			 &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+		return 0;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return timegm(&tm);
+}
+
+static bool id_is_leased(struct sbx_mount *m, const char *id)
+{
+	struct sbx_lease *l, *tmp;
+	bool found = false;
+	pthread_mutex_lock(&m->lock);
+	HASH_ITER(hh, m->leases, l, tmp)
+	{
+		pthread_mutex_lock(&l->lock);
+		found = found || !strcmp(l->sandbox_id, id);
+		pthread_mutex_unlock(&l->lock);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return found;
+}
+
+static int orphan_one(void *ctx, const struct sbx_sandbox_entry *sb)
+{
+	struct orphan_ctx *oc = ctx;
+	/* 60 s of slack: the provider's clock is not ours. */
+	if (!sb->id || !sb->lease || strcmp(sb->lease, oc->name) ||
+	    (sb->state && !strcmp(sb->state, "gone")) || iso_to_time(sb->created_at) < oc->since - 60 ||
+	    oc->n == (int)(sizeof(oc->ids) / sizeof(*oc->ids)) || id_is_leased(oc->m, sb->id))
+		return 0;
+	snprintf(oc->ids[oc->n++], sizeof(oc->ids[0]), "%s", sb->id);
+	return 0;
+}
+
+/* The sandboxes a pending create of p->name made (no locks held). */
+static int find_orphans(struct sbx_mount *m, const struct sbx_pending_create *p,
+			struct orphan_ctx *oc)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	*oc = (struct orphan_ctx){.m = m, .name = p->name, .since = p->since};
+	return p->prov->list_sandboxes ? p->prov->list_sandboxes(orphan_one, oc, &e) : -ENOTSUP;
+}
+
+static void pending_add(struct sbx_mount *m, struct sbx_lease *l, time_t since,
+			struct sbx_error *err)
+{
+	struct sbx_pending_create *p = calloc(1, sizeof(*p));
+	if (!p)
+		abort();
+	snprintf(p->name, sizeof(p->name), "%s", l->name);
+	p->prov = l->prov;
+	sbx_spec_copy(&p->spec, &l->spec);
+	p->since = since;
+	p->failed_at = p->checked_at = time(NULL);
+	pthread_mutex_lock(&m->lock);
+	p->next = m->pending;
+	m->pending = p;
+	pthread_mutex_unlock(&m->lock);
+	if (l->prov->list_sandboxes) {
+		size_t n = strlen(err->msg);
+		snprintf(err->msg + n, sizeof(err->msg) - n,
+			 "; if the provider still makes the sandbox, `mkdir %s` again adopts it, "
+			 "else it is killed after %d s",
+			 l->name, SBX_PENDING_GRACE_S);
+	}
+}
+
+/* Takes the pending entry for l's name out of the list (NULL if none). */
+static struct sbx_pending_create *pending_take(struct sbx_mount *m, const char *name,
+					       const struct sbx_provider *prov)
+{
+	struct sbx_pending_create **pp, *p = NULL;
+	pthread_mutex_lock(&m->lock);
+	for (pp = &m->pending; *pp; pp = &(*pp)->next)
+		if (!strcmp((*pp)->name, name) && (*pp)->prov == prov) {
+			p = *pp;
+			*pp = p->next;
+			break;
+		}
+	pthread_mutex_unlock(&m->lock);
+	return p;
+}
+
+static void pending_free(struct sbx_pending_create *p)
+{
+	sbx_spec_free(&p->spec);
+	free(p);
+}
+
+/* mkdir NAME again after a create of NAME got no answer: its sandbox, if the provider made it. */
+static bool pending_adopt(struct sbx_mount *m, struct sbx_lease *l, struct sbx_instance **inst)
+{
+	struct sbx_pending_create *p = pending_take(m, l->name, l->prov);
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct orphan_ctx oc;
+	bool adopted = false;
+	if (!p)
+		return false;
+	if (find_orphans(m, p, &oc) == 0 && oc.n > 0 && l->prov->attach &&
+	    l->prov->attach(&l->spec, oc.ids[0], NULL, inst, &e) == 0) {
+		adopted = true;
+		sbx_log(SBX_LOG_INFO, "lease %s: adopted sandbox %s, made by a create that timed out",
+			l->name, oc.ids[0]);
+	}
+	if (adopted)
+		pending_free(p);
+	else { /* still pending: it may appear later */
+		pthread_mutex_lock(&m->lock);
+		p->next = m->pending;
+		m->pending = p;
+		pthread_mutex_unlock(&m->lock);
+	}
+	return adopted;
+}
+
+/* Timer: kills what timed-out creates made once the grace is over; forgets old entries. */
+static void pending_sweep(struct sbx_mount *m)
+{
+	time_t now = time(NULL);
+	struct sbx_pending_create *todo = NULL, **pp, *p;
+	pthread_mutex_lock(&m->lock);
+	for (pp = &m->pending; (p = *pp);) {
+		if (now - p->failed_at < SBX_PENDING_GRACE_S || now - p->checked_at < SBX_PENDING_EVERY_S) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next; /* taken out while checked: no lock across the provider calls */
+		p->next = todo;
+		todo = p;
+	}
+	pthread_mutex_unlock(&m->lock);
+	while ((p = todo)) {
+		struct orphan_ctx oc;
+		todo = p->next;
+		p->checked_at = now;
+		if (find_orphans(m, p, &oc) == 0) {
+			for (int i = 0; i < oc.n; i++) {
+				struct sbx_error e = SBX_ERROR_INIT;
+				struct sbx_instance *inst = NULL;
+				int rc = p->prov->attach && p->prov->kill
+						 ? p->prov->attach(&p->spec, oc.ids[i], NULL, &inst, &e)
+						 : sbx_error_set(&e, ENOTSUP, 0, "cannot attach");
+				if (!rc) {
+					rc = p->prov->kill(inst, &e);
+					p->prov->release(inst);
+				}
+				sbx_log(rc ? SBX_LOG_WARN : SBX_LOG_INFO,
+					"sandbox %s, made for %s by a create that timed out: %s%s",
+					oc.ids[i], p->name, rc ? "cannot kill it: " : "killed",
+					rc ? e.msg : "");
+			}
+		}
+		if (now - p->failed_at > SBX_PENDING_KEEP_S || !p->prov->list_sandboxes) {
+			pending_free(p);
+			continue;
+		}
+		pthread_mutex_lock(&m->lock);
+		p->next = m->pending;
+		m->pending = p;
+		pthread_mutex_unlock(&m->lock);
+	}
+}
+
 int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 		     const char *const *kv, json_t *overlay, struct sbx_error *err)
 {
@@ -511,8 +710,12 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 		goto out_free;
 	/* From here the lease is visible as `creating`; the table owns it. */
 	rc = lease_prepare_dir(l, err);
-	if (!rc)
+	time_t started = time(NULL);
+	/* A sandbox a timed-out create of this name made after all: adopted. */
+	if (!rc && !pending_adopt(m, l, &inst))
 		rc = l->prov->create(&l->spec, l->name, &inst, err);
+	if (rc == -ETIMEDOUT || rc == -ENOTCONN)
+		pending_add(m, l, started, err);
 	if (rc) {
 		table_remove(m, l);
 		return rc;
@@ -1133,6 +1336,7 @@ void sbx_mount_tick(struct sbx_mount *m)
 		sbx_lease_put(l);
 	}
 	free(ll.v);
+	pending_sweep(m);
 	if (changed)
 		sbx_mount_save(m);
 }
@@ -1328,6 +1532,10 @@ void sbx_mount_close(struct sbx_mount *m)
 		pthread_join(m->timer, NULL);
 	save_before_exit(m);
 	sbx_mount_save(m);
+	for (struct sbx_pending_create *p; (p = m->pending);) {
+		m->pending = p->next;
+		pending_free(p);
+	}
 	HASH_ITER(hh, m->leases, l, tmp)
 	{
 		HASH_DEL(m->leases, l);

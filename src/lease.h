@@ -53,6 +53,7 @@ const char *sbx_lease_state_name(enum sbx_lease_state s);
 
 struct sbx_cache;
 struct sbx_runs;
+struct sbx_pending_create;
 
 struct sbx_lease {
 	char name[65];
@@ -98,6 +99,7 @@ struct sbx_mount {
 	bool stopping;
 	pthread_cond_t timer_cond;
 	int tick_ms; /* timer period (tests shorten it) */
+	struct sbx_pending_create *pending; /* creates with no answer (lease.c), under lock */
 	pthread_mutex_t err_lock;  /* error_line, error_is_lookup: a leaf lock */
 	pthread_mutex_t save_lock; /* one table save at a time, taken before any other lock */
 };

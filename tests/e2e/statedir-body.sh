@@ -265,4 +265,32 @@ mkdir "$MNT/s3"
 unmount_sbxfs
 mount_sbxfs
 eq "after a remount the recorded leases are there" "$(ls "$MNT" | grep -x 's[123]' | tr '\n' ' ')" "s1 s3 "
+
+# ---- a create that got no answer: adopted by a retry, else killed ----
+ids_on_provider() { # the ids of live sandboxes labelled NAME
+	"$SBXFS" --list="$PROVIDER" -o "config=$CONFIG,state_dir=$STATE" 2>/dev/null |
+		awk -v n="$1" '$4 == n && $3 != "gone" {print $2}'
+}
+end_leases
+unmount_sbxfs
+case $PROVIDER in
+e2b) fake_settings '{"requestTimeout": 4}'; CREATE_KEY="POST /v2/sandboxes" ;;
+daytona) fake_settings '{"timeout": 4}'; CREATE_KEY="POST /api/sandbox" ;;
+esac
+mount_sbxfs
+fault_only "{\"kind\":\"slow\",\"delayMs\":9000,\"complete\":true,\"key\":\"$CREATE_KEY\",\"count\":1}"
+got=$(errno_of "os.mkdir('$MNT/late')")
+ok "a create with no answer in time fails (got $got)" test "$got" = ETIMEDOUT -o "$got" = ENOTCONN
+ok "... error says a retry adopts what the provider still makes" grep -q "mkdir late. again adopts" "$MNT/error"
+ok "the provider makes it after all (within 20 s)" wait_for 20 lease_on_provider late
+LATE_ID=$(ids_on_provider late)
+mkdir "$MNT/late"
+eq "mkdir of the same name adopts it" "$(sandbox_id "$MNT/late")" "$LATE_ID"
+eq "... no second sandbox is made" "$(ids_on_provider late | wc -l)" 1
+eq "... and it works" "$(L=$MNT/late lease_run 'echo adopted')" adopted
+fault_only "{\"kind\":\"slow\",\"delayMs\":9000,\"complete\":true,\"key\":\"$CREATE_KEY\",\"count\":1}"
+got=$(errno_of "os.mkdir('$MNT/late2')")
+ok "another create with no answer fails (got $got)" test "$got" = ETIMEDOUT -o "$got" = ENOTCONN
+ok "the provider makes that one too (within 20 s)" wait_for 20 lease_on_provider late2
+ok "nobody retries: it is killed (within 45 s)" wait_for 45 not_on_provider late2
 finish

@@ -640,6 +640,7 @@ int main(void)
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	kill_leftovers();
+	P->shutdown(); /* unmounts the host view (hostview.c) no lease uses any more */
 	unlink(marker);
 	char local[256];
 	snprintf(local, sizeof(local), "%s/local", state_dir);

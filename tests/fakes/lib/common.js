@@ -29,7 +29,8 @@
  *          "method"?: "POST"
  *          "status"?: 500|503  for 5xx (default 500)
  *          "retryAfter"?: 1    for 429: the Retry-After header in seconds (default 1)
- *          "delayMs"?: 5000    for slow: wait this long, then answer normally (default 30000)}
+ *          "delayMs"?: 5000    for slow: wait this long, then answer normally (default 30000)
+ *          "complete"?: true   for slow: carry the request out even if the client hung up}
  * The first matching fault wins.  Start-up flags --latency-ms N and --fault JSON (repeatable)
  * set the same switches.
  *
@@ -258,8 +259,11 @@ class FakeServer {
 			this.service.errorReply(ctx, 429, 'rate limit exceeded (injected fault)');
 			return true;
 		case 'slow':
+			/* complete: the work is done even if the client hung up (an answer that came too late) */
+			if (f.complete)
+				ctx.body().catch(() => {});
 			await sleep(f.delayMs !== undefined ? f.delayMs : 30000);
-			return req.socket.destroyed;
+			return f.complete ? false : req.socket.destroyed;
 		case 'vanish':
 			this.service.vanishReply(ctx);
 			return true;

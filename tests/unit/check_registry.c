@@ -1,0 +1,98 @@
+/*
+ * check_registry — the provider registry refuses what breaks the contract:
+ * a provider built for another contract version, one whose capability bits
+ * promise slots it leaves empty, one without the slots every lease needs,
+ * and a second provider of the same name. The compiled-in ones pass.
+ */
+#include <check.h>
+#include <errno.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "provider.h"
+
+static int fake_create(const struct sbx_spec *spec, const char *lease, struct sbx_instance **out,
+		       struct sbx_error *err)
+{
+	(void)spec, (void)lease, (void)out;
+	return sbx_error_set(err, ENOSYS, SBX_E_INTERNAL, "test provider");
+}
+
+static int fake_kill(struct sbx_instance *inst, struct sbx_error *err)
+{
+	(void)inst, (void)err;
+	return 0;
+}
+
+static void fake_release(struct sbx_instance *inst)
+{
+	(void)inst;
+}
+
+#define SLOTS .create = fake_create, .release = fake_release
+#define GOOD(nm) .name = nm, .abi = SBX_PROVIDER_ABI, SLOTS, .kill = fake_kill
+
+START_TEST(builtins_pass)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	size_t n = 0;
+	for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++, n++)
+		ck_assert_msg(sbx_provider_check(*p, &err) == 0, "%s", err.msg);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_ptr_nonnull(sbx_provider_find("local"));
+	ck_assert_ptr_nonnull(sbx_provider_find("e2b"));
+	ck_assert_ptr_nonnull(sbx_provider_find("daytona"));
+}
+END_TEST
+
+START_TEST(broken_ones_refused)
+{
+	static const struct sbx_provider old_abi = {.name = "oldabi", .abi = SBX_PROVIDER_ABI + 1, SLOTS,
+						    .kill = fake_kill};
+	static const struct sbx_provider no_io = {GOOD("noio"), .caps = SBX_CAP_DIRECT_IO};
+	static const struct sbx_provider no_list = {GOOD("nolist"), .caps = SBX_CAP_LIST_ATTRS};
+	static const struct sbx_provider no_pause = {GOOD("nopause"),
+						     .caps = SBX_CAP_PAUSE_MEMORY};
+	static const struct sbx_provider no_kill = {.name = "nokill", .abi = SBX_PROVIDER_ABI, SLOTS};
+	static const struct sbx_provider no_name = {GOOD("")};
+	static const struct sbx_provider good = {GOOD("good")};
+	static const struct sbx_provider dup = {GOOD("good")};
+	struct sbx_error err = SBX_ERROR_INIT;
+
+	sbx_log_setup(0, SBX_LOG_ERR);
+	ck_assert_int_eq(sbx_provider_register(&old_abi, &err), -EPROTO);
+	ck_assert_ptr_nonnull(strstr(err.msg, "contract version"));
+	ck_assert_int_eq(sbx_provider_register(&no_io, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "SBX_CAP_DIRECT_IO"));
+	ck_assert_int_eq(sbx_provider_register(&no_list, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "list"));
+	ck_assert_int_eq(sbx_provider_register(&no_pause, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "pause"));
+	ck_assert_int_eq(sbx_provider_register(&no_kill, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "kill"));
+	ck_assert_int_eq(sbx_provider_register(&no_name, &err), -EINVAL);
+	ck_assert_ptr_null(sbx_provider_find("oldabi"));
+	ck_assert_ptr_null(sbx_provider_find("noio"));
+	ck_assert_ptr_null(sbx_provider_find("nokill"));
+
+	ck_assert_int_eq(sbx_provider_register(&good, &err), 0);
+	ck_assert_ptr_eq(sbx_provider_find("good"), &good);
+	ck_assert_int_eq(sbx_provider_register(&dup, &err), -EEXIST);
+	ck_assert_int_eq(sbx_provider_register(sbx_provider_find("e2b"), &err), -EEXIST);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("registry");
+	TCase *tc = tcase_create("check");
+	tcase_add_test(tc, builtins_pass);
+	tcase_add_test(tc, broken_ones_refused);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
