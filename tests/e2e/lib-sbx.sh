@@ -1,11 +1,11 @@
 # Stories of the sbx client, shared by the providers' tests (sourced after
-# lib.sh). `sbx shell` is driven through tmux on a private server (-L), which
-# the cleanup kills by its socket name, never by process name.
+# lib.sh). `sbx shell` is driven through tmux on a private server whose socket
+# is in the test's directory; the cleanup kills that server, never by name.
 : "${SBX:?SBX must point at the sbx binary}"
-TMUX_SOCK=sbxfs-e2e-$$
-EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }tmux -L $TMUX_SOCK kill-server 2>/dev/null"
+TMUX_SOCK=$WORK/tmux.sock
+EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }tmux -S '$TMUX_SOCK' kill-server 2>/dev/null"
 
-tm() { tmux -L "$TMUX_SOCK" "$@"; }
+tm() { tmux -S "$TMUX_SOCK" "$@"; }
 # pane_ready: the pane shows something (the shell's prompt, whatever it is).
 pane_ready() { tm capture-pane -p -t sbx | grep -q '[^[:space:]]'; }
 # pane_has TEXT: the tmux pane shows TEXT (scrollback included).
