@@ -199,6 +199,12 @@ struct sbx_tty_sink {
 struct sbx_provider_env {
 	json_t *settings;      /* config "providers": {NAME: {...}} entry, or an empty object */
 	const char *state_dir; /* the mount's state directory (provider may use state_dir/NAME/) */
+	/* The API key read from settings' "keyFile" (mode 0600 checked), or NULL:
+	 * the provider then reads its environment variable. A secret. */
+	const char *api_key;
+	/* Why "keyFile" could not be used (its mode, say), or NULL. init() then
+	 * fails with this error so that every later call repeats it. */
+	const struct sbx_error *key_error;
 };
 
 struct sbx_provider {
