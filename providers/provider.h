@@ -347,7 +347,7 @@ struct sbx_provider {
 	void (*set_notify)(struct sbx_instance *inst, void (*cb)(void *ctx, const char *path),
 			   void *ctx);
 
-	/* --- terminal sessions (optional: all NULL = not supported) ------- */
+	/* --- terminal sessions (optional: all four, or none = not supported) */
 	/*
 	 * Starts an interactive login shell (bash where the sandbox has it,
 	 * else sh) on a pseudo terminal of req->cols x req->rows, the TERM
