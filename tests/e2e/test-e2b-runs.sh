@@ -1,0 +1,21 @@
+#!/bin/bash
+# Runs on the e2b provider against its fake, as the caller sees them
+# (lib-runs.sh): each caller its own run (${RUNS_ROUNDS:-20} rounds of 8
+# callers: each remote round trip costs more than a local run), failures
+# reaching $?, one shell, bytes kept exactly, stderr live, runs/N/.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-fake.sh"
+. "$(dirname "$0")/lib-runs.sh"
+start_fake e2b
+mount_sbxfs
+L=$MNT/box
+ok "mkdir creates a e2b lease" mkdir "$L"
+
+story_runs_dir
+story_runs_shell
+story_runs_binary
+story_runs_refused
+story_runs_timeout
+story_runs_live_stderr
+story_runs_own_output "${RUNS_ROUNDS:-20}"
+finish
