@@ -7,6 +7,7 @@
 #   story_runs_shell              bash where present, spec `shell` overrides
 #   story_runs_binary [lossy]     non-UTF-8 output kept byte for byte, result still valid
 #   story_runs_live_stderr        runs/N/stderr is readable while the run goes
+#   story_runs_all ROUNDS [lossy]  all of them
 #   story_runs_dir                runs/N/{cmd,stdout,stderr,result,ctl}, runs/mine, kill
 
 # The newest N under runs/.
@@ -172,4 +173,14 @@ story_runs_dir() {
 	eq "... ESRCH" "$(errno_of_write "$L/runs/$k/ctl" kill)" ESRCH
 	eq "an unknown word is EINVAL" "$(errno_of_write "$L/runs/$k/ctl" stop)" EINVAL
 	eq "runs/N/stdout is read-only" "$(errno_of "open('$L/runs/$k/stdout', 'w')")" EACCES
+}
+
+story_runs_all() { # ROUNDS [lossy]: every story above, the same on every provider
+	story_runs_dir
+	story_runs_shell
+	story_runs_binary "${2:-}"
+	story_runs_refused
+	story_runs_timeout
+	story_runs_live_stderr
+	story_runs_own_output "$1"
 }

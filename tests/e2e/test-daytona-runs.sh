@@ -11,13 +11,7 @@ mount_sbxfs
 L=$MNT/box
 ok "mkdir creates a daytona lease" mkdir "$L"
 
-story_runs_dir
-story_runs_shell
 # Daytona's toolbox returns logs as JSON text: a byte that is not UTF-8
-# arrives as U+FFFD (the API's loss, before sbxfs sees it).
-story_runs_binary lossy
-story_runs_refused
-story_runs_timeout
-story_runs_live_stderr
-story_runs_own_output "${RUNS_ROUNDS:-20}"
+# arrives as U+FFFD (lost by the API before sbxfs sees it).
+story_runs_all "${RUNS_ROUNDS:-20}" lossy
 finish

@@ -11,11 +11,5 @@ mount_sbxfs
 L=$MNT/box
 ok "mkdir creates a e2b lease" mkdir "$L"
 
-story_runs_dir
-story_runs_shell
-story_runs_binary
-story_runs_refused
-story_runs_timeout
-story_runs_live_stderr
-story_runs_own_output "${RUNS_ROUNDS:-20}"
+story_runs_all "${RUNS_ROUNDS:-20}"
 finish

@@ -10,13 +10,7 @@ mount_sbxfs
 L=$MNT/box
 ok "mkdir creates a lease" mkdir "$L"
 
-story_runs_dir
-story_runs_shell
-story_runs_binary
-story_runs_refused
-story_runs_timeout
-story_runs_live_stderr
-story_runs_own_output "${RUNS_ROUNDS:-100}"
+story_runs_all "${RUNS_ROUNDS:-100}"
 
 # 300 MB through a run: every byte on disk, the daemon's memory bounded.
 rss_kb() { awk '/^VmHWM/ {print $2}' "/proc/$SBXFS_PID/status"; }
