@@ -310,7 +310,9 @@ static char *shell_text(struct sbx_lease *l, const char *text)
 		sbx_buf_adds(&b, "exec ");
 		sbx_buf_add_shquoted(&b, l->spec.shell);
 	} else {
-		sbx_buf_adds(&b, "exec \"$(command -v bash || echo sh)\"");
+		/* `command -v` is a builtin: no subshell, no fork before the exec */
+		sbx_buf_adds(&b, "if command -v bash >/dev/null 2>&1; then set -- bash; "
+				 "else set -- sh; fi; exec \"$1\"");
 	}
 	sbx_buf_adds(&b, " -c ");
 	sbx_buf_add_shquoted(&b, text);
@@ -409,6 +411,8 @@ static void *run_main(void *arg)
 				   "could not keep the output of run %lu in %s: %s", r->n, dir,
 				   strerror(-frc));
 		free(dir);
+		/* The lease's error file is on that same disk: the root's is memory. */
+		sbx_mount_error(l->mount, "exec", &err);
 	}
 	if (rc)
 		sbx_lease_error(l, r->kind == SBX_RUN_SHELL ? "exec" : "code", &err);

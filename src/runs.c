@@ -294,9 +294,13 @@ int sbx_runs_precheck(struct sbx_lease *l, struct sbx_error *err)
 		rc = -ENOSPC;
 	if (!rc && !statvfs(p, &vfs) && (vfs.f_flag & ST_RDONLY))
 		rc = -EROFS;
-	if (rc)
+	if (rc) {
 		sbx_error_set(err, -rc, SBX_E_INTERNAL,
-			      "the state dir cannot keep a run's output: %s: %s", p, strerror(-rc));
+			      "lease %s: the state dir cannot keep a run's output: %s: %s", l->name, p,
+			      strerror(-rc));
+		/* The lease's error file is on that same disk: the root's is memory. */
+		sbx_mount_error(l->mount, "exec", err);
+	}
 	free(p);
 	return rc;
 }
