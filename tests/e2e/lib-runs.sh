@@ -22,8 +22,8 @@ one_caller() { # ID
 	local id=$1 w=echo
 	[ $((RANDOM % 2)) = 0 ] && w=/bin/echo
 	bash -c "$w 'sleep 0.\$((RANDOM % 3)); echo $id' > '$L/exec'
-		out=\$(cat '$L/exec')
-		grep -qF '\"stdout\": \"$id\\n\"' '$L/result' || echo 'MIX $id: result of another run'
+		out=\$(cat '$L/exec' 2>&1) || echo \"FAILED $id: \$out; \$(grep -A3 runError '$L/result' | tr -s ' \n' ' ')\"
+		grep -qF '\"stdout\": \"$id\\n\"' '$L/result' || echo \"MIX $id: result of another run: \$(grep -m1 '\"run\"' '$L/result')\"
 		[ \"\$out\" = '$id' ] || echo \"MIX $id: exec gave [\$out]\""
 }
 
@@ -40,7 +40,8 @@ story_runs_own_output() {
 	done
 	eq "8 concurrent callers x $rounds rounds: 0 mix-ups ($(($(date +%s) - t0)) s)" \
 		"$(grep -c MIX "$mix")" 0
-	head -3 "$mix"
+	eq "... and no run failed" "$(grep -c FAILED "$mix")" 0
+	head -5 "$mix"
 	# The rule in its plainest form: A writes, B writes later, A reads its own.
 	bash -c "echo 'sleep 1; echo A' > '$L/exec'; sleep 1.5; cat '$L/exec'" >"$WORK/a" &
 	pid=$!
