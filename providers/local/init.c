@@ -530,6 +530,13 @@ static void accept_one(int lfd)
 		else
 			reply(conn, LCL_R_DONE, 0, 0, 0, NULL);
 		break;
+	case LCL_OP_LOG:
+		if (nfds != 1 || dup2(fds[0], 2) < 0)
+			reply(conn, LCL_R_ERROR, 0, 0, nfds != 1 ? EPROTO : errno,
+			      "log: one descriptor expected");
+		else
+			reply(conn, LCL_R_DONE, 0, 0, 0, NULL);
+		break;
 	default:
 		reply(conn, LCL_R_ERROR, 0, 0, EPROTO, "unknown request");
 	}

@@ -368,6 +368,7 @@ static int local_attach(const struct sbx_spec *spec, const char *sandbox_id, jso
 				  sandbox_id);
 		goto fail;
 	}
+	lcl_log_reopen(li);
 	*out = &li->base;
 	return 0;
 fail:
@@ -398,6 +399,8 @@ static int local_unpause(struct sbx_instance *inst, struct sbx_error *err)
 {
 	struct local_inst *li = lcl_inst(inst);
 	int e = lcl_cg_freeze(&li->cg, false, err);
+	if (e == 0)
+		lcl_log_reopen(li); /* attached while frozen */
 	if (e != -ENOTSUP)
 		return e;
 	if ((e = lcl_request(li, LCL_OP_SIGNAL, SIGCONT, 5000, NULL, err)) < 0)
@@ -423,6 +426,7 @@ static int local_probe(struct sbx_instance *inst, enum sbx_remote_state *state,
 {
 	struct local_inst *li = lcl_inst(inst);
 	struct sbx_error ign = SBX_ERROR_INIT;
+	lcl_log_reopen(li); /* attached while frozen */
 	lcl_log_drain(li);
 	if (!lcl_init_alive(li)) {
 		*state = SBX_REMOTE_GONE;

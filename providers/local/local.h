@@ -116,6 +116,9 @@ int lcl_list_ports(struct sbx_instance *inst, int *ports, size_t max, struct sbx
 /* Moves what init wrote to its pipe into dir/init.log, which never grows past
  * LCL_LOG_CAP bytes (the rest is read and dropped). */
 void lcl_log_drain(struct local_inst *li);
+/* An attached init (a restarted daemon) writes to a pipe nobody reads: when
+ * li has no log pipe and init is not frozen, hands it a new one (LOG). */
+void lcl_log_reopen(struct local_inst *li);
 #define LCL_LOG_CAP (64 * 1024)
 /* Start time of pid (field 22 of /proc/pid/stat), 0 when it does not exist. */
 unsigned long long lcl_proc_start(pid_t pid);
@@ -130,6 +133,9 @@ int lcl_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 /* A PING (pong pid in *pid) or SIGNAL request, answered within timeout_ms. 0 or -errno. */
 int lcl_request(const struct local_inst *li, int op, int arg, long timeout_ms, pid_t *pid,
 		struct sbx_error *err);
+/* The same for a request carrying one descriptor (LOG). */
+int lcl_request_fd(const struct local_inst *li, int op, int fd, long timeout_ms,
+		   struct sbx_error *err);
 
 /* The first steps of lcl_run, for tty.c: a connection to the lease's init
  * (fd or -errno), and sending a RUN request of req with the child's

@@ -18,6 +18,9 @@
  *   RUN:    STARTED{pid} then EXIT{status, timed_out}, or ERROR{err, msg}.
  *   PING:   PONG{pid = init's pid in the host namespace}.
  *   SIGNAL: DONE after kill(-1, flags) inside the lease (pause fallback).
+ *   LOG:    DONE once the one descriptor the request carries (a new log
+ *           pipe's write end) is init's stderr: a restarted daemon hands
+ *           init a pipe it reads, the old one's reader being gone.
  * The client hanging up before EXIT kills the run's process group.
  *
  * Both ends run on the same host, so integers are in host byte order.
@@ -38,6 +41,7 @@ enum lcl_op {
 	LCL_OP_RUN = 1,
 	LCL_OP_PING = 2,
 	LCL_OP_SIGNAL = 3,
+	LCL_OP_LOG = 4,
 };
 
 enum lcl_run_flags {

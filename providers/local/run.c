@@ -124,8 +124,8 @@ static int read_reply(int sock, struct lcl_reply *r, long ms)
 	return r->magic == LCL_MAGIC ? 0 : -EPROTO;
 }
 
-int lcl_request(const struct local_inst *li, int op, int arg, long timeout_ms, pid_t *pid,
-		struct sbx_error *err)
+static int request(const struct local_inst *li, int op, int arg, int fd, long timeout_ms,
+		   pid_t *pid, struct sbx_error *err)
 {
 	struct lcl_req h = {.magic = LCL_MAGIC, .version = LCL_VERSION, .op = op, .flags = arg};
 	struct lcl_reply r;
@@ -133,7 +133,7 @@ int lcl_request(const struct local_inst *li, int op, int arg, long timeout_ms, p
 
 	if (sock < 0)
 		return sock;
-	if ((e = send_req(sock, &h, "", NULL, 0)) == 0)
+	if ((e = send_req(sock, &h, "", &fd, fd >= 0)) == 0)
 		e = read_reply(sock, &r, timeout_ms);
 	close(sock);
 	if (e == -ETIMEDOUT)
@@ -148,6 +148,18 @@ int lcl_request(const struct local_inst *li, int op, int arg, long timeout_ms, p
 	if (pid)
 		*pid = r.pid;
 	return 0;
+}
+
+int lcl_request(const struct local_inst *li, int op, int arg, long timeout_ms, pid_t *pid,
+		struct sbx_error *err)
+{
+	return request(li, op, arg, -1, timeout_ms, pid, err);
+}
+
+int lcl_request_fd(const struct local_inst *li, int op, int fd, long timeout_ms,
+		   struct sbx_error *err)
+{
+	return request(li, op, 0, fd, timeout_ms, NULL, err);
 }
 
 static void build_payload(const struct local_inst *li, const struct sbx_run_req *req,

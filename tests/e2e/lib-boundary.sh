@@ -5,12 +5,17 @@
 #   story_link_escapes   relative, absolute and /proc/self/root links: no
 #                        host file is read or written through fs/
 #   story_swap_race SECS a directory swapped for a link to a host directory
-#                        while the host copies into it: no host file touched
+#                        while the host copies into it (SECS seconds, at
+#                        least 5 rounds): no host file touched
 HOSTDIR_DEPTH=../../../../../../../../../../../..
 sb_link() { lease_run "ln -s '$1' '$2'" >/dev/null; }
+# sb_race TARGET PATH SECS: swaps PATH until PATH.stop appears (at most
+# 10 x SECS seconds), then writes "stopped|timeout SWAPS" to PATH.count.
 sb_race() {
-	lease_run "nohup sh -c 'end=\$((\$(date +%s) + $3)); while [ \$(date +%s) -lt \$end ]; do
-		rm -rf $2; mkdir $2; rm -rf $2; ln -s $1 $2; done; rm -rf $2' >/dev/null 2>&1 &" >/dev/null
+	lease_run "nohup sh -c 'end=\$((\$(date +%s) + 10 * $3)); n=0; why=timeout; : >$2.started
+		while [ \$(date +%s) -lt \$end ]; do [ -e $2.stop ] && why=stopped && break
+		rm -rf $2; mkdir $2; rm -rf $2; ln -s $1 $2; n=\$((n + 1)); done
+		rm -rf $2; echo \$why \$n >$2.count' >/dev/null 2>&1 &" >/dev/null
 }
 : "${SB_LINK:=sb_link}" "${SB_RACE:=sb_race}"
 
@@ -52,22 +57,30 @@ story_link_escapes() {
 }
 
 # The sandbox flips $FHOME/race between a directory and a link to a host
-# directory (SB_RACE: a command that runs that loop in the sandbox for SECS
-# seconds, given the link target); the host copies files into race/ meanwhile.
+# directory (SB_RACE: a command that runs that loop in the sandbox until
+# race.stop appears, given the link target); the host copies files into
+# race/ meanwhile, for SECS seconds and at least 5 rounds (a loaded machine
+# is slow), then stops the loop, which must still have been running.
 story_swap_race() {
 	local secs=$1 i=0 end
 	mkdir -p "$WORK/racehost" "$WORK/racesrc"
 	for i in $(seq 1 20); do echo "$i" >"$WORK/racesrc/f$i"; done
 	$SB_RACE "$HOSTDIR_DEPTH$WORK/racehost" "$FHOME/race" "$secs"
+	wait_for 10 test -e "$F/race.started" || log "the swap loop did not start"
 	end=$(($(date +%s) + secs))
 	i=0
-	while [ "$(date +%s)" -lt "$end" ]; do
+	while [ "$(date +%s)" -lt "$end" ] || [ "$i" -lt 5 ]; do
 		cp "$WORK/racesrc/"* "$F/race/" 2>/dev/null
 		mkdir "$F/race/d$i" 2>/dev/null
 		{ echo x >"$F/race/e$i"; } 2>/dev/null
 		i=$((i + 1))
 	done
-	log "swap race: $i rounds of cp/mkdir/echo in ${secs}s"
-	ok "the race ran (at least 5 rounds)" test "$i" -ge 5
+	: >"$F/race.stop"
+	wait_for 20 test -s "$F/race.count"
+	local swaps
+	swaps=$(cat "$F/race.count" 2>/dev/null)
+	log "swap race: $i rounds of cp/mkdir/echo in ${secs}s or more; the sandbox's loop: $swaps swaps"
+	ok "the sandbox swapped all along the host's rounds ($swaps)" \
+		sh -c "[ '${swaps% *}' = stopped ] && [ '${swaps#* }' -ge 5 ]"
 	eq "swap race: zero files in the host directory" "$(ls -A "$WORK/racehost" | wc -l)" 0
 }

@@ -27,6 +27,8 @@ run 'mkdir -p d s e1 e2 e3 e4 && for i in $(seq 1 20); do echo "content $i" > d/
 eq "setup run" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["exitCode"])' "$L/result")" 0
 ls "$F/d" >/dev/null
 warm() { ls "$F" >/dev/null && stat "$F/s" >/dev/null; } # the path down to s/, fresh
+# The same, made fresh in the daemon too and run right before the fault (lib-fake.sh).
+fault_case_warm() { FAULT_WARM="os.listdir('$F'); os.stat('$F/s')" fault_case "$@"; }
 
 # ---- reads (POST /files/bulk-download, streamed) ----
 K="POST $TB/files/bulk-download"
@@ -47,8 +49,7 @@ eq "after the faults, the same files read fine" "$(cat "$F/d/u1" "$F/d/u4" "$F/d
 # ---- metadata ----
 # (A list fault hits every list: when the listing of /home/daytona expired
 # meanwhile, the lookup of e1 lists it again and that is what fails.)
-warm
-fault_case "stat, connection dropped" "{\"kind\":\"drop\",\"key\":\"GET $TB/files/info\"}" \
+fault_case_warm "stat, connection dropped" "{\"kind\":\"drop\",\"key\":\"GET $TB/files/info\"}" \
 	"os.stat('$F/s/s1')" ENOTCONN $REQ_MAX "stat /home/daytona/s/s1"
 warm
 fault_case "list, 500" "{\"kind\":\"5xx\",\"status\":500,\"key\":\"GET $TB/files\"}" \
@@ -59,8 +60,7 @@ fault_case "list, 503" "{\"kind\":\"5xx\",\"status\":503,\"key\":\"GET $TB/files
 warm
 fault_case "list, 429 Retry-After 1" "{\"kind\":\"429\",\"retryAfter\":1,\"key\":\"GET $TB/files\"}" \
 	"os.listdir('$F/e3')" EAGAIN $REQ_MAX "rate limit"
-warm
-fault_case "stat, slower than the deadline" "{\"kind\":\"slow\",\"delayMs\":30000,\"key\":\"GET $TB/files/info\"}" \
+fault_case_warm "stat, slower than the deadline" "{\"kind\":\"slow\",\"delayMs\":30000,\"key\":\"GET $TB/files/info\"}" \
 	"os.stat('$F/s/s2')" ETIMEDOUT $REQ_MAX "stat /home/daytona/s/s2"
 warm
 fault_case "mkdir, sandbox vanished (proxy 404)" "{\"kind\":\"vanish\",\"key\":\"POST $TB/files/folder\"}" \

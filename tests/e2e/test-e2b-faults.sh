@@ -28,6 +28,8 @@ run 'mkdir -p d s e1 e2 e3 && for i in $(seq 1 20); do echo "content $i" > d/u$i
 eq "setup run" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["exitCode"])' "$L/result")" 0
 ls "$F/d" >/dev/null
 warm() { ls "$F" >/dev/null && stat "$F/s" >/dev/null; } # the path down to s/, fresh
+# The same, made fresh in the daemon too and run right before the fault (lib-fake.sh).
+fault_case_warm() { FAULT_WARM="os.listdir('$F'); os.stat('$F/s')" fault_case "$@"; }
 
 # ---- reads (GET /files, streamed) ----
 fault_case "read, connection dropped" '{"kind":"drop","key":"GET /files"}' \
@@ -45,8 +47,7 @@ eq "after the faults, the same files read fine" "$(cat "$F/d/u1" "$F/d/u4" "$F/d
 	"$(printf 'content 1\ncontent 4\ncontent 5')"
 
 # ---- metadata (Connect RPCs) ----
-warm
-fault_case "stat, connection dropped" "{\"kind\":\"drop\",\"key\":\"$FS/Stat\"}" \
+fault_case_warm "stat, connection dropped" "{\"kind\":\"drop\",\"key\":\"$FS/Stat\"}" \
 	"os.stat('$F/s/s1')" ENOTCONN $REQ_MAX "stat $FHOME/s/s1"
 warm
 fault_case "list, 500" "{\"kind\":\"5xx\",\"status\":500,\"key\":\"$FS/ListDir\"}" \
@@ -54,8 +55,7 @@ fault_case "list, 500" "{\"kind\":\"5xx\",\"status\":500,\"key\":\"$FS/ListDir\"
 warm
 fault_case "list, 429 Retry-After 1" "{\"kind\":\"429\",\"retryAfter\":1,\"key\":\"$FS/ListDir\"}" \
 	"os.listdir('$F/e2')" EAGAIN $REQ_MAX "429"
-warm
-fault_case "stat, slower than the deadline" "{\"kind\":\"slow\",\"delayMs\":30000,\"key\":\"$FS/Stat\"}" \
+fault_case_warm "stat, slower than the deadline" "{\"kind\":\"slow\",\"delayMs\":30000,\"key\":\"$FS/Stat\"}" \
 	"os.stat('$F/s/s2')" ETIMEDOUT $REQ_MAX "stat $FHOME/s/s2"
 fault_case "mkdir, sandbox vanished (proxy 502)" "{\"kind\":\"vanish\",\"key\":\"$FS/MakeDir\"}" \
 	"os.mkdir('$F/newdir')" ENOTCONN $FAST_MAX "mkdir $FHOME/newdir"

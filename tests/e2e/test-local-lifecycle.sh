@@ -6,6 +6,15 @@
 mount_sbxfs
 L=$MNT/life
 mkdir "$L"
+# init's errors go through a pipe (no host file in the lease): the daemon,
+# the one after a restart too, must be its reader, or what init writes is lost.
+log_pipe_read() {
+	local init p
+	init=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["init_pid"])' "$STATE"/local/lcl-*/lease.json)
+	p=$(readlink "/proc/$init/fd/2") && case $p in pipe:*) ;; *) return 1 ;; esac &&
+		for f in /proc/"$SBXFS_PID"/fd/*; do [ "$(readlink "$f")" = "$p" ] && return 0; done
+	return 1
+}
 
 echo 'nohup sh -c "i=0; while :; do i=\$((i+1)); printf %08d \$i > /root/counter; sleep 0.1; done" >/dev/null 2>&1 &' >"$L/exec"
 sleep 1
@@ -32,6 +41,7 @@ eq "state after auto-resume" "$(cat "$L/state")" "running"
 ok "log journals the transitions" grep -q '"to":"paused"' "$L/log"
 
 # Remount: the lease, its files and its background processes survive.
+ok "init's log pipe is read by the daemon" log_pipe_read
 echo 'echo keep > /root/keep.txt' >"$L/exec"
 printf 'class H:\n    def _repr_html_(self): return "<b>before</b>"\nH()\n' >"$L/code.py"
 eq "a rich output lands in results/" "$(ls "$L/results")" "1.html"
@@ -46,6 +56,7 @@ eq "results/ numbering goes on after a remount" "$(ls "$L/results")" "$(printf '
 echo 'ps -eo args' >"$L/exec"
 ok "background process kept across remount" grep -q "while :" "$L/exec"
 eq "state running after use" "$(cat "$L/state")" "running"
+ok "init's log pipe is read by the new daemon" log_pipe_read
 
 # SIGTERM unmounts too, and leaves no mount behind.
 kill -TERM "$SBXFS_PID"
