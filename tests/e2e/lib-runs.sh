@@ -23,7 +23,7 @@ one_caller() { # ID
 	[ $((RANDOM % 2)) = 0 ] && w=/bin/echo
 	bash -c "$w 'sleep 0.\$((RANDOM % 3)); echo $id' > '$L/exec'
 		out=\$(cat '$L/exec' 2>&1) || echo \"FAILED $id: \$out; \$(grep -A3 runError '$L/result' | tr -s ' \n' ' ')\"
-		grep -qF '\"stdout\": \"$id\\n\"' '$L/result' || echo \"MIX $id: result of another run: \$(grep -m1 '\"run\"' '$L/result')\"
+		grep -qF '\"stdout\": \"$id\\n\"' '$L/result' || echo \"MIX $id: result of another run: \$(tr -s ' \n' ' ' < '$L/result')\"
 		[ \"\$out\" = '$id' ] || echo \"MIX $id: exec gave [\$out]\""
 }
 
