@@ -17,14 +17,25 @@ valid_json() { python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$1"; 
 
 # One caller of the agent kind: its own bash writes a command and reads
 # exec and result back; half of them write with /bin/echo (a child that is
-# gone by the time cat reads). Prints MIX lines for every mix-up.
+# gone by the time cat reads). Prints MIX lines for every mix-up (another
+# caller's run answered) and LOST lines for a run of its own whose output
+# never arrived (the provider's fault, not the per-caller rule's).
 one_caller() { # ID
 	local id=$1 w=echo
 	[ $((RANDOM % 2)) = 0 ] && w=/bin/echo
 	bash -c "$w 'sleep 0.\$((RANDOM % 3)); echo $id' > '$L/exec'
 		out=\$(cat '$L/exec' 2>&1) || echo \"FAILED $id: \$out; \$(grep -A3 runError '$L/result' | tr -s ' \n' ' ')\"
-		grep -qF '\"stdout\": \"$id\\n\"' '$L/result' || echo \"MIX $id: result of another run: \$(grep -m1 '\"run\"' '$L/result')\"
-		[ \"\$out\" = '$id' ] || echo \"MIX $id: exec gave [\$out]\""
+		res=\$(tr -s ' \n' ' ' < '$L/result')
+		case \$res in
+		*'\"stdout\": \"$id\\n\"'*) ;;
+		*'echo $id\\n\"'*'\"stdout\": \"\"'*) echo \"LOST $id: own run, no output: \$res\" ;;
+		*) echo \"MIX $id: result of another run: \$res\" ;;
+		esac
+		case \$out/\$res in
+		$id/*) ;;
+		/*'echo $id\\n\"'*'\"stdout\": \"\"'*) echo \"LOST $id: exec gave nothing\" ;;
+		*) echo \"MIX $id: exec gave [\$out]\" ;;
+		esac"
 }
 
 story_runs_own_output() {
@@ -41,6 +52,7 @@ story_runs_own_output() {
 	eq "8 concurrent callers x $rounds rounds: 0 mix-ups ($(($(date +%s) - t0)) s)" \
 		"$(grep -c MIX "$mix")" 0
 	eq "... and no run failed" "$(grep -c FAILED "$mix")" 0
+	eq "... and no run lost its output" "$(grep -c LOST "$mix")" 0
 	head -5 "$mix"
 	# The rule in its plainest form: A writes, B writes later, A reads its own.
 	bash -c "echo 'sleep 1; echo A' > '$L/exec'; sleep 1.5; cat '$L/exec'" >"$WORK/a" &

@@ -135,13 +135,19 @@ function launch(sb, req, u, cwd) {
 				finish();
 		});
 	}
-	/* A background job may hold the pipes open: like Go's Wait, stop reading soon after the exit. */
+	/*
+	 * A background job may hold the pipes open: like Go's Wait, stop reading
+	 * soon after the exit. What the process wrote before it exited is still
+	 * read: the timer hands over to setImmediate, which runs after the next
+	 * poll phase has read the pipes (on a loaded machine the timer can fire
+	 * before node ever polled them, and the run's last output was lost).
+	 */
 	child.on('exit', (code, sig) => {
 		exit = { code, sig };
 		if (open === 0)
 			finish();
 		else
-			setTimeout(finish, 100);
+			setTimeout(() => setImmediate(finish), 100);
 	});
 	if (child.stdin)
 		child.stdin.on('error', () => {});
