@@ -10,8 +10,11 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/keyfile.h"
 #include "base/log.h"
 
 extern const struct sbx_provider sbx_provider_local;
@@ -57,6 +60,9 @@ int sbx_provider_check(const struct sbx_provider *p, struct sbx_error *err)
 		missing = "list (SBX_CAP_LIST_ATTRS)";
 	else if ((p->caps & SBX_CAP_PAUSE_MEMORY) && (!p->pause || !p->unpause))
 		missing = "pause/unpause (SBX_CAP_PAUSE_MEMORY)";
+	/* The core calls the whole tty group once tty_open is there. */
+	else if (p->tty_open && (!p->tty_write || !p->tty_resize || !p->tty_close))
+		missing = "tty_write/tty_resize/tty_close (tty_open is set)";
 	if (missing)
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "provider %s lacks %s", name,
 				     missing);
@@ -125,7 +131,28 @@ int sbx_provider_init(const struct sbx_provider *p, json_t *providers_cfg, const
 {
 	json_t *settings = json_object_get(providers_cfg, p->name);
 	struct sbx_provider_env env = {settings ? json_incref(settings) : json_object(), state_dir};
-	int rc = p->init ? p->init(&env, err) : 0;
+	const char *key_file = json_string_value(json_object_get(env.settings, "keyFile"));
+	struct sbx_error key_err = SBX_ERROR_INIT;
+	char *key = NULL;
+	int rc = 0;
+
+	/* A key file instead of the environment (systemd units, several users). */
+	if (key_file && (rc = sbx_keyfile_read(key_file, &key, &key_err))) {
+		char what[96];
+		snprintf(what, sizeof(what), "providers.%s.keyFile", p->name);
+		sbx_error_prefix(&key_err, what);
+		key_err.code = SBX_E_AUTH;
+		env.key_error = &key_err;
+	}
+	env.api_key = key;
+	if (p->init)
+		rc = p->init(&env, err);
+	else if (rc && err)
+		*err = key_err;
+	if (key) {
+		explicit_bzero(key, strlen(key));
+		free(key);
+	}
 	json_decref(env.settings);
 	return rc;
 }

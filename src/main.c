@@ -173,8 +173,11 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "sbxfs: env_file: %s\n", err.msg);
 		goto out_args;
 	}
-	/* A file named on purpose must exist; only the default may be absent. */
-	if (opts.config && access(opts.config, F_OK)) {
+	/* A file named on purpose must exist, unless named "-PATH" (optional, as
+	 * the systemd units do); only the default may be absent. */
+	if (opts.config && opts.config[0] == '-')
+		memmove(opts.config, opts.config + 1, strlen(opts.config));
+	else if (opts.config && access(opts.config, F_OK)) {
 		fprintf(stderr, "sbxfs: config file %s: %s\n", opts.config, strerror(errno));
 		goto out_args;
 	}
@@ -196,8 +199,13 @@ int main(int argc, char *argv[])
 			usage(argv[0]);
 		goto out_args;
 	}
-	/* "sbxfs SOURCE MOUNTPOINT": SOURCE is "sbxfs" or a profile name. */
-	if (opts.n_nonopt == 2 && strcmp(opts.nonopt[0], "sbxfs") && !opts.profile)
+	/*
+	 * "sbxfs SOURCE MOUNTPOINT": SOURCE is "sbxfs" or a profile name. mount(8)
+	 * turns a source that names a file in its working directory into a path,
+	 * so anything with a '/' is ignored too.
+	 */
+	if (opts.n_nonopt == 2 && strcmp(opts.nonopt[0], "sbxfs") && !strchr(opts.nonopt[0], '/') &&
+	    !opts.profile)
 		opts.profile = strdup(opts.nonopt[0]);
 	mountpoint = opts.nonopt[opts.n_nonopt - 1];
 	fuse_opt_add_arg(&args, mountpoint);

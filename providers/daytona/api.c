@@ -232,7 +232,8 @@ static void conf_clear(void)
 static int daytona_init(const struct sbx_provider_env *env, struct sbx_error *err)
 {
 	json_t *cfg = env && json_is_object(env->settings) ? env->settings : NULL;
-	const char *key = getenv("DAYTONA_API_KEY"), *jwt = getenv("DAYTONA_JWT_TOKEN");
+	const char *key = env && env->api_key ? env->api_key : getenv("DAYTONA_API_KEY");
+	const char *jwt = getenv("DAYTONA_JWT_TOKEN");
 	const char *org = setting(cfg, "DAYTONA_ORGANIZATION_ID", "organizationId");
 	const char *url = setting(cfg, "DAYTONA_API_URL", "apiUrl");
 	const char *target = setting(cfg, "DAYTONA_TARGET", "target");
@@ -241,6 +242,12 @@ static int daytona_init(const struct sbx_provider_env *env, struct sbx_error *er
 	int rc;
 
 	conf_clear();
+	if (env && env->key_error) {
+		rc = -env->key_error->err;
+		if (err)
+			*err = *env->key_error;
+		goto fail;
+	}
 	if (json_object_get(cfg, "apiKey") || json_object_get(cfg, "jwtToken"))
 		sbx_log(SBX_LOG_WARN, "daytona: ignoring the credential in the config file; "
 				      "set DAYTONA_API_KEY in the environment");

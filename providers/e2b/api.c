@@ -23,8 +23,13 @@ struct e2b_global e2b_g;
 /* Why init failed (what to fix, e.g. "E2B_API_KEY is not set"), for every later call. */
 static struct sbx_error e2b_init_err;
 
+/* The key from providers.e2b.keyFile during e2b_init, else NULL. */
+static const char *e2b_key_file_value;
+
 static const char *env_get(const char *name)
 {
+	if (e2b_key_file_value && !strcmp(name, "E2B_API_KEY"))
+		return e2b_key_file_value;
 	return getenv(name);
 }
 
@@ -35,7 +40,15 @@ static int e2b_init(const struct sbx_provider_env *env, struct sbx_error *err)
 	if (e2b_g.http)
 		return 0;
 	sbx_error_clear(&e2b_init_err);
+	if (env && env->key_error) {
+		e2b_init_err = *env->key_error;
+		if (err)
+			*err = e2b_init_err;
+		return -e2b_init_err.err;
+	}
+	e2b_key_file_value = env ? env->api_key : NULL;
 	rc = e2b_settings_load(&e2b_g.set, env ? env->settings : NULL, env_get, &e2b_init_err);
+	e2b_key_file_value = NULL;
 	if (rc) {
 		if (err)
 			*err = e2b_init_err;
@@ -544,6 +557,10 @@ const struct sbx_provider sbx_provider_e2b = {
 	.get_host = e2b_get_host,
 	.run = e2b_run,
 	.run_code = e2b_run_code,
+	.tty_open = e2b_tty_open,
+	.tty_write = e2b_tty_write,
+	.tty_resize = e2b_tty_resize,
+	.tty_close = e2b_tty_close,
 	.code_reset = e2b_code_reset,
 	.stat = e2b_stat,
 	.list = e2b_list,

@@ -2,9 +2,9 @@
  * sbxfs-init — PID 1 of one local-provider lease.
  *
  * The provider (spawn.c) forks, unshares the mount, pid, ipc, uts (and,
- * for network "none", net) namespaces, joins the lease's cgroups and execs
+ * unless the spec says network "host", net: -n) namespaces, joins the lease's cgroups and execs
  *
- *     sbxfs-init -d LEASE_DIR -h HOSTNAME -r READY_FD [-n]
+ *     sbxfs-init -d LEASE_DIR -h HOSTNAME -r READY_FD [-l LOG_FD] [-n]
  *
  * as the first process of the new pid namespace. Init then
  *  1. makes every mount private and binds LEASE_DIR/init.sock (before the
@@ -14,22 +14,27 @@
  *     inside LEASE_DIR/root (the lease's overlay, mounted by the provider
  *     in the host namespace), and pivot_roots into it,
  *  3. sets the hostname, its oom_score_adj to -1000 (a run over the memory
- *     cap is OOM-killed, init never), drops the capabilities that let root
- *     reach past its namespaces from the bounding set of its children,
+ *     cap is OOM-killed, init never), keeps only a container's capability
+ *     set in the bounding set, makes itself non-dumpable (the lease cannot
+ *     open /proc/1/fd), sets no_new_privs and installs the seccomp filter
+ *     (init_seccomp.c) that every process of the lease inherits,
  *  4. writes "ok HOSTPID" (or the reason it failed) to READY_FD, serves run
  *     requests forever (proto.h describes the protocol), reaping every
  *     zombie of the namespace.
  *
- * Its own errors go to LEASE_DIR/init.log. It is not a shell, not a
- * supervisor (nothing is restarted), and not a security boundary against
- * root inside the lease: it is process isolation for convenience, at the
- * level of a default container. It uses libc only, so it can be copied
+ * Its own errors go to LOG_FD, a pipe the daemon reads into LEASE_DIR/init.log
+ * and caps (no host file is ever open in the lease). It is not a shell, not a
+ * supervisor (nothing is restarted); the boundary it sets is a default
+ * container's (doc/DESIGN.md, "Threat model": kernel exploits are out of
+ * scope). It uses libc only, so it can be copied
  * anywhere.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <net/route.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -51,6 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "init_seccomp.h"
 #include "proto.h"
 
 /* Shell text longer than this goes through a memfd (an argument is capped at 128 KiB). */
@@ -214,9 +220,16 @@ static int setup_root(void)
 	return 0;
 }
 
-static void loopback_up(void)
+/* The lease's own network namespace: loopback up, and link-local addresses
+ * (169.254.0.0/16: the clouds' metadata services) refused by a reject
+ * route that the lease, without CAP_NET_ADMIN, cannot remove. */
+static void own_net_setup(void)
 {
 	struct ifreq ifr = {0};
+	struct rtentry rt = {0};
+	struct sockaddr_in *dst = (struct sockaddr_in *)&rt.rt_dst;
+	struct sockaddr_in *mask = (struct sockaddr_in *)&rt.rt_genmask;
+	char lo[] = "lo";
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return;
@@ -226,21 +239,37 @@ static void loopback_up(void)
 		if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
 			logf_("lo up: %s", strerror(errno));
 	}
+	dst->sin_family = mask->sin_family = AF_INET;
+	dst->sin_addr.s_addr = htonl(0xa9fe0000);
+	mask->sin_addr.s_addr = htonl(0xffff0000);
+	rt.rt_flags = RTF_UP | RTF_REJECT;
+	rt.rt_dev = lo;
+	if (ioctl(fd, SIOCADDRT, &rt) < 0)
+		logf_("link-local reject route: %s", strerror(errno));
 	close(fd);
 }
 
-static void drop_caps(bool keep_net_admin)
+/*
+ * What a default container keeps (Docker's set without NET_RAW, MKNOD or
+ * AUDIT_WRITE, like Podman's): every other capability leaves the bounding
+ * set, so no process of the lease (all root, all started by init) ever
+ * holds it. SYS_PTRACE is gone too: with init non-dumpable, /proc/1/fd is
+ * closed to the lease.
+ */
+static void drop_caps(void)
 {
-	/* Roughly a default container: what lets root leave its namespaces. */
-	static const int caps[] = {
-	    CAP_SYS_ADMIN,	 CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_BOOT,	  CAP_SYS_TIME,
-	    CAP_MKNOD,		 CAP_SYSLOG,	 CAP_MAC_ADMIN, CAP_MAC_OVERRIDE, CAP_AUDIT_CONTROL,
-	    CAP_DAC_READ_SEARCH, CAP_BPF,	 CAP_PERFMON,
+	static const int keep[] = {
+	    CAP_CHOWN,	CAP_DAC_OVERRIDE, CAP_FOWNER,	    CAP_FSETID,	    CAP_KILL,
+	    CAP_SETGID, CAP_SETUID,	  CAP_SETPCAP,	    CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT,
+	    CAP_SETFCAP,
 	};
-	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
-		prctl(PR_CAPBSET_DROP, caps[i], 0, 0, 0);
-	if (!keep_net_admin)
-		prctl(PR_CAPBSET_DROP, CAP_NET_ADMIN, 0, 0, 0);
+	for (int c = 0; c <= CAP_LAST_CAP || prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++) {
+		bool kept = false;
+		for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++)
+			kept |= keep[i] == c;
+		if (!kept && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+			logf_("dropping capability %d: %s", c, strerror(errno));
+	}
 }
 
 /* ---- serving ------------------------------------------------------- */
@@ -364,6 +393,10 @@ static void child_exec(const struct lcl_req *req, const char *cwd, char **argv, 
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	signal(SIGPIPE, SIG_DFL);
+	/* A daemon started in the background by a script ignores these, and
+	 * ignored signals survive exec: ^C in a terminal session must work. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
 	setsid();
 	for (int i = 0; i < 3; i++)
 		if (dup2(fds[i], i) < 0)
@@ -597,12 +630,12 @@ static int serve(int lfd, int sfd)
 int main(int argc, char **argv)
 {
 	const char *dir = NULL, *hostname = "sandbox";
-	int ready = -1, opt, lfd, sfd, e;
-	bool net_none = false;
+	int ready = -1, logfd = -1, opt, lfd, sfd, e;
+	bool own_net = false;
 	struct rlimit rl = {65536, 65536};
 	sigset_t mask;
 
-	while ((opt = getopt(argc, argv, "d:h:r:n")) != -1) {
+	while ((opt = getopt(argc, argv, "d:h:r:l:n")) != -1) {
 		switch (opt) {
 		case 'd':
 			dir = optarg;
@@ -613,15 +646,18 @@ int main(int argc, char **argv)
 		case 'r':
 			ready = atoi(optarg);
 			break;
+		case 'l':
+			logfd = atoi(optarg);
+			break;
 		case 'n':
-			net_none = true;
+			own_net = true;
 			break;
 		default:
 			return 2;
 		}
 	}
 	if (!dir || ready < 0) {
-		fprintf(stderr, "usage: sbxfs-init -d LEASE_DIR -h HOSTNAME -r READY_FD [-n]\n");
+		fprintf(stderr, "usage: sbxfs-init -d LEASE_DIR -h HOSTNAME -r READY_FD [-l LOG_FD] [-n]\n");
 		return 2;
 	}
 	const char *why = "not PID 1 of a pid namespace";
@@ -630,12 +666,15 @@ int main(int argc, char **argv)
 	why = "lease directory";
 	if (chdir(dir) < 0)
 		goto fail;
-	int logfd = open("init.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	/* Our errors go into the daemon's pipe (it reads and caps them), never a
+	 * host file; a full pipe drops them rather than block. */
 	int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (logfd < 0 || nullfd < 0 || dup2(nullfd, 0) < 0 || dup2(nullfd, 1) < 0 ||
-	    dup2(logfd, 2) < 0)
+	if (nullfd < 0 || dup2(nullfd, 0) < 0 || dup2(nullfd, 1) < 0 ||
+	    dup2(logfd >= 0 ? logfd : nullfd, 2) < 0)
 		goto fail;
-	close(logfd);
+	fcntl(2, F_SETFL, O_WRONLY | O_NONBLOCK);
+	if (logfd >= 0 && logfd != 2)
+		close(logfd);
 	close(nullfd);
 	host_pid = read_host_pid();
 	setrlimit(RLIMIT_NOFILE, &rl);
@@ -654,9 +693,16 @@ int main(int argc, char **argv)
 		logf_("sethostname: %s", strerror(errno));
 	if (write_file("/proc/self/oom_score_adj", "-1000") < 0)
 		logf_("oom_score_adj: %s", strerror(errno));
-	if (net_none)
-		loopback_up();
-	drop_caps(net_none);
+	if (own_net)
+		own_net_setup();
+	drop_caps();
+	/* The lease cannot open init's descriptors through /proc/1/fd. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	why = "installing the seccomp filter";
+	if ((e = lcl_seccomp_install()) < 0) {
+		errno = -e;
+		goto fail;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);

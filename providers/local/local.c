@@ -9,9 +9,11 @@
  *   disk.img    the sparse ext4 image behind rw/ (when the disk is ext4)
  *   root/       the lease's / (overlay), mounted in the host namespace
  *   init.sock   the lease's sbxfs-init serves runs here (proto.h)
- *   init.log    init's own errors
+ *   init.log    init's own errors (through a pipe, capped: spawn.c)
  *   lease.json  what attach needs: init pid + start time, cgroups, template
  *   paused      present while paused by SIGSTOP (no freezer available)
+ *   net.sock    the API of the lease's slirp4netns (net.c), isolated network only
+ * and <state_dir>/local/hostview-*: the host template's allowlist (hostview.c).
  * The init and the mounts outlive the sbxfs daemon, so a remount attaches
  * to the same files and processes. This file is the ops table and the
  * lifecycle; see local.h for the other pieces. It keeps no lease names,
@@ -35,6 +37,7 @@
 
 #include "base/buf.h"
 #include "base/log.h"
+#include "ascaller.h"
 #include "files.h"
 #include "proto.h"
 
@@ -82,6 +85,7 @@ static int setting_long(json_t *s, const char *key, long *out, struct sbx_error 
 
 static void local_shutdown(void)
 {
+	lcl_hostview_release();
 	free(lcl_cfg.state_dir);
 	free(lcl_cfg.init_path);
 	free(cg_mode);
@@ -139,6 +143,10 @@ static void local_release(struct sbx_instance *inst)
 		close(li->dirfd);
 	if (li->rootfd >= 0)
 		close(li->rootfd);
+	if (li->logfd >= 0)
+		close(li->logfd);
+	if (li->net_exit_fd >= 0)
+		close(li->net_exit_fd);
 	free(li->dir);
 	free(li->lease);
 	free(li->template_name);
@@ -153,7 +161,7 @@ static struct local_inst *inst_new(const struct sbx_spec *spec, const char *id)
 	struct local_inst *li = calloc(1, sizeof(*li));
 	if (!li)
 		abort();
-	li->dirfd = li->rootfd = -1;
+	li->dirfd = li->rootfd = li->logfd = li->net_exit_fd = -1;
 	li->base.prov = &sbx_provider_local;
 	snprintf(li->base.id, sizeof(li->base.id), "%s", id);
 	if (asprintf(&li->dir, "%s/%s", lcl_cfg.state_dir, id) < 0)
@@ -189,6 +197,8 @@ static int save_lease(struct local_inst *li, struct sbx_error *err)
 	int e = 0;
 	sbx_buf_addf(&path, "%s/lease.json", li->dir);
 	sbx_buf_addf(&tmp, "%s.tmp", path.buf);
+	if (j)
+		json_object_set_new(j, "network_host", json_boolean(li->net_host));
 	if (!j || json_dump_file(j, tmp.buf, JSON_COMPACT) < 0 || rename(tmp.buf, path.buf) < 0)
 		e = sbx_error_set(err, EIO, 0, "writing %s", path.buf);
 	json_decref(j);
@@ -222,6 +232,9 @@ static int load_lease(struct local_inst *li)
 	li->init_pid = (pid_t)pid;
 	li->init_start = (unsigned long long)start;
 	li->net_none = none;
+	/* leases saved before isolation was the default had the host's network */
+	li->net_host = !none && (!json_object_get(j, "network_host") ||
+				 json_is_true(json_object_get(j, "network_host")));
 	li->disk = !strcmp(disk, "ext4") ? LCL_DISK_EXT4 : LCL_DISK_TMPFS;
 	json_decref(j);
 	return 0;
@@ -276,6 +289,7 @@ static int local_create(const struct sbx_spec *spec, const char *lease, struct s
 	li->template_name = strdup(spec->template_name ? spec->template_name : "host");
 	li->workdir = strdup(spec->working_dir ? spec->working_dir : "/root");
 	li->net_none = spec->network && !strcmp(spec->network, "none");
+	li->net_host = spec->network && !strcmp(spec->network, "host");
 	long disk = spec->res.disk_mb > 0 ? spec->res.disk_mb : lcl_cfg.disk_mb;
 
 	li->disk = lcl_cfg.disk;
@@ -290,7 +304,8 @@ static int local_create(const struct sbx_spec *spec, const char *lease, struct s
 		e = sbx_error_set(err, e, 0, "workingDirectory %s: %s", li->workdir, strerror(-e));
 		goto fail;
 	}
-	if ((e = lcl_spawn_init(li, err)) < 0 || (e = save_lease(li, err)) < 0 ||
+	if ((e = lcl_spawn_init(li, err)) < 0 || (e = lcl_net_start(li, err)) < 0 ||
+	    (e = save_lease(li, err)) < 0 ||
 	    (e = lcl_install_packages(li, spec, err)) < 0)
 		goto fail;
 	sbx_log(SBX_LOG_INFO, "local: created %s (lease %s, init %d, cgroup %s)", id, li->lease,
@@ -408,6 +423,7 @@ static int local_probe(struct sbx_instance *inst, enum sbx_remote_state *state,
 {
 	struct local_inst *li = lcl_inst(inst);
 	struct sbx_error ign = SBX_ERROR_INIT;
+	lcl_log_drain(li);
 	if (!lcl_init_alive(li)) {
 		*state = SBX_REMOTE_GONE;
 		/* Died behind our back (killed on the host, say): reclaim what it left. */
@@ -476,7 +492,8 @@ static int local_info(struct sbx_instance *inst, json_t **out, struct sbx_error 
 	json_t *j = json_pack("{s:s+,s:s,s:i,s:s,s:s,s:o,s:s,s:s}", "root", li->dir, "/root", "dir",
 			      li->dir, "init_pid", (int)li->init_pid, "cgroup",
 			      lcl_cg_kind_name(li->cg.kind), "template", li->template_name, "caps",
-			      lcl_cg_caps(&li->cg), "network", li->net_none ? "none" : "host",
+			      lcl_cg_caps(&li->cg), "network",
+			      li->net_none ? "none" : li->net_host ? "host" : "isolated",
 			      "disk", lcl_disk_name(li->disk));
 	if (!j)
 		return sbx_error_set(err, ENOMEM, 0, "info: out of memory");
@@ -494,6 +511,9 @@ static int local_get_host(struct sbx_instance *inst, int port, char *buf, size_t
 		return sbx_error_set(err, ENOTSUP, 0, "sandbox %s has network none", inst->id);
 	if (port <= 0 || port > 65535)
 		return sbx_error_set(err, EINVAL, 0, "bad port %d", port);
+	int e = lcl_net_forward(lcl_inst(inst), port, err);
+	if (e < 0)
+		return e;
 	snprintf(buf, size, "http://127.0.0.1:%d", port);
 	return 0;
 }
@@ -501,7 +521,7 @@ static int local_get_host(struct sbx_instance *inst, int port, char *buf, size_t
 const struct sbx_provider sbx_provider_local = {
     .abi = SBX_PROVIDER_ABI,
     .name = "local",
-    .caps = SBX_CAP_DIRECT_IO | SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY,
+    .caps = SBX_CAP_DIRECT_IO | SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY | SBX_CAP_AS_CALLER,
     .init = local_init,
     .shutdown = local_shutdown,
     .create = local_create,
@@ -521,20 +541,20 @@ const struct sbx_provider sbx_provider_local = {
     .list = lcl_f_list,
     .read = lcl_f_read,
     .write = lcl_f_write,
-    .truncate = lcl_f_truncate,
-    .mkdir = lcl_f_mkdir,
-    .unlink = lcl_f_unlink,
-    .rmdir = lcl_f_rmdir,
-    .rename = lcl_f_rename,
-    .chmod = lcl_f_chmod,
-    .chown = lcl_f_chown,
-    .utimens = lcl_f_utimens,
-    .symlink = lcl_f_symlink,
+    .truncate = lcl_c_truncate,
+    .mkdir = lcl_c_mkdir,
+    .unlink = lcl_c_unlink,
+    .rmdir = lcl_c_rmdir,
+    .rename = lcl_c_rename,
+    .chmod = lcl_c_chmod,
+    .chown = lcl_c_chown,
+    .utimens = lcl_c_utimens,
+    .symlink = lcl_c_symlink,
     .readlink = lcl_f_readlink,
-    .link = lcl_f_link,
-    .mknod = lcl_f_mknod,
+    .link = lcl_c_link,
+    .mknod = lcl_c_mknod,
     .statfs = lcl_f_statfs,
-    .open = lcl_f_open,
+    .open = lcl_c_open,
     .pread = lcl_f_pread,
     .pwrite = lcl_f_pwrite,
     .ftruncate = lcl_f_ftruncate,

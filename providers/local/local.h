@@ -51,11 +51,14 @@ struct local_inst {
 	unsigned long long init_start; /* its start time, against pid reuse */
 	char *lease;
 	char *template_name;
-	bool net_none;
+	bool net_none; /* spec "network": "none": a namespace with loopback only */
+	bool net_host; /* "host": the host's namespace; neither: isolated (net.c) */
 	char *workdir;
 	enum lcl_disk disk;   /* tmpfs or ext4 (never auto) */
 	struct sbx_spec spec; /* a copy: envs for every run */
 	struct lcl_cgroup cg;
+	int logfd; /* read end of init's stderr pipe (-1 after a re-attach) */
+	int net_exit_fd; /* until the stack starts: the read end of a pipe init holds open */
 };
 
 static inline struct local_inst *lcl_inst(struct sbx_instance *i)
@@ -72,8 +75,29 @@ int lcl_storage_create(const char *dir, const char *lower, long disk_mb, enum lc
 /* Unmounts root and rw (lazily if busy) and removes dir recursively without
  * crossing mounts. 0 or -errno (the first failure). */
 int lcl_storage_destroy(const char *dir, struct sbx_error *err);
+/* Makes upper/rel an empty opaque directory of mode (it hides the lower's). */
+int lcl_make_opaque(int upper, const char *rel, mode_t mode);
 /* The directory to use as lowerdir for a template name, or NULL (EINVAL). */
 const char *lcl_template_lower(const char *template_name);
+
+/* net.c --------------------------------------------------------------- */
+#define LCL_NET_CIDR "10.0.2.0/24"
+#define LCL_NET_DNS "10.0.2.3"
+#define LCL_NET_API "net.sock" /* in the lease dir: slirp4netns's API */
+/* For an isolated lease (init running): points its resolv.conf at the stack's
+ * DNS and starts slirp4netns in its cgroups. 0 or -errno. */
+int lcl_net_start(struct local_inst *li, struct sbx_error *err);
+/* Forwards the host's 127.0.0.1:port to the lease's port (isolated leases;
+ * a no-op otherwise, and when forwarded already). 0 or -errno. */
+int lcl_net_forward(struct local_inst *li, int port, struct sbx_error *err);
+
+/* hostview.c ---------------------------------------------------------- */
+/* The host template's allowlist as a directory to lay over the host's "/"
+ * (every other top-level entry whited out, /etc and /var built): made once
+ * per daemon. NULL with err set. */
+const char *lcl_hostview_dir(struct sbx_error *err);
+/* At shutdown: unmounts every view no mounted lease uses (ours too). */
+void lcl_hostview_release(void);
 
 /* disk.c -------------------------------------------------------------- */
 /* Mounts a disk of disk_mb at rw (ext4 image dir/disk.img or tmpfs, see
@@ -89,6 +113,10 @@ const char *lcl_disk_name(enum lcl_disk kind);
 int lcl_spawn_init(struct local_inst *li, struct sbx_error *err);
 /* list_ports: the listening TCP ports of the lease's network namespace (ports.c). */
 int lcl_list_ports(struct sbx_instance *inst, int *ports, size_t max, struct sbx_error *err);
+/* Moves what init wrote to its pipe into dir/init.log, which never grows past
+ * LCL_LOG_CAP bytes (the rest is read and dropped). */
+void lcl_log_drain(struct local_inst *li);
+#define LCL_LOG_CAP (64 * 1024)
 /* Start time of pid (field 22 of /proc/pid/stat), 0 when it does not exist. */
 unsigned long long lcl_proc_start(pid_t pid);
 /* Whether the lease's init is still the process we started. */

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -141,14 +142,36 @@ static int wait_ready(int fd, long ms, char *msg, size_t size)
 	return n > 0 ? 0 : -ECHILD;
 }
 
+void lcl_log_drain(struct local_inst *li)
+{
+	char buf[4096];
+	struct stat st;
+	ssize_t n;
+	int out;
+
+	if (li->logfd < 0 || li->dirfd < 0)
+		return;
+	out = openat(li->dirfd, "init.log", O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+		     0600);
+	while ((n = read(li->logfd, buf, sizeof(buf))) > 0) {
+		if (out < 0 || fstat(out, &st) < 0 || st.st_size >= LCL_LOG_CAP)
+			continue; /* read and dropped: the lease cannot grow the host's disk */
+		size_t room = (size_t)(LCL_LOG_CAP - st.st_size);
+		if (write(out, buf, (size_t)n < room ? (size_t)n : room) < 0)
+			break;
+	}
+	if (out >= 0)
+		close(out);
+}
+
 int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 {
 	static char *const envp[] = {
 	    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-	char init[PATH_MAX], readyfd[16], msg[300];
-	int cgfds[LCL_CG_MAX_DIRS], ncg, pidp[2], readyp[2], e, st;
+	char init[PATH_MAX], readyfd[16], logfd[16], msg[300];
+	int cgfds[LCL_CG_MAX_DIRS], ncg, pidp[2], readyp[2], logp[2], exitp[2] = {-1, -1}, e, st;
 	int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
-		    (li->net_none ? CLONE_NEWNET : 0);
+		    (li->net_host ? 0 : CLONE_NEWNET);
 	pid_t mid, pid = 0;
 
 	if ((e = find_init(init, sizeof(init))) < 0)
@@ -163,10 +186,22 @@ int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 		e = sbx_error_set(err, errno, 0, "pipe: %s", strerror(errno));
 		goto out_pidp;
 	}
+	if (pipe2(logp, O_CLOEXEC) < 0) {
+		e = sbx_error_set(err, errno, 0, "pipe: %s", strerror(errno));
+		close(readyp[0]);
+		close(readyp[1]);
+		goto out_pidp;
+	}
+	fcntl(logp[0], F_SETFL, O_NONBLOCK);
+	/* Isolated network: init holds this pipe's write end for life, so the
+	 * stack (net.c, --exit-fd on the read end) ends when init does, with or
+	 * without cgroups. */
+	if (!li->net_host && !li->net_none && pipe2(exitp, O_CLOEXEC) < 0)
+		exitp[0] = exitp[1] = -1;
 	snprintf(readyfd, sizeof(readyfd), "%d", readyp[1]);
-	char *argv[] = {"sbxfs-init", "-d", li->dir, "-h",
-			li->lease,    "-r", readyfd, li->net_none ? "-n" : NULL,
-			NULL};
+	snprintf(logfd, sizeof(logfd), "%d", logp[1]);
+	char *argv[] = {"sbxfs-init", "-d",    li->dir, "-h", li->lease, "-r", readyfd,
+			"-l",	      logfd, li->net_host ? NULL : "-n", NULL};
 
 	mid = fork();
 	if (mid == 0) {
@@ -183,6 +218,9 @@ int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 			setsid();
 			syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC);
 			fcntl(readyp[1], F_SETFD, 0);
+			fcntl(logp[1], F_SETFD, 0);
+			if (exitp[1] >= 0)
+				fcntl(exitp[1], F_SETFD, 0);
 			execve(init, argv, envp);
 			_exit(127);
 		}
@@ -190,7 +228,16 @@ int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 	}
 	close(pidp[1]);
 	close(readyp[1]);
+	close(logp[1]);
+	if (exitp[1] >= 0)
+		close(exitp[1]);
+	if (li->net_exit_fd >= 0)
+		close(li->net_exit_fd);
+	li->net_exit_fd = exitp[0];
 	pidp[1] = readyp[1] = -1;
+	if (li->logfd >= 0)
+		close(li->logfd);
+	li->logfd = logp[0];
 	if (mid < 0) {
 		e = sbx_error_set(err, errno, 0, "fork: %s", strerror(errno));
 		goto out_readyp;
@@ -221,6 +268,7 @@ int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 	li->init_start = lcl_proc_start(pid);
 	e = 0;
 out_readyp:
+	lcl_log_drain(li); /* init's reason, when it failed */
 	close(readyp[0]);
 	if (readyp[1] >= 0)
 		close(readyp[1]);

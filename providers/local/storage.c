@@ -7,7 +7,8 @@
  *
  * Host data that a lease must not see (/root, /home, /tmp, /run, /mnt,
  * /media, /srv, and the mount's state directory) is hidden by opaque
- * directories in upper/. This module does not start processes and knows
+ * directories in upper/; on the host template, everything else but an
+ * allowlist too (a lower layer from hostview.c). This module does not start processes and knows
  * nothing of cgroups.
  */
 #include "local.h"
@@ -48,7 +49,7 @@ const char *lcl_template_lower(const char *template_name)
 	return faccessat(AT_FDCWD, sh, X_OK, AT_EACCESS) == 0 ? template_name : NULL;
 }
 
-static int make_opaque(int upper, const char *rel, mode_t mode)
+int lcl_make_opaque(int upper, const char *rel, mode_t mode)
 {
 	char path[PATH_MAX];
 
@@ -89,7 +90,7 @@ static int mask_path(int upper, const char *path)
 			return -errno;
 		*s = '/';
 	}
-	return *rel ? make_opaque(upper, rel, 0700) : 0;
+	return *rel ? lcl_make_opaque(upper, rel, 0700) : 0;
 }
 
 static int mask_host(const char *upper_path, const char *lower)
@@ -98,7 +99,7 @@ static int mask_host(const char *upper_path, const char *lower)
 	if (upper < 0)
 		return -errno;
 	for (size_t i = 0; !e && i < sizeof(masked) / sizeof(masked[0]); i++)
-		e = make_opaque(upper, masked[i].name, masked[i].mode);
+		e = lcl_make_opaque(upper, masked[i].name, masked[i].mode);
 	if (!e && !strcmp(lower, "/") && lcl_cfg.state_dir) {
 		char real[PATH_MAX], *top = strdup(lcl_cfg.state_dir);
 		/* The mount's state directory is the parent of <state>/local. */
@@ -156,13 +157,24 @@ int lcl_storage_create(const char *dir, const char *lower, long disk_mb, enum lc
 	}
 	sbx_buf_reset(&opts);
 	sbx_buf_adds(&opts, "lowerdir=");
+	if (!strcmp(lower, "/")) {
+		/* the host template: its allowlist (hostview.c) over the host's "/" */
+		const char *view = lcl_hostview_dir(err);
+		if (!view) {
+			e = -err->err;
+			goto out_umount;
+		}
+		add_escaped(&opts, view);
+		sbx_buf_adds(&opts, ":");
+	}
 	add_escaped(&opts, lower);
 	sbx_buf_adds(&opts, ",upperdir=");
 	add_escaped(&opts, rw.buf);
 	sbx_buf_adds(&opts, "/upper,workdir=");
 	add_escaped(&opts, rw.buf);
 	sbx_buf_adds(&opts, "/work");
-	if (mount("sbxfs-root", root.buf, "overlay", 0, opts.buf) < 0) {
+	/* nodev: a device node made through fs/ (or by the sandbox) is only a name. */
+	if (mount("sbxfs-root", root.buf, "overlay", MS_NODEV, opts.buf) < 0) {
 		e = sbx_error_set(err, errno, 0, "overlay at %s: %s", root.buf, strerror(errno));
 		goto out_umount;
 	}

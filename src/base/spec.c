@@ -247,9 +247,10 @@ int sbx_spec_apply_json(struct sbx_spec *s, json_t *j, struct sbx_error *e)
 		} else if (!strcmp(k, "network")) {
 			rc = set_str(&s->network, v, k, e);
 			if (!rc && s->network && strcmp(s->network, "none") &&
-			    strcmp(s->network, "default"))
-				return sbx_error_set(e, EINVAL, 0,
-						     "spec: \"network\" must be \"default\" or \"none\"");
+			    strcmp(s->network, "default") && strcmp(s->network, "host"))
+				return sbx_error_set(
+				    e, EINVAL, 0,
+				    "spec: \"network\" must be \"default\", \"none\" or \"host\"");
 		} else if (!strcmp(k, "language")) {
 			rc = set_str(&s->language, v, k, e);
 		} else if (!strcmp(k, "shell")) {

@@ -47,8 +47,17 @@ ok "... and notes daytona was skipped" grep -q "^sbxfs: daytona: .*(skipped)" "$
 
 E2B_API_KEY= sbx_list --list=e2b
 eq "a named provider without credentials: exit 1" "$RC" 1
-ok "... says why on stderr" grep -qx "sbxfs: e2b: E2B_API_KEY is not set" "$WORK/err"
+ok "... says why on stderr, naming the variable" grep -q "^sbxfs: e2b: E2B_API_KEY is not set" "$WORK/err"
 eq "... and prints no list" "$(cat "$WORK/out")" ""
+# A provider whose listing fails (daytona, before e2b in the registry) is
+# reported and the ones after it are still listed (issue 14).
+DAYTONA_API_KEY=k DAYTONA_API_URL=http://127.0.0.1:9/api "$SBXFS" --list \
+	-o "state_dir=$STATE,config=$CONFIG" >"$WORK/out" 2>"$WORK/err"
+RC=$?
+eq "--list with daytona unreachable exits 1" "$RC" 1
+ok "... reports daytona on stderr" grep -q "^sbxfs: daytona: " "$WORK/err"
+ok "... and still lists the e2b lease after it" listed e2b "$WEB" running web '[^ ]+'
+ok "... and the local ones before it" listed local "$ONE" running one host
 sbx_list --list=nosuch
 eq "an unknown provider: exit 1" "$RC" 1
 ok "... says so" grep -q 'no provider "nosuch"' "$WORK/err"

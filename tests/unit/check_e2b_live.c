@@ -511,7 +511,7 @@ START_TEST(t09_statfs_host_info)
 	ck_assert_int_eq(P->statfs(inst, WD, &sv, &e), 0); /* cached */
 	ck_assert_int_eq(counter(NULL), 0);
 	ck_assert_int_eq(P->get_host(inst, 3000, host, sizeof(host), &e), 0);
-	snprintf(want, sizeof(want), "3000-%s.e2b.app", inst->id);
+	snprintf(want, sizeof(want), "https://3000-%s.e2b.app", inst->id);
 	ck_assert_str_eq(host, want);
 	ck_assert_int_eq(P->info(inst, &info, &e), 0);
 	s = json_dumps(info, JSON_COMPACT);
@@ -725,10 +725,17 @@ START_TEST(t14_credentials)
 	ck_assert_int_eq(P->init(&env, &e), 0);
 	ck_assert_int_eq(P->create(&spec, "bad", &x, &e), -EACCES);
 	ck_assert_ptr_null(strstr(e.msg, "wrong-key"));
+	/* what to fix, in its own class (issue 14) */
+	ck_assert_msg(strstr(e.msg, "E2B refused the API key (401)"), "%s", e.msg);
+	ck_assert_int_eq(e.code, SBX_E_AUTH);
 	P->shutdown();
 	unsetenv("E2B_API_KEY");
 	ck_assert_int_eq(P->init(&env, &e), -EACCES);
-	ck_assert_str_eq(e.msg, "E2B_API_KEY is not set");
+	ck_assert_msg(!strncmp(e.msg, "E2B_API_KEY is not set", 22), "%s", e.msg);
+	/* ... and every later call repeats why, not "not initialised" */
+	ck_assert_int_eq(P->create(&spec, "nokey", &x, &e), -EACCES);
+	ck_assert_msg(!strncmp(e.msg, "E2B_API_KEY is not set", 22), "%s", e.msg);
+	ck_assert_int_eq(e.code, SBX_E_AUTH);
 	setenv("E2B_API_KEY", "test-key", 1);
 	ck_assert_int_eq(P->init(&env, &e), 0);
 }

@@ -46,7 +46,7 @@ START_TEST(test_kill)
 	ck_assert(mounted(root));
 	char host[32];
 	ck_assert_int_eq(P->get_host(in, 8000, host, sizeof(host), &err), 0);
-	ck_assert_str_eq(host, "127.0.0.1:8000");
+	ck_assert_str_eq(host, "http://127.0.0.1:8000");
 
 	t0 = now_ms();
 	ck_assert_int_eq(P->kill(in, &err), 0);

@@ -1,0 +1,185 @@
+/*
+ * net — the network of a local lease whose spec does not say otherwise:
+ * its own network namespace, with outbound access through slirp4netns
+ * (Debian's package of it), a user-mode TCP/IP stack that turns the
+ * lease's packets into ordinary sockets of the host.
+ *
+ * slirp4netns is started once init is up, in the lease's cgroups (pausing
+ * freezes it), as a grandchild so that it outlives the daemon as init does;
+ * it ends with init, which holds the write end of its --exit-fd pipe (so
+ * also without cgroups: no pid of ours to keep). Options:
+ *   --configure            eth0 10.0.2.100/24, gateway 10.0.2.2, DNS 10.0.2.3
+ *                          (the lease's resolv.conf: the host's resolver);
+ *   --disable-host-loopback  the gateway never leads to the host's 127.0.0.1:
+ *                          host loopback services are out of reach;
+ *   --enable-sandbox/-seccomp  the stack itself runs without capabilities,
+ *                          in an empty mount namespace, under a filter;
+ *   no IPv6                (no IPv6 link-local or metadata routes);
+ *   --api-socket           ports/PORT asks it (lcl_net_forward) to forward
+ *                          the host's 127.0.0.1:PORT to the lease's PORT.
+ * Link-local addresses (169.254.0.0/16, the clouds' metadata service) are
+ * refused by a reject route init sets in the namespace (init.c). Spec
+ * "network": "host" keeps the host's namespace; "none" a namespace with
+ * loopback only. (pasta, the other candidate, was tried first: Debian 12's
+ * version drops to nobody before it joins the namespace, and its automatic
+ * port forwarding never saw the lease's listening sockets.)
+ */
+#include "local.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NET_WAIT_MS 10000
+
+/* The lease's /etc/resolv.conf: pasta's DNS forwarder. */
+static int write_resolv(struct local_inst *li)
+{
+	static const char text[] = "# sbxfs: the host's resolver, through slirp4netns\n"
+				   "nameserver " LCL_NET_DNS "\n";
+	int fd = lcl_resolve_open(li->rootfd, "/etc/resolv.conf",
+			     O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return fd;
+	ssize_t n = write(fd, text, sizeof(text) - 1);
+	close(fd);
+	return n == (ssize_t)sizeof(text) - 1 ? 0 : -EIO;
+}
+
+int lcl_net_start(struct local_inst *li, struct sbx_error *err)
+{
+	static char *const envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+				     NULL};
+	char netns[64], api[4096], readyfd[16], exitfd[24], buf[8];
+	int cgfds[LCL_CG_MAX_DIRS], ncg, st, e, readyp[2];
+	pid_t pid;
+
+	if (li->net_none || li->net_host)
+		return 0;
+	if (li->net_exit_fd < 0)
+		return sbx_error_set(err, EIO, 0, "network: no exit pipe from init");
+	if ((e = write_resolv(li)) < 0)
+		return sbx_error_set(err, -e, 0, "writing the lease's resolv.conf: %s",
+				     strerror(-e));
+	snprintf(netns, sizeof(netns), "/proc/%d/ns/net", (int)li->init_pid);
+	snprintf(api, sizeof(api), "%s/" LCL_NET_API, li->dir);
+	if ((ncg = lcl_cg_open_procs(&li->cg, cgfds)) < 0)
+		return sbx_error_set(err, -ncg, 0, "opening cgroup.procs: %s", strerror(-ncg));
+	if (pipe2(readyp, O_CLOEXEC) < 0) {
+		e = sbx_error_set(err, errno, 0, "pipe: %s", strerror(errno));
+		goto out_cg;
+	}
+	snprintf(readyfd, sizeof(readyfd), "--ready-fd=%d", readyp[1]);
+	snprintf(exitfd, sizeof(exitfd), "--exit-fd=%d", li->net_exit_fd);
+	char *argv[] = {"slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+			"--enable-sandbox", "--enable-seccomp", "--cidr=" LCL_NET_CIDR,
+			"--api-socket", api, readyfd, exitfd, "--netns-type=path", netns, "eth0",
+			NULL};
+	pid = fork();
+	if (pid == 0) {
+		/* Async-signal-safe calls only: join the lease's cgroups, detach, exec. */
+		for (int i = 0; i < ncg; i++)
+			if (write(cgfds[i], "0", 1) < 0)
+				_exit(126);
+		if (_Fork() != 0)
+			_exit(0); /* the stack outlives the daemon, as init does */
+		setsid();
+		fcntl(readyp[1], F_SETFD, 0);
+		fcntl(li->net_exit_fd, F_SETFD, 0);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		execve("/usr/bin/slirp4netns", argv, envp);
+		execvpe("slirp4netns", argv, envp);
+		_exit(127);
+	}
+	close(readyp[1]);
+	if (pid < 0) {
+		e = sbx_error_set(err, errno, 0, "fork: %s", strerror(errno));
+		goto out_ready;
+	}
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	struct pollfd p = {.fd = readyp[0], .events = POLLIN};
+	if (poll(&p, 1, NET_WAIT_MS) != 1 || read(readyp[0], buf, 1) != 1)
+		e = sbx_error_set(err, EIO, 0,
+				  "network: slirp4netns did not start (apt-get install "
+				  "slirp4netns, or use \"network\": \"host\")");
+	else
+		e = 0;
+out_ready:
+	close(readyp[0]);
+	close(li->net_exit_fd); /* init's end keeps the stack alive, ours must not */
+	li->net_exit_fd = -1;
+out_cg:
+	for (int i = 0; i < ncg; i++)
+		close(cgfds[i]);
+	return e;
+}
+
+/* One request on the API socket; the answer (NUL-terminated) in out. */
+static int api_call(struct local_inst *li, const char *req, char *out, size_t size)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct timeval tv = {.tv_sec = 5};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), e = 0;
+	ssize_t n = 0, got = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" LCL_NET_API, li->dir) >=
+	    (int)sizeof(sa.sun_path)) {
+		close(fd);
+		return -ENAMETOOLONG;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
+		e = -errno;
+		close(fd);
+		return e;
+	}
+	shutdown(fd, SHUT_WR);
+	while (got < (ssize_t)size - 1 && (n = read(fd, out + got, size - 1 - got)) > 0)
+		got += n;
+	out[got] = '\0';
+	close(fd);
+	return n < 0 ? -errno : 0;
+}
+
+int lcl_net_forward(struct local_inst *li, int port, struct sbx_error *err)
+{
+	char req[256], ans[8192], want[64];
+	int e;
+
+	if (li->net_none || li->net_host)
+		return 0;
+	snprintf(req, sizeof(req),
+		 "{\"execute\": \"add_hostfwd\", \"arguments\": {\"proto\": \"tcp\", "
+		 "\"host_addr\": \"127.0.0.1\", \"host_port\": %d, \"guest_port\": %d}}",
+		 port, port);
+	if ((e = api_call(li, req, ans, sizeof(ans))) < 0)
+		return sbx_error_set(err, -e, 0, "port %d: the lease's network stack: %s", port,
+				     strerror(-e));
+	if (strstr(ans, "\"return\""))
+		return 0;
+	/* Forwarded already (an earlier read of ports/PORT, another daemon)? */
+	snprintf(want, sizeof(want), "\"host_port\":%d,", port);
+	if (api_call(li, "{\"execute\": \"list_hostfwd\"}", ans, sizeof(ans)) == 0 &&
+	    strstr(ans, want))
+		return 0;
+	return sbx_error_set(err, EADDRINUSE, 0,
+			     "port %d: cannot forward 127.0.0.1:%d to the lease (in use on the host?)",
+			     port, port);
+}

@@ -1,0 +1,78 @@
+#!/bin/bash
+# ports/ (issue 14): `ls ports/` lists the ports something listens on inside
+# the sandbox, and `cat ports/PORT` answers one format on every provider: a
+# URL with its scheme on the first line, then the header lines a request
+# needs. Local: from the lease's own network namespace (/proc/PID/net/tcp*
+# of its init), http://127.0.0.1:PORT, and the URL reaches the server; e2b
+# (fake): from /proc/net/tcp* read by a run in the sandbox,
+# https://PORT-ID.$E2B_DOMAIN; daytona (fake): the preview URL and its
+# X-Daytona-Preview-Token line.
+. "$(dirname "$0")/lib.sh"
+[ "$(id -u)" = 0 ] || { echo "SKIP: the local provider needs root"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIP: python3 is needed for a server"; exit 77; }
+. "$(dirname "$0")/lib-fake.sh"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+listed() { ls "$1" | grep -qx "$2"; }
+not() { ! "$@"; }
+
+# --- local --------------------------------------------------------------------
+mount_sbxfs
+L=$MNT/web
+ok "mkdir a local lease" mkdir "$L"
+P=$(free_port)
+ok "nothing listens on $P yet: ls ports/ does not list it" not listed "$L/ports" "$P"
+lease_run "nohup python3 -m http.server $P --bind 127.0.0.1 >/dev/null 2>&1 & echo started" >/dev/null
+ok "a server started in the lease: ls ports/ lists $P" wait_for 20 listed "$L/ports" "$P"
+eq "cat ports/$P is the URL with its scheme" "$(cat "$L/ports/$P")" "http://127.0.0.1:$P"
+ok "... and the URL reaches the server" curl -fsS -o /dev/null "$(head -n1 "$L/ports/$P")"
+lease_run "pkill -f 'http.server $P' ; echo stopped" >/dev/null
+ok "once it stops, ls ports/ no longer lists $P" wait_for 20 not listed "$L/ports" "$P"
+# A lease in its own network namespace: the host's listeners are not its own.
+H=$(free_port)
+python3 -m http.server "$H" --bind 127.0.0.1 >/dev/null 2>&1 &
+HOSTSRV=$!
+EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }kill $HOSTSRV 2>/dev/null"
+wait_for 10 sh -c "curl -fsS -o /dev/null http://127.0.0.1:$H"
+ok "mkdir a lease with network=none" sh -c "echo 'new iso network=none' >'$MNT/ctl'"
+ok "... its ports/ lists nothing of the host's (its own namespace)" not listed "$MNT/iso/ports" "$H"
+lease_run_in() { printf '%s\n' "$2" >"$MNT/$1/exec" && cat "$MNT/$1/stdout"; }
+lease_run_in iso "nohup python3 -m http.server $H --bind 127.0.0.1 >/dev/null 2>&1 & echo started" >/dev/null
+ok "... but lists the same port once its own server listens on it" wait_for 20 listed "$MNT/iso/ports" "$H"
+kill $HOSTSRV 2>/dev/null
+end_leases
+unmount_sbxfs
+
+# --- e2b (fake) ---------------------------------------------------------------
+start_fake e2b
+export E2B_DOMAIN=example.test
+mount_sbxfs
+L=$MNT/box
+ok "mkdir an e2b lease" mkdir "$L"
+ID=$(json_get "$L/info" '["sandboxId"]')
+P=$(free_port)
+lease_run "nohup python3 -m http.server $P --bind 127.0.0.1 >/dev/null 2>&1 & echo started" >/dev/null
+ok "a server started in the sandbox: ls ports/ lists $P" wait_for 20 listed "$L/ports" "$P"
+eq "cat ports/$P is https://PORT-ID.\$E2B_DOMAIN" "$(cat "$L/ports/$P")" "https://$P-$ID.example.test"
+ok "... and the last run's output is untouched by the listing" sh -c "! grep -q '0A' '$L/stdout'"
+lease_run "pkill -f 'http.server $P' ; echo stopped" >/dev/null
+ok "once it stops, ls ports/ no longer lists $P" wait_for 20 not listed "$L/ports" "$P"
+end_leases
+unmount_sbxfs
+stop_fake
+unset E2B_DOMAIN
+
+# --- daytona (fake) -----------------------------------------------------------
+start_fake daytona
+mount_sbxfs
+L=$MNT/dt
+ok "mkdir a daytona lease" mkdir "$L"
+eq "cat ports/8080: the preview URL, then one header line" "$(wc -l <"$L/ports/8080")" 2
+ok "... the URL has its scheme" sh -c "head -n1 '$L/ports/8080' | grep -Eq '^https?://.*8080'"
+ok "... the token is an X-Daytona-Preview-Token header line" \
+	sh -c "sed -n 2p '$L/ports/8080' | grep -Eq '^X-Daytona-Preview-Token: [^ ]+$'"
+ok "... and it is never logged" sh -c "! grep -q \"\$(sed -n 2p '$L/ports/8080' | cut -d' ' -f2)\" '$WORK/sbxfs.log'"
+P=$(free_port)
+lease_run "nohup python3 -m http.server $P --bind 127.0.0.1 >/dev/null 2>&1 & echo started" >/dev/null
+ok "a server started in the sandbox: ls ports/ lists $P" wait_for 20 listed "$L/ports" "$P"
+lease_run "pkill -f 'http.server $P' ; echo stopped" >/dev/null
+finish
