@@ -79,6 +79,15 @@ print(s[0]["state"] if s else "gone")' "$1"
 #   lease_run SHELL-TEXT                 (lib.sh) runs it through exec, prints its stdout
 #   fault_case / upload_case             see below; FAULT_TABLE collects the rows
 fault_only() { fake_post /_fake/faults "{\"replace\":true,\"faults\":[$1]}" >/dev/null; }
+# stat_re PATH: what error_says accepts for a failed stat of PATH: "stat P " for
+# PATH or one of its directories. Attributes live 2 s (SBX_CACHE_TTL_MS): on a
+# loaded machine the kernel's walk to PATH may stat "/" again, and the fault
+# hits that stat first; the error file then rightly names it.
+stat_re() {
+	local p=$1 re=/
+	while [ -n "$p" ]; do re="$re\\|$p" p=${p%/*}; done
+	echo "stat \\($re\\) "
+}
 error_says() { grep -q -- "$1" "$L/error" || { log "  the error file says: $(cat "$L/error")"; false; }; }
 fsync_ok() { python3 -c "import os; fd = os.open('$1', os.O_RDONLY); os.fsync(fd); os.close(fd)"; }
 close_ok() { python3 -c "import os; fd = os.open('$1', os.O_RDWR); os.close(fd)"; }

@@ -49,7 +49,7 @@ eq "after the faults, the same files read fine" "$(cat "$F/d/u1" "$F/d/u4" "$F/d
 # meanwhile, the lookup of e1 lists it again and that is what fails.)
 warm
 fault_case "stat, connection dropped" "{\"kind\":\"drop\",\"key\":\"GET $TB/files/info\"}" \
-	"os.stat('$F/s/s1')" ENOTCONN $REQ_MAX "stat /home/daytona/s/s1"
+	"os.stat('$F/s/s1')" ENOTCONN $REQ_MAX "$(stat_re /home/daytona/s/s1)"
 warm
 fault_case "list, 500" "{\"kind\":\"5xx\",\"status\":500,\"key\":\"GET $TB/files\"}" \
 	"os.listdir('$F/e1')" EIO $FAST_MAX "list /home/daytona"
@@ -61,7 +61,7 @@ fault_case "list, 429 Retry-After 1" "{\"kind\":\"429\",\"retryAfter\":1,\"key\"
 	"os.listdir('$F/e3')" EAGAIN $REQ_MAX "rate limit"
 warm
 fault_case "stat, slower than the deadline" "{\"kind\":\"slow\",\"delayMs\":30000,\"key\":\"GET $TB/files/info\"}" \
-	"os.stat('$F/s/s2')" ETIMEDOUT $REQ_MAX "stat /home/daytona/s/s2"
+	"os.stat('$F/s/s2')" ETIMEDOUT $REQ_MAX "$(stat_re /home/daytona/s/s2)"
 warm
 fault_case "mkdir, sandbox vanished (proxy 404)" "{\"kind\":\"vanish\",\"key\":\"POST $TB/files/folder\"}" \
 	"os.mkdir('$F/newdir')" ENOTCONN $FAST_MAX "mkdir /home/daytona/newdir"

@@ -47,7 +47,7 @@ eq "after the faults, the same files read fine" "$(cat "$F/d/u1" "$F/d/u4" "$F/d
 # ---- metadata (Connect RPCs) ----
 warm
 fault_case "stat, connection dropped" "{\"kind\":\"drop\",\"key\":\"$FS/Stat\"}" \
-	"os.stat('$F/s/s1')" ENOTCONN $REQ_MAX "stat $FHOME/s/s1"
+	"os.stat('$F/s/s1')" ENOTCONN $REQ_MAX "$(stat_re $FHOME/s/s1)"
 warm
 fault_case "list, 500" "{\"kind\":\"5xx\",\"status\":500,\"key\":\"$FS/ListDir\"}" \
 	"os.listdir('$F/e1')" EIO $FAST_MAX "list $FHOME" # e1, or its parent listed again
@@ -56,7 +56,7 @@ fault_case "list, 429 Retry-After 1" "{\"kind\":\"429\",\"retryAfter\":1,\"key\"
 	"os.listdir('$F/e2')" EAGAIN $REQ_MAX "429"
 warm
 fault_case "stat, slower than the deadline" "{\"kind\":\"slow\",\"delayMs\":30000,\"key\":\"$FS/Stat\"}" \
-	"os.stat('$F/s/s2')" ETIMEDOUT $REQ_MAX "stat $FHOME/s/s2"
+	"os.stat('$F/s/s2')" ETIMEDOUT $REQ_MAX "$(stat_re $FHOME/s/s2)"
 fault_case "mkdir, sandbox vanished (proxy 502)" "{\"kind\":\"vanish\",\"key\":\"$FS/MakeDir\"}" \
 	"os.mkdir('$F/newdir')" ENOTCONN $FAST_MAX "mkdir $FHOME/newdir"
 sleep 0.3 # a failed lookup is answered from memory for SBX_CACHE_FAIL_MS (250 ms)
