@@ -18,6 +18,7 @@
 
 #include "base/fsutil.h"
 #include "base/log.h"
+#include "base/xalloc.h"
 #include "cache.h"
 #include "fsmirror.h"
 #include "kinval.h"
@@ -95,7 +96,7 @@ int sbx_lease_journal(struct sbx_lease *l, json_t *ev)
 			      l->name);
 	} else {
 		size_t n = strlen(line);
-		line = realloc(line, n + 2);
+		line = sbx_xrealloc(line, n + 2);
 		line[n] = '\n';
 		line[n + 1] = '\0';
 		char *p = sbx_lease_path(l, "log");

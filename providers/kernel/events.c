@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/xalloc.h"
+
 void sbx_code_events_init(struct sbx_code_events *ev, const struct sbx_run_sink *sink,
 			  struct sbx_code_result *res)
 {
@@ -56,8 +58,7 @@ char *sbx_code_request_line(const struct sbx_code_req *req, size_t *len)
 	if (!s)
 		return NULL;
 	*len = strlen(s);
-	if (!(s = realloc(s, *len + 2)))
-		abort();
+	s = sbx_xrealloc(s, *len + 2);
 	s[(*len)++] = '\n';
 	s[*len] = '\0';
 	return s;

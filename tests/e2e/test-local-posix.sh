@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-posix.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (owners, device nodes)"; exit 77; }
-mount_sbxfs -o allow_other,default_permissions
+mount_sbxfs -o allow_other,default_permissions,share_group=nogroup
 L=$MNT/posix
 mkdir "$L"
 F=$L/fs/tmp
@@ -33,5 +33,11 @@ eq "rsync -ainH: the copy back is the original" "$(rsync -ainH --delete "$T/" "$
 eq "hard links came back as one file" "$(stat -c %h "$WORK/back/a3")" 3
 
 # du counts allocated blocks as the host does (the lease's /usr is the host's).
-eq "du -s fs/usr equals du -s /usr" "$(du -s "$L/fs/usr" | cut -f1)" "$(du -s /usr | cut -f1)"
+# Within 0.5 %: another test of the suite (test-deb) may install a package
+# into the host's /usr meanwhile; a FUSE layer that reported no blocks, or
+# its own sizes, is off by far more.
+du_fs=$(du -s "$L/fs/usr" | cut -f1)
+du_host=$(du -s /usr | cut -f1)
+ok "du -s fs/usr equals du -s /usr ($du_fs, host $du_host KiB)" \
+	python3 -c "import sys; a, b = int(sys.argv[1]), int(sys.argv[2]); sys.exit(abs(a - b) > b * 0.005)" "$du_fs" "$du_host"
 finish
