@@ -1175,8 +1175,9 @@ static enum timer_action timer_decide(struct sbx_lease *l, time_t now)
 	else if (l->state == SBX_LS_PAUSED && l->spec.reclaim_ttl_s &&
 		 now - l->paused_at >= l->spec.reclaim_ttl_s)
 		a = T_KILL_TTL;
+	/* > on whole seconds: a lease is idle at least idleTimeout before it pauses */
 	else if (l->state == SBX_LS_RUNNING && !l->active && l->spec.idle_timeout_s &&
-		 now - l->last_active >= l->spec.idle_timeout_s)
+		 now - l->last_active > l->spec.idle_timeout_s)
 		a = T_PAUSE;
 	else if (live && (atomic_exchange(&l->probe_due, false) ||
 			  (l->state == SBX_LS_RUNNING && now - l->last_probe >= probe_every)))

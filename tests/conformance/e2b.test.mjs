@@ -59,10 +59,15 @@ describe('control plane', () => {
 	});
 
 	test('onTimeout pause: the sandbox is paused, not killed, and connect resumes it', async () => {
-		const sbx = await Sandbox.create({ ...opts, timeoutMs: 1000, lifecycle: { onTimeout: 'pause' } });
+		// The file is written before the short timeout is set: a create or a write
+		// slowed by a loaded machine must not run into it. Then the state is polled.
+		const sbx = await Sandbox.create({ ...opts, lifecycle: { onTimeout: 'pause' } });
 		await sbx.files.write('/home/user/keep.txt', 'kept');
-		await sleep(1600);
-		assert.equal((await sbx.getInfo()).state, 'paused');
+		await sbx.setTimeout(1000);
+		let state = 'running';
+		for (const end = Date.now() + 10000; state === 'running' && Date.now() < end; await sleep(200))
+			state = (await sbx.getInfo()).state;
+		assert.equal(state, 'paused');
 		const again = await Sandbox.connect(sbx.sandboxId, opts);
 		assert.equal(await again.files.read('/home/user/keep.txt'), 'kept');
 		await again.kill();

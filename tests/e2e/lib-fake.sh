@@ -75,27 +75,10 @@ print(s[0]["state"] if s else "gone")' "$1"
 # Fault tests (tests/e2e/test-*-faults.sh). The caller sets L (the lease
 # directory), F (a directory in its fs/) and FHOME (F's path in the sandbox).
 #   fault_only JSON-FAULT[,JSON-FAULT]   replaces the fake's faults with these
-#   errno_ms_of PYTHON-STATEMENT         prints "ERRNO-NAME|OK MILLISECONDS"
-#   write_close PATH TEXT                a statement: open O_TRUNC, write, close
+#   errno_ms_of, write_close             (lib.sh)
 #   lease_run SHELL-TEXT                 (lib.sh) runs it through exec, prints its stdout
 #   fault_case / upload_case             see below; FAULT_TABLE collects the rows
 fault_only() { fake_post /_fake/faults "{\"replace\":true,\"faults\":[$1]}" >/dev/null; }
-# errno_ms_of STATEMENT [PRE]: the errno (or OK) and the ms STATEMENT took;
-# PRE runs first, in the same process, untimed.
-errno_ms_of() {
-	python3 - "$1" "${2:-}" <<'PY'
-import errno, os, sys, time
-exec(sys.argv[2])
-t = time.monotonic()
-try:
-    exec(sys.argv[1])
-    r = "OK"
-except OSError as e:
-    r = errno.errorcode.get(e.errno, str(e.errno))
-print(r, int((time.monotonic() - t) * 1000))
-PY
-}
-write_close() { echo "fd = os.open('$1', os.O_WRONLY | os.O_TRUNC); os.write(fd, b'$2'); os.close(fd)"; }
 error_says() { grep -q -- "$1" "$L/error" || { log "  the error file says: $(cat "$L/error")"; false; }; }
 fsync_ok() { python3 -c "import os; fd = os.open('$1', os.O_RDONLY); os.fsync(fd); os.close(fd)"; }
 close_ok() { python3 -c "import os; fd = os.open('$1', os.O_RDWR); os.close(fd)"; }

@@ -65,6 +65,23 @@ except OSError as e:
 PY
 }
 
+# errno_ms_of PYTHON-STATEMENT [PRE]: PRE runs first in the same process, untimed; prints "ERRNO-NAME|OK MILLISECONDS", the time of
+# the statement alone (not python's start, which a loaded machine makes slow).
+# write_close PATH TEXT: a statement for it: open O_TRUNC, write, close.
+errno_ms_of() {
+	python3 - "$1" "${2:-}" <<'PY'
+import errno, os, sys, time
+exec(sys.argv[2])
+t = time.monotonic()
+try:
+    exec(sys.argv[1])
+    r = "OK"
+except OSError as e:
+    r = errno.errorcode.get(e.errno, str(e.errno))
+print(r, int((time.monotonic() - t) * 1000))
+PY
+}
+write_close() { echo "fd = os.open('$1', os.O_WRONLY | os.O_TRUNC); os.write(fd, b'$2'); os.close(fd)"; }
 # errno_of_write PATH TEXT: writes TEXT unbuffered and closes; prints the errno name or OK.
 errno_of_write() {
 	python3 - "$1" "$2" <<'PY'

@@ -65,14 +65,28 @@ if [ "$PROVIDER" = local ]; then
 	eq "local: any file is served while paused" "$(cat "$L/fs/tmp/w/b.txt")" "uncached"
 	eq "... still paused" "$(cat "$L/state")" "paused"
 	t0=$(date +%s%N)
-	eq "exec on a paused lease resumes it and runs" "$(echo 'echo back' >"$L/exec"; cat "$L/exec")" "back"
+	got=$(echo 'echo back' >"$L/exec"; cat "$L/exec")
+	t1=$(date +%s%N) st=$(cat "$L/state")
+	eq "exec on a paused lease resumes it and runs" "$got" "back"
 else
 	t0=$(date +%s%N)
-	eq "an uncached file resumes the lease and is served" "$(cat "$L/fs/tmp/w/b.txt")" "uncached"
+	got=$(cat "$L/fs/tmp/w/b.txt")
+	t1=$(date +%s%N) st=$(cat "$L/state")
+	eq "an uncached file resumes the lease and is served" "$got" "uncached"
 	eq "one resume call" "$(counter "$RESUME_KEY")" 1
 fi
-t1=$(date +%s%N)
-eq "running again" "$(cat "$L/state")" "running"
+# The state is read right after the access. Only if this shell was descheduled
+# longer than idleTimeout (2 s) can the timer have paused the lease again; then
+# the journal shows an idle pause after the access's resume, and says so.
+running_again() {
+	[ "$st" = running ] && return 0
+	log "  state [$st] right after the access; the journal since the access's resume:"
+	awk '/"to":"running","cause":"access"/ { n = NR } { l[NR] = $0 }
+	     END { for (i = n + 1; i <= NR; i++) print l[i] }' "$L/log" >"$WORK/since"
+	sed 's/^/    /' "$WORK/since"
+	[ "$st" = paused ] && grep -q '"to":"paused","cause":"idle"' "$WORK/since"
+}
+ok "running again" running_again
 ok "resume on access took < 10 s" test $(((t1 - t0) / 1000000)) -lt 10000
 ok "the journal says the access resumed it" grep -q '"to":"running","cause":"access"' "$L/log"
 
@@ -109,11 +123,9 @@ eq "explicit resume works" "$(cat "$MNT/man/state")" "running"
 # 5. lifetime reached -> reclaimed; fs/ answers at once.
 echo "new short profile=short" >"$MNT/ctl"
 ok "a lease past resources.timeout is reclaimed" wait_for 8 grep -qx reclaimed "$MNT/short/state"
-t0=$(date +%s%N)
-r=$(errno_of "os.stat('$MNT/short/fs/tmp')")
-t1=$(date +%s%N)
+read -r r ms <<<"$(errno_ms_of "os.stat('$MNT/short/fs/tmp')")"
 eq "fs/ of a reclaimed lease" "$r" "ENOENT"
-ok "... answered at once" test $(((t1 - t0) / 1000000)) -lt 1000
+ok "... answered at once ($ms ms)" test "$ms" -lt 1000
 ok "the journal says lifetime" grep -q 'lifetime reached' "$MNT/short/log"
 
 # 6. the sandbox deleted behind the mount's back -> reclaimed, no hang.
@@ -125,11 +137,9 @@ if [ "$PROVIDER" = local ]; then
 else
 	fake_post "/_fake/sandboxes/$id/vanish" '{}' >/dev/null
 fi
-t0=$(date +%s%N)
-r=$(errno_of_write "$MNT/vic/exec" "echo again")
-t1=$(date +%s%N)
+read -r r ms <<<"$(errno_ms_of "$(write_close "$MNT/vic/exec" "echo again")")"
 ok "a run on a vanished sandbox fails ($r)" test "$r" = ENOENT -o "$r" = ENOTCONN
-ok "... within 10 s" test $(((t1 - t0) / 1000000)) -lt 10000
+ok "... within 10 s ($ms ms)" test "$ms" -lt 10000
 ok "the lease becomes reclaimed" wait_for 5 grep -qx reclaimed "$MNT/vic/state"
 eq "fs/ then answers ENOENT" "$(errno_of "os.listdir('$MNT/vic/fs/')")" "ENOENT"
 ok "rmdir of a reclaimed lease" rmdir "$MNT/vic"

@@ -157,29 +157,33 @@ fake_reset_counters
 fault_only "$SYNC_FAULT"
 (echo pause >"$L/state") 2>/dev/null &
 PAUSE_PID=$!
+# Each read is timed many times while the request is held (8 s). A read that
+# waited on the provider would take seconds; the median shows the fast path,
+# and the worst, allowed 1 s, a loaded machine (2 cores, the ASan pass) only.
 python3 - "$MNT" "$L" >"$WORK/latency" <<'PY'
-import os, sys, time
+import os, statistics, sys, time
 mnt, l = sys.argv[1:]
 reads = {"state": f"{l}/state", "info": f"{l}/info", "status": f"{mnt}/status",
          "error": f"{mnt}/error", "lease error": f"{l}/error"}
-worst = {k: 0 for k in list(reads) + ["root listing"]}
+took = {k: [] for k in list(reads) + ["root listing"]}
 end = time.monotonic() + 6
 while time.monotonic() < end:
     for k, p in reads.items():
         t = time.monotonic()
         open(p).read()
-        worst[k] = max(worst[k], time.monotonic() - t)
+        took[k].append(time.monotonic() - t)
     t = time.monotonic()
     os.listdir(mnt)
-    worst["root listing"] = max(worst["root listing"], time.monotonic() - t)
+    took["root listing"].append(time.monotonic() - t)
     time.sleep(0.2)
-for k, v in worst.items():
-    print(k.replace(" ", "_"), int(v * 1000))
+for k, v in took.items():
+    print(k.replace(" ", "_"), int(statistics.median(v) * 1000), int(max(v) * 1000), len(v))
 PY
 HELD=$(counter "$(python3 -c 'import json,sys; print(json.loads("["+sys.argv[1]+"]")[0]["key"])' "$SYNC_FAULT")")
 ok "the pause's sync request was held open by the fake during the reads ($HELD)" test "$HELD" -ge 1
-while read -r what ms; do
-	ok "$what answers within 100 ms while the provider stalls (worst $ms ms)" test "$ms" -le 100
+while read -r what median worst n; do
+	ok "$what answers within 100 ms while the provider stalls (median $median ms, worst $worst ms <= 1 s, $n reads)" \
+		test "$median" -le 100 -a "$worst" -le 1000 -a "$n" -ge 10
 done <"$WORK/latency"
 wait "$PAUSE_PID"
 fake_clear_faults
