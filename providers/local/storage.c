@@ -124,7 +124,8 @@ int lcl_storage_create(const char *dir, const char *lower, long disk_mb, enum lc
 		       struct sbx_error *err)
 {
 	struct sbx_buf rw = SBX_BUF_INIT, root = SBX_BUF_INIT, opts = SBX_BUF_INIT;
-	int e = 0;
+	int e = 0, rc;
+	size_t plain;
 
 	sbx_buf_addf(&rw, "%s/rw", dir);
 	sbx_buf_addf(&root, "%s/root", dir);
@@ -173,8 +174,20 @@ int lcl_storage_create(const char *dir, const char *lower, long disk_mb, enum lc
 	sbx_buf_adds(&opts, "/upper,workdir=");
 	add_escaped(&opts, rw.buf);
 	sbx_buf_adds(&opts, "/work");
-	/* nodev: a device node made through fs/ (or by the sandbox) is only a name. */
-	if (mount("sbxfs-root", root.buf, "overlay", MS_NODEV, opts.buf) < 0) {
+	/* nodev: a device node made through fs/ (or by the sandbox) is only a name.
+	 * xino=on: the layers are on two file systems (host "/" and the lease
+	 * disk), and without it a lower and an upper file may share an st_ino;
+	 * xino=auto falls back to off where a layer's file system has a null
+	 * uuid, as the host's "/" has here (DESIGN.md). A kernel that does not
+	 * know xino (EINVAL) gets the mount without it. */
+	plain = opts.len;
+	sbx_buf_adds(&opts, ",xino=on");
+	rc = mount("sbxfs-root", root.buf, "overlay", MS_NODEV, opts.buf);
+	if (rc < 0 && errno == EINVAL) {
+		opts.buf[opts.len = plain] = '\0';
+		rc = mount("sbxfs-root", root.buf, "overlay", MS_NODEV, opts.buf);
+	}
+	if (rc < 0) {
 		e = sbx_error_set(err, errno, 0, "overlay at %s: %s", root.buf, strerror(errno));
 		goto out_umount;
 	}

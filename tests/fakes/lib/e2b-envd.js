@@ -52,18 +52,30 @@ function entryInfo(sb, sandboxPath, host, lst) {
 	lst = lst || fs.lstatSync(host);
 	let st = lst;
 	let symlinkTarget;
+	let loop = false;
 	if (lst.isSymbolicLink()) {
-		const r = sb.root.resolve(sandboxPath, true);
-		symlinkTarget = r.path;
+		let r = null;
 		try {
-			st = fs.statSync(r.host);
+			r = sb.root.resolve(sandboxPath, true);
 		} catch (e) {
-			st = null;
+			/* a loop: envd lists the entry as a symlink, without an error */
+			if (e.code !== 'ELOOP')
+				throw e;
+			loop = true;
+		}
+		st = null;
+		if (r) {
+			symlinkTarget = r.path;
+			try {
+				st = fs.statSync(r.host);
+			} catch (e) {
+				st = null;
+			}
 		}
 	}
 	const e = {
 		name: path.posix.basename(sandboxPath),
-		type: st && st.isDirectory() ? TYPES.dir : TYPES.file,
+		type: loop ? TYPES.symlink : st && st.isDirectory() ? TYPES.dir : TYPES.file,
 		path: sandboxPath,
 		size: String(st ? st.size : 0),
 		mode: (st || lst).mode & 0o777,
