@@ -34,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "base/log.h"
@@ -42,13 +41,6 @@
 struct dt_conf dt_conf;
 
 /* --- small helpers ------------------------------------------------------- */
-
-long dt_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
-}
 
 void dt_sleep_ms(long ms)
 {
@@ -62,9 +54,9 @@ void dt_random_hex(char *out, size_t bytes)
 	unsigned char r[32];
 	if (bytes > sizeof(r))
 		bytes = sizeof(r);
-	if (getrandom(r, bytes, 0) != (ssize_t)bytes) {
+	if (sbx_random_bytes(r, bytes)) {
 		/* Only names of temporary files hang on this: time is enough. */
-		unsigned long long t = (unsigned long long)dt_now_ms() ^ (uintptr_t)out;
+		unsigned long long t = (unsigned long long)sbx_now_ms() ^ (uintptr_t)out;
 		for (size_t i = 0; i < bytes; i++)
 			r[i] = (unsigned char)(t >> (8 * (i % 8))) ^ (unsigned char)i;
 	}
@@ -421,7 +413,7 @@ static int toolbox_setup(struct dt_instance *di, const struct dt_sandbox *sb,
 static int wait_phase(struct dt_instance *di, struct dt_sandbox *sb, enum dt_phase want,
 		      struct sbx_error *err)
 {
-	long deadline = dt_now_ms() + dt_conf.state_timeout_ms, delay = 100;
+	long deadline = sbx_now_ms() + dt_conf.state_timeout_ms, delay = 100;
 	for (;;) {
 		enum dt_phase ph = dt_state_phase(sb->state);
 		int rc;
@@ -435,7 +427,7 @@ static int wait_phase(struct dt_instance *di, struct dt_sandbox *sb, enum dt_pha
 		if (ph == DT_PHASE_GONE)
 			return sbx_error_set(err, ENOENT, 0, "sandbox %s is %s", sb->id,
 					     sb->state);
-		if (dt_now_ms() + delay > deadline)
+		if (sbx_now_ms() + delay > deadline)
 			return sbx_error_set(err, ETIMEDOUT, 0, "sandbox %s still %s after %ld s",
 					     sb->id, sb->state[0] ? sb->state : "unknown",
 					     dt_conf.state_timeout_ms / 1000);

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
+#include "base/df.h"
 #include "base/log.h"
 
 /* "'a' 'b'" helpers for the command lines below. */
@@ -755,7 +756,7 @@ int dt_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	pthread_mutex_unlock(&di->lock);
 	sbx_buf_adds(&b, "df -kP -- / 2>/dev/null; df -iP -- / 2>/dev/null; true");
 	rc = dt_exec(di, b.buf, dt_short_ms(), &out, &code, err);
-	if (!rc && dt_df_parse(out.buf, st))
+	if (!rc && sbx_df_parse(out.buf, st))
 		rc = sbx_error_set(err, EIO, 0, "statfs: `df` gave no answer");
 	if (!rc) {
 		pthread_mutex_lock(&di->lock);

@@ -32,6 +32,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/base64.h"
 #include "base/log.h"
 #include "kernel/events.h"
 #include "kernel/kernels.h"
@@ -59,21 +60,6 @@ static const struct kernel *kernel_for(const char *language)
 	return i < 0 ? NULL : &kernels[i];
 }
 
-static void base64_encode(struct sbx_buf *b, const unsigned char *p, size_t len)
-{
-	static const char d[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	for (size_t i = 0; i < len; i += 3) {
-		unsigned long v = (unsigned long)p[i] << 16;
-		if (i + 1 < len)
-			v |= (unsigned long)p[i + 1] << 8;
-		if (i + 2 < len)
-			v |= p[i + 2];
-		char q[4] = {d[(v >> 18) & 63], d[(v >> 12) & 63],
-			     i + 1 < len ? d[(v >> 6) & 63] : '=', i + 2 < len ? d[v & 63] : '='};
-		sbx_buf_add(b, q, 4);
-	}
-}
-
 /* "CODE_DIR/pykernel-<fnv1a of the text>.py": a new driver gets a new name. */
 static void driver_path(struct sbx_buf *b, const struct kernel *k)
 {
@@ -99,7 +85,7 @@ static void command(struct sbx_buf *sh, const struct kernel *k, bool install, co
 		const char *src = k->js ? sbx_kernel_js : sbx_kernel_py;
 		size_t len = k->js ? sbx_kernel_js_len : sbx_kernel_py_len;
 		sbx_buf_adds(sh, "[ -f \"$f\" ] || { mkdir -p " CODE_DIR " && printf '%s' '");
-		base64_encode(sh, (const unsigned char *)src, len);
+		sbx_base64_encode(src, len, sh);
 		sbx_buf_adds(sh, "' | base64 -d > \"$f.$$\" && mv -f \"$f.$$\" \"$f\"; } || exit 1\n");
 	} else {
 		sbx_buf_addf(sh, "[ -f \"$f\" ] || exit %d\n", EXIT_NO_DRIVER);
@@ -117,7 +103,7 @@ static void command(struct sbx_buf *sh, const struct kernel *k, bool install, co
 			     reqfile);
 	} else {
 		sbx_buf_adds(sh, "printf '%s' '");
-		base64_encode(sh, (const unsigned char *)request, strlen(request));
+		sbx_base64_encode(request, strlen(request), sh);
 		sbx_buf_addf(sh,
 			     "' | base64 -d | %s %s\"$f\" --client " CODE_DIR
 			     "/%s.sock --language %s\n",
@@ -299,7 +285,7 @@ int dt_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 	const struct kernel *k = kernel_for(req->language);
 	struct code_run cr = {.err = SBX_BUF_INIT, .fail = SBX_ERROR_INIT};
 	struct sbx_run_sink mine = {&cr, code_output, sink ? sink->cancel : NULL};
-	long t0 = dt_now_ms();
+	long t0 = sbx_now_ms();
 	char *request = NULL;
 	int rc = 0;
 
@@ -371,7 +357,7 @@ out:
 	free(request);
 	sbx_code_events_release(&cr.ev);
 	sbx_buf_release(&cr.err);
-	result->duration_ms = dt_now_ms() - t0;
+	result->duration_ms = sbx_now_ms() - t0;
 	return rc;
 }
 

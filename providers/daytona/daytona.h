@@ -16,6 +16,7 @@
 
 #include "base/buf.h"
 #include "base/http.h"
+#include "base/sysutil.h"
 #include "daytona/protocol.h"
 #include "provider.h"
 
@@ -172,7 +173,6 @@ void dt_toolbox_url(struct dt_instance *di, struct sbx_buf *b, const char *path)
 void dt_sandbox_url(struct sbx_buf *b, const char *id, const char *suffix);
 /* Stores the DTO's facts on the instance (for info). */
 void dt_facts_set(struct dt_instance *di, const struct dt_sandbox *sb);
-long dt_now_ms(void);
 void dt_sleep_ms(long ms);
 /* A random lowercase hex string of 2*bytes characters into out. */
 void dt_random_hex(char *out, size_t bytes);

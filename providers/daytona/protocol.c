@@ -594,38 +594,3 @@ void dt_kill_command(struct sbx_buf *out, const char *pidfile, const char *token
 	sbx_buf_add_shquoted(out, token);
 	sbx_buf_adds(out, " ] && { kill -s KILL -- -\"$p\" 2>/dev/null || kill -s KILL \"$p\"; }");
 }
-
-int dt_df_parse(const char *text, struct statvfs *st)
-{
-	const char *line = text;
-	bool got = false;
-
-	memset(st, 0, sizeof(*st));
-	st->f_bsize = st->f_frsize = 1024;
-	st->f_namemax = 255;
-	while (line && *line) {
-		const char *next = strchr(line, '\n');
-		bool inodes = strstr(line, "Inodes") && (!next || strstr(line, "Inodes") < next);
-		unsigned long long a = 0, b = 0, c = 0;
-		char fs[256];
-
-		if (strncmp(line, "Filesystem", 10) || !next)
-			goto skip;
-		line = next + 1;
-		if (sscanf(line, "%255s %llu %llu %llu", fs, &a, &b, &c) != 4)
-			goto skip;
-		if (inodes) {
-			st->f_files = a;
-			st->f_ffree = st->f_favail = c;
-		} else {
-			st->f_blocks = a;
-			st->f_bfree = a >= b ? a - b : 0;
-			st->f_bavail = c;
-			got = true;
-		}
-	skip:
-		next = strchr(line, '\n');
-		line = next ? next + 1 : NULL;
-	}
-	return got ? 0 : -EPROTO;
-}

@@ -6,8 +6,8 @@
  * body, FileInfo to struct sbx_stat, error bodies (NestJS and daemon
  * ErrorResponse) to errno and one line of text, the streaming parser of the
  * multipart reply of /files/bulk-download, session command and log JSON,
- * the shell wrapper that gives every run its own cwd/env/timeout, and the
- * `df -kP` output of statfs.
+ * and the shell wrapper that gives every run its own cwd/env/timeout (the
+ * `df -kP` output of statfs is parsed by base/df.h).
  *
  * What it is not: no curl, no sockets, no clock, no global state. api.c and
  * its siblings do the requests; everything here is unit-tested from bytes
@@ -248,10 +248,5 @@ void dt_kill_command(struct sbx_buf *out, const char *pidfile, const char *token
  */
 int dt_wrap_command(struct sbx_buf *out, const struct dt_wrap *w);
 
-/*
- * Parses `df -kP` output (header + one line) into st (block size 1024).
- * -EPROTO when it has no data line.
- */
-int dt_df_parse(const char *text, struct statvfs *st);
 
 #endif

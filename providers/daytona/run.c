@@ -273,7 +273,7 @@ static int run_session(struct dt_instance *di, const struct dt_wrap *wrap,
 	char *sid = NULL, *cmd_id = NULL, token[25], pidfile[96];
 	struct dt_wrap w = *wrap;
 	unsigned epoch;
-	long start = dt_now_ms(), delay = 20, timeout_ms = w.timeout_ms, cancel_at = 0;
+	long start = sbx_now_ms(), delay = 20, timeout_ms = w.timeout_ms, cancel_at = 0;
 	bool done = false, killed = false;
 	int rc, code = 0;
 
@@ -303,10 +303,10 @@ static int run_session(struct dt_instance *di, const struct dt_wrap *wrap,
 			break;
 		if (sbx_run_cancelled(sink)) {
 			if (!cancel_at)
-				cancel_at = dt_now_ms();
+				cancel_at = sbx_now_ms();
 			if (!killed)
 				killed = kill_run(di, pidfile, token);
-			if (dt_now_ms() - cancel_at <= DT_KILL_GRACE_MS)
+			if (sbx_now_ms() - cancel_at <= DT_KILL_GRACE_MS)
 				continue;
 			/* It would not die: deleting the session kills it (its jobs too). */
 			session_delete(di, sid);
@@ -314,7 +314,7 @@ static int run_session(struct dt_instance *di, const struct dt_wrap *wrap,
 			sid = NULL;
 			break;
 		}
-		if (timeout_ms > 0 && dt_now_ms() - start > timeout_ms + DT_KILL_GRACE_MS) {
+		if (timeout_ms > 0 && sbx_now_ms() - start > timeout_ms + DT_KILL_GRACE_MS) {
 			/* `timeout` is missing or stuck: deleting the session kills it. */
 			session_delete(di, sid);
 			free(sid);
@@ -326,7 +326,8 @@ static int run_session(struct dt_instance *di, const struct dt_wrap *wrap,
 	}
 	if (!rc && done) {
 		res->exit_code = code;
-		res->timed_out = timeout_ms > 0 && code == 137 && dt_now_ms() - start >= timeout_ms;
+		res->timed_out =
+		    timeout_ms > 0 && code == 137 && sbx_now_ms() - start >= timeout_ms;
 	}
 	if (sid) {
 		if (rc && rc != -ENOENT)
@@ -405,7 +406,7 @@ int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	struct dt_instance *di = dt_inst(inst);
 	struct sbx_buf cmd = SBX_BUF_INIT, out = SBX_BUF_INIT;
 	char **envs = sbx_envs_merge(&di->spec, req->envs);
-	long start = dt_now_ms();
+	long start = sbx_now_ms();
 	struct dt_wrap w = {
 		.shell = req->shell,
 		.argv = req->argv,
@@ -428,7 +429,7 @@ int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 			     &result->timed_out, err);
 		/* Killed by the wrapper's `timeout` before the daemon's 408. */
 		if (!rc && req->timeout_ms > 0 && result->exit_code == 137 &&
-		    dt_now_ms() - start >= req->timeout_ms)
+		    sbx_now_ms() - start >= req->timeout_ms)
 			result->timed_out = true;
 		if (!rc && out.len && sink && sink->output &&
 		    (rc = sink->output(sink->ctx, SBX_STDOUT, out.buf, out.len)))
@@ -437,7 +438,7 @@ int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 out:
 	/* The command may have changed any file: what we knew of links is void. */
 	dt_links_clear(di);
-	result->duration_ms = dt_now_ms() - start;
+	result->duration_ms = sbx_now_ms() - start;
 	free(envs);
 	sbx_buf_release(&cmd);
 	sbx_buf_release(&out);

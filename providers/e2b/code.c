@@ -253,7 +253,7 @@ int e2b_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 	struct e2b_code *c = code_of(in);
 	struct exec_state x = {.err = SBX_ERROR_INIT};
 	int k = lang_index(req->language), rc;
-	long t0 = e2b_now_ms(), status = 0;
+	long t0 = sbx_now_ms(), status = 0;
 	bool lost = false;
 	char *id = NULL;
 	unsigned gen = 0;
@@ -305,7 +305,7 @@ int e2b_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 out:
 	free(id);
 	sbx_code_events_release(&x.ev);
-	result->duration_ms = e2b_now_ms() - t0;
+	result->duration_ms = sbx_now_ms() - t0;
 	return rc;
 }
 

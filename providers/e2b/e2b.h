@@ -18,6 +18,7 @@
 #include <stdbool.h>
 
 #include "base/http.h"
+#include "base/sysutil.h"
 #include "e2b/meta.h"
 #include "e2b/protocol.h"
 #include "provider.h"
@@ -78,8 +79,6 @@ static inline struct e2b_inst *e2b_of(struct sbx_instance *i)
 {
 	return (struct e2b_inst *)i;
 }
-
-long e2b_now_ms(void);
 
 /* --- transport.c --------------------------------------------------------- */
 

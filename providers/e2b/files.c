@@ -157,7 +157,7 @@ static void *flusher_main(void *arg)
 	struct e2b_inst *in = arg;
 	pthread_mutex_lock(&in->lock);
 	while (!in->stopping) {
-		long due = in->last_op_ms + E2B_FLUSH_DELAY_MS, now = e2b_now_ms();
+		long due = in->last_op_ms + E2B_FLUSH_DELAY_MS, now = sbx_now_ms();
 		if (!in->queue.n) {
 			pthread_cond_wait(&in->wake, &in->lock);
 		} else if (now < due) {
@@ -199,7 +199,7 @@ static int enqueue(struct e2b_inst *in, const struct e2b_meta_op *op)
 {
 	pthread_mutex_lock(&in->lock);
 	e2b_meta_add(&in->queue, op);
-	in->last_op_ms = e2b_now_ms();
+	in->last_op_ms = sbx_now_ms();
 	in->df_at_ms = 0;
 	if (!in->flusher_on && !in->stopping)
 		in->flusher_on = !pthread_create(&in->flusher, NULL, flusher_main, in);
@@ -305,14 +305,14 @@ static void recent_put(struct e2b_inst *in, const char *path, json_t *reply)
 	free(r->path);
 	r->path = strdup(path);
 	r->st = st;
-	r->at_ms = e2b_now_ms();
+	r->at_ms = sbx_now_ms();
 	pthread_mutex_unlock(&in->lock);
 }
 
 /* Takes path's recent entry into st: true when there was a fresh one. */
 static bool recent_take(struct e2b_inst *in, const char *path, struct sbx_stat *st)
 {
-	long now = e2b_now_ms();
+	long now = sbx_now_ms();
 	bool hit = false;
 	pthread_mutex_lock(&in->lock);
 	for (int i = 0; i < E2B_RECENT_MAX && !hit; i++) {
@@ -533,11 +533,8 @@ static void temp_name(struct sbx_buf *b, const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	unsigned r = 0;
-	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || read(fd, &r, sizeof(r)) != sizeof(r))
-		r = (unsigned)e2b_now_ms() ^ (unsigned)(uintptr_t)b;
-	if (fd >= 0)
-		close(fd);
+	if (sbx_random_bytes(&r, sizeof(r)))
+		r = (unsigned)sbx_now_ms() ^ (unsigned)(uintptr_t)b;
 	sbx_buf_add(b, path, (size_t)(slash - path) + 1);
 	sbx_buf_addf(b, E2B_TEMP_PREFIX "%08x~%.200s", r, slash + 1);
 }

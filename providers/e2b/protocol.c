@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/base64.h"
+
 static char *xstrdup(const char *s)
 {
 	char *d = s ? strdup(s) : NULL;
@@ -374,42 +376,6 @@ int e2b_entry_to_stat(json_t *entry, struct sbx_stat *st)
 	return 0;
 }
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-int e2b_base64_decode(const char *in, size_t len, struct sbx_buf *out)
-{
-	unsigned acc = 0;
-	int bits = 0;
-	size_t i;
-	for (i = 0; i < len && in[i] != '='; i++) {
-		const char *p = in[i] ? strchr(b64, in[i]) : NULL;
-		if (!p)
-			return -EINVAL;
-		acc = acc << 6 | (unsigned)(p - b64);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			sbx_buf_addch(out, (char)(acc >> bits & 0xff));
-		}
-	}
-	for (; i < len; i++)
-		if (in[i] != '=')
-			return -EINVAL;
-	return bits >= 6 ? -EINVAL : 0;
-}
-
-void e2b_base64_encode(const char *in, size_t len, struct sbx_buf *out)
-{
-	const unsigned char *u = (const unsigned char *)in;
-	for (size_t i = 0; i < len; i += 3) {
-		unsigned v = (unsigned)u[i] << 16 | (i + 1 < len ? (unsigned)u[i + 1] << 8 : 0) |
-			     (i + 2 < len ? u[i + 2] : 0);
-		char q[4] = {b64[v >> 18], b64[v >> 12 & 63], i + 1 < len ? b64[v >> 6 & 63] : '=',
-			     i + 2 < len ? b64[v & 63] : '='};
-		sbx_buf_add(out, q, 4);
-	}
-}
-
 /* --- process ------------------------------------------------------------- */
 
 json_t *e2b_start_body(const char *shell, const char *const *argv, const char *const *envs,
@@ -486,7 +452,7 @@ static int parse_data(json_t *d, struct e2b_proc_event *ev, struct sbx_error *e)
 		if (!s)
 			continue;
 		ev->stream = streams[i];
-		if (e2b_base64_decode(s, strlen(s), &ev->data))
+		if (sbx_base64_decode(s, strlen(s), &ev->data))
 			return sbx_error_set(e, EPROTO, SBX_E_INTERNAL, "bad base64 in %s",
 					     keys[i]);
 		return 0;
@@ -552,62 +518,5 @@ int e2b_watch_event_parse(const char *json, size_t len, enum e2b_watch_kind *kin
 		snprintf(name, size, "%s", n ? n : "");
 	}
 	json_decref(root);
-	return 0;
-}
-
-/* --- statfs -------------------------------------------------------------- */
-
-/* The numbers of the first data row after a header line starting "Filesystem". */
-static int df_row(const char **p, unsigned long long v[3])
-{
-	const char *hdr = strstr(*p, "Filesystem");
-	const char *row, *q;
-	if (!hdr || !(row = strchr(hdr, '\n')))
-		return -EPROTO;
-	row++;
-	/* The device name may hold spaces: numbers follow the last non-number run. */
-	q = strchr(row, '\n');
-	if (!q)
-		q = row + strlen(row);
-	{
-		char line[512];
-		size_t n = (size_t)(q - row) < sizeof(line) - 1 ? (size_t)(q - row) : sizeof(line) - 1;
-		char *tok, *save = NULL, *toks[16];
-		int nt = 0;
-		memcpy(line, row, n);
-		line[n] = '\0';
-		for (tok = strtok_r(line, " \t", &save); tok && nt < 16;
-		     tok = strtok_r(NULL, " \t", &save))
-			toks[nt++] = tok;
-		/* Filesystem total used avail capacity% mountpoint */
-		if (nt < 6)
-			return -EPROTO;
-		for (int i = 0; i < 3; i++) {
-			char *end;
-			v[i] = strtoull(toks[nt - 5 + i], &end, 10);
-			if (*end)
-				return -EPROTO;
-		}
-	}
-	*p = q;
-	return 0;
-}
-
-int e2b_parse_df(const char *out, struct statvfs *st)
-{
-	unsigned long long k[3], i[3];
-	const char *p = out;
-	memset(st, 0, sizeof(*st));
-	if (df_row(&p, k))
-		return -EPROTO;
-	st->f_bsize = st->f_frsize = 1024;
-	st->f_blocks = k[0];
-	st->f_bfree = k[0] >= k[1] ? k[0] - k[1] : 0;
-	st->f_bavail = k[2];
-	st->f_namemax = 255;
-	if (!df_row(&p, i)) {
-		st->f_files = i[0];
-		st->f_ffree = st->f_favail = i[2];
-	}
 	return 0;
 }

@@ -3,7 +3,8 @@
  * the create body, Sandbox/SandboxDetail replies, control-plane error
  * bodies, envd's EntryInfo, process and watch events, and the protobuf
  * JSON rules they follow (int64 as strings or numbers, bytes as base64,
- * absent = zero), plus the `df` parser behind statfs.
+ * absent = zero; base64 via base/base64.h). The `df` parser behind statfs
+ * is base/df.h.
  *
  * Pure: jansson only, no curl, no I/O, no threads. It is not the
  * transport (api/envd code) and not the Connect framing (connect.c).
@@ -113,9 +114,6 @@ int e2b_json_int64(json_t *v, long long *out);
  */
 int e2b_entry_to_stat(json_t *entry, struct sbx_stat *st);
 
-/* Standard base64 (padding optional on input). 0 or -EINVAL. */
-int e2b_base64_decode(const char *in, size_t len, struct sbx_buf *out);
-void e2b_base64_encode(const char *in, size_t len, struct sbx_buf *out);
 
 /* The StartRequest of `bash -l -c TEXT` or an argv (exactly one set). */
 json_t *e2b_start_body(const char *shell, const char *const *argv, const char *const *envs,
@@ -149,10 +147,5 @@ enum e2b_watch_kind { E2B_WATCH_OTHER = 0, E2B_WATCH_START, E2B_WATCH_EVENT,
 int e2b_watch_event_parse(const char *json, size_t len, enum e2b_watch_kind *kind, char *name,
 			  size_t size);
 
-/*
- * Parses the output of `df -kP P; df -iP P` (two POSIX tables) into st.
- * 0 or -EPROTO.
- */
-int e2b_parse_df(const char *out, struct statvfs *st);
 
 #endif

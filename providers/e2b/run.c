@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/df.h"
 #include "base/log.h"
 
 #define E2B_DF_TTL_MS 30000L
@@ -80,7 +81,7 @@ static int run_start(struct e2b_inst *in, const struct sbx_run_req *req, bool as
 	struct e2b_stream_opts o = {.timeout_ms = req->timeout_ms,
 				    .cancel = sink ? sink->cancel : NULL,
 				    .auth = as_root ? E2B_AUTH_ROOT : NULL};
-	long t0 = e2b_now_ms();
+	long t0 = sbx_now_ms();
 	json_t *body;
 	int rc;
 
@@ -90,7 +91,7 @@ static int run_start(struct e2b_inst *in, const struct sbx_run_req *req, bool as
 	body = e2b_start_body(req->shell, req->argv, req->envs, req->cwd ? req->cwd : in->workdir);
 	e2b_proc_event_init(&r.ev);
 	rc = e2b_rpc_stream(in, "process.Process/Start", body, &o, run_message, &r, "run", err);
-	result->duration_ms = e2b_now_ms() - t0;
+	result->duration_ms = sbx_now_ms() - t0;
 	if (rc == -ETIMEDOUT && r.started && !r.ended && req->timeout_ms > 0) {
 		/* envd's deadline_exceeded, or ours first: make sure it is dead. */
 		kill_process(in, r.pid);
@@ -166,7 +167,7 @@ int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 {
 	struct e2b_inst *in = e2b_of(inst);
 	struct sbx_buf out = SBX_BUF_INIT, cmd = SBX_BUF_INIT;
-	long now = e2b_now_ms();
+	long now = sbx_now_ms();
 	int code = 0, rc;
 
 	pthread_mutex_lock(&in->lock);
@@ -179,7 +180,7 @@ int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	/* Whole-sandbox figures: one root filesystem backs every path. */
 	sbx_buf_adds(&cmd, "df -kP / && df -iP /");
 	rc = e2b_run_capture(in, cmd.buf, false, 20000, 16384, &out, NULL, &code, err);
-	if (!rc && (code || e2b_parse_df(out.buf, st)))
+	if (!rc && (code || sbx_df_parse(out.buf, st)))
 		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED, "statfs: df failed");
 	if (!rc) {
 		pthread_mutex_lock(&in->lock);

@@ -26,13 +26,6 @@ static long keepalive_s(void)
 	return s < 1 ? 1 : s > E2B_KEEPALIVE_MAX_S ? E2B_KEEPALIVE_MAX_S : s;
 }
 
-long e2b_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void wipe(void *p, size_t n)
 {
 	volatile unsigned char *v = p;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/base64.h"
 #include "base/fsutil.h"
 
 /* How long tty_open waits for envd's start event. */
@@ -163,7 +164,7 @@ static int tty_call(struct sbx_tty_session *s, const char *method, json_t *req,
 int e2b_tty_write(struct sbx_tty_session *s, const char *data, size_t len, struct sbx_error *err)
 {
 	struct sbx_buf b64 = SBX_BUF_INIT;
-	e2b_base64_encode(data, len, &b64);
+	sbx_base64_encode(data, len, &b64);
 	json_t *req = json_pack("{s:{s:i}, s:{s:s%}}", "process", "pid", (int)s->pid, "input",
 				"pty", b64.buf, b64.len);
 	sbx_buf_release(&b64);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/base64.h"
 #include "base/xalloc.h"
 
 void sbx_code_events_init(struct sbx_code_events *ev, const struct sbx_run_sink *sink,
@@ -72,41 +73,6 @@ int sbx_code_language_index(const char *name)
 		if (!strcmp(lang, order[i]))
 			return i;
 	return -1;
-}
-
-/* 0-63 for a base64 digit, -1 for anything else. */
-static int b64_value(unsigned char c)
-{
-	static const char digits[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	const char *p = c ? strchr(digits, c) : NULL;
-	return p ? (int)(p - digits) : -1;
-}
-
-int sbx_code_base64_decode(const char *in, size_t len, struct sbx_buf *out)
-{
-	unsigned long acc = 0;
-	int bits = 0;
-	bool padded = false;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)in[i];
-		if (c == '\n' || c == '\r' || c == ' ')
-			continue;
-		if (c == '=') {
-			padded = true;
-			continue;
-		}
-		int v = b64_value(c);
-		if (v < 0 || padded)
-			return -EINVAL;
-		acc = (acc << 6) | (unsigned long)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			sbx_buf_addch(out, (char)((acc >> bits) & 0xff));
-		}
-	}
-	return bits >= 6 ? -EINVAL : 0; /* a lone digit carries no whole byte */
 }
 
 void sbx_code_strip_ansi(char *s)
@@ -201,7 +167,7 @@ static void apply_result(struct sbx_code_events *ev, json_t *o)
 		} else if (!json_is_string(v)) {
 			continue;
 		} else if (formats[i].base64) {
-			if (sbx_code_base64_decode(json_string_value(v), json_string_length(v),
+			if (sbx_base64_decode(json_string_value(v), json_string_length(v),
 						   &data)) {
 				sbx_buf_release(&data);
 				continue;

@@ -80,8 +80,6 @@ const char *sbx_code_language(const char *name);
 /* The same as an index: 0 python, 1 javascript, 2 typescript, -1 none. */
 int sbx_code_language_index(const char *name);
 
-/* Standard base64 (padding and line breaks tolerated) appended to out. 0 or -EINVAL. */
-int sbx_code_base64_decode(const char *in, size_t len, struct sbx_buf *out);
 
 /* Removes ANSI escape sequences (tracebacks from Jupyter carry colours), in place. */
 void sbx_code_strip_ansi(char *s);

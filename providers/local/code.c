@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/sysutil.h"
 #include "kernel/events.h"
 #include "kernel/kernels.h"
 
@@ -66,13 +67,6 @@ static const struct kernel *kernel_for(const char *language)
 {
 	int i = sbx_code_language_index(language);
 	return i < 0 ? NULL : &kernels[i];
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* O_PATH descriptor of the lease's /run/sbxfs (made when create), or -errno. */
@@ -237,7 +231,7 @@ static int execute(int fd, const struct sbx_code_req *req, const struct kernel *
 {
 	size_t len = 0;
 	char *line = sbx_code_request_line(req, &len), buf[65536];
-	long long deadline = req->timeout_ms > 0 ? now_ms() + req->timeout_ms : -1;
+	long long deadline = req->timeout_ms > 0 ? sbx_now_ms() + req->timeout_ms : -1;
 	int e;
 
 	if (!line)
@@ -251,7 +245,7 @@ static int execute(int fd, const struct sbx_code_req *req, const struct kernel *
 	for (;;) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		long wait = -1;
-		if (deadline >= 0 && (wait = (long)(deadline - now_ms())) <= 0)
+		if (deadline >= 0 && (wait = (long)(deadline - sbx_now_ms())) <= 0)
 			return sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT,
 					     "%s: the run outlived its timeout", k->language);
 		if (sbx_run_cancelled(sink))
@@ -284,7 +278,7 @@ int lcl_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 	struct local_inst *li = lcl_inst(inst);
 	const struct kernel *k = kernel_for(req->language);
 	struct sbx_code_events ev;
-	long long t0 = now_ms();
+	long long t0 = sbx_now_ms();
 	bool lost = false;
 	pid_t pid = 0;
 	int dfd, fd, e;
@@ -322,7 +316,7 @@ int lcl_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 	result->state_lost = result->state_lost || lost;
 out:
 	sbx_code_events_release(&ev);
-	result->duration_ms = (long)(now_ms() - t0);
+	result->duration_ms = (long)(sbx_now_ms() - t0);
 	return e;
 }
 

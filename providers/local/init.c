@@ -56,6 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sysutil.h" /* libc only: linked into sbxfs-init too */
 #include "init_seccomp.h"
 #include "proto.h"
 
@@ -93,13 +94,6 @@ static void logf_(const char *fmt, ...)
 	line[n++] = '\n';
 	if (write(2, line, n) < 0)
 		return;
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
@@ -478,7 +472,7 @@ static void start_run(int conn, const struct lcl_req *req, char *payload, int *f
 	    (struct run){.conn = conn,
 			 .pid = pid,
 			 .rd = {fds[3], fds[4]},
-			 .deadline = req->timeout_ms > 0 ? now_ms() + req->timeout_ms : 0};
+			 .deadline = req->timeout_ms > 0 ? sbx_now_ms() + req->timeout_ms : 0};
 	reply(conn, LCL_R_STARTED, pid, 0, 0, NULL);
 	for (int i = 0; i < 3; i++)
 		close(fds[i]);
@@ -586,7 +580,7 @@ static int serve(int lfd, int sfd)
 	char buf[4096];
 
 	for (;;) {
-		long long now = now_ms(), next = -1;
+		long long now = sbx_now_ms(), next = -1;
 		for (size_t i = 0; i < n_runs; i++) {
 			if (runs[i].pid > 0 && runs[i].deadline && runs[i].deadline <= now) {
 				kill(-runs[i].pid, SIGKILL);

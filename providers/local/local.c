@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -37,6 +36,7 @@
 
 #include "base/buf.h"
 #include "base/log.h"
+#include "base/sysutil.h"
 #include "ascaller.h"
 #include "files.h"
 #include "proto.h"
@@ -280,8 +280,8 @@ static int local_create(const struct sbx_spec *spec, const char *lease, struct s
 				     "the local provider needs root (or user namespaces: see "
 				     "ROOTLESS in sbxfs(1)); as uid %u use the e2b or daytona provider",
 				     (unsigned)geteuid());
-	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
-		return sbx_error_set(err, EIO, 0, "getrandom failed");
+	if ((e = sbx_random_bytes(rnd, sizeof(rnd))) < 0)
+		return sbx_error_set(err, -e, 0, "getrandom failed");
 	snprintf(id, sizeof(id), "lcl-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],
 		 rnd[4], rnd[5]);
 	li = inst_new(spec, id);

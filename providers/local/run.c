@@ -24,18 +24,12 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/sysutil.h"
 #include "proto.h"
 
 #define DRAIN_QUIET_MS 50
 #define DRAIN_MAX_MS 1000
 #define TRANSPORT_GRACE_MS 10000
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int gone(const struct local_inst *li, struct sbx_error *err)
 {
@@ -106,10 +100,10 @@ static int send_req(int sock, const struct lcl_req *h, const char *payload, cons
 static int read_reply(int sock, struct lcl_reply *r, long ms)
 {
 	size_t got = 0;
-	long long deadline = ms < 0 ? -1 : now_ms() + ms;
+	long long deadline = ms < 0 ? -1 : sbx_now_ms() + ms;
 	while (got < sizeof(*r)) {
 		struct pollfd p = {.fd = sock, .events = POLLIN};
-		long left = deadline < 0 ? -1 : (long)(deadline - now_ms());
+		long left = deadline < 0 ? -1 : (long)(deadline - sbx_now_ms());
 		if (deadline >= 0 && left <= 0)
 			return -ETIMEDOUT;
 		if (poll(&p, 1, (int)left) <= 0)
@@ -192,13 +186,13 @@ static int pump(const struct local_inst *li, int sock, int out, int errfd, long 
 	struct lcl_reply r;
 	size_t got = 0;
 	bool exited = false;
-	long long deadline = timeout_ms > 0 ? now_ms() + timeout_ms + TRANSPORT_GRACE_MS : -1;
+	long long deadline = timeout_ms > 0 ? sbx_now_ms() + timeout_ms + TRANSPORT_GRACE_MS : -1;
 	long long exit_at = 0, last_data = 0;
 	char buf[65536];
 
 	for (;;) {
 		struct pollfd p[3] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}, {sock, POLLIN, 0}};
-		long long now = now_ms();
+		long long now = sbx_now_ms();
 		long wait = -1;
 		if (exited) {
 			if ((fds[0] < 0 && fds[1] < 0) || now - last_data >= DRAIN_QUIET_MS ||
@@ -235,7 +229,7 @@ static int pump(const struct local_inst *li, int sock, int out, int errfd, long 
 				fds[i] = -1; /* EOF: the caller still owns (and closes) the fd */
 				continue;
 			}
-			last_data = now_ms();
+			last_data = sbx_now_ms();
 			int e = sink && sink->output
 				    ? sink->output(sink->ctx, i ? SBX_STDERR : SBX_STDOUT, buf, n)
 				    : 0;
@@ -263,7 +257,7 @@ static int pump(const struct local_inst *li, int sock, int out, int errfd, long 
 			result->exit_code = r.status;
 			result->timed_out = r.timed_out != 0;
 			exited = true;
-			exit_at = last_data = now_ms();
+			exit_at = last_data = sbx_now_ms();
 		}
 	}
 }
@@ -278,7 +272,7 @@ int lcl_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 			    .timeout_ms = req->timeout_ms};
 	struct sbx_buf payload = SBX_BUF_INIT;
 	int out[2] = {-1, -1}, errp[2] = {-1, -1}, devnull = -1, sock = -1, e;
-	long long start = now_ms();
+	long long start = sbx_now_ms();
 
 	memset(result, 0, sizeof(*result));
 	if (!req->shell == !req->argv || (req->argv && !req->argv[0]))
@@ -315,7 +309,7 @@ int lcl_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	fcntl(errp[0], F_SETFL, O_NONBLOCK);
 	e = pump(li, sock, out[0], errp[0], req->timeout_ms, sink, result, err);
 out:
-	result->duration_ms = (long)(now_ms() - start);
+	result->duration_ms = (long)(sbx_now_ms() - start);
 	int all[] = {sock, devnull, out[0], out[1], errp[0], errp[1]};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		if (all[i] >= 0)

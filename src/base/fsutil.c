@@ -146,13 +146,6 @@ int sbx_rm_rf(const char *path)
 	return rm_rf_at(AT_FDCWD, path, st.st_dev);
 }
 
-long long sbx_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void sbx_deadline_in(clockid_t clock, long ms, struct timespec *ts)
 {
 	clock_gettime(clock, ts);

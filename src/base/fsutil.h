@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "base/buf.h"
+#include "base/sysutil.h" /* sbx_now_ms, which lived here */
 
 /* mkdir -p with mode for created directories. */
 int sbx_mkdir_p(const char *path, mode_t mode);
@@ -21,8 +22,6 @@ int sbx_append_file(const char *path, const void *data, size_t len);
 int sbx_read_file(const char *path, struct sbx_buf *out, size_t max);
 /* rm -rf without following symlinks and without crossing mount points. */
 int sbx_rm_rf(const char *path);
-/* Milliseconds of CLOCK_MONOTONIC. */
-long long sbx_now_ms(void);
 /* *ts = now on clock + ms: a deadline for pthread_cond_timedwait. */
 void sbx_deadline_in(clockid_t clock, long ms, struct timespec *ts);
 /* "2026-11-30T17:22:28Z" for t (UTC) into buf (>= 21 bytes). */

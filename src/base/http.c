@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/sysutil.h"
 #include "config.h"
 
 struct pooled {
@@ -57,13 +58,6 @@ static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static void global_init(void)
 {
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int sbx_http_curl_retryable(int curl_code)
@@ -318,7 +312,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *ctx)
 	size_t len = size * n;
 	long st = sbx_http_parse_status_line(data, len);
 	if (x->idle_ms)
-		x->moved_ms = now_ms(); /* header bytes moved too */
+		x->moved_ms = sbx_now_ms(); /* header bytes moved too */
 	if (st >= 0) {
 		/* A new reply (after a 1xx, or the first). */
 		r->status = st;
@@ -426,7 +420,7 @@ static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 	}
 	if (!x->idle_ms)
 		return 0;
-	now = now_ms();
+	now = sbx_now_ms();
 	if (dn + un != x->moved || !x->moved_ms) {
 		x->moved = dn + un;
 		x->moved_ms = now;
@@ -579,7 +573,7 @@ static unsigned jitter(void)
 {
 	static _Thread_local unsigned seed;
 	if (!seed)
-		seed = (unsigned)now_ms() ^ (unsigned)(uintptr_t)&seed;
+		seed = (unsigned)sbx_now_ms() ^ (unsigned)(uintptr_t)&seed;
 	return (unsigned)rand_r(&seed);
 }
 
@@ -587,7 +581,7 @@ int sbx_http_perform(struct sbx_http_client *c, const struct sbx_http_req *req,
 		     struct sbx_http_resp *resp, struct sbx_error *err)
 {
 	long total = req->timeout_ms ? req->timeout_ms : (req->stream ? 0 : c->set.timeout_ms);
-	long start = now_ms(), deadline = total > 0 ? start + total : 0;
+	long start = sbx_now_ms(), deadline = total > 0 ? start + total : 0;
 	int max_attempts = req->max_attempts ? req->max_attempts : c->set.max_attempts;
 	CURL *h = handle_get(c);
 	int ret = 0;
@@ -598,7 +592,7 @@ int sbx_http_perform(struct sbx_http_client *c, const struct sbx_http_req *req,
 		struct xfer x = {.req = req, .resp = resp};
 		struct curl_slist *hdrs = NULL;
 		curl_mime *mime = NULL;
-		long remaining = deadline ? deadline - now_ms() : -1, delay = -1;
+		long remaining = deadline ? deadline - sbx_now_ms() : -1, delay = -1;
 		CURLcode rc = CURLE_FAILED_INIT;
 		int kind;
 
@@ -641,7 +635,7 @@ int sbx_http_perform(struct sbx_http_client *c, const struct sbx_http_req *req,
 			if (!x.delivered && attempt + 1 < max_attempts &&
 			    (kind == 1 || (kind == 2 && req->idempotent)))
 				delay = sbx_http_retry_delay_ms(attempt, -1,
-								deadline ? deadline - now_ms() : -1,
+								deadline ? deadline - sbx_now_ms() : -1,
 								jitter());
 			if (delay < 0) {
 				ret = sbx_http_error_from_curl(rc, req->url, err);

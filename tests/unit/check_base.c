@@ -1,7 +1,8 @@
 /*
  * check_base — unit tests of the pure core modules: buf, err, log
- * redaction, durations and specs, the profiles file, control words, and
- * the mount's path classification.
+ * redaction, durations and specs, the profiles file, control words, the
+ * mount's path classification, base64, the df parser, the clock and
+ * random bytes.
  */
 #include <check.h>
 #include <errno.h>
@@ -11,11 +12,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/base64.h"
 #include "base/buf.h"
+#include "base/df.h"
 #include "base/fsutil.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/spec.h"
+#include "base/sysutil.h"
 #include "ctl.h"
 #include "nodes.h"
 
@@ -322,6 +326,153 @@ START_TEST(node_tty_paths)
 }
 END_TEST
 
+/* RFC 4648 section 10 vectors, each decoded back; every byte value round-trips. */
+START_TEST(base64_vectors_and_round_trip)
+{
+	static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+	static const char *const coded[] = {"",		"Zg==",	    "Zm8=",    "Zm9v",
+					    "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+	struct sbx_buf b = SBX_BUF_INIT;
+	for (int i = 0; i < 7; i++) {
+		sbx_buf_reset(&b);
+		sbx_base64_encode(plain[i], strlen(plain[i]), &b);
+		ck_assert_str_eq(b.buf, coded[i]);
+		sbx_buf_reset(&b);
+		ck_assert_int_eq(sbx_base64_decode(coded[i], strlen(coded[i]), &b), 0);
+		ck_assert_str_eq(b.buf, plain[i]);
+	}
+	sbx_buf_reset(&b);
+	sbx_base64_encode("\0\xff\x10"
+			  "ab",
+			  5, &b);
+	ck_assert_str_eq(b.buf, "AP8QYWI=");
+
+	unsigned char all[256];
+	for (int i = 0; i < 256; i++)
+		all[i] = (unsigned char)(255 - i);
+	for (size_t n = 0; n <= sizeof(all); n += n < 8 ? 1 : 61) {
+		struct sbx_buf enc = SBX_BUF_INIT;
+		sbx_base64_encode(all, n, &enc);
+		ck_assert_uint_eq(enc.len, (n + 2) / 3 * 4);
+		sbx_buf_reset(&b);
+		ck_assert_int_eq(sbx_base64_decode(enc.buf, enc.len, &b), 0);
+		ck_assert_uint_eq(b.len, n);
+		ck_assert_int_eq(memcmp(b.buf, all, n), 0);
+		sbx_buf_release(&enc);
+	}
+	sbx_buf_release(&b);
+}
+END_TEST
+
+/* What the providers send: unpadded (e2b), wrapped lines (kernel outputs); and what is refused. */
+START_TEST(base64_lenient_and_bad_input)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	ck_assert_int_eq(sbx_base64_decode("aGVsbG8", 7, &b), 0); /* padding optional */
+	ck_assert_str_eq(b.buf, "hello");
+	sbx_buf_reset(&b);
+	ck_assert_int_eq(sbx_base64_decode("YQ", 2, &b), 0);
+	ck_assert_str_eq(b.buf, "a");
+	sbx_buf_reset(&b);
+	ck_assert_int_eq(sbx_base64_decode("aGVs\nbG8K\r\n cGFy\ndGlhbAo=\n", 25, &b), 0);
+	ck_assert_str_eq(b.buf, "hello\npartial\n");
+	sbx_buf_reset(&b);
+	/* len bounds the input: the rest is not read */
+	ck_assert_int_eq(sbx_base64_decode("Zm9vYmFy!!", 8, &b), 0);
+	ck_assert_str_eq(b.buf, "foobar");
+
+	ck_assert_int_eq(sbx_base64_decode("a$==", 4, &b), -EINVAL);	 /* outside the alphabet */
+	ck_assert_int_eq(sbx_base64_decode("Zm9v-_8=", 8, &b), -EINVAL); /* base64url digits */
+	ck_assert_int_eq(sbx_base64_decode("aGV=sbG8", 8, &b), -EINVAL); /* data after '=' */
+	ck_assert_int_eq(sbx_base64_decode("Zg==Zg==", 8, &b), -EINVAL); /* two values glued */
+	ck_assert_int_eq(sbx_base64_decode("Y", 1, &b), -EINVAL);	 /* no whole byte */
+	ck_assert_int_eq(sbx_base64_decode("Zm9vY", 5, &b), -EINVAL);
+	ck_assert_int_eq(sbx_base64_decode("Zm\0v", 4, &b), -EINVAL); /* NUL is not a digit */
+	ck_assert_int_eq(sbx_base64_decode("Zm9\tv", 5, &b), -EINVAL);
+	sbx_buf_release(&b);
+}
+END_TEST
+
+START_TEST(clock_and_random)
+{
+	long long t0 = sbx_now_ms(), t1;
+	usleep(30 * 1000);
+	t1 = sbx_now_ms();
+	ck_assert_int_ge(t1 - t0, 29); /* at least the sleep (a loaded machine only adds) */
+	ck_assert_int_lt(t1 - t0, 60 * 1000);
+
+	unsigned char a[64], z[64] = {0};
+	ck_assert_int_eq(sbx_random_bytes(NULL, 0), 0);
+	memset(a, 0, sizeof(a));
+	ck_assert_int_eq(sbx_random_bytes(a, sizeof(a)), 0);
+	ck_assert_int_ne(memcmp(a, z, sizeof(a)), 0); /* 2^-512 to fail by chance */
+	memcpy(z, a, sizeof(a));
+	ck_assert_int_eq(sbx_random_bytes(a, sizeof(a)), 0);
+	ck_assert_int_ne(memcmp(a, z, sizeof(a)), 0);
+}
+END_TEST
+
+START_TEST(df_parse)
+{
+	struct statvfs st;
+	/* e2b's `df -kP / && df -iP /` */
+	ck_assert_int_eq(
+	    sbx_df_parse("Filesystem     1024-blocks    Used Available Capacity Mounted on\n"
+			 "overlay           1048576   24576   1024000       3% /\n"
+			 "Filesystem      Inodes IUsed  IFree IUse% Mounted on\n"
+			 "overlay         262144   100 262044    1% /\n",
+			 &st),
+	    0);
+	ck_assert_uint_eq(st.f_frsize, 1024);
+	ck_assert_uint_eq(st.f_bsize, 1024);
+	ck_assert_uint_eq(st.f_blocks, 1048576);
+	ck_assert_uint_eq(st.f_bfree, 1048576 - 24576);
+	ck_assert_uint_eq(st.f_bavail, 1024000);
+	ck_assert_uint_eq(st.f_files, 262144);
+	ck_assert_uint_eq(st.f_ffree, 262044);
+	ck_assert_uint_eq(st.f_favail, 262044);
+	ck_assert_uint_eq(st.f_namemax, 255);
+
+	/* inodes first, a device name with spaces, no trailing newline: the block table still
+	 * counts */
+	ck_assert_int_eq(
+	    sbx_df_parse("Filesystem      Inodes  IUsed   IFree IUse% Mounted on\n"
+			 "my disk         640000  40000  600000    7% /\n"
+			 "Filesystem     1024-blocks    Used Available Capacity Mounted on\n"
+			 "my disk          10000000 2500000   7000000      27% /",
+			 &st),
+	    0);
+	ck_assert_uint_eq(st.f_blocks, 10000000);
+	ck_assert_uint_eq(st.f_bfree, 7500000);
+	ck_assert_uint_eq(st.f_bavail, 7000000);
+	ck_assert_uint_eq(st.f_files, 640000);
+	ck_assert_uint_eq(st.f_ffree, 600000);
+
+	/* used > total (a racing writer) gives no free blocks, not a wrapped count */
+	ck_assert_int_eq(sbx_df_parse("Filesystem 1024-blocks Used Available Capacity Mounted on\n"
+				      "x 100 150 0 100% /\n",
+				      &st),
+			 0);
+	ck_assert_uint_eq(st.f_bfree, 0);
+
+	/* a block table is required; an inode table alone, a bad number or a message is not one */
+	ck_assert_int_eq(sbx_df_parse("Filesystem Inodes IUsed IFree IUse% Mounted on\n"
+				      "overlay 10 1 9 10% /\n",
+				      &st),
+			 -EPROTO);
+	ck_assert_int_eq(sbx_df_parse("Filesystem 1024-blocks Used Available Capacity Mounted on\n"
+				      "overlay 10 1x 9 10% /\n",
+				      &st),
+			 -EPROTO);
+	ck_assert_int_eq(
+	    sbx_df_parse("Filesystem 1024-blocks Used Available Capacity Mounted on\n", &st),
+	    -EPROTO);
+	ck_assert_int_eq(sbx_df_parse("df: /x: No such file or directory\n", &st), -EPROTO);
+	ck_assert_int_eq(sbx_df_parse("garbage", &st), -EPROTO);
+	ck_assert_int_eq(sbx_df_parse("", &st), -EPROTO);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("base");
@@ -339,6 +490,10 @@ int main(void)
 	tcase_add_test(tc, ctl_words);
 	tcase_add_test(tc, node_paths);
 	tcase_add_test(tc, node_tty_paths);
+	tcase_add_test(tc, base64_vectors_and_round_trip);
+	tcase_add_test(tc, base64_lenient_and_bad_input);
+	tcase_add_test(tc, clock_and_random);
+	tcase_add_test(tc, df_parse);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -237,18 +237,6 @@ START_TEST(languages_and_helpers)
 	ck_assert_int_eq(sbx_code_language_index("ts"), 2);
 	ck_assert_int_eq(sbx_code_language_index("r"), -1);
 
-	struct sbx_buf b = SBX_BUF_INIT;
-	ck_assert_int_eq(sbx_code_base64_decode("aGVsbG8=", 8, &b), 0);
-	ck_assert_str_eq(b.buf, "hello");
-	sbx_buf_reset(&b);
-	ck_assert_int_eq(sbx_code_base64_decode("aGVsbG8", 7, &b), 0); /* padding optional */
-	ck_assert_str_eq(b.buf, "hello");
-	sbx_buf_reset(&b);
-	ck_assert_int_eq(sbx_code_base64_decode("aGV=sbG8", 8, &b), -EINVAL); /* data after '=' */
-	sbx_buf_reset(&b);
-	ck_assert_int_eq(sbx_code_base64_decode("a", 1, &b), -EINVAL);
-	sbx_buf_release(&b);
-
 	char s[] = "\x1b[1;31mred\x1b[0m plain \x1b[Kend";
 	sbx_code_strip_ansi(s);
 	ck_assert_str_eq(s, "red plain end");

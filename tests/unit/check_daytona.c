@@ -781,27 +781,6 @@ START_TEST(test_wrap_timeout)
 }
 END_TEST
 
-START_TEST(test_df)
-{
-	struct statvfs st;
-	ck_assert_int_eq(dt_df_parse("Filesystem     1024-blocks    Used Available Capacity Mounted on\n"
-				     "overlay           10000000 2500000   7000000      27% /\n"
-				     "Filesystem      Inodes  IUsed   IFree IUse% Mounted on\n"
-				     "overlay         640000  40000  600000    7% /\n",
-				     &st),
-			 0);
-	ck_assert_uint_eq(st.f_frsize, 1024);
-	ck_assert_uint_eq(st.f_blocks, 10000000);
-	ck_assert_uint_eq(st.f_bfree, 7500000);
-	ck_assert_uint_eq(st.f_bavail, 7000000);
-	ck_assert_uint_eq(st.f_files, 640000);
-	ck_assert_uint_eq(st.f_ffree, 600000);
-	ck_assert_uint_eq(st.f_namemax, 255);
-	ck_assert_int_eq(dt_df_parse("df: /x: No such file or directory\n", &st), -EPROTO);
-	ck_assert_int_eq(dt_df_parse("", &st), -EPROTO);
-}
-END_TEST
-
 static Suite *daytona_suite(void)
 {
 	Suite *s = suite_create("daytona");
@@ -823,7 +802,6 @@ static Suite *daytona_suite(void)
 	tcase_add_test(tc, test_wrap_quoting);
 	tcase_add_test(tc, test_wrap_pidfile_kill);
 	tcase_add_test(tc, test_wrap_timeout);
-	tcase_add_test(tc, test_df);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -435,27 +435,6 @@ START_TEST(test_entry_to_stat)
 }
 END_TEST
 
-START_TEST(test_base64)
-{
-	struct sbx_buf b = SBX_BUF_INIT;
-	ck_assert_int_eq(e2b_base64_decode("aGVsbG8K", 8, &b), 0);
-	ck_assert_str_eq(b.buf, "hello\n");
-	sbx_buf_reset(&b);
-	ck_assert_int_eq(e2b_base64_decode("cGFydGlhbAo=", 12, &b), 0);
-	ck_assert_str_eq(b.buf, "partial\n");
-	sbx_buf_reset(&b);
-	ck_assert_int_eq(e2b_base64_decode("YQ", 2, &b), 0); /* unpadded */
-	ck_assert_str_eq(b.buf, "a");
-	sbx_buf_reset(&b);
-	ck_assert_int_eq(e2b_base64_decode("a$==", 4, &b), -EINVAL);
-	ck_assert_int_eq(e2b_base64_decode("Y", 1, &b), -EINVAL);
-	sbx_buf_reset(&b);
-	e2b_base64_encode("\0\xff\x10" "ab", 5, &b);
-	ck_assert_str_eq(b.buf, "AP8QYWI=");
-	sbx_buf_release(&b);
-}
-END_TEST
-
 START_TEST(test_proc_events)
 {
 	struct e2b_proc_event ev;
@@ -532,24 +511,6 @@ START_TEST(test_watch_events)
 	ck_assert_int_eq(e2b_watch_event_parse(s, strlen(s), &k, name, sizeof(name)), 0);
 	ck_assert_int_eq(k, E2B_WATCH_KEEPALIVE);
 	ck_assert_int_eq(e2b_watch_event_parse("[", 1, &k, name, sizeof(name)), -EPROTO);
-}
-END_TEST
-
-START_TEST(test_df)
-{
-	struct statvfs st;
-	const char *out = "Filesystem     1024-blocks    Used Available Capacity Mounted on\n"
-			  "overlay           1048576   24576   1024000       3% /\n"
-			  "Filesystem      Inodes IUsed  IFree IUse% Mounted on\n"
-			  "overlay         262144   100 262044    1% /\n";
-	ck_assert_int_eq(e2b_parse_df(out, &st), 0);
-	ck_assert_int_eq(st.f_frsize, 1024);
-	ck_assert_int_eq(st.f_blocks, 1048576);
-	ck_assert_int_eq(st.f_bfree, 1048576 - 24576);
-	ck_assert_int_eq(st.f_bavail, 1024000);
-	ck_assert_int_eq(st.f_files, 262144);
-	ck_assert_int_eq(st.f_ffree, 262044);
-	ck_assert_int_eq(e2b_parse_df("garbage", &st), -EPROTO);
 }
 END_TEST
 
@@ -696,11 +657,9 @@ int main(void)
 	tcase_add_test(tc, test_sandbox_parse);
 	tcase_add_test(tc, test_time);
 	tcase_add_test(tc, test_entry_to_stat);
-	tcase_add_test(tc, test_base64);
 	tcase_add_test(tc, test_proc_events);
 	tcase_add_test(tc, test_start_body);
 	tcase_add_test(tc, test_watch_events);
-	tcase_add_test(tc, test_df);
 	tcase_add_test(tc, test_meta_render);
 	tcase_add_test(tc, test_meta_split);
 	tcase_add_test(tc, test_meta_overlay);

@@ -311,17 +311,17 @@ START_TEST(t04d_http_deadlines_retries)
 			  "{\"faults\":[{\"kind\":\"slow\",\"delayMs\":3000,\"count\":2,"
 			  "\"key\":\"GET /health\"}]}"));
 	req.timeout_ms = 700;
-	t0 = e2b_now_ms();
+	t0 = sbx_now_ms();
 	ck_assert_int_eq(health(&req, &resp, &e), -ETIMEDOUT);
 	ck_assert_int_eq(e.code, SBX_E_TIMEOUT);
-	ck_assert_int_lt(e2b_now_ms() - t0, 1500);
+	ck_assert_int_lt(sbx_now_ms() - t0, 1500);
 	/* a stream: no total, but an idle limit */
 	req.timeout_ms = 0;
 	req.stream = true;
 	req.idle_ms = 1000;
-	t0 = e2b_now_ms();
+	t0 = sbx_now_ms();
 	ck_assert_int_eq(health(&req, &resp, &e), -ETIMEDOUT);
-	ck_assert_int_lt(e2b_now_ms() - t0, 2900);
+	ck_assert_int_lt(sbx_now_ms() - t0, 2900);
 	/* ... also after a request body that went out at once (curl's own
 	 * low-speed average would keep such a stream alive for seconds more) */
 	json_decref(admin("POST", "/_fake/faults",
@@ -332,10 +332,10 @@ START_TEST(t04d_http_deadlines_retries)
 	req.method = "POST";
 	req.body = body;
 	req.body_len = sizeof(body);
-	t0 = e2b_now_ms();
+	t0 = sbx_now_ms();
 	ck_assert_int_eq(health(&req, &resp, &e), -ETIMEDOUT);
 	ck_assert_int_eq(e.code, SBX_E_TIMEOUT);
-	ck_assert_int_lt(e2b_now_ms() - t0, 2500);
+	ck_assert_int_lt(sbx_now_ms() - t0, 2500);
 	json_decref(admin("DELETE", "/_fake/faults", NULL));
 	sbx_http_resp_release(&resp);
 }
@@ -556,11 +556,11 @@ START_TEST(t10_notify)
 	P->set_notify(inst, notify_cb, &s);
 	usleep(500000); /* the stream is up */
 	sh("(sleep 0.3; echo bg > " WD "/from-bg.txt) >/dev/null 2>&1 &", &o);
-	t0 = e2b_now_ms();
-	while (!seen_path(&s, WD "/from-bg.txt") && e2b_now_ms() - t0 < 3000)
+	t0 = sbx_now_ms();
+	while (!seen_path(&s, WD "/from-bg.txt") && sbx_now_ms() - t0 < 3000)
 		usleep(20000);
 	ck_assert_msg(seen_path(&s, WD "/from-bg.txt"), "no event (%d seen)", s.n);
-	ck_assert_int_lt(e2b_now_ms() - t0, 300 + 1000);
+	ck_assert_int_lt(sbx_now_ms() - t0, 300 + 1000);
 	P->set_notify(inst, NULL, NULL);
 	sbx_buf_release(&o.o);
 	sbx_buf_release(&o.e);

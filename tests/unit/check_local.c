@@ -127,13 +127,6 @@ static void teardown_lease(void)
 	kill_leftovers();
 }
 
-long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 void msleep(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -214,20 +207,20 @@ START_TEST(test_background_and_timeout)
 {
 	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
 	bool timed_out = false;
-	long long t0 = now_ms();
+	long long t0 = sbx_now_ms();
 	/* Keeps the stdout pipe open: the run must still end promptly. */
 	ck_assert_int_eq(run(lease, "nohup sleep 1000 & echo started", &o), 0);
-	ck_assert_msg(now_ms() - t0 < 3000, "a background process held the run");
+	ck_assert_msg(sbx_now_ms() - t0 < 3000, "a background process held the run");
 	ck_assert_str_eq(o.out.buf, "started\n");
 	ck_assert_int_eq(run(lease, "ps -eo args", &o), 0);
 	ck_assert_msg(strstr(o.out.buf, "sleep 1000"), "ps: %s", o.out.buf);
 
-	t0 = now_ms();
+	t0 = sbx_now_ms();
 	ck_assert_int_eq(run_ex(lease, "echo before; sleep 30", NULL, NULL, 300, &o, &timed_out),
 			 128 + SIGKILL);
 	ck_assert(timed_out);
 	ck_assert_str_eq(o.out.buf, "before\n");
-	ck_assert_msg(now_ms() - t0 < 5000, "timeout took %lld ms", now_ms() - t0);
+	ck_assert_msg(sbx_now_ms() - t0 < 5000, "timeout took %lld ms", sbx_now_ms() - t0);
 	/* The background sleep of the first run survived all of this. */
 	ck_assert_int_eq(run(lease, "ps -eo args | grep -c '^sleep 1000'", &o), 0);
 	ck_assert_str_eq(o.out.buf, "1\n");
@@ -573,7 +566,7 @@ START_TEST(test_big_io_and_concurrency)
 	ck_assert_str_eq(o.out.buf, "end\n");
 	sbx_buf_release(&script);
 	/* Runs on one lease do not wait for each other. */
-	long long t0 = now_ms();
+	long long t0 = sbx_now_ms();
 	pid_t kids[3];
 	for (int i = 0; i < 3; i++) {
 		if ((kids[i] = fork()) == 0) {
@@ -589,7 +582,7 @@ START_TEST(test_big_io_and_concurrency)
 		ck_assert_int_eq(waitpid(kids[i], &st, 0), kids[i]);
 		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
-	ck_assert_msg(now_ms() - t0 < 2500, "3 parallel 1 s runs took %lld ms", now_ms() - t0);
+	ck_assert_msg(sbx_now_ms() - t0 < 2500, "3 parallel 1 s runs took %lld ms", sbx_now_ms() - t0);
 }
 END_TEST
 

@@ -30,12 +30,12 @@ START_TEST(test_kill)
 {
 	struct outs o = {SBX_BUF_INIT, SBX_BUF_INIT};
 	struct sbx_error err = SBX_ERROR_INIT;
-	long long t0 = now_ms();
+	long long t0 = sbx_now_ms();
 	struct sbx_instance *in = create(&spec, &err), *again = NULL;
 	enum sbx_remote_state st;
 	json_t *info = NULL;
 	ck_assert_msg(in, "create: %s", err.msg);
-	fprintf(stderr, "create: %lld ms\n", now_ms() - t0);
+	fprintf(stderr, "create: %lld ms\n", sbx_now_ms() - t0);
 	ck_assert_int_eq(run(in, "sleep 1000 >/dev/null 2>&1 &", &o), 0);
 	ck_assert_int_eq(P->info(in, &info, &err), 0);
 	pid_t init = (pid_t)json_integer_value(json_object_get(info, "init_pid"));
@@ -48,9 +48,9 @@ START_TEST(test_kill)
 	ck_assert_int_eq(P->get_host(in, 8000, host, sizeof(host), &err), 0);
 	ck_assert_str_eq(host, "http://127.0.0.1:8000");
 
-	t0 = now_ms();
+	t0 = sbx_now_ms();
 	ck_assert_int_eq(P->kill(in, &err), 0);
-	fprintf(stderr, "kill: %lld ms\n", now_ms() - t0);
+	fprintf(stderr, "kill: %lld ms\n", sbx_now_ms() - t0);
 	ck_assert_int_eq(P->probe(in, &st, &err), 0);
 	ck_assert_int_eq(st, SBX_REMOTE_GONE);
 	ck_assert(proc_gone(init));
@@ -321,10 +321,10 @@ START_TEST(test_packages_and_network_none)
 	if (!pip || !npm)
 		fprintf(stderr, "check_local: no %s on this host: not installing that package\n",
 			!pip ? "pip/setuptools" : "npm");
-	long long t0 = now_ms();
+	long long t0 = sbx_now_ms();
 	struct sbx_instance *in = create(&s, &err);
 	fprintf(stderr, "create with %zu packages: %lld ms\n", json_array_size(s.packages),
-		now_ms() - t0);
+		sbx_now_ms() - t0);
 	host_rm(pkg, py_files);
 	host_rm(js, js_files);
 	ck_assert_msg(in, "create: %s", err.msg);

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "base/buf.h"
+#include "base/sysutil.h"
 #include "provider.h"
 
 struct outs {
@@ -32,7 +33,6 @@ struct sbx_instance *create(struct sbx_spec *s, struct sbx_error *err);
 void kill_release(struct sbx_instance *in);
 /* Kills every lease still in the state dir. */
 void kill_leftovers(void);
-long long now_ms(void);
 void msleep(long ms);
 /* The whole file through read(); *e is its result. Caller frees. */
 char *read_file(struct sbx_instance *in, const char *path, int *e);

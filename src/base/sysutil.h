@@ -1,0 +1,19 @@
+/*
+ * sysutil — libc-only system helpers: the monotonic millisecond clock and
+ * random bytes. They use nothing else of ours, so sbxfs-init (PID 1 of a
+ * local lease, libc only) links this file too.
+ */
+#ifndef SBX_SYSUTIL_H
+#define SBX_SYSUTIL_H
+
+#include <stddef.h>
+
+/* Milliseconds of CLOCK_MONOTONIC. */
+long long sbx_now_ms(void);
+/*
+ * Fills buf with len bytes from the kernel's random source (getrandom,
+ * retried on EINTR and short reads). 0 or -errno.
+ */
+int sbx_random_bytes(void *buf, size_t len);
+
+#endif
