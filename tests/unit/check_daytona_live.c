@@ -169,6 +169,14 @@ static int leftover_fn(void *ctx, const char *name, const struct sbx_stat *st)
 
 /* --- tests ------------------------------------------------------------------------ */
 
+/* Checked fixture of every test after test_init_and_create: without its sandbox they
+ * fail with this line instead of dereferencing a NULL instance (the suite runs
+ * CK_NOFORK, so a crash would take the whole run and its report down). */
+static void need_sandbox(void)
+{
+	ck_assert_msg(inst != NULL, "no sandbox: test_init_and_create failed");
+}
+
 START_TEST(test_init_and_create)
 {
 	struct sbx_provider_env env = {json_object(), "/tmp"};
@@ -179,7 +187,12 @@ START_TEST(test_init_and_create)
 	/* No credential: the provider is disabled with a clear reason. */
 	unsetenv("DAYTONA_API_KEY");
 	ck_assert_int_eq(P->init(&env, &err), -EACCES);
-	ck_assert_str_eq(err.msg, "DAYTONA_API_KEY is not set");
+	/* ... and says where a key can come from (one line, as in the lease's error file) */
+	ck_assert_msg(!strncmp(err.msg, "DAYTONA_API_KEY is not set (", 28) &&
+			      strstr(err.msg, "env_file") && strstr(err.msg, "keyFile") &&
+			      !strchr(err.msg, '\n'),
+		      "%s", err.msg);
+	ck_assert_int_eq(err.code, SBX_E_AUTH);
 	/* A JWT needs its organisation. */
 	setenv("DAYTONA_JWT_TOKEN", "jwt", 1);
 	ck_assert_int_eq(P->init(&env, &err), -EACCES);
@@ -748,6 +761,10 @@ int main(void)
 	tc = tcase_create("fake");
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_init_and_create);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("sandbox");
+	tcase_set_timeout(tc, 300);
+	tcase_add_checked_fixture(tc, need_sandbox, NULL);
 	tcase_add_test(tc, test_run);
 	tcase_add_test(tc, test_run_parallel);
 	tcase_add_test(tc, test_run_timeout);
