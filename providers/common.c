@@ -35,6 +35,9 @@ void sbx_stat_from_sys(struct sbx_stat *st, const struct stat *sys)
 	st->atime = sys->st_atim;
 	st->mtime = sys->st_mtim;
 	st->ctime = sys->st_ctim;
+	st->ino = sys->st_ino;
+	st->blocks = sys->st_blocks;
+	st->has_blocks = true;
 }
 
 void sbx_stat_to_sys(struct stat *sys, const struct sbx_stat *st)
@@ -50,7 +53,8 @@ void sbx_stat_to_sys(struct stat *sys, const struct sbx_stat *st)
 	sys->st_mtim = st->mtime;
 	sys->st_ctim = st->ctime;
 	sys->st_blksize = 4096;
-	sys->st_blocks = (st->size + 511) / 512;
+	sys->st_blocks = st->has_blocks ? st->blocks : (st->size + 511) / 512;
+	sys->st_ino = st->ino;
 }
 
 static void env_put(char **out, size_t *n, const char *kv)

@@ -52,6 +52,12 @@ enum {
 	SBX_CAP_LIST_ATTRS = 1u << 1,
 	/* pause keeps memory (processes resume where they were). */
 	SBX_CAP_PAUSE_MEMORY = 1u << 2,
+	/*
+	 * The file slots act as the caller of the request (base/caller.h):
+	 * its uid, gid, groups and umask. Without it, the core masks new
+	 * modes with the caller's umask before the call.
+	 */
+	SBX_CAP_AS_CALLER = 1u << 3,
 };
 
 /* What the provider can say about a sandbox's state right now. */
@@ -76,6 +82,9 @@ struct sbx_stat {
 	off_t size;
 	dev_t rdev;
 	struct timespec atime, mtime, ctime;
+	ino_t ino;	 /* the sandbox's inode number; 0: unknown (the core makes one up) */
+	blkcnt_t blocks; /* 512-byte blocks allocated, if has_blocks */
+	bool has_blocks; /* else the core counts size / 512 */
 };
 
 /* list() calls this once per entry (never for "." and ".."); non-zero stops the walk. */
@@ -338,7 +347,7 @@ struct sbx_provider {
 	void (*set_notify)(struct sbx_instance *inst, void (*cb)(void *ctx, const char *path),
 			   void *ctx);
 
-	/* --- terminal sessions (optional: all NULL = not supported) ------- */
+	/* --- terminal sessions (optional: all four, or none = not supported) */
 	/*
 	 * Starts an interactive login shell (bash where the sandbox has it,
 	 * else sh) on a pseudo terminal of req->cols x req->rows, the TERM

@@ -60,6 +60,9 @@ int sbx_provider_check(const struct sbx_provider *p, struct sbx_error *err)
 		missing = "list (SBX_CAP_LIST_ATTRS)";
 	else if ((p->caps & SBX_CAP_PAUSE_MEMORY) && (!p->pause || !p->unpause))
 		missing = "pause/unpause (SBX_CAP_PAUSE_MEMORY)";
+	/* The core calls the whole tty group once tty_open is there. */
+	else if (p->tty_open && (!p->tty_write || !p->tty_resize || !p->tty_close))
+		missing = "tty_write/tty_resize/tty_close (tty_open is set)";
 	if (missing)
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "provider %s lacks %s", name,
 				     missing);

@@ -656,7 +656,10 @@ static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const cha
 	}
 	if (o->data.len || o->wrote)
 		return 0;
-	if (size && buf[size - 1] == '\n' && strspn(buf, " \t\r\n") == size) {
+	size_t blank = 0; /* buf is not NUL-terminated */
+	while (blank < size && buf[blank] && strchr(" \t\r\n", buf[blank]))
+		blank++;
+	if (size && buf[size - 1] == '\n' && blank == size) {
 		o->refused = true;
 		return refuse(m, o->lease, EINVAL, "exec", "%s is empty: nothing was run",
 			      o->kind == SBX_N_EXEC ? "the command" : "the code");

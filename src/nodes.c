@@ -269,5 +269,7 @@ const char sbx_readme_text[] =
 	"  error log                  the last error; the journal of runs and state changes\n"
 	"  runs/N/                    run N: cmd stdout stderr result, ctl (write kill);\n"
 	"                             the last 100 runs are kept; runs/mine names yours\n"
+	"  tty/clone                  read: a terminal session N (tty/N/data, ctl, status);\n"
+	"                             `sbx shell NAME` drives it\n"
 	"exec, stdout, stderr and result answer the run started by your own process\n"
 	"(or its nearest ancestor); a run still going is followed until it ends.\n";

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +148,7 @@ static void add_stream(json_t *o, struct sbx_run *r, const char *name, size_t le
 		struct sbx_buf b = SBX_BUF_INIT;
 		char *p = sbx_runs_path(r->lease, r->n, name);
 		if (!sbx_read_file(p, &b, SBX_RUN_TEXT_MAX)) {
-			text = json_stringn(b.buf, b.len);
+			text = json_stringn(b.buf, b.len < len ? b.len : len);
 			binary = !text;
 		}
 		free(p);
@@ -207,10 +208,12 @@ static json_t *code_result_json(struct sbx_run *r, const struct sbx_code_result 
 
 /*
  * Completes result (streams, runError) and writes it to runs/N/result,
- * then the journal entry. Returns 0 or the -errno of keeping the run.
+ * then the journal entry. A code run's result holds the first `printed`
+ * bytes of stdout (what it printed, not the value shown after it).
+ * Returns 0 or the -errno of keeping the run.
  */
-static int finish(struct sbx_run *r, json_t *result, int rc, const struct sbx_error *err,
-		  long duration_ms)
+static int finish(struct sbx_run *r, json_t *result, size_t printed, int rc,
+		  const struct sbx_error *err, long duration_ms)
 {
 	struct sbx_lease *l = r->lease;
 	size_t out_len, err_len;
@@ -221,7 +224,7 @@ static int finish(struct sbx_run *r, json_t *result, int rc, const struct sbx_er
 	save_rc = r->save_rc;
 	pthread_mutex_unlock(&r->lock);
 	json_object_set_new(result, "run", json_integer((json_int_t)r->n));
-	add_stream(result, r, "stdout", out_len);
+	add_stream(result, r, "stdout", printed < out_len ? printed : out_len);
 	add_stream(result, r, "stderr", err_len);
 	json_object_set_new(result, "runError", run_error_json(rc, err));
 	char *s = json_dumps(result, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -307,7 +310,9 @@ static char *shell_text(struct sbx_lease *l, const char *text)
 		sbx_buf_adds(&b, "exec ");
 		sbx_buf_add_shquoted(&b, l->spec.shell);
 	} else {
-		sbx_buf_adds(&b, "exec \"$(command -v bash || echo sh)\"");
+		/* `command -v` is a builtin: no subshell, no fork before the exec */
+		sbx_buf_adds(&b, "if command -v bash >/dev/null 2>&1; then set -- bash; "
+				 "else set -- sh; fi; exec \"$1\"");
 	}
 	sbx_buf_adds(&b, " -c ");
 	sbx_buf_add_shquoted(&b, text);
@@ -323,6 +328,7 @@ static void *run_main(void *arg)
 	struct sbx_run_sink sink = {r, sink_output, &r->cancel};
 	long long t0 = sbx_now_ms();
 	json_t *result = NULL;
+	size_t printed = SIZE_MAX;
 	char **envs = env_lines(l);
 	long timeout_ms = l->spec.run_timeout_s * 1000;
 	int rc = sbx_lease_use(l, &inst, &err);
@@ -381,6 +387,9 @@ static void *run_main(void *arg)
 				json_decref(result);
 				result = code_result_json(r, &cr, files);
 				/* A notebook shows the value after the printed output. */
+				pthread_mutex_lock(&r->lock);
+				printed = r->out_len;
+				pthread_mutex_unlock(&r->lock);
 				if (cr.text) {
 					sink_output(r, SBX_STDOUT, cr.text, strlen(cr.text));
 					if (cr.text[0] && cr.text[strlen(cr.text) - 1] != '\n')
@@ -394,7 +403,7 @@ static void *run_main(void *arg)
 	free(envs);
 	sbx_fs_invalidate(l);
 	/* Every run leaves a result, also one that could not complete. */
-	int frc = finish(r, result, rc, &err, (long)(sbx_now_ms() - t0));
+	int frc = finish(r, result, printed, rc, &err, (long)(sbx_now_ms() - t0));
 	json_decref(result);
 	if (frc && !rc) {
 		char *dir = sbx_runs_path(l, r->n, NULL);
@@ -402,6 +411,8 @@ static void *run_main(void *arg)
 				   "could not keep the output of run %lu in %s: %s", r->n, dir,
 				   strerror(-frc));
 		free(dir);
+		/* The lease's error file is on that same disk: the root's is memory. */
+		sbx_mount_error(l->mount, "exec", &err);
 	}
 	if (rc)
 		sbx_lease_error(l, r->kind == SBX_RUN_SHELL ? "exec" : "code", &err);

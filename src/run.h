@@ -25,9 +25,13 @@ enum sbx_run_kind { SBX_RUN_SHELL, SBX_RUN_CODE };
 /* How many ancestors of a run's writer are remembered (the per-caller rule). */
 #define SBX_RUN_CHAIN 16
 
-/* Who started a run: the writer's process and its ancestors, nearest first. */
+/*
+ * Who started a run: the writer's process and its ancestors, nearest
+ * first, each with its start time (a reused pid is another process).
+ */
 struct sbx_run_owner {
 	pid_t chain[SBX_RUN_CHAIN];
+	unsigned long long start[SBX_RUN_CHAIN]; /* clock ticks after boot (/proc/PID/stat) */
 	int len;
 };
 

@@ -19,7 +19,7 @@
 /* The recent runs of one lease: run N sits at N % SBX_RUNS_KEEP (a reference). */
 struct sbx_runs {
 	pthread_mutex_t lock;
-	unsigned long last; /* (lock) highest N handed out */
+	unsigned long last;		       /* (lock) highest N handed out */
 	struct sbx_run *recent[SBX_RUNS_KEEP]; /* (lock) */
 };
 
@@ -30,35 +30,54 @@ void sbx_runs_set_caller(pid_t (*fn)(void))
 	caller_pid = fn;
 }
 
-/* Reads Tgid and PPid of pid from /proc; 0 or -1. */
-static int proc_ids(pid_t pid, pid_t *tgid, pid_t *ppid)
+/* The process (Tgid) a thread id belongs to; 0 if unknown. */
+static pid_t proc_tgid(pid_t tid)
 {
 	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	pid_t tgid = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
 	FILE *f = fopen(path, "re");
-	int found = 0;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Tgid:", 5)) {
+			tgid = (pid_t)atoi(line + 5);
+			break;
+		}
+	fclose(f);
+	return tgid;
+}
+
+/* PPid and start time of pid from /proc/PID/stat; 0 or -1. */
+static int proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
 	if (!f)
 		return -1;
-	while (found < 2 && fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "Tgid:", 5)) {
-			*tgid = (pid_t)atoi(line + 5);
-			found++;
-		} else if (!strncmp(line, "PPid:", 5)) {
-			*ppid = (pid_t)atoi(line + 5);
-			found++;
-		}
-	}
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
-	return found == 2 ? 0 : -1;
+	buf[n] = '\0';
+	/* the command name may hold spaces and parentheses: fields follow the last ')' */
+	char *p = strrchr(buf, ')');
+	int ppid_i;
+	if (!p || sscanf(p + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+				"%*d %*d %*d %llu",
+			  &ppid_i, start) != 2)
+		return -1;
+	*ppid = (pid_t)ppid_i;
+	return 0;
 }
 
 void sbx_runs_caller(struct sbx_run_owner *o)
 {
-	pid_t pid = caller_pid ? caller_pid() : 0, tgid, ppid;
+	pid_t pid = caller_pid ? proc_tgid(caller_pid()) : 0, ppid;
 	o->len = 0;
-	while (pid > 0 && o->len < SBX_RUN_CHAIN && !proc_ids(pid, &tgid, &ppid)) {
-		o->chain[o->len++] = tgid;
-		if (tgid == 1)
+	while (pid > 0 && o->len < SBX_RUN_CHAIN &&
+	       !proc_stat(pid, &ppid, &o->start[o->len])) {
+		o->chain[o->len++] = pid;
+		if (pid == 1)
 			break;
 		pid = ppid;
 	}
@@ -178,7 +197,7 @@ static int nearest_common(const struct sbx_run_owner *me, const struct sbx_run_o
 {
 	for (int i = 0; i < me->len; i++)
 		for (int j = 0; j < w->len; j++)
-			if (me->chain[i] == w->chain[j])
+			if (me->chain[i] == w->chain[j] && me->start[i] == w->start[j])
 				return i;
 	return INT_MAX;
 }
@@ -244,7 +263,8 @@ void sbx_runs_prune(struct sbx_lease *l)
 		bool newest = i == n - 1;
 		if (!newest)
 			total += run_bytes(l, ns[i]);
-		bool old = i + SBX_RUNS_KEEP < n, big = total > SBX_RUNS_MAX_BYTES;
+		bool old = n - i > SBX_RUNS_KEEP;
+		bool big = total > SBX_RUNS_MAX_BYTES;
 		if (newest || !(old || big) || run_going(l, ns[i]))
 			continue;
 		char *p = sbx_runs_path(l, ns[i], NULL);
@@ -294,9 +314,13 @@ int sbx_runs_precheck(struct sbx_lease *l, struct sbx_error *err)
 		rc = -ENOSPC;
 	if (!rc && !statvfs(p, &vfs) && (vfs.f_flag & ST_RDONLY))
 		rc = -EROFS;
-	if (rc)
+	if (rc) {
 		sbx_error_set(err, -rc, SBX_E_INTERNAL,
-			      "the state dir cannot keep a run's output: %s: %s", p, strerror(-rc));
+			      "lease %s: the state dir cannot keep a run's output: %s: %s", l->name,
+			      p, strerror(-rc));
+		/* The lease's error file is on that same disk: the root's is memory. */
+		sbx_mount_error(l->mount, "exec", err);
+	}
 	free(p);
 	return rc;
 }

@@ -19,7 +19,7 @@
 #define SBX_TTY_MAX_DIM 10000
 
 struct sbx_tty {
-	struct sbx_tty *next;    /* (table lock) */
+	struct sbx_tty *next;	 /* (table lock) */
 	struct sbx_lease *lease; /* holds a reference */
 	unsigned n;
 	int handles; /* (table lock) opens of its files; the last release ends it */
@@ -28,16 +28,16 @@ struct sbx_tty {
 	pthread_cond_t cond;
 	struct sbx_buf out;  /* (S) output not read yet */
 	bool started, ended; /* (S) */
-	int status;          /* (S) exit status, or -errno when lost */
-	char why[520];       /* (S) the reason it was lost */
+	int status;	     /* (S) exit status, or -errno when lost */
+	char why[520];	     /* (S) the reason it was lost */
 	unsigned cols, rows; /* (S) */
-	char term[64];       /* (S) TERM for the shell */
-	char *cwd;           /* (S) NULL: the lease's default */
+	char term[64];	     /* (S) TERM for the shell */
+	char *cwd;	     /* (S) NULL: the lease's default */
 
 	/* Serialises the provider calls on sess, so close never races a write. */
 	pthread_mutex_t io;
 	struct sbx_tty_session *sess; /* (io) NULL before the start and after close */
-	bool in_use;                  /* (io) sbx_lease_use() held for the session */
+	bool in_use;		      /* (io) sbx_lease_use() held for the session */
 };
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -167,13 +167,18 @@ static int start_locked(struct sbx_tty *t)
 		abort();
 	pthread_mutex_lock(&t->lock);
 	snprintf(termvar, sizeof(termvar), "TERM=%s", t->term);
-	struct sbx_tty_req req = {.cwd = t->cwd, .cols = t->cols, .rows = t->rows};
+	char *cwd = t->cwd ? strdup(t->cwd) : NULL; /* a ctl write may replace it meanwhile */
+	struct sbx_tty_req req = {.cwd = cwd, .cols = t->cols, .rows = t->rows};
 	pthread_mutex_unlock(&t->lock);
 	envs[0] = termvar;
 	memcpy(envs + 1, lines, n * sizeof(char *));
 	req.envs = envs;
 	rc = sbx_lease_use(l, &inst, &err);
 	if (!rc) {
+		/* Queued chmod/utimens first, as before a run: the shell sees them. */
+		if (l->prov->sync)
+			l->prov->sync(inst, &err);
+		sbx_error_clear(&err);
 		rc = l->prov->tty_open(inst, &req, &sink, &t->sess, &err);
 		if (rc)
 			sbx_lease_unuse(l);
@@ -182,6 +187,7 @@ static int start_locked(struct sbx_tty *t)
 	}
 	free(envs);
 	free(lines);
+	free(cwd);
 	if (rc) {
 		sbx_lease_error(l, "tty", &err);
 		return rc;
@@ -257,14 +263,17 @@ int sbx_tty_open(struct sbx_open *o, const struct sbx_node *n)
 		return not_supported(l);
 	if (n->kind == SBX_N_TTY_CLONE) {
 		if (acc != O_RDONLY)
-			return refuse(l, EACCES, "tty/clone is read-only: %s", "read it for a session");
+			return refuse(l, EACCES, "tty/clone is read-only: %s",
+				      "read it for a session");
 		o->tty = tty_new(l);
 		sbx_buf_addf(&o->data, "%u\n", o->tty->n);
 		return 0;
 	}
 	if ((n->kind == SBX_N_TTY_STATUS && acc != O_RDONLY) ||
 	    (n->kind == SBX_N_TTY_CTL && acc == O_RDONLY))
-		return refuse(l, EACCES, "tty/N/%s", n->kind == SBX_N_TTY_CTL ? "ctl is write-only" : "status is read-only");
+		return refuse(l, EACCES, "tty/N/%s",
+			      n->kind == SBX_N_TTY_CTL ? "ctl is write-only"
+						       : "status is read-only");
 	if (!(t = find(l, n->sub, true)))
 		return -ENOENT;
 	o->tty = t;
@@ -341,7 +350,8 @@ static int ctl_line(struct sbx_tty *t, char *line)
 	if (!strcmp(word, "size")) {
 		if (sscanf(line, "size %u %u %c", &cols, &rows, &extra) != 2 || !cols || !rows ||
 		    cols > SBX_TTY_MAX_DIM || rows > SBX_TTY_MAX_DIM)
-			return refuse(l, EINVAL, "tty ctl: %s", "size wants COLS ROWS (1 to 10000)");
+			return refuse(l, EINVAL, "tty ctl: %s",
+				      "size wants COLS ROWS (1 to 10000)");
 		pthread_mutex_lock(&t->io);
 		pthread_mutex_lock(&t->lock);
 		t->cols = cols;
@@ -354,10 +364,11 @@ static int ctl_line(struct sbx_tty *t, char *line)
 	}
 	if (!strcmp(word, "term") || !strcmp(word, "cwd")) {
 		bool is_term = word[0] == 't';
-		if (sscanf(line, is_term ? "term %63s %c" : "cwd %4095s %c", arg, &extra) != 1 ||
-		    (!is_term && arg[0] != '/'))
+		if (is_term ? sscanf(line, "term %63s %c", arg, &extra) != 1
+			    : sscanf(line, "cwd %4095[^\n]", arg) != 1 || arg[0] != '/')
 			return refuse(l, EINVAL, "tty ctl: %s",
-				      is_term ? "term wants one NAME" : "cwd wants an absolute PATH");
+				      is_term ? "term wants one NAME"
+					      : "cwd wants an absolute PATH");
 		pthread_mutex_lock(&t->lock);
 		if (t->started || t->ended)
 			rc = refuse(l, EBUSY, "tty ctl: %s is set before the shell starts",
@@ -377,8 +388,10 @@ static int ctl_line(struct sbx_tty *t, char *line)
 		pthread_mutex_unlock(&t->io);
 		return 0;
 	}
-	return refuse(l, EINVAL, "tty ctl: unknown command '%s' (size COLS ROWS, term NAME, "
-				 "cwd PATH, close)", word);
+	return refuse(l, EINVAL,
+		      "tty ctl: unknown command '%s' (size COLS ROWS, term NAME, "
+		      "cwd PATH, close)",
+		      word);
 }
 
 ssize_t sbx_tty_write(struct sbx_open *o, const char *buf, size_t size)

@@ -149,6 +149,15 @@ int e2b_code_reset(struct sbx_instance *inst, const char *language, struct sbx_e
 void e2b_code_free(struct e2b_code *c);
 
 /* --- run.c --------------------------------------------------------------- */
+/* SIGKILLs process pid (best effort: a failure is only logged). */
+void e2b_proc_kill(struct e2b_inst *in, unsigned pid);
+/* tty.c: terminal sessions (process.Process/Start with a pty). */
+int e2b_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
+		 const struct sbx_tty_sink *sink, struct sbx_tty_session **out,
+		 struct sbx_error *err);
+int e2b_tty_write(struct sbx_tty_session *s, const char *data, size_t len, struct sbx_error *err);
+int e2b_tty_resize(struct sbx_tty_session *s, unsigned cols, unsigned rows, struct sbx_error *err);
+void e2b_tty_close(struct sbx_tty_session *s);
 int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	    const struct sbx_run_sink *sink, struct sbx_run_result *result,
 	    struct sbx_error *err);

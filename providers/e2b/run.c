@@ -191,3 +191,8 @@ int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	sbx_buf_release(&cmd);
 	return rc;
 }
+
+void e2b_proc_kill(struct e2b_inst *in, unsigned pid)
+{
+	kill_process(in, pid);
+}

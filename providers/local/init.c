@@ -393,6 +393,10 @@ static void child_exec(const struct lcl_req *req, const char *cwd, char **argv, 
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	signal(SIGPIPE, SIG_DFL);
+	/* A daemon started in the background by a script ignores these, and
+	 * ignored signals survive exec: ^C in a terminal session must work. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
 	setsid();
 	for (int i = 0; i < 3; i++)
 		if (dup2(fds[i], i) < 0)

@@ -37,6 +37,7 @@
 
 #include "base/buf.h"
 #include "base/log.h"
+#include "ascaller.h"
 #include "files.h"
 #include "proto.h"
 
@@ -520,7 +521,7 @@ static int local_get_host(struct sbx_instance *inst, int port, char *buf, size_t
 const struct sbx_provider sbx_provider_local = {
     .abi = SBX_PROVIDER_ABI,
     .name = "local",
-    .caps = SBX_CAP_DIRECT_IO | SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY,
+    .caps = SBX_CAP_DIRECT_IO | SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY | SBX_CAP_AS_CALLER,
     .init = local_init,
     .shutdown = local_shutdown,
     .create = local_create,
@@ -540,20 +541,20 @@ const struct sbx_provider sbx_provider_local = {
     .list = lcl_f_list,
     .read = lcl_f_read,
     .write = lcl_f_write,
-    .truncate = lcl_f_truncate,
-    .mkdir = lcl_f_mkdir,
-    .unlink = lcl_f_unlink,
-    .rmdir = lcl_f_rmdir,
-    .rename = lcl_f_rename,
-    .chmod = lcl_f_chmod,
-    .chown = lcl_f_chown,
-    .utimens = lcl_f_utimens,
-    .symlink = lcl_f_symlink,
+    .truncate = lcl_c_truncate,
+    .mkdir = lcl_c_mkdir,
+    .unlink = lcl_c_unlink,
+    .rmdir = lcl_c_rmdir,
+    .rename = lcl_c_rename,
+    .chmod = lcl_c_chmod,
+    .chown = lcl_c_chown,
+    .utimens = lcl_c_utimens,
+    .symlink = lcl_c_symlink,
     .readlink = lcl_f_readlink,
-    .link = lcl_f_link,
-    .mknod = lcl_f_mknod,
+    .link = lcl_c_link,
+    .mknod = lcl_c_mknod,
     .statfs = lcl_f_statfs,
-    .open = lcl_f_open,
+    .open = lcl_c_open,
     .pread = lcl_f_pread,
     .pwrite = lcl_f_pwrite,
     .ftruncate = lcl_f_ftruncate,

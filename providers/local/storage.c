@@ -173,7 +173,8 @@ int lcl_storage_create(const char *dir, const char *lower, long disk_mb, enum lc
 	sbx_buf_adds(&opts, "/upper,workdir=");
 	add_escaped(&opts, rw.buf);
 	sbx_buf_adds(&opts, "/work");
-	if (mount("sbxfs-root", root.buf, "overlay", 0, opts.buf) < 0) {
+	/* nodev: a device node made through fs/ (or by the sandbox) is only a name. */
+	if (mount("sbxfs-root", root.buf, "overlay", MS_NODEV, opts.buf) < 0) {
 		e = sbx_error_set(err, errno, 0, "overlay at %s: %s", root.buf, strerror(errno));
 		goto out_umount;
 	}

@@ -29,7 +29,7 @@
 
 /* bash where the sandbox has it, else sh; a login shell either way. */
 static const char tty_shell[] =
-	"if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi";
+    "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi";
 
 struct sbx_tty_session {
 	struct local_inst *li;
@@ -73,15 +73,17 @@ static void *tty_main(void *arg)
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0) {
-			status = sbx_error_set(&err, EIO, 0, "sandbox %s: init hung up on the terminal",
-					       s->li->base.id);
+			status =
+			    sbx_error_set(&err, EIO, 0, "sandbox %s: init hung up on the terminal",
+					  s->li->base.id);
 			break;
 		}
 		if ((got += (size_t)k) < sizeof(r))
 			continue;
 		got = 0;
 		if (r.magic != LCL_MAGIC) {
-			status = sbx_error_set(&err, EPROTO, 0, "sandbox %s: bad reply", s->li->base.id);
+			status =
+			    sbx_error_set(&err, EPROTO, 0, "sandbox %s: bad reply", s->li->base.id);
 			break;
 		}
 		if (r.kind == LCL_R_ERROR) {
@@ -161,8 +163,7 @@ fail:
 	return e;
 }
 
-int lcl_tty_write(struct sbx_tty_session *s, const char *data, size_t len,
-		  struct sbx_error *err)
+int lcl_tty_write(struct sbx_tty_session *s, const char *data, size_t len, struct sbx_error *err)
 {
 	while (len) {
 		ssize_t n = write(s->master, data, len);
@@ -186,8 +187,7 @@ int lcl_tty_write(struct sbx_tty_session *s, const char *data, size_t len,
 	return 0;
 }
 
-int lcl_tty_resize(struct sbx_tty_session *s, unsigned cols, unsigned rows,
-		   struct sbx_error *err)
+int lcl_tty_resize(struct sbx_tty_session *s, unsigned cols, unsigned rows, struct sbx_error *err)
 {
 	struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
 	if (ioctl(s->master, TIOCSWINSZ, &ws) < 0)

@@ -34,21 +34,21 @@
 #define EXIT_SBXFS 125
 
 static const char usage[] =
-	"usage: sbx run [LEASE] -- COMMAND [ARG...]\n"
-	"       sbx shell [LEASE]\n"
-	"\n"
-	"  run    runs COMMAND in the lease's sandbox through the mount: its stdout and\n"
-	"         stderr stream to ours, SIGINT/SIGTERM stop it, and sbx exits with its\n"
-	"         exit code (124 when it ran past the lease's runTimeout, 125 when sbxfs\n"
-	"         failed: the reason is printed).\n"
-	"  shell  an interactive login shell on a terminal in the sandbox; sbx exits\n"
-	"         with the shell's status.\n"
-	"\n"
-	"LEASE is a lease directory (/mnt/sbx/work) or a lease name. Without it, the\n"
-	"lease is the one whose directory holds the current directory; inside its\n"
-	"fs/ the command runs in the matching directory of the sandbox. A name is\n"
-	"looked up in the mount that holds the current directory, else in\n"
-	"$SBXFS_MOUNT.\n";
+    "usage: sbx run [LEASE] -- COMMAND [ARG...]\n"
+    "       sbx shell [LEASE]\n"
+    "\n"
+    "  run    runs COMMAND in the lease's sandbox through the mount: its stdout and\n"
+    "         stderr stream to ours, SIGINT/SIGTERM stop it, and sbx exits with its\n"
+    "         exit code (124 when it ran past the lease's runTimeout, 125 when sbxfs\n"
+    "         failed: the reason is printed).\n"
+    "  shell  an interactive login shell on a terminal in the sandbox; sbx exits\n"
+    "         with the shell's status.\n"
+    "\n"
+    "LEASE is a lease directory (/mnt/sbx/work) or a lease name. Without it, the\n"
+    "lease is the one whose directory holds the current directory; inside its\n"
+    "fs/ the command runs in the matching directory of the sandbox. A name is\n"
+    "looked up in the mount that holds the current directory, else in\n"
+    "$SBXFS_MOUNT.\n";
 
 /* ---- finding the lease ---------------------------------------------------- */
 
@@ -189,8 +189,8 @@ static void fail(const char *lease, const char *what, int errnum, int status)
 		why[strcspn(why, "\n")] = '\0';
 		/* The line is "TIME OP CODE: message": the message is what matters. */
 		char *msg = strstr(why, ": ");
-		fprintf(stderr, "sbx: %s: %s%s%s\n", what, strerror(errnum), msg && msg[2] ? ": " : "",
-			msg && msg[2] ? msg + 2 : "");
+		fprintf(stderr, "sbx: %s: %s%s%s\n", what, strerror(errnum),
+			msg && msg[2] ? ": " : "", msg && msg[2] ? msg + 2 : "");
 	} else {
 		fprintf(stderr, "sbx: %s: %s\n", what, strerror(errnum));
 	}
@@ -213,25 +213,37 @@ static void *pump_main(void *arg)
 	struct pump *p = arg;
 	char buf[65536];
 	for (;;) {
+		/* Readers run with every signal blocked (start_thread), so EINTR is
+		 * the mount's answer (the run was stopped), not a cue to retry. */
 		ssize_t n = read(p->in, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
 		if (n < 0)
 			p->err = errno;
 		if (n <= 0)
 			return NULL;
 		if (write_all(p->out, buf, (size_t)n) < 0)
-			return NULL; /* our stdout is gone: the run goes on, as with a closed pipe */
+			return NULL; /* our stdout is gone: the run goes on, as with a closed pipe
+				      */
 	}
+}
+
+/* Starts a thread with every signal blocked: signals are the main or the signal thread's. */
+static void start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int e = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (e)
+		die("%scannot start a thread", "");
 }
 
 static void pump_start(struct pump *p, int in, int out)
 {
 	p->in = in;
 	p->out = out;
-	p->started = pthread_create(&p->thread, NULL, pump_main, p) == 0;
-	if (!p->started)
-		die("%scannot start a thread", "");
+	start_thread(&p->thread, pump_main, p);
+	p->started = true;
 }
 
 /* The caller's own last run number from runs/mine ("" when there is none). */
@@ -244,8 +256,26 @@ static void read_mine(const char *lease, char *out, size_t size)
 	free(p);
 }
 
+/* Fills num from runs/mine when that run's cmd is text; else num is "". */
+static bool is_ours(const char *lease, const char *text, char *num, size_t size)
+{
+	read_mine(lease, num, size);
+	char *p = num[0] ? path_in(lease, "runs/%s/cmd", num) : NULL, *cmd = p ? slurp(p) : NULL;
+	size_t a = cmd ? strlen(cmd) : 0, b = strlen(text);
+	while (a && cmd[a - 1] == '\n')
+		a--;
+	while (b && text[b - 1] == '\n')
+		b--;
+	bool ours = cmd && a == b && !memcmp(cmd, text, a);
+	free(cmd);
+	free(p);
+	if (!ours)
+		num[0] = '\0';
+	return ours;
+}
+
 static const char *run_lease; /* for the signal thread */
-static char run_num[32];       /* runs/N of our run, "" until known (run_lock) */
+static char run_num[32];      /* runs/N of our run, "" until known (run_lock) */
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile sig_atomic_t run_signal;
 
@@ -279,6 +309,14 @@ static void *signal_main(void *arg)
 static char *command_text(char **argv, const char *dir)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
+	struct timespec ts;
+	/*
+	 * A first comment line makes the text ours alone: runs/mine answers a
+	 * sibling's run until our own has started, and runs/N/cmd tells them apart.
+	 */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	sbx_buf_addf(&b, "# sbx run %ld.%ld.%ld\n", (long)getpid(), (long)ts.tv_sec,
+		     (long)ts.tv_nsec);
 	if (dir) {
 		sbx_buf_adds(&b, "cd -- ");
 		sbx_buf_add_shquoted(&b, dir);
@@ -288,8 +326,9 @@ static char *command_text(char **argv, const char *dir)
 		if (i)
 			sbx_buf_addch(&b, ' ');
 		/* Words of plain characters stay readable in `cmd` and `log`. */
-		if (argv[i][0] && strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-						  "0123456789_-./=:,+@%") == strlen(argv[i]))
+		if (argv[i][0] &&
+		    strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				    "0123456789_-./=:,+@%") == strlen(argv[i]))
 			sbx_buf_adds(&b, argv[i]);
 		else
 			sbx_buf_add_shquoted(&b, argv[i]);
@@ -301,7 +340,7 @@ static char *command_text(char **argv, const char *dir)
 static int cmd_run(char *lease_arg, char **argv)
 {
 	char *dir, *lease = find_lease(lease_arg, &dir), *text = command_text(argv, dir);
-	char *runs = path_in(lease, "%s", "runs/mine"), *p, old[32];
+	char *runs = path_in(lease, "%s", "runs/mine"), *p;
 	struct stat st;
 	bool have_runs = stat(runs, &st) == 0;
 	struct pump out = {0}, err = {0};
@@ -310,8 +349,6 @@ static int cmd_run(char *lease_arg, char **argv)
 
 	free(runs);
 	run_lease = lease;
-	if (have_runs)
-		read_mine(lease, old, sizeof(old));
 	/* Signals are taken by one thread, so the readers are never interrupted. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
@@ -330,21 +367,15 @@ static int cmd_run(char *lease_arg, char **argv)
 		fail(lease, "starting the command", -e, EXIT_SBXFS);
 	pump_start(&out, fd, STDOUT_FILENO);
 
-	/* Which run is ours: runs/mine changes once it has started. */
+	/* Which run is ours: the one runs/mine names once its cmd is our text. */
 	char num[32] = "";
-	for (int tries = 0; have_runs && tries < 1000; tries++) {
-		read_mine(lease, num, sizeof(num));
-		if (num[0] && strcmp(num, old))
-			break;
-		num[0] = '\0';
-		if (tries > 0 && pthread_tryjoin_np(out.thread, NULL) == 0) {
+	for (int tries = 0; have_runs; tries++) {
+		bool out_done = tries > 0 && pthread_tryjoin_np(out.thread, NULL) == 0;
+		if (out_done)
 			out.started = false;
-			read_mine(lease, num, sizeof(num));
-			if (!strcmp(num, old))
-				num[0] = '\0';
+		if (is_ours(lease, text, num, sizeof(num)) || out_done)
 			break;
-		}
-		nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+		nanosleep(&(struct timespec){0, (tries < 100 ? 10 : 50) * 1000 * 1000}, NULL);
 	}
 	if (num[0]) {
 		pthread_mutex_lock(&run_lock);
@@ -362,6 +393,12 @@ static int cmd_run(char *lease_arg, char **argv)
 		pthread_join(err.thread, NULL);
 		close(err.in);
 	}
+	if (run_signal)
+		return 128 + run_signal;
+	/* The run failed (it never started, or its provider was lost): the lease's
+	 * last-run files would be someone else's. */
+	if (out.err && out.err != ETIMEDOUT && !(out.err == EINTR && num[0]))
+		fail(lease, "the command", out.err, EXIT_SBXFS);
 	/* Before the runs/ files (sbxfs before 0.2): the lease's last-run files. */
 	p = num[0] ? path_in(lease, "runs/%s/result", num) : path_in(lease, "%s", "result");
 	char *rtext = slurp(p);
@@ -377,15 +414,18 @@ static int cmd_run(char *lease_arg, char **argv)
 	json_t *res = rtext ? json_loads(rtext, 0, NULL) : NULL;
 	free(rtext);
 	bool timed_out = res && json_is_true(json_object_get(res, "timedOut"));
+	bool interrupted = res && json_is_true(json_object_get(res, "interrupted"));
 	json_t *code = res ? json_object_get(res, "exitCode") : NULL;
 	int status = code ? (int)json_integer_value(code) : -1;
 	json_decref(res);
 	if (close(fd) < 0 && !out.err)
 		out.err = errno;
-	if (run_signal)
-		return 128 + run_signal;
 	if (timed_out || out.err == ETIMEDOUT)
 		fail(lease, "the command ran past the lease's runTimeout", ETIMEDOUT, EXIT_TIMEOUT);
+	/* Stopped by someone else (kill on its ctl): as a local command killed
+	 * from another terminal, its status (137) with the reason. */
+	if (out.err == EINTR && interrupted && status >= 0)
+		fail(lease, "the command was stopped", EINTR, status);
 	if (out.err)
 		fail(lease, "the command", out.err, EXIT_SBXFS);
 	if (status < 0)
@@ -461,16 +501,22 @@ static int cmd_shell(char *lease_arg)
 	struct sbx_buf setup = SBX_BUF_INIT;
 	if ((s = getenv("TERM")) && *s && !strpbrk(s, " \t\n"))
 		sbx_buf_addf(&setup, "term %s\n", s);
-	if (dir && !strpbrk(dir, " \t\n"))
+	if (dir && !strchr(dir, '\n'))
 		sbx_buf_addf(&setup, "cwd %s\n", dir);
 	if (setup.len && write_all(ctl, setup.buf, setup.len) < 0)
 		fail(lease, "tty ctl", errno, EXIT_SBXFS);
 	sbx_buf_release(&setup);
 	send_size(ctl);
+	/*
+	 * Two descriptors: the kernel serialises read() and write() on one open
+	 * file (its position lock), so a read waiting for output would hold back
+	 * every keystroke written on the same one.
+	 */
 	p = path_in(lease, "tty/%s/data", num);
-	data = open(p, O_RDWR | O_CLOEXEC);
+	data = open(p, O_WRONLY | O_CLOEXEC);
+	out.in = data < 0 ? -1 : open(p, O_RDONLY | O_CLOEXEC);
 	free(p);
-	if (data < 0)
+	if (data < 0 || out.in < 0)
 		fail(lease, "starting the shell", errno, EXIT_SBXFS);
 	close(clone);
 
@@ -488,10 +534,8 @@ static int cmd_shell(char *lease_arg)
 			atexit(restore_terminal);
 		}
 	}
-	out.in = data;
 	out.out = STDOUT_FILENO;
-	if (pthread_create(&out.thread, NULL, shell_out_main, &out))
-		die("%scannot start a thread", "");
+	start_thread(&out.thread, shell_out_main, &out);
 
 	int killed = 0;
 	bool in_open = true;
@@ -530,19 +574,21 @@ static int cmd_shell(char *lease_arg)
 	if (killed) {
 		close(data);
 		close(ctl);
-		return 128 + killed;
+		return 128 + killed; /* exit() ends the reader, and with it the session */
 	}
 	pthread_join(out.thread, NULL);
 	p = path_in(lease, "tty/%s/status", num);
 	s = slurp(p);
 	free(p);
+	close(out.in);
 	close(data);
 	close(ctl);
 	int status = -1;
 	if (s && sscanf(s, "exited %d", &status) != 1)
 		fprintf(stderr, "sbx: the terminal session was %s", s);
-	else if (!s)
-		fail(lease, "the session's status", errno, EXIT_SBXFS);
+	else if (!s) /* the lease itself went away (rmdir, reclaimed) */
+		fprintf(stderr, "sbx: the terminal session ended and its status is gone: %s\n",
+			strerror(errno));
 	free(s);
 	free(dir);
 	free(lease);

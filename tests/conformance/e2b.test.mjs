@@ -210,6 +210,29 @@ describe('sandbox', () => {
 		assert.equal(await sbx.commands.kill(h2.pid), false);
 		assert.ok(!(await sbx.commands.list()).some((p) => p.pid === h2.pid));
 	});
+
+	test('pty: create, sendInput, resize, exit status (what sbx shell uses)', async () => {
+		let out = '';
+		const dec = new TextDecoder();
+		const seen = async (text) => {
+			for (let i = 0; i < 100 && !out.includes(text); i++)
+				await new Promise((r) => setTimeout(r, 100));
+			assert.ok(out.includes(text), `pty output lacks ${text}: ${JSON.stringify(out)}`);
+		};
+		const h = await sbx.pty.create({ cols: 90, rows: 20, onData: (d) => { out += dec.decode(d); } });
+		const enc = new TextEncoder();
+		await sbx.pty.sendInput(h.pid, enc.encode('stty size; test -t 0 && echo tty-$((40+2))\n'));
+		await seen('20 90');
+		await seen('tty-42');
+		await sbx.pty.resize(h.pid, { cols: 120, rows: 33 });
+		await sbx.pty.sendInput(h.pid, enc.encode('stty size\n'));
+		await seen('33 120');
+		await sbx.pty.sendInput(h.pid, enc.encode('exit 3\n'));
+		await rejectsWith(() => h.wait(), CommandExitError, (e) => assert.equal(e.exitCode, 3));
+		const h2 = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {} });
+		assert.equal(await sbx.pty.kill(h2.pid), true);
+		await rejectsWith(() => h2.wait(), CommandExitError, (e) => assert.equal(e.exitCode, -1));
+	});
 });
 
 describe('code interpreter', () => {

@@ -6,6 +6,7 @@
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -291,6 +292,36 @@ START_TEST(node_paths)
 }
 END_TEST
 
+START_TEST(node_tty_paths)
+{
+	struct sbx_node n;
+	ck_assert_int_eq(sbx_node_parse("/work/tty", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_TTY);
+	ck_assert(sbx_node_is_dir(SBX_N_TTY));
+	ck_assert_int_eq(sbx_node_parse("/work/tty/clone", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_TTY_CLONE);
+	ck_assert_int_eq(sbx_node_parse("/work/tty/12", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_TTY_SESSION);
+	ck_assert_str_eq(n.sub, "12");
+	ck_assert(sbx_node_is_dir(SBX_N_TTY_SESSION));
+	ck_assert_int_eq(sbx_node_parse("/work/tty/12/data", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_TTY_DATA);
+	ck_assert_str_eq(n.sub, "12");
+	ck_assert_int_eq(sbx_node_parse("/work/tty/3/ctl", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_TTY_CTL);
+	ck_assert_int_eq(sbx_node_mode(SBX_N_TTY_CTL), S_IFREG | 0222);
+	ck_assert_int_eq(sbx_node_parse("/work/tty/3/status", &n), 0);
+	ck_assert_int_eq(n.kind, SBX_N_TTY_STATUS);
+	ck_assert_int_eq(sbx_node_parse("/work/tty/0", &n), -ENOENT);
+	ck_assert_int_eq(sbx_node_parse("/work/tty/01", &n), -ENOENT);
+	ck_assert_int_eq(sbx_node_parse("/work/tty/1x", &n), -ENOENT);
+	ck_assert_int_eq(sbx_node_parse("/work/tty/1234567890", &n), -ENOENT);
+	ck_assert_int_eq(sbx_node_parse("/work/tty/3/other", &n), -ENOENT);
+	ck_assert_int_eq(sbx_node_parse("/work/tty/3/data/x", &n), -ENOENT);
+	ck_assert_int_eq(sbx_node_parse("/work/tty/clone/x", &n), -ENOENT);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("base");
@@ -307,6 +338,7 @@ int main(void)
 	tcase_add_test(tc, config_defaults_and_errors);
 	tcase_add_test(tc, ctl_words);
 	tcase_add_test(tc, node_paths);
+	tcase_add_test(tc, node_tty_paths);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

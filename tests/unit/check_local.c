@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/caller.h"
 #include "base/buf.h"
 #include "provider.h"
 
@@ -458,8 +459,25 @@ START_TEST(test_files)
 	ck_assert_int_eq(st.nlink, 2);
 	ck_assert_int_eq(st.size, 1);
 	ck_assert_int_eq(P->mknod(lease, "/srv/t/fifo", S_IFIFO | 0644, 0, &err), 0);
-	ck_assert_int_eq(P->mknod(lease, "/srv/t/dev", S_IFCHR | 0644, makedev(1, 3), &err),
+	/* Device nodes are names on a nodev root: made with their type and rdev, but a
+	 * caller without CAP_MKNOD (acting as uid 65534) gets EPERM as on any disk. */
+	ck_assert_int_eq(P->mknod(lease, "/srv/t/dev", S_IFCHR | 0644, makedev(1, 3), &err), 0);
+	ck_assert_int_eq(P->stat(lease, "/srv/t/dev", &st, &err), 0);
+	ck_assert(S_ISCHR(st.mode) && st.rdev == makedev(1, 3));
+	struct sbx_caller nobody = {true, 65534, 65534, 027, gettid()};
+	ck_assert_int_eq(P->mkdir(lease, "/srv/t/open", 0700, &err), 0);
+	ck_assert_int_eq(P->chmod(lease, "/srv/t/open", 0777, &err), 0);
+	sbx_caller_set(&nobody);
+	ck_assert_int_eq(P->mknod(lease, "/srv/t/open/dev", S_IFCHR | 0644, makedev(1, 3), &err),
 			 -EPERM);
+	ck_assert_int_eq(P->mkdir(lease, "/srv/t/open/bynobody", 0777, &err), 0);
+	sbx_caller_set(NULL);
+	ck_assert_int_eq(P->stat(lease, "/srv/t/open/bynobody", &st, &err), 0);
+	ck_assert_int_eq(st.uid, 65534);
+	ck_assert_int_eq(st.gid, 65534);
+	ck_assert_int_eq(st.mode & 07777, 0750); /* the caller's umask alone */
+	ck_assert_int_eq(P->mknod(lease, "/srv/t/open/dev", S_IFCHR | 0644, makedev(1, 3), &err),
+			 0); /* the daemon's own calls keep its rights */
 	ck_assert_int_eq(P->stat(lease, "/srv/t/fifo", &st, &err), 0);
 	ck_assert(S_ISFIFO(st.mode));
 	/* handles */
@@ -479,7 +497,7 @@ START_TEST(test_files)
 	/* what the files ops did is what the sandbox sees */
 	ck_assert_int_eq(
 	    run(lease, "cat /srv/t/h; stat -c %a /srv/t/h; ls /srv/t | tr '\\n' ' '", &o), 0);
-	ck_assert_str_eq(o.out.buf, "hell640\nb c d fifo h hard ");
+	ck_assert_str_eq(o.out.buf, "hell640\nb c d dev fifo h hard open ");
 	ck_assert_int_eq(P->rmdir(lease, "/srv/t", &err), -ENOTEMPTY);
 	ck_assert_int_eq(P->unlink(lease, "/srv/t/h", &err), 0);
 	ck_assert_int_eq(P->rmdir(lease, "/srv/t/d", &err), 0);

@@ -30,6 +30,14 @@ static void fake_release(struct sbx_instance *inst)
 }
 
 #define SLOTS .create = fake_create, .release = fake_release
+static int fake_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
+			 const struct sbx_tty_sink *sink, struct sbx_tty_session **out,
+			 struct sbx_error *err)
+{
+	(void)inst, (void)req, (void)sink, (void)out;
+	return sbx_error_set(err, ENOTSUP, SBX_E_INTERNAL, "not here");
+}
+
 #define GOOD(nm) .name = nm, .abi = SBX_PROVIDER_ABI, SLOTS, .kill = fake_kill
 
 START_TEST(builtins_pass)
@@ -54,6 +62,7 @@ START_TEST(broken_ones_refused)
 	static const struct sbx_provider no_pause = {GOOD("nopause"),
 						     .caps = SBX_CAP_PAUSE_MEMORY};
 	static const struct sbx_provider no_kill = {.name = "nokill", .abi = SBX_PROVIDER_ABI, SLOTS};
+	static const struct sbx_provider half_tty = {GOOD("halftty"), .tty_open = fake_tty_open};
 	static const struct sbx_provider no_name = {GOOD("")};
 	static const struct sbx_provider good = {GOOD("good")};
 	static const struct sbx_provider dup = {GOOD("good")};
@@ -70,6 +79,8 @@ START_TEST(broken_ones_refused)
 	ck_assert_ptr_nonnull(strstr(err.msg, "pause"));
 	ck_assert_int_eq(sbx_provider_register(&no_kill, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "kill"));
+	ck_assert_int_eq(sbx_provider_register(&half_tty, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "tty_write"));
 	ck_assert_int_eq(sbx_provider_register(&no_name, &err), -EINVAL);
 	ck_assert_ptr_null(sbx_provider_find("oldabi"));
 	ck_assert_ptr_null(sbx_provider_find("noio"));

@@ -19,6 +19,50 @@ const SIGNAL_WORDS = {
 };
 const KEEP_ENDED_MS = 60000;
 
+/*
+ * A PTY the way envd gives one: the command runs on a pseudo terminal made
+ * by this helper (python's pty module, run inside the sandbox root). Our
+ * pipe is its stdin (keystrokes), its stdout carries the terminal's output,
+ * fd 3 takes "COLS ROWS" lines (resizes); it exits with the shell's status.
+ */
+const PTY_HELPER = `
+import fcntl, os, pty, select, signal, struct, sys, termios
+cols, rows, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+def size(fd, c, r):
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", r, c, 0, 0))
+pid, m = pty.fork()
+if pid == 0:
+    size(0, cols, rows)
+    os.execvp(argv[0], argv)
+ctl, fds = b"", [0, 3, m]
+while m in fds:
+    for fd in select.select(fds, [], [])[0]:
+        try:
+            d = os.read(fd, 16384)
+        except OSError:
+            d = b""
+        if fd == m:
+            if not d:
+                fds.remove(m)
+            else:
+                os.write(1, d)
+        elif not d:
+            fds.remove(fd)
+        elif fd == 0:
+            os.write(m, d)
+        else:
+            ctl += d
+            while b"\\n" in ctl:
+                line, ctl = ctl.split(b"\\n", 1)
+                c, r = map(int, line.split())
+                size(m, c, r)
+st = os.waitpid(pid, 0)[1]
+if os.WIFSIGNALED(st):
+    signal.signal(os.WTERMSIG(st), signal.SIG_DFL)
+    os.kill(os.getpid(), os.WTERMSIG(st))
+sys.exit(os.WEXITSTATUS(st))
+`;
+
 function endEvent(code, sig) {
 	if (sig) {
 		const s = `signal: ${SIGNAL_WORDS[sig] || sig}`;
@@ -56,11 +100,15 @@ function emit(proc, ev) {
 function launch(sb, req, u, cwd) {
 	const cfg = req.process;
 	const env = sb.root.baseEnv(u, Object.assign({}, sb.envVars, cfg.envs || {}));
-	const child = sb.root.spawn([cfg.cmd, ...(cfg.args || [])], {
-		u, env, cwd, stdio: [req.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+	const size = req.pty ? (req.pty.size || {}) : null;
+	const argv = size
+		? ['/usr/bin/python3', '-c', PTY_HELPER, String(size.cols || 80), String(size.rows || 24), cfg.cmd, ...(cfg.args || [])]
+		: [cfg.cmd, ...(cfg.args || [])];
+	const child = sb.root.spawn(argv, {
+		u, env, cwd, stdio: size ? ['pipe', 'pipe', 'pipe', 'pipe'] : [req.stdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
 	});
 	const proc = {
-		pid: child.pid, tag: req.tag, child, streams: new Set(), ended: null,
+		pid: child.pid, tag: req.tag, child, streams: new Set(), ended: null, pty: !!size,
 		config: { cmd: cfg.cmd, args: cfg.args || [], envs: cfg.envs || {}, cwd },
 	};
 	let open = 2;
@@ -80,7 +128,8 @@ function launch(sb, req, u, cwd) {
 		setTimeout(() => sb.endedProcs.delete(proc.pid), KEEP_ENDED_MS).unref();
 	};
 	for (const name of ['stdout', 'stderr']) {
-		child[name].on('data', (c) => emit(proc, { data: { [name]: c.toString('base64') } }));
+		const key = proc.pty && name === 'stdout' ? 'pty' : name;
+		child[name].on('data', (c) => emit(proc, { data: { [key]: c.toString('base64') } }));
 		child[name].on('close', () => {
 			if (--open === 0)
 				finish();
@@ -96,6 +145,8 @@ function launch(sb, req, u, cwd) {
 	});
 	if (child.stdin)
 		child.stdin.on('error', () => {});
+	if (proc.pty)
+		child.stdio[3].on('error', () => {});
 	sb.procs.set(proc.pid, proc);
 	return proc;
 }
@@ -110,8 +161,6 @@ async function start(ctx) {
 		u = rpcUser(ctx);
 		if (!req.process || !req.process.cmd)
 			throw new RpcError('invalid_argument', 'process.cmd is required');
-		if (req.pty)
-			throw new RpcError('unimplemented', 'the fake envd has no PTY support');
 	} catch (e) {
 		return stream.end(e instanceof RpcError ? e : new RpcError('internal', e.message));
 	}
@@ -219,8 +268,12 @@ function register(server, svc) {
 	rpc('SendInput', (ctx, b) => {
 		const p = running(ctx, b.process);
 		const input = b.input || {};
-		if (input.pty !== undefined)
-			throw new RpcError('failed_precondition', 'the process has no PTY');
+		if ((input.pty !== undefined) !== p.pty)
+			throw new RpcError('failed_precondition', p.pty ? 'the process has a PTY: send input.pty' : 'the process has no PTY');
+		if (p.pty) {
+			p.child.stdin.write(Buffer.from(input.pty || '', 'base64'));
+			return {};
+		}
 		if (!p.child.stdin || p.child.stdin.writableEnded)
 			throw new RpcError('failed_precondition', 'stdin not enabled or closed');
 		p.child.stdin.write(Buffer.from(input.stdin || '', 'base64'));
@@ -233,9 +286,12 @@ function register(server, svc) {
 		return {};
 	});
 	rpc('Update', (ctx, b) => {
-		running(ctx, b.process);
-		if (b.pty)
+		const p = running(ctx, b.process);
+		if (b.pty && !p.pty)
 			throw new RpcError('failed_precondition', 'the process has no PTY');
+		const sz = (b.pty && b.pty.size) || null;
+		if (sz)
+			p.child.stdio[3].write(`${Number(sz.cols) || 80} ${Number(sz.rows) || 24}\n`);
 		return {};
 	});
 }

@@ -1,0 +1,108 @@
+# Stories of the sbx client, shared by the providers' tests (sourced after
+# lib.sh). `sbx shell` is driven through tmux on a private server whose socket
+# is in the test's directory; the cleanup kills that server, never by name.
+: "${SBX:?SBX must point at the sbx binary}"
+TMUX_SOCK=$WORK/tmux.sock
+EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }tmux -S '$TMUX_SOCK' kill-server 2>/dev/null"
+
+tm() { tmux -S "$TMUX_SOCK" "$@"; }
+# pane_ready: the pane shows something (the shell's prompt, whatever it is).
+pane_ready() { tm capture-pane -p -t sbx | grep -q '[^[:space:]]'; }
+# pane_has TEXT: the tmux pane shows TEXT (scrollback included).
+pane_has() { tm capture-pane -p -S -200 -t sbx | grep -qF -- "$1"; }
+
+# story_sbx_run_basics LEASE-DIR: streams to the right fd, exit codes, quoting.
+story_sbx_run_basics() {
+	local L=$1 rc
+	"$SBX" run "$L" -- sh -c 'echo out; echo err >&2; exit 7' >"$WORK/o" 2>"$WORK/e"
+	rc=$?
+	eq "sbx run: the command's exit code" "$rc" 7
+	eq "sbx run: stdout to stdout" "$(cat "$WORK/o")" "out"
+	eq "sbx run: stderr to stderr" "$(cat "$WORK/e")" "err"
+	"$SBX" run "$L" -- printf '%s|' "a b" "it's" '$HOME' '*' >"$WORK/o"
+	eq "sbx run: argv words arrive as they were given" "$(cat "$WORK/o")" "a b|it's|\$HOME|*|"
+	"$SBX" run "$L" -- nosuchcmd-$$ 2>/dev/null
+	eq "sbx run: a missing command is 127" "$?" 127
+}
+
+# story_sbx_shell LEASE-DIR: an interactive shell in tmux types, reads, resizes, exits.
+story_sbx_shell() {
+	local L=$1
+	tm new-session -d -s sbx -x 100 -y 30 \
+		"cd '$L' && '$SBX' shell; echo sbx-exit=\$? >'$WORK/shell.rc'; sleep 60"
+	ok "sbx shell: a prompt comes" wait_for 20 pane_ready
+	tm send-keys -t sbx 'echo hi-$((6*7))' Enter
+	ok "sbx shell: a typed command answers" wait_for 15 pane_has "hi-42"
+	pane_has "hi-42" || { log "the pane:"; tm capture-pane -p -S -50 -t sbx; }
+	tm send-keys -t sbx 'stty size' Enter
+	ok "sbx shell: the terminal has the window's size" wait_for 15 pane_has "30 100"
+	tm resize-window -t sbx -x 120 -y 40
+	sleep 1
+	tm send-keys -t sbx 'stty size' Enter
+	ok "sbx shell: a window resize reaches the sandbox" wait_for 15 pane_has "40 120"
+	tm send-keys -t sbx 'test -t 0 && echo is-a-tty' Enter
+	ok "sbx shell: stdin is a terminal" wait_for 15 pane_has "is-a-tty"
+	tm send-keys -t sbx 'sleep 100' Enter
+	sleep 1
+	tm send-keys -t sbx C-c
+	tm send-keys -t sbx 'echo after-$((1+1))' Enter
+	ok "sbx shell: ^C interrupts the foreground command" wait_for 15 pane_has "after-2"
+	tm send-keys -t sbx 'exit 5' Enter
+	ok "sbx shell: ends when the shell exits" wait_for 15 test -s "$WORK/shell.rc"
+	eq "sbx shell: exits with the shell's status" "$(cat "$WORK/shell.rc" 2>/dev/null)" "sbx-exit=5"
+	tm kill-session -t sbx 2>/dev/null
+	ok "sbx shell: the session is gone once sbx is" wait_for 10 test "$(ls "$L/tty")" = clone
+}
+
+# story_tty_files LEASE-DIR: the files themselves, and their bad input.
+story_tty_files() {
+	local L=$1 n
+	exec 7<"$L/tty/clone"
+	read -r n <&7
+	ok "tty/clone answers a session number" test -n "$n"
+	ok "tty/N exists while its clone handle is open" test -d "$L/tty/$n"
+	eq "tty/N lists data ctl status" "$(ls "$L/tty/$n" | tr '\n' ' ')" "ctl data status "
+	eq "a new session's status" "$(cat "$L/tty/$n/status")" "new"
+	eq "ctl: unknown word is EINVAL" "$(errno_of_write "$L/tty/$n/ctl" "frobnicate 1")" EINVAL
+	ok "error names the unknown tty ctl word" grep -q "unknown command 'frobnicate'" "$L/error"
+	eq "ctl: size with one number is EINVAL" "$(errno_of_write "$L/tty/$n/ctl" "size 80")" EINVAL
+	ok "error says what size wants" grep -q "size wants COLS ROWS" "$L/error"
+	eq "ctl: size 0 0 is EINVAL" "$(errno_of_write "$L/tty/$n/ctl" "size 0 0")" EINVAL
+	eq "ctl: a relative cwd is EINVAL" "$(errno_of_write "$L/tty/$n/ctl" "cwd tmp")" EINVAL
+	eq "ctl is write-only" "$(errno_of "open('$L/tty/$n/ctl').read()")" EACCES
+	eq "status is read-only" "$(errno_of "open('$L/tty/$n/status','w')")" EACCES
+	eq "clone is read-only" "$(errno_of "open('$L/tty/clone','w')")" EACCES
+	eq "no session 999999" "$(errno_of "open('$L/tty/999999/data')")" ENOENT
+	ok "ctl: a good size is taken" sh -c "echo 'size 90 20' >'$L/tty/$n/ctl'"
+	exec 7<&-
+	ok "tty/N is gone with its last handle" wait_for 5 test ! -e "$L/tty/$n"
+	# A session driven by plain files: ctl, then data.
+	python3 - "$L" >"$WORK/tty.out" <<'PY'
+import os, sys
+L = sys.argv[1]
+c = os.open(L + "/tty/clone", os.O_RDONLY)
+n = os.read(c, 64).decode().strip()
+ctl = os.open(f"{L}/tty/{n}/ctl", os.O_WRONLY)
+os.write(ctl, b"size 77 11\ncwd /tmp\n")
+d = os.open(f"{L}/tty/{n}/data", os.O_RDWR)
+os.close(c)
+os.write(d, b"stty size; pwd; exit 4\n")
+out = b""
+while True:
+    b = os.read(d, 4096)
+    if not b:
+        break
+    out += b
+sys.stdout.write(out.decode(errors="replace"))
+print("STATUS=" + open(f"{L}/tty/{n}/status").read().strip())
+try:
+    os.write(ctl, b"cwd /\n")
+    print("LATE-CWD=OK")
+except OSError as e:
+    print("LATE-CWD=" + os.strerror(e.errno))
+PY
+	ok "tty files: size set before the start is the terminal's" grep -q "11 77" "$WORK/tty.out"
+	ok "tty files: cwd set before the start is the shell's" grep -qx "/tmp.\?" "$WORK/tty.out"
+	ok "tty files: status after the end" grep -q "STATUS=exited 4" "$WORK/tty.out"
+	ok "tty files: cwd after the start is EBUSY" grep -q "LATE-CWD=Device or resource busy" "$WORK/tty.out"
+}

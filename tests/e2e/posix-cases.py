@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""posix-cases DIR [CASE...]: runs sbxfs's POSIX conformance cases in fresh
+subdirectories of DIR and prints one line per case, "name: answer", where
+the answer is what the file system said (types, modes, owners, link counts,
+errno names) and nothing that differs between two correct file systems
+(inode numbers, times). The e2e tests run it on fs/ of a lease and on a
+plain directory of the same machine and compare the lines: the plain
+directory's answers are the reference. Run as root; the cases that act as
+another user fork and drop to uid/gid 65534 (the mount needs allow_other).
+"""
+import ctypes
+import errno
+import os
+import socket
+import stat
+import sys
+
+NOBODY = 65534
+libc = ctypes.CDLL(None, use_errno=True)
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+
+
+def en(e):
+    return errno.errorcode.get(e.errno, str(e.errno))
+
+
+def kind(mode):
+    for test, name in ((stat.S_ISREG, "file"), (stat.S_ISDIR, "dir"), (stat.S_ISLNK, "link"),
+                       (stat.S_ISFIFO, "fifo"), (stat.S_ISCHR, "chr"), (stat.S_ISBLK, "blk"),
+                       (stat.S_ISSOCK, "sock")):
+        if test(mode):
+            return name
+    return "?"
+
+
+def desc(path):
+    st = os.lstat(path)
+    s = "%s %o %d:%d nlink=%d" % (kind(st.st_mode), stat.S_IMODE(st.st_mode), st.st_uid,
+                                   st.st_gid, st.st_nlink)
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        s += " rdev=%d,%d" % (os.major(st.st_rdev), os.minor(st.st_rdev))
+    if stat.S_ISLNK(st.st_mode) or stat.S_ISREG(st.st_mode):
+        s += " size=%d" % st.st_size
+    return s
+
+
+def as_user(fn, uid=NOBODY, gid=NOBODY, umask=None):
+    """Runs fn() in a child as uid:gid (no supplementary groups); returns its answer."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            if umask is not None:
+                os.umask(umask)
+            out = str(fn())
+        except OSError as e:
+            out = en(e)
+        except Exception as e:  # a bug in a case, not an answer
+            out = "BUG " + repr(e)
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    out = b""
+    while True:
+        b = os.read(r, 4096)
+        if not b:
+            break
+        out += b
+    os.close(r)
+    os.waitpid(pid, 0)
+    return out.decode()
+
+
+def rename2(a, b, flags):
+    if libc.renameat2(-100, a.encode(), -100, b.encode(), flags) != 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+# --- the cases: each gets a fresh empty directory d (mode 0777) -----------
+
+def c_mkfifo(d):
+    os.mkfifo(d + "/p", 0o640)
+    return desc(d + "/p") + " listed=" + kind(next(e for e in os.scandir(d)).stat(
+        follow_symlinks=False).st_mode)
+
+
+def c_mknod_chr(d):
+    os.mknod(d + "/c", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    return desc(d + "/c")
+
+
+def c_mknod_blk(d):
+    os.mknod(d + "/b", 0o600 | stat.S_IFBLK, os.makedev(7, 200))
+    return desc(d + "/b")
+
+
+def c_socket(d):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.bind(d + "/s")
+    finally:
+        s.close()
+    return desc(d + "/s")
+
+
+def c_owner_create(d):
+    def body():
+        write(d + "/f", "x")
+        os.mkdir(d + "/sub")
+        os.symlink("f", d + "/l")
+        os.mkfifo(d + "/p")
+        return "ok"
+    r = as_user(body, umask=0o022)
+    return r + " | " + " | ".join(desc(d + "/" + n) for n in ("f", "sub", "l", "p"))
+
+
+def c_owner_changes_own(d):
+    """The creator may chmod and utime what it made (it is the owner)."""
+    def body():
+        write(d + "/f", "x")
+        os.chmod(d + "/f", 0o600)
+        os.utime(d + "/f", (1000000000, 1000000000))
+        return "%o %d" % (stat.S_IMODE(os.stat(d + "/f").st_mode), os.stat(d + "/f").st_mtime)
+    return as_user(body)
+
+
+def c_setid_write(d):
+    """A write by someone else (no CAP_FSETID) clears set-user-ID and set-group-ID."""
+    write(d + "/f", "")
+    os.chmod(d + "/f", 0o6777)
+
+    def body():
+        fd = os.open(d + "/f", os.O_WRONLY)
+        os.write(fd, b"x")
+        os.close(fd)
+        return "ok"
+    return as_user(body) + " %o" % stat.S_IMODE(os.stat(d + "/f").st_mode)
+
+
+def c_chown_numeric(d):
+    write(d + "/f", "x")
+    os.chown(d + "/f", 1234, 5678)
+    os.mkdir(d + "/g")
+    os.chown(d + "/g", NOBODY, NOBODY)
+    return desc(d + "/f") + " | " + desc(d + "/g")
+
+
+def c_umask(d):
+    out = []
+    for m in (0o002, 0o022, 0o077):
+        def body(m=m):
+            write(d + "/f%o" % m, "")
+            os.mkdir(d + "/d%o" % m)
+            os.mkfifo(d + "/p%o" % m)
+            return "%o %o %o" % tuple(stat.S_IMODE(os.lstat(d + "/%s%o" % (k, m)).st_mode)
+                                      for k in "fdp")
+        out.append(as_user(body, uid=0, gid=0, umask=m))
+    return " | ".join(out)
+
+
+def c_hardlink(d):
+    write(d + "/a", "data")
+    os.link(d + "/a", d + "/b")
+    a, b = os.stat(d + "/a"), os.stat(d + "/b")
+    s = "nlink %d %d same-ino=%s" % (a.st_nlink, b.st_nlink, a.st_ino == b.st_ino)
+    os.chmod(d + "/b", 0o600)
+    s += " mode-through-other=%o" % stat.S_IMODE(os.stat(d + "/a").st_mode)
+    os.unlink(d + "/b")
+    return s + " after-unlink=%d" % os.stat(d + "/a").st_nlink
+
+
+def c_symlink_size(d):
+    os.symlink("abc", d + "/l")
+    os.symlink("/nowhere/at/all", d + "/m")
+    return "%s | %s readlink=%s" % (desc(d + "/l"), desc(d + "/m"), os.readlink(d + "/l"))
+
+
+def c_lchown(d):
+    write(d + "/t", "x")
+    os.symlink("t", d + "/l")
+    os.lchown(d + "/l", 1234, 1234)
+    return "link %d:%d target %d:%d" % (os.lstat(d + "/l").st_uid, os.lstat(d + "/l").st_gid,
+                                        os.stat(d + "/t").st_uid, os.stat(d + "/t").st_gid)
+
+
+def c_sticky(d):
+    os.mkdir(d + "/t")
+    os.chmod(d + "/t", 0o1777)
+    write(d + "/t/rootfile", "x")
+    os.chmod(d + "/t/rootfile", 0o666)
+    r = as_user(lambda: os.unlink(d + "/t/rootfile"))
+    r2 = as_user(lambda: os.rename(d + "/t/rootfile", d + "/t/moved"))
+    return desc(d + "/t") + " unlink-by-other=" + r + " rename-by-other=" + r2
+
+
+def c_setgid_dir(d):
+    os.mkdir(d + "/g")
+    os.chown(d + "/g", 0, 4321)
+    os.chmod(d + "/g", 0o2777)
+    write(d + "/g/f", "x")
+    os.mkdir(d + "/g/sub")
+    r = as_user(lambda: write(d + "/g/nf", "y") or "ok")
+    return " | ".join(desc(d + "/g/" + n) for n in ("", "f", "sub", "nf")) + " " + r
+
+
+def c_rename_noreplace(d):
+    write(d + "/a", "A")
+    write(d + "/b", "B")
+    try:
+        rename2(d + "/a", d + "/b", RENAME_NOREPLACE)
+        r = "OK"
+    except OSError as e:
+        r = en(e)
+    rename2(d + "/a", d + "/c", RENAME_NOREPLACE)
+    return "onto-existing=%s b=%s c=%s a-exists=%s" % (r, read(d + "/b"), read(d + "/c"),
+                                                       os.path.exists(d + "/a"))
+
+
+def c_rename_exchange(d):
+    write(d + "/a", "A")
+    os.mkdir(d + "/b")
+    rename2(d + "/a", d + "/b", RENAME_EXCHANGE)
+    r = "a=%s b=%s" % (kind(os.lstat(d + "/a").st_mode), read(d + "/b"))
+    try:
+        rename2(d + "/b", d + "/none", RENAME_EXCHANGE)
+        return r + " missing=OK"
+    except OSError as e:
+        return r + " missing=" + en(e)
+
+
+def c_symlink_loop(d):
+    os.mkdir(d + "/x")
+    os.symlink("b", d + "/x/a")
+    os.symlink("a", d + "/x/b")
+    write(d + "/x/f", "")
+    names = sorted(os.listdir(d + "/x"))
+    return " ".join(names) + " " + desc(d + "/x/a")
+
+
+CASES = [(n[2:], f) for n, f in sorted(globals().items()) if n.startswith("c_")]
+
+
+def main():
+    top = sys.argv[1]
+    only = set(sys.argv[2:])
+    os.umask(0o022)
+    for name, fn in CASES:
+        if only and name not in only:
+            continue
+        d = os.path.join(top, "case-" + name)
+        os.mkdir(d)
+        os.chmod(d, 0o777)
+        try:
+            ans = fn(d)
+        except OSError as e:
+            ans = "%s (%s)" % (en(e), e.filename and os.path.basename(e.filename))
+        print("%s: %s" % (name, ans), flush=True)
+
+
+main()

@@ -1,0 +1,17 @@
+#!/bin/bash
+# Runs on the daytona provider against its fake, as the caller sees them
+# (lib-runs.sh): each caller its own run (${RUNS_ROUNDS:-20} rounds of 8
+# callers: each remote round trip costs more than a local run), failures
+# reaching $?, one shell, bytes kept exactly, stderr live, runs/N/.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-fake.sh"
+. "$(dirname "$0")/lib-runs.sh"
+start_fake daytona
+mount_sbxfs
+L=$MNT/box
+ok "mkdir creates a daytona lease" mkdir "$L"
+
+# Daytona's toolbox returns logs as JSON text: a byte that is not UTF-8
+# arrives as U+FFFD (lost by the API before sbxfs sees it).
+story_runs_all "${RUNS_ROUNDS:-20}" lossy
+finish
