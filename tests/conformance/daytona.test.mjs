@@ -184,11 +184,16 @@ describe('sandbox', () => {
 		assert.equal(r.exitCode, 1);
 		assert.equal(r.stdout, '/tmp kept\n');
 		assert.equal(r.stderr, 'e\n');
-		const a = await sbx.process.executeSessionCommand('s1', { command: 'sleep 0.3; echo bg', runAsync: true });
+		// 2 s of sleep and a polled end: the margins of a loaded 2-core machine.
+		const a = await sbx.process.executeSessionCommand('s1', { command: 'sleep 2; echo bg', runAsync: true });
 		assert.ok(a.cmdId);
 		assert.equal((await sbx.process.getSessionCommand('s1', a.cmdId)).exitCode, undefined);
-		await sleep(800);
-		assert.equal((await sbx.process.getSessionCommand('s1', a.cmdId)).exitCode, 0);
+		let code;
+		for (let i = 0; code === undefined && i < 100; i++) {
+			await sleep(200);
+			code = (await sbx.process.getSessionCommand('s1', a.cmdId)).exitCode;
+		}
+		assert.equal(code, 0);
 		const logs = await sbx.process.getSessionCommandLogs('s1', a.cmdId);
 		assert.equal(logs.stdout, 'bg\n');
 		await sbx.process.deleteSession('s1');

@@ -59,14 +59,18 @@ describe('control plane', () => {
 	});
 
 	test('onTimeout pause: the sandbox is paused, not killed, and connect resumes it', async () => {
-		// The file is written before the short timeout is set: a create or a write
-		// slowed by a loaded machine must not run into it. Then the state is polled.
-		const sbx = await Sandbox.create({ ...opts, lifecycle: { onTimeout: 'pause' } });
+		// A long first lifetime, so that the write lands before it ends on a loaded machine
+		// (with timeoutMs 1000 the write itself met the paused sandbox at load 12); then the
+		// lifetime is cut to 1 s and the state polled until it leaves 'running'.
+		const sbx = await Sandbox.create({ ...opts, timeoutMs: 60000, lifecycle: { onTimeout: 'pause' } });
 		await sbx.files.write('/home/user/keep.txt', 'kept');
 		await sbx.setTimeout(1000);
-		let state = 'running';
-		for (const end = Date.now() + 10000; state === 'running' && Date.now() < end; await sleep(200))
+		await sleep(1600);
+		let state = (await sbx.getInfo()).state;
+		for (let i = 0; state === 'running' && i < 40; i++) {
+			await sleep(500);
 			state = (await sbx.getInfo()).state;
+		}
 		assert.equal(state, 'paused');
 		const again = await Sandbox.connect(sbx.sandboxId, opts);
 		assert.equal(await again.files.read('/home/user/keep.txt'), 'kept');

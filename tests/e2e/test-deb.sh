@@ -4,8 +4,9 @@
 # .deb holds the daemon, the init helper, the man page, both units and the
 # README; installed on this machine (and purged in the trap) it mounts
 # through `mount -t fuse.sbxfs` with the installed files only, runs a local
-# lease through the installed init helper, and `umount` ends it. Slow: the
-# package build compiles everything again.
+# lease through the installed init helper and the installed sbx client, and
+# `umount` ends it. The package build compiles everything again (its own
+# tests are skipped: DEB_BUILD_OPTIONS=nocheck in scripts/build-deb).
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: installing a package needs root"; exit 77; }
 # The package is built from the sources with its own flags: the ASan pass
@@ -40,6 +41,7 @@ ok "scripts/build-deb builds the package (dpkg-buildpackage -us -uc -b, lintian 
 DEB=$(ls "$WORK"/deb/sbxfs_*.deb)
 dpkg -c "$DEB" | awk '{print $6}' >"$WORK/contents"
 for f in ./usr/bin/sbxfs ./usr/libexec/sbxfs-init ./usr/share/man/man1/sbxfs.1.gz \
+	./usr/bin/sbx ./usr/share/man/man1/sbx.1.gz ./usr/share/man/man8/sbxfs-init.8.gz \
 	./usr/lib/systemd/system/sbxfs@.service ./usr/lib/systemd/user/sbxfs@.service \
 	./usr/share/doc/sbxfs/README.md.gz; do
 	ok "... the .deb has $f" grep -qx "$f" "$WORK/contents"
@@ -59,6 +61,7 @@ ok "... answers" wait_for 10 test -f "$MNT/README"
 ok "... a local lease through the installed init helper" mkdir "$MNT/w"
 ok "... runs" sh -c "echo 'echo deb-ok' >'$MNT/w/exec'"
 eq "... its output" "$(cat "$MNT/w/stdout")" "deb-ok"
+eq "... the installed sbx client runs a command in it" "$(/usr/bin/sbx run "$MNT/w" -- echo sbx-ok)" "sbx-ok"
 ok "... rmdir" rmdir "$MNT/w"
 ok "umount" umount "$MNT"
 ok "... the daemon exits" wait_for 10 sh -c "! kill -0 $DPID 2>/dev/null"

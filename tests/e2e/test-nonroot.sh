@@ -21,7 +21,12 @@ command -v useradd >/dev/null && command -v setpriv >/dev/null || { echo "SKIP: 
 . "$(dirname "$0")/lib-fake.sh"
 
 U=sbxe2e$$
-useradd --no-create-home --home-dir "$WORK/home" --shell /bin/sh "$U" || { log "useradd failed"; exit 1; }
+# Its uid and gid from 50000 up: the fakes give their sandbox user the first
+# uid >= 1000 the host leaves free, and a user of ours there (this test run
+# alongside the conformance suite) made `whoami` in their sandboxes answer
+# sbxe2e... instead of user.
+useradd -K UID_MIN=50000 -K UID_MAX=59999 -K GID_MIN=50000 -K GID_MAX=59999 \
+	--no-create-home --home-dir "$WORK/home" --shell /bin/sh "$U" || { log "useradd failed"; exit 1; }
 EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }userdel $U 2>/dev/null"
 UID_=$(id -u "$U")
 GID_=$(id -g "$U")

@@ -21,10 +21,12 @@ L=$MNT/web
 ok "mkdir a local lease" mkdir "$L"
 P=$(free_port)
 ok "nothing listens on $P yet: ls ports/ does not list it" not listed "$L/ports" "$P"
-lease_run "nohup python3 -m http.server $P --bind 127.0.0.1 >/dev/null 2>&1 & echo started" >/dev/null
+# On every address of the lease: a local lease has its own network (slirp4netns)
+# and ports/PORT's forward reaches the lease's address, not its loopback.
+lease_run "nohup python3 -m http.server $P >/dev/null 2>&1 & echo started" >/dev/null
 ok "a server started in the lease: ls ports/ lists $P" wait_for 20 listed "$L/ports" "$P"
 eq "cat ports/$P is the URL with its scheme" "$(cat "$L/ports/$P")" "http://127.0.0.1:$P"
-ok "... and the URL reaches the server" curl -fsS -o /dev/null "$(head -n1 "$L/ports/$P")"
+ok "... and the URL reaches the server" wait_for 10 curl -fsS -o /dev/null "$(head -n1 "$L/ports/$P")"
 lease_run "pkill -f 'http.server $P' ; echo stopped" >/dev/null
 ok "once it stops, ls ports/ no longer lists $P" wait_for 20 not listed "$L/ports" "$P"
 # A lease in its own network namespace: the host's listeners are not its own.
