@@ -43,9 +43,9 @@ s = socket.socket(); s.settimeout(4)
 print(errno.errorcode.get(s.connect_ex(('169.254.169.254', 80)), 'connected'))\"" | sed 's/^E\(NET\|HOST\)UNREACH$/unreachable/')" unreachable
 eq "resolv.conf points at the stack's DNS" "$(lease_run 'grep ^nameserver /etc/resolv.conf')" "nameserver 10.0.2.3"
 lease_run "cd /tmp && echo lease-served > i.html && nohup python3 -m http.server $P_IN >/dev/null 2>&1 & sleep 0.5" >/dev/null
-eq "ports/PORT names the host's end" "$(cat "$L/ports/$P_IN")" "127.0.0.1:$P_IN"
+eq "ports/PORT names the host's end" "$(cat "$L/ports/$P_IN")" "http://127.0.0.1:$P_IN"
 ok "... which reaches the server in the lease" wait_for 10 sh -c "curl -sf http://127.0.0.1:$P_IN/i.html | grep -q lease-served"
-eq "... reading ports/PORT again is fine" "$(cat "$L/ports/$P_IN")" "127.0.0.1:$P_IN"
+eq "... reading ports/PORT again is fine" "$(cat "$L/ports/$P_IN")" "http://127.0.0.1:$P_IN"
 ID=$(json_get "$L/info" '["sandbox"]["dir"]')
 # ([s]: the pattern does not match the sh -c that carries it)
 ok "the stack runs while the lease does" sh -c "pgrep -f '[s]lirp4netns.*$ID/net.sock' >/dev/null"
