@@ -139,6 +139,7 @@ static void local_release(struct sbx_instance *inst)
 	struct local_inst *li = lcl_inst(inst);
 	if (!li)
 		return;
+	lcl_fwd_stop(li);
 	if (li->dirfd >= 0)
 		close(li->dirfd);
 	if (li->rootfd >= 0)
@@ -247,6 +248,7 @@ static int teardown(struct local_inst *li, struct sbx_error *err)
 	struct sbx_error ign = SBX_ERROR_INIT;
 	int e;
 
+	lcl_fwd_stop(li);
 	if (li->init_pid > 0)
 		lcl_init_kill(li);
 	lcl_cg_kill_all(&li->cg);
@@ -515,10 +517,11 @@ static int local_get_host(struct sbx_instance *inst, int port, char *buf, size_t
 		return sbx_error_set(err, ENOTSUP, 0, "sandbox %s has network none", inst->id);
 	if (port <= 0 || port > 65535)
 		return sbx_error_set(err, EINVAL, 0, "bad port %d", port);
-	int e = lcl_net_forward(lcl_inst(inst), port, err);
-	if (e < 0)
+	int e, host_port = port; /* network host: the lease's ports are the host's */
+	if (!lcl_inst(inst)->net_host &&
+	    (e = lcl_fwd_port(lcl_inst(inst), port, &host_port, err)) < 0)
 		return e;
-	snprintf(buf, size, "http://127.0.0.1:%d", port);
+	snprintf(buf, size, "http://127.0.0.1:%d", host_port);
 	return 0;
 }
 

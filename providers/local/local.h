@@ -12,6 +12,7 @@
  *   resolve.c  opening a path inside the root (openat2, or a user-space walk)
  *   packages.c pip/npm installs at create
  *   cgroup.c   caps and freezing (cgroup.h)
+ *   forward.c  ports/PORT: host 127.0.0.1 listeners into the lease's namespace
  *   init.c     the sbxfs-init program (a separate binary)
  */
 #ifndef SBX_LOCAL_H
@@ -59,6 +60,7 @@ struct local_inst {
 	struct lcl_cgroup cg;
 	int logfd; /* read end of init's stderr pipe (-1 after a re-attach) */
 	int net_exit_fd; /* until the stack starts: the read end of a pipe init holds open */
+	struct lcl_fwd *fwd; /* ports/PORT forwarders (forward.c), NULL until one */
 };
 
 static inline struct local_inst *lcl_inst(struct sbx_instance *i)
@@ -87,9 +89,14 @@ const char *lcl_template_lower(const char *template_name);
 /* For an isolated lease (init running): points its resolv.conf at the stack's
  * DNS and starts slirp4netns in its cgroups. 0 or -errno. */
 int lcl_net_start(struct local_inst *li, struct sbx_error *err);
-/* Forwards the host's 127.0.0.1:port to the lease's port (isolated leases;
- * a no-op otherwise, and when forwarded already). 0 or -errno. */
-int lcl_net_forward(struct local_inst *li, int port, struct sbx_error *err);
+
+/* forward.c ----------------------------------------------------------- */
+/* Forwards a port of the host's 127.0.0.1 (*host_port: port when it was
+ * free, else an ephemeral one; the same on every later call) to the lease's
+ * 127.0.0.1:port, from inside its network namespace. 0 or -errno. */
+int lcl_fwd_port(struct local_inst *li, int port, int *host_port, struct sbx_error *err);
+/* Stops the lease's forwarders (kill, release); idempotent. */
+void lcl_fwd_stop(struct local_inst *li);
 
 /* hostview.c ---------------------------------------------------------- */
 /* The host template's allowlist as a directory to lay over the host's "/"

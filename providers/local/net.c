@@ -15,8 +15,11 @@
  *   --enable-sandbox/-seccomp  the stack itself runs without capabilities,
  *                          in an empty mount namespace, under a filter;
  *   no IPv6                (no IPv6 link-local or metadata routes);
- *   --api-socket           ports/PORT asks it (lcl_net_forward) to forward
- *                          the host's 127.0.0.1:PORT to the lease's PORT.
+ *   --api-socket           dir/net.sock; nothing of ours calls it now:
+ *                          ports/PORT is forwarded by the daemon itself
+ *                          (forward.c: slirp's hostfwd reached only the
+ *                          lease's eth0, not its loopback, and took the
+ *                          host port equal to the lease's).
  * Link-local addresses (169.254.0.0/16, the clouds' metadata service) are
  * refused by a reject route init sets in the namespace (init.c). Spec
  * "network": "host" keeps the host's namespace; "none" a namespace with
@@ -32,9 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,60 +127,4 @@ out_cg:
 	for (int i = 0; i < ncg; i++)
 		close(cgfds[i]);
 	return e;
-}
-
-/* One request on the API socket; the answer (NUL-terminated) in out. */
-static int api_call(struct local_inst *li, const char *req, char *out, size_t size)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct timeval tv = {.tv_sec = 5};
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), e = 0;
-	ssize_t n = 0, got = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" LCL_NET_API, li->dir) >=
-	    (int)sizeof(sa.sun_path)) {
-		close(fd);
-		return -ENAMETOOLONG;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
-		e = -errno;
-		close(fd);
-		return e;
-	}
-	shutdown(fd, SHUT_WR);
-	while (got < (ssize_t)size - 1 && (n = read(fd, out + got, size - 1 - got)) > 0)
-		got += n;
-	out[got] = '\0';
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
-
-int lcl_net_forward(struct local_inst *li, int port, struct sbx_error *err)
-{
-	char req[256], ans[8192], want[64];
-	int e;
-
-	if (li->net_none || li->net_host)
-		return 0;
-	snprintf(req, sizeof(req),
-		 "{\"execute\": \"add_hostfwd\", \"arguments\": {\"proto\": \"tcp\", "
-		 "\"host_addr\": \"127.0.0.1\", \"host_port\": %d, \"guest_port\": %d}}",
-		 port, port);
-	if ((e = api_call(li, req, ans, sizeof(ans))) < 0)
-		return sbx_error_set(err, -e, 0, "port %d: the lease's network stack: %s", port,
-				     strerror(-e));
-	if (strstr(ans, "\"return\""))
-		return 0;
-	/* Forwarded already (an earlier read of ports/PORT, another daemon)? */
-	snprintf(want, sizeof(want), "\"host_port\":%d,", port);
-	if (api_call(li, "{\"execute\": \"list_hostfwd\"}", ans, sizeof(ans)) == 0 &&
-	    strstr(ans, want))
-		return 0;
-	return sbx_error_set(err, EADDRINUSE, 0,
-			     "port %d: cannot forward 127.0.0.1:%d to the lease (in use on the host?)",
-			     port, port);
 }

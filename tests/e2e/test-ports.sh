@@ -3,7 +3,10 @@
 # the sandbox, and `cat ports/PORT` answers one format on every provider: a
 # URL with its scheme on the first line, then the header lines a request
 # needs. Local: from the lease's own network namespace (/proc/PID/net/tcp*
-# of its init), http://127.0.0.1:PORT, and the URL reaches the server; e2b
+# of its init), http://127.0.0.1:PORT (forwarded by the daemon into the
+# lease's namespace: a server on the lease's 127.0.0.1 is reached; another
+# lease on the same port gets another host port), and the URL reaches the
+# server; e2b
 # (fake): from /proc/net/tcp* read by a run in the sandbox,
 # https://PORT-ID.$E2B_DOMAIN; daytona (fake): the preview URL and its
 # X-Daytona-Preview-Token line.
@@ -29,6 +32,24 @@ eq "cat ports/$P is the URL with its scheme" "$(cat "$L/ports/$P")" "http://127.
 ok "... and the URL reaches the server" wait_for 10 curl -fsS -o /dev/null "$(head -n1 "$L/ports/$P")"
 lease_run "pkill -f 'http.server $P' ; echo stopped" >/dev/null
 ok "once it stops, ls ports/ no longer lists $P" wait_for 20 not listed "$L/ports" "$P"
+lease_run_in() { printf '%s\n' "$2" >"$MNT/$1/exec" && cat "$MNT/$1/stdout"; }
+# Two leases serving the same port (on their own 127.0.0.1): the first gets
+# the host's same port, the second an ephemeral one; each URL reaches its own.
+ok "mkdir a second local lease" mkdir "$MNT/web2"
+Q=$(free_port)
+for n in web web2; do
+	lease_run_in $n "mkdir -p /tmp/s && echo served-by-$n >/tmp/s/index.html && cd /tmp/s && nohup python3 -m http.server $Q --bind 127.0.0.1 >/dev/null 2>&1 & echo started" >/dev/null
+	ok "$n serves $Q: its ports/ lists it" wait_for 20 listed "$MNT/$n/ports" "$Q"
+done
+U1=$(head -n1 "$MNT/web/ports/$Q") U2=$(head -n1 "$MNT/web2/ports/$Q")
+eq "the first lease's ports/$Q: the host's same port" "$U1" "http://127.0.0.1:$Q"
+ok "the second's another port of the host's 127.0.0.1 ($U2)" sh -c "echo '$U2' | grep -Eq '^http://127\.0\.0\.1:[0-9]+$' && [ '$U2' != '$U1' ]"
+eq "... reading it again names the same port" "$(head -n1 "$MNT/web2/ports/$Q")" "$U2"
+eq "the first URL reaches the first lease's server" "$(curl -fsS "$U1/index.html")" served-by-web
+eq "the second URL reaches the second lease's server" "$(curl -fsS "$U2/index.html")" served-by-web2
+ok "rmdir the second lease" rmdir "$MNT/web2"
+ok "... and its forwarder stops with it" not curl -fsS -o /dev/null "$U2/index.html"
+eq "the first still answers" "$(curl -fsS "$U1/index.html")" served-by-web
 # A lease in its own network namespace: the host's listeners are not its own.
 H=$(free_port)
 python3 -m http.server "$H" --bind 127.0.0.1 >/dev/null 2>&1 &
@@ -37,7 +58,6 @@ EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }kill $HOSTSRV 2>/dev/null"
 wait_for 10 sh -c "curl -fsS -o /dev/null http://127.0.0.1:$H"
 ok "mkdir a lease with network=none" sh -c "echo 'new iso network=none' >'$MNT/ctl'"
 ok "... its ports/ lists nothing of the host's (its own namespace)" not listed "$MNT/iso/ports" "$H"
-lease_run_in() { printf '%s\n' "$2" >"$MNT/$1/exec" && cat "$MNT/$1/stdout"; }
 lease_run_in iso "nohup python3 -m http.server $H --bind 127.0.0.1 >/dev/null 2>&1 & echo started" >/dev/null
 ok "... but lists the same port once its own server listens on it" wait_for 20 listed "$MNT/iso/ports" "$H"
 kill $HOSTSRV 2>/dev/null
