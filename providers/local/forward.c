@@ -32,6 +32,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/xalloc.h"
+
 #define FWD_BUF 65536
 
 struct fwd_port {
@@ -221,9 +223,7 @@ int lcl_fwd_port(struct local_inst *li, int port, int *host_port, struct sbx_err
 
 	pthread_mutex_lock(&fwd_lock);
 	if (!li->fwd) {
-		struct lcl_fwd *f = calloc(1, sizeof(*f));
-		if (!f)
-			abort();
+		struct lcl_fwd *f = sbx_xcalloc(1, sizeof(*f));
 		snprintf(ns, sizeof(ns), "/proc/%d/ns/net", (int)li->init_pid);
 		if ((f->nsfd = open(ns, O_RDONLY | O_CLOEXEC)) < 0 ||
 		    pipe2(f->stop, O_CLOEXEC) < 0) {
@@ -237,14 +237,13 @@ int lcl_fwd_port(struct local_inst *li, int port, int *host_port, struct sbx_err
 		atomic_init(&f->refs, 1);
 		li->fwd = f;
 	}
-	for (fp = li->fwd->ports; fp; fp = fp->next)
+	struct lcl_fwd *fw = li->fwd; /* set above when it was NULL */
+	for (fp = fw->ports; fp; fp = fp->next)
 		if (fp->port == port)
 			goto found;
-	fp = calloc(1, sizeof(*fp));
-	if (!fp)
-		abort();
+	fp = sbx_xcalloc(1, sizeof(*fp));
 	fp->port = port;
-	fp->fwd = li->fwd;
+	fp->fwd = fw;
 	if ((fp->lfd = listen_host(port, &fp->host_port)) < 0) {
 		e = sbx_error_set(err, -fp->lfd, 0,
 				  "port %d: listening on the host's 127.0.0.1: %s", port,
@@ -258,8 +257,8 @@ int lcl_fwd_port(struct local_inst *li, int port, int *host_port, struct sbx_err
 		free(fp);
 		goto out;
 	}
-	fp->next = li->fwd->ports;
-	li->fwd->ports = fp;
+	fp->next = fw->ports;
+	fw->ports = fp;
 found:
 	*host_port = fp->host_port;
 out:
