@@ -373,9 +373,11 @@ static int ctl_line(struct sbx_tty *t, char *line)
 		if (t->started || t->ended)
 			rc = refuse(l, EBUSY, "tty ctl: %s is set before the shell starts",
 				    is_term ? "term" : "cwd");
-		else if (is_term)
-			snprintf(t->term, sizeof(t->term), "%s", arg);
-		else {
+		else if (is_term) {
+			size_t n = strnlen(arg, sizeof(t->term) - 1); /* %63s bounded it */
+			memcpy(t->term, arg, n);
+			t->term[n] = '\0';
+		} else {
 			free(t->cwd);
 			t->cwd = strdup(arg);
 		}
