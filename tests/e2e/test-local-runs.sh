@@ -18,7 +18,12 @@ before=$(rss_kb)
 echo 'head -c 300000000 /dev/zero | tr "\0" a' >"$L/exec"
 after=$(rss_kb)
 log "daemon peak RSS: $before kB before, $after kB after a 300 MB run"
-ok "the daemon's peak RSS stays under 64 MB ($after kB)" test "$after" -lt 65536
+# The bound is the plain build's: under ASan every freed buffer sits in its
+# quarantine (up to 256 MB) and the shadow memory doubles the rest, so there
+# the figure is only logged (151 MB seen), as the valgrind test's are.
+if [ "${SBXFS_ASAN:-0}" != 1 ]; then
+	ok "the daemon's peak RSS stays under 64 MB ($after kB)" test "$after" -lt 65536
+fi
 eq "cat exec gives all 300 MB" "$(cat "$L/exec" | wc -c)" 300000000
 eq "... all of them 'a'" "$(tr -d a <"$L/exec" | wc -c)" 0
 eq "result: no text, the exact size, truncated" \
