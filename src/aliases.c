@@ -1,5 +1,6 @@
 /* aliases — the other names of hard-linked files (see aliases.h). */
 #include "aliases.h"
+#include "base/xalloc.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -71,11 +72,8 @@ void sbx_aliases_changed(const char *path)
 		{
 			if (a->ino != ino || !strcmp(a->path, path))
 				continue;
-			char **grown = realloc(others, (n + 1) * sizeof(*others));
-			if (!grown)
-				abort();
-			others = grown;
-			others[n++] = strdup(a->path);
+			others = sbx_xreallocarray(others, n + 1, sizeof(*others));
+			others[n++] = sbx_xstrdup(a->path);
 		}
 	}
 	pthread_mutex_unlock(&lock);

@@ -27,6 +27,7 @@
 #include "run.h"
 #include "runs.h"
 #include "tty.h"
+#include "base/xalloc.h"
 
 /* private_data points at main()'s `struct sbx_mount *`, set before the loop runs. */
 static struct sbx_mount *mnt(void)
@@ -138,14 +139,10 @@ static void dir_add(struct open_dir *d, const char *name, const struct stat *st)
 {
 	if (d->n == d->cap) {
 		d->cap = d->cap ? d->cap * 2 : 64;
-		d->ents = realloc(d->ents, d->cap * sizeof(*d->ents));
-		if (!d->ents)
-			abort();
+		d->ents = sbx_xreallocarray(d->ents, d->cap, sizeof(*d->ents));
 	}
 	struct dir_entry *e = &d->ents[d->n++];
-	e->name = strdup(name);
-	if (!e->name)
-		abort();
+	e->name = sbx_xstrdup(name);
 	e->has_st = st != NULL;
 	if (st)
 		e->st = *st;
@@ -261,9 +258,8 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 
 static int op_opendir(const char *path, struct fuse_file_info *fi)
 {
-	struct open_dir *d = calloc(1, sizeof(*d));
-	if (!d || !(d->path = strdup(path)))
-		abort();
+	struct open_dir *d = sbx_xcalloc(1, sizeof(*d));
+	d->path = sbx_xstrdup(path);
 	fi->fh = (uintptr_t)d;
 	return 0;
 }

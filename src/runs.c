@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/fsutil.h"
+#include "base/xalloc.h"
 
 /* The state dir must have this much room for a run to start (else ENOSPC). */
 #define SBX_RUNS_MIN_FREE (1ull << 20)
@@ -116,9 +117,7 @@ size_t sbx_runs_list(struct sbx_lease *l, unsigned long **out)
 			continue;
 		if (n == cap) {
 			cap = cap ? 2 * cap : 64;
-			*out = realloc(*out, cap * sizeof(**out));
-			if (!*out)
-				abort();
+			*out = sbx_xreallocarray(*out, cap, sizeof(**out));
 		}
 		(*out)[n++] = v;
 	}
