@@ -1,5 +1,6 @@
 /* ctlfiles — the mount's synthetic files (see ctlfiles.h). */
 #include "ctlfiles.h"
+#include "base/xalloc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,9 +23,7 @@
 
 struct sbx_open *sbx_open_new(enum sbx_node_kind kind, struct sbx_lease *l, int flags)
 {
-	struct sbx_open *o = calloc(1, sizeof(*o));
-	if (!o)
-		abort();
+	struct sbx_open *o = sbx_xcalloc(1, sizeof(*o));
 	o->kind = kind;
 	o->lease = l;
 	o->flags = flags;
@@ -145,10 +144,8 @@ static int ports_readdir(struct sbx_mount *m, struct sbx_lease *l, sbx_fs_fill_f
 			 void *ctx)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
-	int *ports = calloc(SBX_PORTS_MAX, sizeof(*ports));
+	int *ports = sbx_xcalloc(SBX_PORTS_MAX, sizeof(*ports));
 	int n;
-	if (!ports)
-		return -ENOMEM;
 	n = sbx_lease_ports(l, ports, SBX_PORTS_MAX, &e);
 	if (n < 0)
 		sbx_lease_error(l, "ports", &e);
@@ -623,7 +620,7 @@ static void set_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 {
 	pthread_mutex_lock(&l->lock);
 	free(l->env_text);
-	l->env_text = strdup(text);
+	l->env_text = sbx_xstrdup(text);
 	pthread_mutex_unlock(&l->lock);
 	sbx_mount_save(m);
 }

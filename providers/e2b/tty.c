@@ -7,6 +7,7 @@
  * Not here: the plain command runs (run.c).
  */
 #include "e2b/e2b.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -107,11 +108,9 @@ int e2b_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
 {
 	static const char *const shell[] = {"/bin/bash", "-i", "-l", NULL};
 	struct e2b_inst *in = e2b_of(inst);
-	struct sbx_tty_session *s = calloc(1, sizeof(*s));
+	struct sbx_tty_session *s = sbx_xcalloc(1, sizeof(*s));
 	int rc = 0;
 
-	if (!s)
-		abort();
 	s->in = in;
 	s->sink = *sink;
 	pthread_mutex_init(&s->lock, NULL);

@@ -12,6 +12,7 @@
  * inotify watches on the whole sandbox, /proc included).
  */
 #include "e2b/e2b.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -136,7 +137,7 @@ void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char 
 	pthread_mutex_lock(&in->watch_lock);
 	watch_free(in->watch);
 	in->watch = NULL;
-	if (cb && (w = calloc(1, sizeof(*w)))) {
+	if (cb && (w = sbx_xcalloc(1, sizeof(*w)))) {
 		w->in = in;
 		w->cb = cb;
 		w->ctx = ctx;

@@ -112,9 +112,9 @@ static void *conn_main(void *arg)
 	struct fwd_conn *c = arg;
 	int fds[2] = {c->cfd, connect_inside(c->fwd, c->port)};
 	bool open[2] = {true, true};
-	char *buf = malloc(FWD_BUF);
+	char *buf = sbx_xmalloc(FWD_BUF);
 
-	while (buf && fds[1] >= 0 && (open[0] || open[1])) {
+	while (fds[1] >= 0 && (open[0] || open[1])) {
 		struct pollfd p[3] = {{.fd = open[0] ? fds[0] : -1, .events = POLLIN},
 				      {.fd = open[1] ? fds[1] : -1, .events = POLLIN},
 				      {.fd = c->fwd->stop[0], .events = POLLIN}};
@@ -170,12 +170,8 @@ static void *accept_main(void *arg)
 		int cfd = accept4(fp->lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (cfd < 0)
 			continue; /* ECONNABORTED and the like; EMFILE: the next poll retries */
-		struct fwd_conn *c = malloc(sizeof(*c));
+		struct fwd_conn *c = sbx_xmalloc(sizeof(*c));
 		pthread_t t;
-		if (!c) {
-			close(cfd);
-			continue;
-		}
 		*c = (struct fwd_conn){.fwd = fp->fwd, .cfd = cfd, .port = fp->port};
 		atomic_fetch_add(&fp->fwd->refs, 1);
 		if (pthread_create(&t, &attr, conn_main, c) != 0) {

@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "base/buf.h"
+#include "base/xalloc.h"
 
 /* timeout(1)'s status for a command stopped at its deadline. */
 #define EXIT_TIMEOUT 124
@@ -129,7 +130,7 @@ static char *find_lease(const char *arg, char **sandbox_cwd)
 	size_t ll = strlen(lease);
 	if (cwd && !strncmp(cwd, lease, ll) && !strncmp(cwd + ll, "/fs", 3) &&
 	    (cwd[ll + 3] == '\0' || cwd[ll + 3] == '/'))
-		*sandbox_cwd = strdup(cwd[ll + 3] ? cwd + ll + 3 : "/");
+		*sandbox_cwd = sbx_xstrdup(cwd[ll + 3] ? cwd + ll + 3 : "/");
 	free(root);
 	free(cwd);
 	return lease;
