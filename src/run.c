@@ -117,8 +117,8 @@ static json_t *save_outputs(struct sbx_lease *l, const struct sbx_code_result *c
 		sbx_buf_addf(&p, "%s/%s", dir, name);
 		path = sbx_buf_detach(&p, NULL);
 		if (sbx_write_file_atomic(path, cr->outputs[i].data, cr->outputs[i].len) == 0)
-			json_array_append_new(names, json_pack("{s:s, s:s}", "file", name, "mime",
-							       cr->outputs[i].mime));
+			json_array_append_new(names, sbx_xjson(json_pack("{s:s, s:s}", "file", name, "mime",
+							       cr->outputs[i].mime)));
 		free(path);
 	}
 	free(dir);

@@ -94,7 +94,7 @@ static void *watch_main(void *arg)
 			nap(w, 200);
 			continue;
 		}
-		req = json_pack("{s:s,s:b}", "path", w->root, "recursive", 1);
+		req = sbx_xjson(json_pack("{s:s,s:b}", "path", w->root, "recursive", 1));
 		w->up = false;
 		rc = e2b_rpc_stream(w->in, "filesystem.Filesystem/WatchDir", req, &o, watch_message,
 				    w, "watch", &e);
