@@ -389,11 +389,12 @@ int sbx_ctl_open(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease
 		return 0;
 	}
 	if (acc != O_RDONLY && !writable(n->kind)) {
-		rc = refuse(m, l, EACCES, "open", "%s is read-only",
+		/* spec: EBUSY, the answer for "fixed once the lease is created". */
+		rc = refuse(m, l, n->kind == SBX_N_SPEC ? EBUSY : EACCES, "open", "%s is read-only",
 			    n->kind == SBX_N_SPEC ? "spec (once the lease is created)"
 						  : "this control file");
 		sbx_lease_put(l);
-		return n->kind == SBX_N_SPEC ? -EBUSY : rc;
+		return rc;
 	}
 	if (acc != O_WRONLY && (n->kind == SBX_N_CTL || n->kind == SBX_N_RUN_CTL)) {
 		sbx_lease_put(l);

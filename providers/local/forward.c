@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "base/xalloc.h"
 
 #define FWD_BUF 65536
@@ -91,21 +92,6 @@ static int connect_inside(struct lcl_fwd *f, int port)
 	return fd;
 }
 
-/* Everything of buf to fd; false on error. */
-static bool send_all(int fd, const char *buf, ssize_t n)
-{
-	while (n > 0) {
-		ssize_t w = send(fd, buf, (size_t)n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		buf += w;
-		n -= w;
-	}
-	return true;
-}
-
 /* Copies both ways; an EOF is passed on as a half-close, an error ends both. */
 static void *conn_main(void *arg)
 {
@@ -132,7 +118,7 @@ static void *conn_main(void *arg)
 			ssize_t n = read(fds[i], buf, FWD_BUF);
 			if (n < 0 && errno == EINTR)
 				continue;
-			if (n < 0 || (n > 0 && !send_all(fds[!i], buf, n)))
+			if (n < 0 || (n > 0 && sbx_send_all(fds[!i], buf, (size_t)n) < 0))
 				break;
 			if (n == 0) {
 				open[i] = false;
