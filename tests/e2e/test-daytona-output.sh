@@ -1,16 +1,20 @@
 #!/bin/bash
-# Output that is not UTF-8 on the daytona provider (lib-bytes.sh): a run's binary
-# stdout and stderr byte for byte, code cells writing bytes that are not UTF-8.
+# Issue 10 on the daytona provider (lib-output.sh): a run's binary stdout and
+# stderr byte for byte, code cells writing bytes that are not UTF-8, the
+# daemon's memory bounded during a big run, env that is not UTF-8, a full
+# state dir (a small tmpfs).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-runs.sh"
-. "$(dirname "$0")/lib-bytes.sh"
+. "$(dirname "$0")/lib-output.sh"
 . "$(dirname "$0")/lib-fake.sh"
 start_fake daytona
-mount_sbxfs
-L=$MNT/box
-ok "mkdir creates a daytona lease" mkdir "$L"
-story_bytes_exec
-story_bytes_code
+output_mount daytona
+story_output_bytes
+story_output_code
+# Each poll downloads the output whole: a run is bounded at 64 MiB there.
+story_output_memory 60
+story_output_env
+story_output_full
 
 # A plain small run costs what it cost with the logs call: the exec, then
 # per poll the command's state and one download of both files.
