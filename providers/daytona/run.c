@@ -265,7 +265,7 @@ static int session_run(struct dt_instance *di, const char *sid, const struct dt_
 	if (dt_wrap_command(&cmd, &w)) {
 		rc = sbx_error_set(err, EINVAL, 0, "run: a malformed env entry");
 	} else {
-		dt_runout_redirect(&cmd, ro);
+		dt_runout_suffix(&cmd);
 		rc = session_exec(di, sid, cmd.buf, cmd_id, err);
 	}
 	sbx_buf_release(&cmd);

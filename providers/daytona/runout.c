@@ -5,7 +5,9 @@
  * is not UTF-8 arrives as U+FFFD. So a run sends its two streams to files
  * in the sandbox (/tmp/.run-<session>.<token>.{out,err}, created by the
  * session shell before the run starts; the same line removes the files of
- * the session's earlier runs), and every poll fetches both with one
+ * the session's earlier runs; where they cannot be made, the output goes
+ * to the session log as before and is read from there at the end), and
+ * every poll fetches both with one
  * POST /files/bulk-download, the byte-exact file endpoint. The reply is
  * parsed as it streams: the bytes beyond those already delivered go to the
  * run's sink, nothing is held. A file not there yet (the shell has not
@@ -34,16 +36,33 @@ void dt_runout_init(struct dt_runout *ro, const char *sid, const char *token)
 
 void dt_runout_prefix(struct sbx_buf *cmd, const struct dt_runout *ro)
 {
-	/* Session ids and tokens are [a-z0-9-]: the glob needs no quoting. */
-	sbx_buf_addf(cmd, "rm -f %s 2>/dev/null; ", ro->glob);
-}
-
-void dt_runout_redirect(struct sbx_buf *cmd, const struct dt_runout *ro)
-{
-	sbx_buf_adds(cmd, " >");
+	/*
+	 * Session ids and tokens are [a-z0-9-]: the glob needs no quoting. It
+	 * is expanded by sh, whatever the session's shell (zsh would abort the
+	 * line on a glob that matches nothing).
+	 */
+	sbx_buf_addf(cmd, "sh -c 'rm -f %s' 2>/dev/null; ", ro->glob);
+	/*
+	 * A subshell whose streams become the two files when both can be
+	 * made; otherwise the run still runs, its output going to the session
+	 * log (read when it ends: dt_runout_fetch() finds neither file).
+	 */
+	sbx_buf_adds(cmd, "( if : >");
+	sbx_buf_add_shquoted(cmd, ro->path[0]);
+	sbx_buf_adds(cmd, " 2>/dev/null && : >");
+	sbx_buf_add_shquoted(cmd, ro->path[1]);
+	sbx_buf_adds(cmd, " 2>/dev/null; then exec >");
 	sbx_buf_add_shquoted(cmd, ro->path[0]);
 	sbx_buf_adds(cmd, " 2>");
 	sbx_buf_add_shquoted(cmd, ro->path[1]);
+	sbx_buf_adds(cmd, "; else rm -f ");
+	sbx_buf_add_shquoted(cmd, ro->path[0]);
+	sbx_buf_adds(cmd, "; fi; ");
+}
+
+void dt_runout_suffix(struct sbx_buf *cmd)
+{
+	sbx_buf_adds(cmd, " )");
 }
 
 /* --- one fetch ---------------------------------------------------------------- */

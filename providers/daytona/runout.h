@@ -17,10 +17,13 @@ struct dt_runout {
 
 /* sid and token: [a-z0-9-], short (session ids are "sbxfs-" + 12 hex). */
 void dt_runout_init(struct dt_runout *ro, const char *sid, const char *token);
-/* Appends what goes before the run: removing the session's older run files. */
+/*
+ * Appends what goes before the wrapped run: removing the session's older
+ * run files, then opening a subshell whose streams are the two files.
+ */
 void dt_runout_prefix(struct sbx_buf *cmd, const struct dt_runout *ro);
-/* Appends what goes after the wrapped run: its redirections. */
-void dt_runout_redirect(struct sbx_buf *cmd, const struct dt_runout *ro);
+/* Appends what goes after the wrapped run: the subshell's end. */
+void dt_runout_suffix(struct sbx_buf *cmd);
 /* One poll: new bytes of both files to sink (NULL: counted only). 0 or -errno. */
 int dt_runout_fetch(struct dt_instance *di, struct dt_runout *ro, const struct sbx_run_sink *sink,
 		    struct sbx_error *err);
