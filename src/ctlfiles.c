@@ -612,6 +612,17 @@ static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 				snprintf(line, sizeof(line), "%.*s", (int)(end - p > 100 ? 100 : end - p), p);
 				return refuse(m, l, EINVAL, "env", "expected KEY=VALUE, got \"%s\"", line);
 			}
+			/* The lease table keeps env as JSON text: it must be UTF-8. */
+			json_t *utf8 = json_stringn(p, (size_t)(end - p));
+			if (!utf8) {
+				char key[104];
+				snprintf(key, sizeof(key), "%.*s", (int)(eq - p > 100 ? 100 : eq - p), p);
+				return refuse(m, l, EINVAL, "env",
+					      "%s: the value is not UTF-8 text (the lease table could "
+					      "not keep it)",
+					      key);
+			}
+			json_decref(utf8);
 		}
 		p = e ? e + 1 : end;
 	}

@@ -4,10 +4,13 @@
  * A run goes through a toolbox session, because only a session keeps
  * stdout and stderr apart (/process/execute combines them): the command,
  * wrapped by dt_wrap_command() so each run has its own cwd, envs, stdin and
- * timeout and leaves the session shell untouched, is sent with runAsync;
- * then GET .../command/{id} (exit code) and GET .../logs (JSON stdout and
- * stderr so far) are polled, and the bytes that are new since the last poll
- * are streamed into the sink.
+ * timeout and leaves the session shell untouched, is sent with runAsync,
+ * its stdout and stderr redirected to files in the sandbox; then
+ * GET .../command/{id} (exit code) and the two files (one bulk-download,
+ * byte for byte: runout.c) are polled, and the bytes that are new since
+ * the last poll are streamed into the sink. The session logs (JSON text,
+ * so lossy for bytes that are not UTF-8) are read only when the files
+ * never appeared (a shell that could not create them).
  *
  * A session runs its commands one after another (the daemon writes each to
  * the session shell's stdin), so an instance keeps a small pool: a run
@@ -24,6 +27,7 @@
  * Not here: run_code (code.c builds on dt_run), file ops.
  */
 #include "daytona/daytona.h"
+#include "daytona/runout.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -33,6 +37,7 @@
 #include "base/log.h"
 
 #define DT_KILL_GRACE_MS 5000L
+#define DT_RUNOUT_KEEP_MAX (1LL << 20) /* a run's output files past this are removed at its end */
 #define DT_EXEC_NO_LIMIT_MS (3600L * 1000) /* transport deadline of an unlimited execute */
 
 /* --- sessions ------------------------------------------------------------ */
@@ -141,40 +146,29 @@ static void session_give(struct dt_instance *di, char *sid, unsigned epoch)
 struct run_state {
 	struct dt_instance *di;
 	const struct sbx_run_sink *sink;
-	size_t sent_out, sent_err; /* bytes of each stream already delivered */
+	struct dt_runout ro; /* the output files, and the bytes of each delivered */
 };
 
 static int deliver(struct run_state *rs, enum sbx_stream s, const char *p, size_t len,
-		   size_t *sent)
+		   long long *sent)
 {
 	int rc = 0;
-	if (len > *sent && rs->sink && rs->sink->output)
-		rc = rs->sink->output(rs->sink->ctx, s, p + *sent, len - *sent);
-	if (len > *sent)
-		*sent = len;
+	if ((long long)len > *sent && rs->sink && rs->sink->output)
+		rc = rs->sink->output(rs->sink->ctx, s, p + *sent, len - (size_t)*sent);
+	if ((long long)len > *sent)
+		*sent = (long long)len;
 	return rc;
 }
 
-/* One poll: the command's state, then its logs (so logs after exit are whole). */
-static int poll_once(struct run_state *rs, const char *sid, const char *cmd_id, bool *done,
-		     int *code, struct sbx_error *err)
+/* The session's logs (JSON text: lossy), for a run whose files never appeared. */
+static int poll_logs(struct run_state *rs, struct sbx_buf *url, struct sbx_error *err)
 {
-	struct sbx_buf url = SBX_BUF_INIT, raw = SBX_BUF_INIT;
+	struct sbx_buf raw = SBX_BUF_INIT;
 	struct dt_logs logs;
-	char suffix[160];
 	int rc;
 
-	snprintf(suffix, sizeof(suffix), "/command/%s", cmd_id);
-	session_url(rs->di, &url, sid, suffix);
-	rc = dt_call(&(struct dt_call){.url = url.buf, .raw = &raw, .what = "run: command",
-				       .timeout_ms = dt_short_ms(), .idempotent = true},
-		     err);
-	if (!rc && dt_command_parse(raw.buf, raw.len, done, code))
-		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "run: command reply is not JSON");
-	if (rc)
-		goto out;
-	sbx_buf_adds(&url, "/logs");
-	rc = dt_call(&(struct dt_call){.url = url.buf, .raw = &raw, .what = "run: logs",
+	sbx_buf_adds(url, "/logs");
+	rc = dt_call(&(struct dt_call){.url = url->buf, .raw = &raw, .what = "run: logs",
 				       .timeout_ms = dt_short_ms(), .max_body = DT_LOGS_MAX,
 				       .idempotent = true},
 		     err);
@@ -185,13 +179,37 @@ static int poll_once(struct run_state *rs, const char *sid, const char *cmd_id, 
 	if (rc)
 		goto out;
 	dt_logs_parse(raw.buf, raw.len, &logs);
-	rc = deliver(rs, SBX_STDOUT, logs.out, logs.out_len, &rs->sent_out);
+	rc = deliver(rs, SBX_STDOUT, logs.out, logs.out_len, &rs->ro.sent[0]);
 	if (!rc)
-		rc = deliver(rs, SBX_STDERR, logs.err, logs.err_len, &rs->sent_err);
+		rc = deliver(rs, SBX_STDERR, logs.err, logs.err_len, &rs->ro.sent[1]);
 	dt_logs_release(&logs);
 	if (rc)
 		rc = sbx_error_set(err, rc, 0, "run: the reader stopped the output");
 out:
+	sbx_buf_release(&raw);
+	return rc;
+}
+
+/* One poll: the command's state, then its output (so output after exit is whole). */
+static int poll_once(struct run_state *rs, const char *sid, const char *cmd_id, bool *done,
+		     int *code, struct sbx_error *err)
+{
+	struct sbx_buf url = SBX_BUF_INIT, raw = SBX_BUF_INIT;
+	char suffix[160];
+	int rc;
+
+	snprintf(suffix, sizeof(suffix), "/command/%s", cmd_id);
+	session_url(rs->di, &url, sid, suffix);
+	rc = dt_call(&(struct dt_call){.url = url.buf, .raw = &raw, .what = "run: command",
+				       .timeout_ms = dt_short_ms(), .idempotent = true},
+		     err);
+	if (!rc && dt_command_parse(raw.buf, raw.len, done, code))
+		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "run: command reply is not JSON");
+	if (!rc)
+		rc = dt_runout_fetch(rs->di, &rs->ro, rs->sink, err);
+	/* Ended with neither file there: the shell could not create them. */
+	if (!rc && *done && rs->ro.missing[0] && rs->ro.missing[1])
+		rc = poll_logs(rs, &url, err);
 	sbx_buf_release(&url);
 	sbx_buf_release(&raw);
 	return rc;
@@ -232,19 +250,24 @@ static void pidfile_of(const char *sid, char *buf, size_t size)
 	snprintf(buf, size, "/tmp/.run-%s.pid", sid);
 }
 
-/* Sends w on session sid, with its pid file; *cmd_id names it. */
+/* Sends w on session sid, with its pid file and output files (ro); *cmd_id names it. */
 static int session_run(struct dt_instance *di, const char *sid, const struct dt_wrap *base,
-		       char *pidfile, size_t size, char **cmd_id, struct sbx_error *err)
+		       char *pidfile, size_t size, struct dt_runout *ro, char **cmd_id,
+		       struct sbx_error *err)
 {
 	struct sbx_buf cmd = SBX_BUF_INIT;
 	struct dt_wrap w = *base;
 	int rc;
 	pidfile_of(sid, pidfile, size);
 	w.pidfile = pidfile;
-	if (dt_wrap_command(&cmd, &w))
+	dt_runout_init(ro, sid, w.token);
+	dt_runout_prefix(&cmd, ro);
+	if (dt_wrap_command(&cmd, &w)) {
 		rc = sbx_error_set(err, EINVAL, 0, "run: a malformed env entry");
-	else
+	} else {
+		dt_runout_suffix(&cmd);
 		rc = session_exec(di, sid, cmd.buf, cmd_id, err);
+	}
 	sbx_buf_release(&cmd);
 	return rc;
 }
@@ -274,14 +297,14 @@ static int run_session(struct dt_instance *di, const struct dt_wrap *wrap,
 	struct dt_wrap w = *wrap;
 	unsigned epoch;
 	long start = sbx_now_ms(), delay = 20, timeout_ms = w.timeout_ms, cancel_at = 0;
-	bool done = false, killed = false;
+	bool done = false, killed = false, kept = false;
 	int rc, code = 0;
 
 	dt_random_hex(token, 12);
 	w.token = token;
 	if ((rc = session_take(di, &sid, &epoch, err)))
 		return rc;
-	rc = session_run(di, sid, &w, pidfile, sizeof(pidfile), &cmd_id, err);
+	rc = session_run(di, sid, &w, pidfile, sizeof(pidfile), &rs.ro, &cmd_id, err);
 	if (rc == -ENOENT || rc == -ESRCH) {
 		/* A pooled session the daemon lost (it restarted): one fresh try. */
 		free(sid);
@@ -290,14 +313,14 @@ static int run_session(struct dt_instance *di, const struct dt_wrap *wrap,
 		dt_sessions_drop(di);
 		if ((rc = session_take(di, &sid, &epoch, err)))
 			return rc;
-		rc = session_run(di, sid, &w, pidfile, sizeof(pidfile), &cmd_id, err);
+		rc = session_run(di, sid, &w, pidfile, sizeof(pidfile), &rs.ro, &cmd_id, err);
 	}
 	while (!rc) {
 		dt_sleep_ms(cancel_at ? 100 : delay);
 		delay = delay * 2 > 500 ? 500 : delay * 2;
 		/* Every poll fetches the whole log: slower polls once it is big. */
-		if (rs.sent_out + rs.sent_err > (1u << 20))
-			delay = 1000 + (long)((rs.sent_out + rs.sent_err) >> 24) * 1000;
+		if (rs.ro.sent[0] + rs.ro.sent[1] > (1 << 20))
+			delay = 1000 + (long)((rs.ro.sent[0] + rs.ro.sent[1]) >> 24) * 1000;
 		rc = poll_once(&rs, sid, cmd_id, &done, &code, err);
 		if (rc || done)
 			break;
@@ -336,8 +359,17 @@ static int run_session(struct dt_instance *di, const struct dt_wrap *wrap,
 			free(sid);
 		} else {
 			session_give(di, sid, epoch);
+			kept = true;
 		}
 	}
+	/*
+	 * A run's files stay until the session's next run removes them; big
+	 * ones, and those of a session that is gone, go now (a sandbox that
+	 * does not answer is not asked).
+	 */
+	if (cmd_id && rc != -ENOENT && rc != -ENOTCONN && rc != -ETIMEDOUT &&
+	    (!kept || rs.ro.sent[0] + rs.ro.sent[1] > DT_RUNOUT_KEEP_MAX))
+		dt_runout_remove(di, &rs.ro);
 	free(cmd_id);
 	if (!rc && cancel_at)
 		rc = sbx_error_set(err, ECANCELED, 0, "the run was cancelled");

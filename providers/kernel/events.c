@@ -189,6 +189,59 @@ static void apply_error(struct sbx_code_events *ev, json_t *o)
 		sbx_code_strip_ansi(r->err_traceback);
 }
 
+static int hex4(const char *p)
+{
+	int v = 0;
+	for (int i = 0; i < 4; i++) {
+		int c = (unsigned char)p[i], d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if ((c | 32) >= 'a' && (c | 32) <= 'f')
+			d = (c | 32) - 'a' + 10;
+		else
+			return -1;
+		v = v * 16 + d;
+	}
+	return v;
+}
+
+/*
+ * line with every lone surrogate escape (a backslash-u escape of
+ * D800..DFFF not in a pair, which jansson refuses: Python's json.dumps and
+ * JavaScript's JSON.stringify write them for strings holding lone
+ * surrogates) turned into the escape of U+FFFD, parsed. NULL if it is
+ * still not JSON.
+ */
+static json_t *load_lone_surrogates(const char *line, size_t len)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	json_t *o;
+	for (size_t i = 0; i < len; i++) {
+		int v, w;
+		if (line[i] != '\\' || i + 1 >= len) {
+			sbx_buf_addch(&b, line[i]);
+			continue;
+		}
+		if (line[i + 1] != 'u' || i + 6 > len || (v = hex4(line + i + 2)) < 0xd800 ||
+		    v > 0xdfff) {
+			sbx_buf_add(&b, line + i, 2); /* any other escape, kept whole */
+			i++;
+			continue;
+		}
+		if (v < 0xdc00 && i + 12 <= len && line[i + 6] == '\\' && line[i + 7] == 'u' &&
+		    (w = hex4(line + i + 8)) >= 0xdc00 && w <= 0xdfff) {
+			sbx_buf_add(&b, line + i, 12); /* a pair */
+			i += 11;
+			continue;
+		}
+		sbx_buf_adds(&b, "\\ufffd");
+		i += 5;
+	}
+	o = json_loadb(b.buf ? b.buf : "", b.len, JSON_ALLOW_NUL, NULL);
+	sbx_buf_release(&b);
+	return o;
+}
+
 int sbx_code_events_line(struct sbx_code_events *ev, const char *line, size_t len,
 			 struct sbx_error *err)
 {
@@ -201,7 +254,10 @@ int sbx_code_events_line(struct sbx_code_events *ev, const char *line, size_t le
 		len--;
 	if (!len)
 		return 0;
-	o = json_loadb(line, len, 0, &je);
+	/* NUL is text like any other character ("\u0000" in the event). */
+	o = json_loadb(line, len, JSON_ALLOW_NUL, &je);
+	if (!o && memmem(line, len, "\\u", 2))
+		o = load_lone_surrogates(line, len);
 	type = json_string_value(json_object_get(o, "type"));
 	if (!type) {
 		ev->ignored++;

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/fsutil.h"
 #include "base/log.h"
 #include "base/sysutil.h"
 #include "ascaller.h"
@@ -188,7 +189,8 @@ static int open_dirs(struct local_inst *li, struct sbx_error *err)
 
 static int save_lease(struct local_inst *li, struct sbx_error *err)
 {
-	struct sbx_buf tmp = SBX_BUF_INIT, path = SBX_BUF_INIT;
+	struct sbx_buf path = SBX_BUF_INIT;
+	char *text = NULL;
 	json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:I,s:b,s:s,s:s,s:o}", "id", li->base.id, "lease",
 			      li->lease, "template", li->template_name, "init_pid",
 			      (json_int_t)li->init_pid, "init_start", (json_int_t)li->init_start,
@@ -196,13 +198,15 @@ static int save_lease(struct local_inst *li, struct sbx_error *err)
 			      lcl_disk_name(li->disk), "cgroup", lcl_cg_to_json(&li->cg));
 	int e = 0;
 	sbx_buf_addf(&path, "%s/lease.json", li->dir);
-	sbx_buf_addf(&tmp, "%s.tmp", path.buf);
 	if (j)
 		json_object_set_new(j, "network_host", json_boolean(li->net_host));
-	if (!j || json_dump_file(j, tmp.buf, JSON_COMPACT) < 0 || rename(tmp.buf, path.buf) < 0)
-		e = sbx_error_set(err, EIO, 0, "writing %s", path.buf);
+	if (!j || !(text = json_dumps(j, JSON_COMPACT)))
+		e = sbx_error_set(err, EINVAL, 0, "writing %s: a field is not UTF-8", path.buf);
+	else if ((e = sbx_write_file_atomic(path.buf, text, strlen(text))))
+		/* ENOSPC stays ENOSPC: the caller's mkdir fails with it. */
+		e = sbx_error_set(err, -e, 0, "writing %s: %s", path.buf, strerror(-e));
+	free(text);
 	json_decref(j);
-	sbx_buf_release(&tmp);
 	sbx_buf_release(&path);
 	return e;
 }

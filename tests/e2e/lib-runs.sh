@@ -13,6 +13,8 @@
 # The newest N under runs/.
 last_run() { ls "$L/runs" | grep -v mine | sort -n | tail -1; }
 # valid_json FILE: the file parses as JSON.
+# rss_kb: the daemon's peak RSS (VmHWM) in kB.
+rss_kb() { awk '/^VmHWM/ {print $2}' "/proc/$SBXFS_PID/status"; }
 valid_json() { python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$1"; }
 
 # One caller of the agent kind: its own bash writes a command and reads

@@ -13,7 +13,6 @@ ok "mkdir creates a lease" mkdir "$L"
 story_runs_all "${RUNS_ROUNDS:-25}" # 100 by hand: RUNS_ROUNDS=100 (8 min)
 
 # 300 MB through a run: every byte on disk, the daemon's memory bounded.
-rss_kb() { awk '/^VmHWM/ {print $2}' "/proc/$SBXFS_PID/status"; }
 before=$(rss_kb)
 echo 'head -c 300000000 /dev/zero | tr "\0" a' >"$L/exec"
 after=$(rss_kb)

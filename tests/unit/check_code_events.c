@@ -201,6 +201,33 @@ START_TEST(state_lost_and_junk)
 }
 END_TEST
 
+START_TEST(lone_surrogates_and_nul)
+{
+	/*
+	 * Python's json.dumps and JavaScript's JSON.stringify write lone
+	 * surrogates as escapes, which jansson refuses: the line is kept with
+	 * U+FFFD in their place; a pair, an escaped backslash before "udcff"
+	 * and a NUL are kept as they are.
+	 */
+	struct fixture f;
+	fx_init(&f);
+	ck_assert_int_eq(feed(&f,
+			      "{\"type\":\"stdout\",\"text\":\"a\\udcffb\\ud800\\n\"}\n"
+			      "{\"type\":\"stdout\",\"text\":\"\\ud83d\\ude00 \\\\udcff \\ud83d\\u0041\\n\"}\n"
+			      "{\"type\":\"stderr\",\"text\":\"x\\u0000y\"}\n"
+			      "{\"type\":\"end_of_execution\"}\n",
+			      0),
+			 0);
+	ck_assert_int_eq(sbx_code_events_finish(&f.ev, "python", &f.err), 0);
+	ck_assert_str_eq(f.cap.out.buf, "a\xef\xbf\xbd" "b\xef\xbf\xbd\n"
+					"\xf0\x9f\x98\x80 \\udcff \xef\xbf\xbd" "A\n");
+	ck_assert_uint_eq(f.cap.err.len, 3);
+	ck_assert_int_eq(memcmp(f.cap.err.buf, "x\0y", 3), 0);
+	ck_assert_uint_eq(f.ev.ignored, 0);
+	fx_free(&f);
+}
+END_TEST
+
 START_TEST(sink_refusal_and_bounds)
 {
 	struct fixture f;
@@ -253,6 +280,7 @@ int main(void)
 	tcase_add_test(tc, error_event);
 	tcase_add_test(tc, died_without_end);
 	tcase_add_test(tc, state_lost_and_junk);
+	tcase_add_test(tc, lone_surrogates_and_nul);
 	tcase_add_test(tc, sink_refusal_and_bounds);
 	tcase_add_test(tc, languages_and_helpers);
 	suite_add_tcase(s, tc);

@@ -1,0 +1,111 @@
+# Sourced by the test-*-output.sh tests after lib.sh and lib-runs.sh (with
+# $STATE on a small tmpfs): issue 10's promises about output and the state
+# dir, the same on every provider, through ordinary tools.
+#   story_output_bytes      binary stdout and stderr (over several polls) arrive byte for byte
+#   story_output_code       a code cell writing bytes that are not UTF-8, a lone surrogate, a NUL
+#   story_output_memory MB  a run printing MB megabytes: the daemon's peak RSS under 64 MB
+#   story_output_env        env that is not UTF-8: EINVAL, the lease table still saved
+#   story_output_full       a full state dir: exec and mkdir fail where the caller sees it
+
+# output_mount PROVIDER: the state dir on a 256 MB tmpfs (a full disk is
+# quick to make), the mount, and a lease $L of PROVIDER.
+output_mount() {
+	mkdir -p "$STATE"
+	mount -t tmpfs -o size=256m tmpfs "$STATE" || { echo "SKIP: cannot mount a tmpfs"; exit 77; }
+	EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }umount '$STATE'"
+	mount_sbxfs
+	L=$MNT/box
+	ok "mkdir creates a $1 lease" mkdir "$L"
+}
+
+# sha_of CMD: the sha256 of what the shell text CMD prints here, on the host.
+sha_of() { bash -c "$1" | sha256sum | cut -d' ' -f1; }
+
+story_output_bytes() {
+	local out='seq 1 40000 | gzip -n; sleep 1.5; seq 40001 70000 | gzip -n'
+	local err='seq 5 30000 | gzip -n'
+	printf '%s\n' "{ $err; } >&2; $out" >"$L/exec"
+	eq "cat exec: binary stdout over several polls, byte for byte" \
+		"$(cat "$L/exec" | sha256sum | cut -d' ' -f1)" "$(sha_of "$out")"
+	eq "stderr too" "$(sha256sum <"$L/stderr" | cut -d' ' -f1)" "$(sha_of "$err")"
+	ok "result is valid JSON" valid_json "$L/result"
+	eq "... stdout null, stdoutBinary, both sizes exact" \
+		"$(json_get "$L/result" '["stdout"], d["stdoutBinary"], d["stdoutBytes"], d["stderrBytes"]')" \
+		"(None, True, $(bash -c "$out" | wc -c), $(bash -c "$err" | wc -c))"
+	printf '%s\n' 'printf "\377\376\000x"' >"$L/exec"
+	eq "every byte value survives: ff fe 00 78" "$(od -An -tx1 "$L/stdout" | tr -d ' ')" "fffe0078"
+}
+
+story_output_code() {
+	# The interpreters' protocol carries text (Jupyter's stream messages on
+	# E2B, the same NDJSON events on local and Daytona): bytes that are not
+	# UTF-8 written to fd 1 become U+FFFD, the same on every provider, and
+	# nothing around them is lost.
+	printf 'import os\nos.write(1, b"bad\\xff\\n")\nprint("ok")\n7\n' >"$L/code.py"
+	eq "code.py writing a byte that is not UTF-8: U+FFFD in its place, the rest kept" \
+		"$(cat "$L/code.py" | od -An -c | tr -s ' ')" " b a d 357 277 275 \n o k \n 7 \n"
+	ok "result is valid JSON" valid_json "$L/result"
+	eq "... success, the value" "$(json_get "$L/result" '["success"], d["output"]')" "(True, 7)"
+	printf 'print("s\\udcff")\nprint("a\\0b")\nprint("after")\n' >"$L/code.py"
+	eq "python: a lone surrogate becomes U+FFFD, a NUL stays, no line lost" \
+		"$(cat "$L/code.py" | od -An -c | tr -s ' ')" " s 357 277 275 \n a \0 b \n a f t e r \n"
+	ok "result is valid JSON" valid_json "$L/result"
+	printf 'console.log("j\\udcff"); console.log("after")\n' >"$L/code.js"
+	eq "javascript: a lone surrogate becomes U+FFFD, no line lost" \
+		"$(cat "$L/code.js" | od -An -c | tr -s ' ')" " j 357 277 275 \n a f t e r \n"
+}
+
+story_output_memory() { # MB
+	local before after
+	before=$(rss_kb)
+	printf '%s\n' "head -c $(($1 * 1000000)) /dev/zero | tr '\\0' a" >"$L/exec"
+	after=$(rss_kb)
+	log "daemon peak RSS: $before kB before, $after kB after a $1 MB run"
+	# The bound is the plain build's (ASan's quarantine holds freed buffers).
+	if [ "${SBXFS_ASAN:-0}" != 1 ]; then
+		ok "a $1 MB run: the daemon's peak RSS stays under 64 MB ($after kB)" test "$after" -lt 65536
+	fi
+	eq "... cat exec gives all of it" "$(cat "$L/exec" | wc -c)" $(($1 * 1000000))
+	eq "... all 'a'" "$(tr -d a <"$L/exec" | wc -c)" 0
+}
+
+story_output_env() {
+	eq "env with a value that is not UTF-8: EINVAL" "$(errno_of "$(write_close "$L/env" 'A=\377x\n')")" EINVAL
+	ok "... error names the key and why" grep -q "A: the value is not UTF-8" "$L/error"
+	ok "... env keeps what it had" sh -c "! grep -q '^A=' '$L/env'"
+	printf 'B=caf\303\251\n' >"$L/env"
+	eq "UTF-8 env is kept" "$(lease_run 'echo $B')" "café"
+	ok "... and saved in the lease table" grep -q '"env": "B=caf' "$STATE/leases.json"
+	ok "mkdir of another lease still saves the table" mkdir "$L-2"
+	ok "... rmdir it" rmdir "$L-2"
+	: >"$L/env"
+}
+
+story_output_full() {
+	local out rc r
+	# The state dir fills up.
+	fill_to() { # KB to leave free
+		local free
+		rm -f "$STATE/filler"
+		free=$(df --output=avail -k "$STATE" | tail -1)
+		head -c $(((free - $1) * 1024)) /dev/zero >"$STATE/filler" 2>/dev/null
+	}
+	fill_to 0
+	out=$(bash -c "echo 'echo marker' > '$L/exec'" 2>&1)
+	rc=$?
+	ok "with the state dir full, echo 'echo marker' > exec exits non-zero (rc $rc): $out" test "$rc" != 0
+	ok "... bash says no space" sh -c "echo '$out' | grep -q 'No space left'"
+	# The lease's error file is on the full disk too: the root's (memory) has it.
+	ok "... error says the state dir cannot keep a run" grep -q "lease ${L##*/}: the state dir cannot keep a run's output" "$MNT/error"
+	fill_to 3072
+	r=$(errno_of_write "$L/exec" 'echo begun; head -c 8000000 /dev/zero')
+	eq "a run whose output outgrows the state dir fails at close" "$r" ENOSPC
+	ok "... error says which run could not be kept" grep -q "could not keep the output of run" "$MNT/error"
+	ok "... cat exec after it exits non-zero" sh -c "! cat '$L/exec' >/dev/null 2>&1"
+	rm -f "$STATE/filler"
+	eq "with room again, runs are kept" "$(bash -c "echo 'echo marker' > '$L/exec'; cat '$L/exec'")" marker
+	fill_to 0
+	eq "mkdir of a lease with the state dir full fails with ENOSPC" "$(errno_of "os.mkdir('$L-full')")" ENOSPC
+	ok "... no such lease listed" sh -c "! ls '$MNT' | grep -qx '${L##*/}-full'"
+	rm -f "$STATE/filler"
+}

@@ -1,0 +1,32 @@
+#!/bin/bash
+# Issue 10 on the daytona provider (lib-output.sh): a run's binary stdout and
+# stderr byte for byte, code cells writing bytes that are not UTF-8, the
+# daemon's memory bounded during a big run, env that is not UTF-8, a full
+# state dir (a small tmpfs).
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-runs.sh"
+. "$(dirname "$0")/lib-output.sh"
+. "$(dirname "$0")/lib-fake.sh"
+start_fake daytona
+output_mount daytona
+story_output_bytes
+story_output_code
+# Each poll downloads the output whole: a run is bounded at 64 MiB there.
+story_output_memory 60
+story_output_env
+story_output_full
+
+# A plain small run costs what it cost with the logs call: the exec, then
+# per poll the command's state and one download of both files.
+lease_run 'echo warm' >/dev/null
+fake_reset_counters
+eq "a plain small run" "$(lease_run 'echo hi')" hi
+T=/toolbox/:id/process/session/:sid
+polls=$(counter "GET $T/command/:cmd")
+log "  counters of that run: $(fake_get /_fake/counters)"
+eq "... one exec" "$(counter "POST $T/exec")" 1
+eq "... no logs call" "$(counter "GET $T/command/:cmd/logs")" 0
+eq "... one download per poll ($polls polls)" "$(counter 'POST /toolbox/:id/files/bulk-download')" "$polls"
+eq "... nothing else" "$(fake_get /_fake/counters | python3 -c 'import json,sys; print(sum(json.load(sys.stdin).values()))')" \
+	$((1 + 2 * polls))
+finish
