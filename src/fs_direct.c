@@ -7,8 +7,6 @@
  * creates or changes a file counts as use and resumes it.
  */
 #include "fsmirror.h"
-#include "cache.h"
-#include "kinval.h"
 
 
 #include <errno.h>
@@ -294,26 +292,3 @@ const struct sbx_fs_ops sbx_fs_direct_ops = {
 	.mknod = d_mknod,
 	.statfs = d_statfs,
 };
-
-const struct sbx_fs_ops *sbx_fs_ops_for(struct sbx_lease *l)
-{
-	return (l->prov->caps & SBX_CAP_DIRECT_IO) ? &sbx_fs_direct_ops : &sbx_fs_cached_ops;
-}
-
-void sbx_fs_invalidate(struct sbx_lease *l)
-{
-	if (l->cache)
-		sbx_cache_invalidate_all(l->cache);
-	sbx_kinval_flush(l->kinval);
-}
-
-int sbx_fs_is_pseudo(const char *path)
-{
-	static const char *const pseudo[] = {"/proc", "/sys", "/dev", NULL};
-	for (const char *const *p = pseudo; *p; p++) {
-		size_t n = strlen(*p);
-		if (!strncmp(path, *p, n) && (path[n] == '\0' || path[n] == '/'))
-			return 1;
-	}
-	return 0;
-}

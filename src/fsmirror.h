@@ -5,7 +5,9 @@
  * Two implementations sit behind one table: fs_direct.c for providers with
  * SBX_CAP_DIRECT_IO (local: straight to the provider's file handles, no
  * cache), and fs_cached.c for remote providers (attribute and listing
- * cache, whole-file content cache with upload on flush/fsync). This layer
+ * cache, whole-file content cache with upload on flush/fsync); fsmirror.c
+ * holds what is common to both (dispatch, invalidation, pseudo paths,
+ * the answer-or-fault rule). This layer
  * resumes paused sandboxes through sbx_lease_use(), records every failure
  * in the lease's `error` file, and knows nothing of FUSE.
  */

@@ -274,9 +274,7 @@ void mark_gone_locked(struct sbx_lease *l, enum sbx_lease_state to, const char *
 		l->gone[l->n_gone++] = inst; /* released with the lease */
 	else if (inst)
 		l->prov->release(inst); /* only after repeated attach/kill cycles */
-	if (l->cache)
-		sbx_cache_invalidate_all(l->cache);
-	sbx_kinval_flush(l->kinval);
+	sbx_fs_invalidate(l);
 }
 
 /* ---- creating and attaching ------------------------------------------- */
