@@ -30,9 +30,7 @@ static int peek(struct sbx_lease *l, struct sbx_instance **inst, bool *used,
 static int fail(struct sbx_lease *l, const char *op, const char *path, int rc,
 		struct sbx_error *err)
 {
-	/* ENOENT/EEXIST/ENOTEMPTY... are answers, not faults worth an error line. */
-	if (rc == -EIO || rc == -ENOTCONN || rc == -ETIMEDOUT || rc == -EACCES ||
-	    rc == -ENOSPC || rc == -EDQUOT || rc == -ENOTSUP || rc == -EAGAIN) {
+	if (sbx_fs_is_fault(rc)) {
 		char what[300];
 		snprintf(what, sizeof(what), "%s %s", op, path);
 		sbx_lease_error(l, what, err);

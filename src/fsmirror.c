@@ -7,6 +7,7 @@
  */
 #include "fsmirror.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "cache.h"
@@ -33,4 +34,33 @@ int sbx_fs_is_pseudo(const char *path)
 			return 1;
 	}
 	return 0;
+}
+
+/*
+ * The one rule of fs/ (both implementations): an answer is what a healthy
+ * filesystem says about the names it was given, which the caller expects
+ * and acts on (mkdir -p meets EEXIST, mv meets EXDEV and copies); anything
+ * else, an errno nobody listed included, is a fault and explained in the
+ * lease's `error` file. fs_direct.c used to list the faults instead (EIO,
+ * ENOTCONN, ETIMEDOUT, EACCES, ENOSPC, EDQUOT, ENOTSUP, EAGAIN), so a fault
+ * outside its list (EPROTO, EROFS, ENOMEM, EINVAL from a garbled reply...)
+ * reached the caller unexplained; fs_cached.c listed the answers, which is
+ * kept, with EXDEV added (a cue to copy, not a failure anyone sees).
+ */
+bool sbx_fs_is_fault(int rc)
+{
+	switch (-rc) {
+	case 0:
+	case ENOENT:
+	case EEXIST:
+	case ENOTEMPTY:
+	case ENOTDIR:
+	case EISDIR:
+	case ENAMETOOLONG:
+	case ELOOP:
+	case EXDEV:
+		return false;
+	default:
+		return true;
+	}
 }

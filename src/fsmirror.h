@@ -96,6 +96,12 @@ void sbx_fs_before_pause(struct sbx_lease *l);
 size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms);
 /* Files one sbx_fs_save_unsaved(all) pass takes at most. */
 #define SBX_SAVE_UNSAVED_MAX 256
+/*
+ * False when rc (0 or -errno) answers the question (ENOENT, EEXIST,
+ * ENOTEMPTY, ENOTDIR, EISDIR, ENAMETOOLONG, ELOOP, EXDEV): returned, not
+ * recorded; true for a fault, which goes to the lease's `error` file.
+ */
+bool sbx_fs_is_fault(int rc);
 /* True for the kernel's pseudo filesystems (/proc, /sys, /dev): fs/ shows them empty. */
 int sbx_fs_is_pseudo(const char *path);
 
