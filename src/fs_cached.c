@@ -640,3 +640,12 @@ const struct sbx_fs_ops sbx_fs_cached_ops = {
 	.mknod = c_mknod,
 	.statfs = c_statfs,
 };
+
+void sbx_fs_cached_install(void)
+{
+	static const struct sbx_lease_hooks hooks = {
+		.before_pause = sbx_fs_before_pause,
+		.save_unsaved = sbx_fs_save_unsaved,
+	};
+	sbx_lease_set_hooks(&hooks);
+}

@@ -94,6 +94,12 @@ void sbx_fs_before_pause(struct sbx_lease *l);
  * Returns how many stay unsaved.
  */
 size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms);
+/*
+ * Installs sbx_fs_before_pause and sbx_fs_save_unsaved as the lease
+ * module's hooks (sbx_lease_set_hooks); main.c calls it before the mount
+ * opens.
+ */
+void sbx_fs_cached_install(void);
 /* Files one sbx_fs_save_unsaved(all) pass takes at most. */
 #define SBX_SAVE_UNSAVED_MAX 256
 /*

@@ -31,6 +31,21 @@
 /* How long an operation waits for a transition in flight (resume, pause). */
 #define SBX_TRANSITION_WAIT_S 120
 
+/* The fs/ cache's hooks (lease.h); set once at start-up, before any lease. */
+static const struct sbx_lease_hooks *fs_hooks;
+
+void sbx_lease_set_hooks(const struct sbx_lease_hooks *h)
+{
+	fs_hooks = h;
+}
+
+size_t lease_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
+{
+	if (fs_hooks && fs_hooks->save_unsaved)
+		return fs_hooks->save_unsaved(l, all, deadline_ms);
+	return l->cache ? sbx_cache_unsaved_count(l->cache) : 0;
+}
+
 
 static const char *const state_names[] = {
 	"creating", "running", "pausing", "paused", "resuming", "killed", "reclaimed", "error",
@@ -869,7 +884,8 @@ static int transition_locked(struct sbx_lease *l, enum sbx_lease_state via,
 int sbx_lease_pause(struct sbx_lease *l, const char *cause, struct sbx_error *err)
 {
 	int rc;
-	sbx_fs_before_pause(l);
+	if (fs_hooks && fs_hooks->before_pause)
+		fs_hooks->before_pause(l);
 	/* Queued metadata first, with no lock held: `state` must not wait on it. */
 	struct sbx_instance *inst = sbx_lease_peek(l);
 	if (inst && l->prov->sync) {

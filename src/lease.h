@@ -181,4 +181,20 @@ int sbx_mount_save(struct sbx_mount *m);
 /* Runs one timer pass now (idle pause, lifetime, reclaim TTL, probe). */
 void sbx_mount_tick(struct sbx_mount *m);
 
+/*
+ * What the fs/ cache needs from the lifecycle, installed by the cache
+ * (sbx_fs_cached_install(), at start-up, as fuse_ops installs kinval's
+ * callback) so the lease module never calls into it. Each is called with
+ * no lock held; until installed, none is (and nothing is uploaded).
+ *   before_pause  fetches what a paused lease's cache would lack;
+ *   save_unsaved  uploads l's unsaved files (the timer, the daemon's exit),
+ *                 as sbx_fs_save_unsaved(); returns how many stay unsaved.
+ */
+struct sbx_lease_hooks {
+	void (*before_pause)(struct sbx_lease *l);
+	size_t (*save_unsaved)(struct sbx_lease *l, bool all, long long deadline_ms);
+};
+/* Installs h (static storage; one set per process, before sbx_mount_open). */
+void sbx_lease_set_hooks(const struct sbx_lease_hooks *h);
+
 #endif

@@ -55,6 +55,8 @@ bool provider_confirms_gone(const struct sbx_provider *p, const char *id,
 void settle_state(struct sbx_lease *l, struct sbx_instance *inst, enum sbx_remote_state rs,
 		  const char *cause, const struct sbx_error *why);
 void adopt_remote_state(struct sbx_lease *l, struct sbx_instance *inst, const char *cause);
+/* The installed save_unsaved hook on l; without one, how many are unsaved. */
+size_t lease_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms);
 
 /* ---- leasetab.c ---- */
 /* (sbx_mount_save, sbx_mount_open, sbx_mount_close: lease.h) */

@@ -15,7 +15,6 @@
 #include "base/fsutil.h"
 #include "base/log.h"
 #include "cache.h"
-#include "fsmirror.h"
 #include "lease.h"
 #include "lease_int.h"
 #include "statedir.h"
@@ -243,7 +242,7 @@ static void save_before_exit(struct sbx_mount *m)
 		struct sbx_lease *l = ll.v[i];
 		size_t left = l->cache ? sbx_cache_unsaved_count(l->cache) : 0;
 		if (left && sbx_lease_peek(l))
-			left = sbx_fs_save_unsaved(l, true, deadline);
+			left = lease_save_unsaved(l, true, deadline);
 		if (left)
 			sbx_log(SBX_LOG_WARN, "lease %s: %zu file(s) not uploaded, kept in %s/cache",
 				l->name, left, l->dir);

@@ -13,7 +13,6 @@
 #include "base/fsutil.h"
 #include "base/log.h"
 #include "cache.h"
-#include "fsmirror.h"
 #include "lease.h"
 #include "lease_int.h"
 
@@ -209,7 +208,7 @@ void sbx_mount_tick(struct sbx_mount *m)
 		}
 		/* Unsaved files (left by a failed upload, or by the last daemon): up again. */
 		if (l->cache && sbx_cache_unsaved_count(l->cache) && lease_running(l))
-			sbx_fs_save_unsaved(l, false, sbx_now_ms() + 60000);
+			lease_save_unsaved(l, false, sbx_now_ms() + 60000);
 		sbx_lease_put(l);
 	}
 	free(ll.v);
