@@ -165,11 +165,11 @@ void mount_error_line(struct sbx_mount *m, const char *op, const struct sbx_erro
 {
 	char ts[32];
 	sbx_iso_time(time(NULL), ts, sizeof(ts));
-	pthread_mutex_lock(&m->err_lock);
+	sbx_lock(&m->err_lock, SBX_LOCK_ERR);
 	snprintf(m->error_line, sizeof(m->error_line), "%s %s %s: %s\n", ts, op,
 		 sbx_errcode_name(e->code), e->msg);
 	m->error_is_lookup = lookup;
-	pthread_mutex_unlock(&m->err_lock);
+	sbx_unlock(&m->err_lock, SBX_LOCK_ERR);
 	sbx_log(lookup ? SBX_LOG_DEBUG : SBX_LOG_WARN, "%s: %s", op, e->msg);
 }
 
@@ -181,19 +181,19 @@ void sbx_mount_error(struct sbx_mount *m, const char *op, const struct sbx_error
 /* A lookup miss is only worth reporting until the name is created after all. */
 static void forget_lookup_error(struct sbx_mount *m)
 {
-	pthread_mutex_lock(&m->err_lock);
+	sbx_lock(&m->err_lock, SBX_LOCK_ERR);
 	if (m->error_is_lookup) {
 		m->error_line[0] = '\0';
 		m->error_is_lookup = false;
 	}
-	pthread_mutex_unlock(&m->err_lock);
+	sbx_unlock(&m->err_lock, SBX_LOCK_ERR);
 }
 
 char *sbx_mount_error_text(struct sbx_mount *m)
 {
-	pthread_mutex_lock(&m->err_lock);
+	sbx_lock(&m->err_lock, SBX_LOCK_ERR);
 	char *s = strdup(m->error_line);
-	pthread_mutex_unlock(&m->err_lock);
+	sbx_unlock(&m->err_lock, SBX_LOCK_ERR);
 	return s;
 }
 
@@ -223,6 +223,7 @@ void lease_free(struct sbx_lease *l)
 		l->prov->release(l->inst);
 	for (int i = 0; i < l->n_gone; i++)
 		l->prov->release(l->gone[i]);
+	free(l->gone);
 	sbx_cache_free(l->cache);
 	sbx_kinval_free(l->kinval);
 	sbx_runs_free(l);
@@ -238,11 +239,11 @@ void lease_free(struct sbx_lease *l)
 struct sbx_lease *sbx_lease_get(struct sbx_mount *m, const char *name)
 {
 	struct sbx_lease *l;
-	pthread_mutex_lock(&m->lock);
+	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	HASH_FIND_STR(m->leases, name, l);
 	if (l)
 		l->refs++;
-	pthread_mutex_unlock(&m->lock);
+	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	return l;
 }
 
@@ -251,9 +252,9 @@ void sbx_lease_put(struct sbx_lease *l)
 	if (!l)
 		return;
 	struct sbx_mount *m = l->mount;
-	pthread_mutex_lock(&m->lock);
+	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	int last = --l->refs == 0;
-	pthread_mutex_unlock(&m->lock);
+	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	if (last)
 		lease_free(l);
 }
@@ -261,10 +262,10 @@ void sbx_lease_put(struct sbx_lease *l)
 void sbx_lease_foreach(struct sbx_mount *m, void (*fn)(void *, struct sbx_lease *), void *ctx)
 {
 	struct sbx_lease *l, *tmp;
-	pthread_mutex_lock(&m->lock);
+	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	HASH_ITER(hh, m->leases, l, tmp)
 	fn(ctx, l);
-	pthread_mutex_unlock(&m->lock);
+	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 }
 
 /* Sets the state under l->lock, journals, wakes waiters. */
@@ -285,10 +286,10 @@ void mark_gone_locked(struct sbx_lease *l, enum sbx_lease_state to, const char *
 	struct sbx_instance *inst = l->inst;
 	l->inst = NULL;
 	set_state_locked(l, to, cause);
-	if (inst && l->n_gone < (int)(sizeof(l->gone) / sizeof(*l->gone)))
-		l->gone[l->n_gone++] = inst; /* released with the lease */
-	else if (inst)
-		l->prov->release(inst); /* only after repeated attach/kill cycles */
+	if (inst) { /* released with the lease */
+		l->gone = sbx_xrealloc(l->gone, (size_t)(l->n_gone + 1) * sizeof(*l->gone));
+		l->gone[l->n_gone++] = inst;
+	}
 	sbx_fs_invalidate(l);
 }
 
@@ -307,26 +308,26 @@ int lease_prepare_dir(struct sbx_lease *l, struct sbx_error *err)
 int table_insert(struct sbx_mount *m, struct sbx_lease *l, struct sbx_error *err)
 {
 	struct sbx_lease *old;
-	pthread_mutex_lock(&m->lock);
+	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	HASH_FIND_STR(m->leases, l->name, old);
 	if (old) {
-		pthread_mutex_unlock(&m->lock);
+		sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 		return sbx_error_set(err, EEXIST, SBX_E_EXECUTION_FAILED, "lease %s already exists",
 				     l->name);
 	}
 	HASH_ADD_STR(m->leases, name, l);
-	pthread_mutex_unlock(&m->lock);
+	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	return 0;
 }
 
 static void table_remove(struct sbx_mount *m, struct sbx_lease *l)
 {
-	pthread_mutex_lock(&m->lock);
+	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	struct sbx_lease *cur;
 	HASH_FIND_STR(m->leases, l->name, cur);
 	if (cur == l)
 		HASH_DEL(m->leases, l);
-	pthread_mutex_unlock(&m->lock);
+	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	sbx_lease_put(l);
 }
 
@@ -361,13 +362,13 @@ static int record_or_undo(struct sbx_mount *m, struct sbx_lease *l, bool kill,
 	if (!rc)
 		return 0;
 	char *why = sbx_mount_error_text(m);
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	struct sbx_instance *inst = l->inst;
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	int krc = kill && inst && l->prov->kill ? l->prov->kill(inst, &ke) : 0;
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	mark_gone_locked(l, SBX_LS_KILLED, "the lease table could not be saved");
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	why[strcspn(why, "\n")] = '\0';
 	if (krc && krc != -ENOENT)
 		sbx_error_set(err, rc, SBX_E_INTERNAL,
@@ -422,14 +423,14 @@ static bool id_is_leased(struct sbx_mount *m, const char *id)
 {
 	struct sbx_lease *l, *tmp;
 	bool found = false;
-	pthread_mutex_lock(&m->lock);
+	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	HASH_ITER(hh, m->leases, l, tmp)
 	{
-		pthread_mutex_lock(&l->lock);
+		sbx_lock(&l->lock, SBX_LOCK_LEASE);
 		found = found || !strcmp(l->sandbox_id, id);
-		pthread_mutex_unlock(&l->lock);
+		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	}
-	pthread_mutex_unlock(&m->lock);
+	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	return found;
 }
 
@@ -465,10 +466,10 @@ static void pending_add(struct sbx_mount *m, struct sbx_lease *l, time_t since,
 	sbx_spec_copy(&p->spec, &l->spec);
 	p->since = since;
 	p->failed_at = p->checked_at = time(NULL);
-	pthread_mutex_lock(&m->lock);
+	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	p->next = m->pending;
 	m->pending = p;
-	pthread_mutex_unlock(&m->lock);
+	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	if (l->prov->list_sandboxes) {
 		size_t n = strlen(err->msg);
 		snprintf(err->msg + n, sizeof(err->msg) - n,
@@ -483,14 +484,14 @@ static struct sbx_pending_create *pending_take(struct sbx_mount *m, const char *
 					       const struct sbx_provider *prov)
 {
 	struct sbx_pending_create **pp, *p = NULL;
-	pthread_mutex_lock(&m->lock);
+	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	for (pp = &m->pending; *pp; pp = &(*pp)->next)
 		if (!strcmp((*pp)->name, name) && (*pp)->prov == prov) {
 			p = *pp;
 			*pp = p->next;
 			break;
 		}
-	pthread_mutex_unlock(&m->lock);
+	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	return p;
 }
 
@@ -518,10 +519,10 @@ static bool pending_adopt(struct sbx_mount *m, struct sbx_lease *l, struct sbx_i
 	if (adopted)
 		pending_free(p);
 	else { /* still pending: it may appear later */
-		pthread_mutex_lock(&m->lock);
+		sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 		p->next = m->pending;
 		m->pending = p;
-		pthread_mutex_unlock(&m->lock);
+		sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	}
 	return adopted;
 }
@@ -531,7 +532,7 @@ void pending_sweep(struct sbx_mount *m)
 {
 	time_t now = time(NULL);
 	struct sbx_pending_create *todo = NULL, **pp, *p;
-	pthread_mutex_lock(&m->lock);
+	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	for (pp = &m->pending; (p = *pp);) {
 		if (now - p->failed_at < SBX_PENDING_GRACE_S || now - p->checked_at < SBX_PENDING_EVERY_S) {
 			pp = &p->next;
@@ -541,7 +542,7 @@ void pending_sweep(struct sbx_mount *m)
 		p->next = todo;
 		todo = p;
 	}
-	pthread_mutex_unlock(&m->lock);
+	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	while ((p = todo)) {
 		struct orphan_ctx oc;
 		todo = p->next;
@@ -567,10 +568,10 @@ void pending_sweep(struct sbx_mount *m)
 			pending_free(p);
 			continue;
 		}
-		pthread_mutex_lock(&m->lock);
+		sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 		p->next = m->pending;
 		m->pending = p;
-		pthread_mutex_unlock(&m->lock);
+		sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	}
 }
 
@@ -636,13 +637,14 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 		return rc;
 	}
 	lease_setup_cache(l);
-	pthread_mutex_lock(&l->lock);
+	json_t *saved = l->prov->save ? l->prov->save(inst) : NULL; /* no lock held */
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	l->inst = inst;
 	snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", inst->id);
 	l->created_at = l->last_active = time(NULL);
-	l->saved = l->prov->save ? l->prov->save(inst) : NULL;
+	l->saved = saved;
 	set_state_locked(l, SBX_LS_RUNNING, "created");
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	rc = record_or_undo(m, l, true, err);
 	if (!rc)
 		forget_lookup_error(m);
@@ -705,10 +707,10 @@ bool provider_confirms_gone(const struct sbx_provider *p, const char *id,
 void settle_state(struct sbx_lease *l, struct sbx_instance *inst, enum sbx_remote_state rs,
 			 const char *cause, const struct sbx_error *why)
 {
-	pthread_mutex_lock(&l->lock);
+	struct sbx_instance *old = NULL;
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	if (inst && l->inst != inst) {
-		if (l->inst)
-			l->prov->release(l->inst);
+		old = l->inst; /* released below, with no lock held */
 		l->inst = inst;
 	}
 	if (rs == SBX_REMOTE_PAUSED)
@@ -719,7 +721,9 @@ void settle_state(struct sbx_lease *l, struct sbx_instance *inst, enum sbx_remot
 		set_state_locked(l, SBX_LS_ERROR, why->msg);
 	else
 		set_state_locked(l, SBX_LS_RUNNING, cause);
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+	if (old)
+		l->prov->release(old);
 	if (rs == SBX_REMOTE_UNKNOWN && why)
 		record_error(l, cause, why);
 }
@@ -856,7 +860,8 @@ static int transition_locked(struct sbx_lease *l, enum sbx_lease_state via,
 				     "provider %s cannot %s", l->prov->name, op);
 	l->transition = true;
 	set_state_locked(l, via, cause);
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+	sbx_lock_assert_none(); /* `state`, `info`, `status` never wait on it */
 	rc = call(inst, err);
 	bool gone = false;
 	if (rc == -ENOENT && to != SBX_LS_KILLED) {
@@ -869,7 +874,7 @@ static int transition_locked(struct sbx_lease *l, enum sbx_lease_state via,
 				      was, ce.msg);
 		}
 	}
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	l->transition = false;
 	if (rc == 0) {
 		set_state_locked(l, to, cause);
@@ -890,10 +895,11 @@ int sbx_lease_pause(struct sbx_lease *l, const char *cause, struct sbx_error *er
 	struct sbx_instance *inst = sbx_lease_peek(l);
 	if (inst && l->prov->sync) {
 		struct sbx_error se = SBX_ERROR_INIT;
+		sbx_lock_assert_none();
 		if (l->prov->sync(inst, &se))
 			record_error(l, "sync before pause", &se);
 	}
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	rc = wait_transition_locked(l, err);
 	if (!rc)
 		rc = gone_error_locked(l, err);
@@ -901,7 +907,7 @@ int sbx_lease_pause(struct sbx_lease *l, const char *cause, struct sbx_error *er
 		rc = transition_locked(l, SBX_LS_PAUSING, SBX_LS_PAUSED, l->prov->pause, cause,
 				       "pause", err);
 	}
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	if (rc)
 		sbx_lease_error(l, "pause", err);
 	sbx_mount_save(l->mount);
@@ -920,13 +926,13 @@ static int resume_locked(struct sbx_lease *l, const char *cause, struct sbx_erro
 int sbx_lease_resume(struct sbx_lease *l, const char *cause, struct sbx_error *err)
 {
 	int rc;
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	rc = wait_transition_locked(l, err);
 	if (!rc)
 		rc = gone_error_locked(l, err);
 	if (!rc && l->state == SBX_LS_PAUSED)
 		rc = resume_locked(l, cause, err);
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	if (rc)
 		sbx_lease_error(l, "resume", err);
 	sbx_mount_save(l->mount);
@@ -936,16 +942,16 @@ int sbx_lease_resume(struct sbx_lease *l, const char *cause, struct sbx_error *e
 int sbx_lease_kill(struct sbx_lease *l, const char *cause, struct sbx_error *err)
 {
 	int rc;
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	rc = wait_transition_locked(l, err);
 	if (!rc && (l->state == SBX_LS_KILLED || l->state == SBX_LS_RECLAIMED)) {
-		pthread_mutex_unlock(&l->lock);
+		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 		return 0;
 	}
 	if (!rc && !l->inst) {
 		/* Never attached (provider down at mount): nothing to kill here. */
 		mark_gone_locked(l, SBX_LS_KILLED, cause);
-		pthread_mutex_unlock(&l->lock);
+		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 		return 0;
 	}
 	if (!rc) {
@@ -956,7 +962,7 @@ int sbx_lease_kill(struct sbx_lease *l, const char *cause, struct sbx_error *err
 		if (!rc)
 			mark_gone_locked(l, SBX_LS_KILLED, cause);
 	}
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	if (rc)
 		sbx_lease_error(l, "kill", err);
 	sbx_mount_save(l->mount);
@@ -966,7 +972,7 @@ int sbx_lease_kill(struct sbx_lease *l, const char *cause, struct sbx_error *err
 int sbx_lease_use(struct sbx_lease *l, struct sbx_instance **inst, struct sbx_error *err)
 {
 	int rc;
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	rc = wait_transition_locked(l, err);
 	if (!rc)
 		rc = gone_error_locked(l, err);
@@ -987,25 +993,25 @@ int sbx_lease_use(struct sbx_lease *l, struct sbx_instance **inst, struct sbx_er
 		l->last_active = time(NULL);
 		*inst = l->inst;
 	}
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	return rc;
 }
 
 void sbx_lease_unuse(struct sbx_lease *l)
 {
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	if (l->active > 0)
 		l->active--;
 	l->last_active = time(NULL);
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 }
 
 struct sbx_instance *sbx_lease_peek(struct sbx_lease *l)
 {
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	struct sbx_instance *i =
 		(l->state == SBX_LS_RUNNING || l->state == SBX_LS_PAUSED) ? l->inst : NULL;
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	return i;
 }
 
@@ -1014,7 +1020,7 @@ struct sbx_instance *sbx_lease_peek(struct sbx_lease *l)
 json_t *sbx_lease_info(struct sbx_lease *l)
 {
 	char c[32], a[32];
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	sbx_iso_time(l->created_at, c, sizeof(c));
 	sbx_iso_time(l->last_active, a, sizeof(a));
 	json_t *res = json_pack("{s:I, s:I, s:I, s:I}", "cpu", (json_int_t)l->spec.res.cpu,
@@ -1035,7 +1041,7 @@ json_t *sbx_lease_info(struct sbx_lease *l)
 		json_object_set_new(o, "pausedAt", json_string(p));
 	}
 	struct sbx_instance *inst = l->inst;
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	/* The provider's own facts (info() answers from memory, never the network). */
 	json_t *facts = NULL;
 	struct sbx_error e = SBX_ERROR_INIT;
@@ -1052,14 +1058,14 @@ json_t *sbx_lease_info(struct sbx_lease *l)
 void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out)
 {
 	size_t unsaved = l->cache ? sbx_cache_unsaved_count(l->cache) : 0;
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	long idle = (long)(time(NULL) - l->last_active);
 	if (l->active)
 		idle = 0;
 	sbx_buf_addf(out, "%s %s %s %lds %s", l->name, l->spec.provider,
 		     sbx_lease_state_name(l->state), idle < 0 ? 0 : idle,
 		     l->sandbox_id[0] ? l->sandbox_id : "-");
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	/* Files written here, not in the sandbox yet (`error` says where they are kept). */
 	if (unsaved)
 		sbx_buf_addf(out, " unsaved=%zu:%s/cache", unsaved, l->dir);

@@ -19,10 +19,13 @@
  * then reads each lease under its own lock, so a save never holds the
  * table while it waits for a lease. mount.err_lock (the root `error` line) is a leaf: nothing is taken under
  * it, so a lease journal failing under lease.lock can still report there.
- * NO lock is held across a provider call: lifecycle transitions set the
- * lease's `transition` flag and drop lease.lock (waiters sleep on
- * lease.cond), so `state`, `info`, `status`, `error` and the root listing
- * never wait on a provider.
+ * NO lock is held across a provider call (release() included: it may
+ * flush over the network): lifecycle transitions set the lease's
+ * `transition` flag and drop lease.lock (waiters sleep on lease.cond), so
+ * `state`, `info`, `status`, `error` and the root listing never wait on a
+ * provider. The lease module takes these locks through sbx_lock()
+ * (base/lockorder.h): debug builds (--enable-debug, scripts/test's ASan
+ * build) abort on a wrong order or a provider call with one held.
  */
 #ifndef SBX_LEASE_H
 #define SBX_LEASE_H
@@ -66,8 +69,9 @@ struct sbx_lease {
 	struct sbx_spec spec;               /* read-only after creation */
 	const struct sbx_provider *prov;    /* read-only */
 	struct sbx_instance *inst;          /* (L) NULL while creating or once gone */
-	struct sbx_instance *gone[4];       /* (L) instances of ended sandboxes: a run or open
-					       file may still hold them; released with the lease */
+	struct sbx_instance **gone;         /* (L) instances of ended sandboxes: a run or open
+					       file may still hold them; released with the lease
+					       (release may flush: never under a lock) */
 	int n_gone;                         /* (L) */
 	enum sbx_lease_state state;         /* (L) */
 	bool transition;                    /* (L) a lifecycle call is in flight */

@@ -7,6 +7,7 @@
 #ifndef SBX_LEASE_INT_H
 #define SBX_LEASE_INT_H
 
+#include "base/lockorder.h"
 #include "lease.h"
 
 /* How often a lease in `error` (provider unreachable) is attached again. */

@@ -26,10 +26,10 @@
 static json_t *lease_to_json(struct sbx_lease *l, bool *skip)
 {
 	char c[32], a[32], p[32];
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	*skip = l->state == SBX_LS_CREATING;
 	if (*skip) {
-		pthread_mutex_unlock(&l->lock);
+		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 		return NULL;
 	}
 	sbx_iso_time(l->created_at, c, sizeof(c));
@@ -45,7 +45,7 @@ static json_t *lease_to_json(struct sbx_lease *l, bool *skip)
 	json_object_set_new(o, "pausedEpoch", json_integer(l->paused_at));
 	if (l->saved)
 		json_object_set(o, "saved", l->saved);
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	return o;
 }
 
@@ -66,7 +66,7 @@ int sbx_mount_save(struct sbx_mount *m)
 	json_t *arr = json_array();
 	int rc;
 	/* save_lock: a slower save never overwrites a newer one's snapshot. */
-	pthread_mutex_lock(&m->save_lock);
+	sbx_lock(&m->save_lock, SBX_LOCK_SAVE);
 	sbx_lease_foreach(m, collect, &ll);
 	for (size_t i = 0; i < ll.n; i++) {
 		bool skip;
@@ -91,7 +91,7 @@ int sbx_mount_save(struct sbx_mount *m)
 				   "the lease table cannot be written as JSON");
 	else
 		rc = sbx_statedir_write_table(m->state_dir, s, &e);
-	pthread_mutex_unlock(&m->save_lock);
+	sbx_unlock(&m->save_lock, SBX_LOCK_SAVE);
 	free(s);
 	if (rc)
 		mount_error_line(m, "save", &e, false);
@@ -157,9 +157,9 @@ static void load_one(struct sbx_mount *m, json_t *j)
 	}
 	int rc = l->prov->attach(&l->spec, id, l->saved, &inst, &e);
 	if (rc == -ENOENT && provider_confirms_gone(l->prov, id, &e)) {
-		pthread_mutex_lock(&l->lock);
+		sbx_lock(&l->lock, SBX_LOCK_LEASE);
 		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone while unmounted");
-		pthread_mutex_unlock(&l->lock);
+		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	} else if (rc) {
 		/* Kept as `error`; the timer attaches again until the provider answers. */
 		l->state = SBX_LS_ERROR;
@@ -256,10 +256,10 @@ void sbx_mount_close(struct sbx_mount *m)
 	struct sbx_lease *l, *tmp;
 	if (!m)
 		return;
-	pthread_mutex_lock(&m->lock);
+	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	m->stopping = true;
 	pthread_cond_broadcast(&m->timer_cond);
-	pthread_mutex_unlock(&m->lock);
+	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	if (m->timer_running)
 		pthread_join(m->timer, NULL);
 	save_before_exit(m);

@@ -33,14 +33,14 @@ static enum timer_action timer_decide(struct sbx_lease *l, time_t now)
 	enum timer_action a = T_NONE;
 	long probe_every = (l->prov->caps & SBX_CAP_DIRECT_IO) ? SBX_PROBE_LOCAL_EVERY_S
 								: SBX_PROBE_EVERY_S;
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	if (l->state == SBX_LS_ERROR && !l->transition && now - l->last_probe >= SBX_RETRY_EVERY_S) {
 		l->last_probe = now;
-		pthread_mutex_unlock(&l->lock);
+		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 		return T_RETRY;
 	}
 	if (l->transition || !l->inst || l->state == SBX_LS_ERROR) {
-		pthread_mutex_unlock(&l->lock);
+		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 		return T_NONE;
 	}
 	bool live = l->state == SBX_LS_RUNNING || l->state == SBX_LS_PAUSED;
@@ -63,7 +63,7 @@ static enum timer_action timer_decide(struct sbx_lease *l, time_t now)
 		l->last_probe = now;
 	if (a == T_EXTEND)
 		l->last_extend = now;
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	return a;
 }
 
@@ -97,15 +97,15 @@ static bool retry_lease(struct sbx_lease *l)
 	struct sbx_instance *inst, *fresh = NULL;
 	char id[sizeof(l->sandbox_id)];
 	int rc;
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	if (l->state != SBX_LS_ERROR || l->transition) {
-		pthread_mutex_unlock(&l->lock);
+		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 		return false;
 	}
 	l->transition = true; /* kill/rmdir wait for this attempt */
 	inst = l->inst;
 	memcpy(id, l->sandbox_id, sizeof(id));
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	if (!inst && l->prov->attach) {
 		rc = l->prov->attach(&l->spec, id, l->saved, &fresh, &e);
 		if (rc == -ENOENT)
@@ -119,10 +119,10 @@ static bool retry_lease(struct sbx_lease *l)
 		rs = SBX_REMOTE_RUNNING;
 	if (rs == SBX_REMOTE_GONE && !provider_confirms_gone(l->prov, id, &e))
 		rs = SBX_REMOTE_UNKNOWN;
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	l->transition = false;
 	pthread_cond_broadcast(&l->cond);
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	if (rs == SBX_REMOTE_UNKNOWN) {
 		if (fresh)
 			l->prov->release(fresh);
@@ -135,9 +135,9 @@ static bool retry_lease(struct sbx_lease *l)
 
 static bool lease_running(struct sbx_lease *l)
 {
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	bool r = l->state == SBX_LS_RUNNING && !l->transition;
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	return r;
 }
 
@@ -154,7 +154,7 @@ static bool probe_lease(struct sbx_lease *l)
 		record_error(l, "probe", &e); /* kept as it is: the next probe asks again */
 		return false;
 	}
-	pthread_mutex_lock(&l->lock);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	if (rs == SBX_REMOTE_GONE && !l->transition && l->inst == inst) {
 		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone (provider)");
 		changed = true;
@@ -162,7 +162,7 @@ static bool probe_lease(struct sbx_lease *l)
 		set_state_locked(l, SBX_LS_PAUSED, "paused by provider");
 		changed = true;
 	}
-	pthread_mutex_unlock(&l->lock);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	return changed;
 }
 
@@ -187,9 +187,9 @@ void sbx_mount_tick(struct sbx_mount *m)
 						    ? "lifetime reached"
 						    : "paused TTL reached";
 			if (sbx_lease_kill(l, cause, &e) == 0) {
-				pthread_mutex_lock(&l->lock);
+				sbx_lock(&l->lock, SBX_LOCK_LEASE);
 				set_state_locked(l, SBX_LS_RECLAIMED, cause);
-				pthread_mutex_unlock(&l->lock);
+				sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 			}
 			changed = true;
 			break;
@@ -220,18 +220,18 @@ void sbx_mount_tick(struct sbx_mount *m)
 static void *timer_main(void *arg)
 {
 	struct sbx_mount *m = arg;
-	pthread_mutex_lock(&m->lock);
+	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	while (!m->stopping) {
 		struct timespec dl;
 		sbx_deadline_in(CLOCK_REALTIME, (long)m->tick_ms, &dl);
 		pthread_cond_timedwait(&m->timer_cond, &m->lock, &dl);
 		if (m->stopping)
 			break;
-		pthread_mutex_unlock(&m->lock);
+		sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 		sbx_mount_tick(m);
-		pthread_mutex_lock(&m->lock);
+		sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	}
-	pthread_mutex_unlock(&m->lock);
+	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	return NULL;
 }
 
