@@ -1,9 +1,10 @@
 /*
- * fsmirror — what the rest of the mount calls about a lease's fs/, whichever
- * implementation serves it (fsmirror.h): the dispatch to fs_direct.c or
- * fs_cached.c, the invalidation after a run, the kernel's pseudo
- * filesystems. It is neither implementation: both call into it, it calls
- * neither's internals.
+ * fsmirror — what is common to a lease's fs/ whichever implementation
+ * serves it (fsmirror.h): the invalidation after a run, the kernel's
+ * pseudo filesystems, the answer-or-fault rule. It is neither
+ * implementation: both call into it and it calls neither (the dispatch,
+ * sbx_fs_ops_for, is inline in fsmirror.h, so its callers name the two
+ * tables, not this file: no cycle).
  */
 #include "fsmirror.h"
 
@@ -12,11 +13,6 @@
 
 #include "cache.h"
 #include "kinval.h"
-
-const struct sbx_fs_ops *sbx_fs_ops_for(struct sbx_lease *l)
-{
-	return (l->prov->caps & SBX_CAP_DIRECT_IO) ? &sbx_fs_direct_ops : &sbx_fs_cached_ops;
-}
 
 void sbx_fs_invalidate(struct sbx_lease *l)
 {

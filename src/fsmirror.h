@@ -5,9 +5,9 @@
  * Two implementations sit behind one table: fs_direct.c for providers with
  * SBX_CAP_DIRECT_IO (local: straight to the provider's file handles, no
  * cache), and fs_cached.c for remote providers (attribute and listing
- * cache, whole-file content cache with upload on flush/fsync); fsmirror.c
- * holds what is common to both (dispatch, invalidation, pseudo paths,
- * the answer-or-fault rule). This layer
+ * cache, whole-file content cache with upload on flush/fsync), chosen by
+ * sbx_fs_ops_for(); fsmirror.c holds what is common to both (invalidation,
+ * pseudo paths, the answer-or-fault rule). This layer
  * resumes paused sandboxes through sbx_lease_use(), records every failure
  * in the lease's `error` file, and knows nothing of FUSE.
  */
@@ -78,7 +78,10 @@ extern const struct sbx_fs_ops sbx_fs_direct_ops;
 extern const struct sbx_fs_ops sbx_fs_cached_ops;
 
 /* The implementation serving lease l. */
-const struct sbx_fs_ops *sbx_fs_ops_for(struct sbx_lease *l);
+static inline const struct sbx_fs_ops *sbx_fs_ops_for(struct sbx_lease *l)
+{
+	return (l->prov->caps & SBX_CAP_DIRECT_IO) ? &sbx_fs_direct_ops : &sbx_fs_cached_ops;
+}
 /* After a run: drop what is cached of l's fs/ so the run's writes show. */
 void sbx_fs_invalidate(struct sbx_lease *l);
 /* Most paths sbx_fs_before_pause() stats. */
