@@ -88,6 +88,7 @@ struct sbx_lease {
 	struct sbx_cache *cache;            /* fs/ cache (NULL for direct-I/O providers) */
 	struct sbx_kinval *kinval;          /* what the kernel caches of fs/ */
 	struct sbx_runs *runtab;            /* (L) its recent runs (runs.c), made at first use */
+	void (*runtab_free)(struct sbx_lease *l); /* set with runtab: frees it with the lease */
 };
 
 struct sbx_mount {
