@@ -1,6 +1,7 @@
 /*
  * lease — the table of sandboxes the mount holds, their lifecycle state
- * machine, idle/lifetime timers, and the lease table on disk.
+ * machine (lease.c), idle/lifetime timers (leasetimer.c), and the lease
+ * table on disk (leasetab.c).
  *
  * A lease is one sandbox leased by the mount under a name. This module
  * talks to providers for lifecycle only (create, attach, pause, unpause,
