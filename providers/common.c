@@ -3,6 +3,7 @@
  * merging). Not a place for provider logic.
  */
 #include "provider.h"
+#include "base/xalloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -87,9 +88,7 @@ char **sbx_envs_merge(const struct sbx_spec *spec, const char *const *extra)
 	size_t extra_bytes = 0;
 	for (size_t i = 0; i < nextra; i++)
 		extra_bytes += strlen(extra[i]) + 1;
-	char **out = malloc(nptr * sizeof(char *) + bytes + extra_bytes);
-	if (!out)
-		abort();
+	char **out = sbx_xmalloc(nptr * sizeof(char *) + bytes + extra_bytes);
 	char *p = (char *)(out + nptr);
 	if (nspec) {
 		json_object_foreach(spec->envs, k, v)

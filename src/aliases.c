@@ -48,9 +48,7 @@ void sbx_aliases_note(const char *path, const struct stat *st)
 		a = NULL;
 	}
 	if (linked && !a && count < SBX_ALIASES_MAX) {
-		a = malloc(sizeof(*a) + len + 1);
-		if (!a)
-			abort();
+		a = sbx_xmalloc(sizeof(*a) + len + 1);
 		a->ino = st->st_ino;
 		memcpy(a->path, path, len + 1);
 		HASH_ADD(hh, by_path, path[0], len, a);

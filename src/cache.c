@@ -5,6 +5,7 @@
  * share one lock and the structs in cache_int.h. No I/O here.
  */
 #include "base/fsutil.h"
+#include "base/xalloc.h"
 #include "cache_int.h"
 
 /* Past this many attribute entries, expired ones are swept on insert. */
@@ -478,9 +479,7 @@ void sbx_cache_listing_add(struct sbx_cache_listing *ls, const char *name,
 {
 	if (ls->n == ls->alloc) {
 		ls->alloc = ls->alloc ? ls->alloc * 2 : 32;
-		ls->ents = realloc(ls->ents, ls->alloc * sizeof(*ls->ents));
-		if (!ls->ents)
-			abort();
+		ls->ents = sbx_xrealloc(ls->ents, ls->alloc * sizeof(*ls->ents));
 	}
 	struct sbx_cache_dirent *e = &ls->ents[ls->n++];
 	memset(e, 0, sizeof(*e));

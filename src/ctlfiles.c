@@ -1,5 +1,6 @@
 /* ctlfiles — the mount's synthetic files (see ctlfiles.h). */
 #include "ctlfiles.h"
+#include "base/xalloc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,9 +23,7 @@
 
 struct sbx_open *sbx_open_new(enum sbx_node_kind kind, struct sbx_lease *l, int flags)
 {
-	struct sbx_open *o = calloc(1, sizeof(*o));
-	if (!o)
-		abort();
+	struct sbx_open *o = sbx_xcalloc(1, sizeof(*o));
 	o->kind = kind;
 	o->lease = l;
 	o->flags = flags;
@@ -145,10 +144,8 @@ static int ports_readdir(struct sbx_mount *m, struct sbx_lease *l, sbx_fs_fill_f
 			 void *ctx)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
-	int *ports = calloc(SBX_PORTS_MAX, sizeof(*ports));
+	int *ports = sbx_xcalloc(SBX_PORTS_MAX, sizeof(*ports));
 	int n;
-	if (!ports)
-		return -ENOMEM;
 	n = sbx_lease_ports(l, ports, SBX_PORTS_MAX, &e);
 	if (n < 0)
 		sbx_lease_error(l, "ports", &e);
@@ -234,7 +231,8 @@ int sbx_ctl_readdir(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 static void add_json(struct sbx_buf *b, json_t *j)
 {
 	char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-	sbx_buf_adds(b, s);
+	/* NULL only for text that is not UTF-8 (its producers escape it) or no memory */
+	sbx_buf_adds(b, s ? s : "{\"error\": \"not representable as JSON\"}");
 	sbx_buf_addch(b, '\n');
 	free(s);
 	json_decref(j);
@@ -391,11 +389,12 @@ int sbx_ctl_open(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease
 		return 0;
 	}
 	if (acc != O_RDONLY && !writable(n->kind)) {
-		rc = refuse(m, l, EACCES, "open", "%s is read-only",
+		/* spec: EBUSY, the answer for "fixed once the lease is created". */
+		rc = refuse(m, l, n->kind == SBX_N_SPEC ? EBUSY : EACCES, "open", "%s is read-only",
 			    n->kind == SBX_N_SPEC ? "spec (once the lease is created)"
 						  : "this control file");
 		sbx_lease_put(l);
-		return n->kind == SBX_N_SPEC ? -EBUSY : rc;
+		return rc;
 	}
 	if (acc != O_WRONLY && (n->kind == SBX_N_CTL || n->kind == SBX_N_RUN_CTL)) {
 		sbx_lease_put(l);
@@ -623,7 +622,7 @@ static void set_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 {
 	pthread_mutex_lock(&l->lock);
 	free(l->env_text);
-	l->env_text = strdup(text);
+	l->env_text = sbx_xstrdup(text);
 	pthread_mutex_unlock(&l->lock);
 	sbx_mount_save(m);
 }

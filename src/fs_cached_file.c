@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/fsutil.h"
+#include "base/xalloc.h"
 #include "fs_cached.h"
 
 /* ---- uploads ---------------------------------------------------------------- */
@@ -268,11 +269,9 @@ int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 	}
 	if (how == SBX_CF_NEW)
 		sbx_cache_note_added(c, path, NULL);
-	f = calloc(1, sizeof(*f));
-	if (!f)
-		abort();
+	f = sbx_xcalloc(1, sizeof(*f));
 	f->lease = l;
-	f->path = strdup(path);
+	f->path = sbx_xstrdup(path);
 	f->flags = flags;
 	f->priv = cf;
 	*out = f;

@@ -544,6 +544,18 @@ static int op_rmdir(const char *path)
 		}                                                                                \
 	} while (0)
 
+/* The body of one: FS_ONLY, then the mirror call on `sub`, then the aliases' note. */
+#define FS_PATH_CALL(call)                                                                       \
+	do {                                                                                     \
+		FS_ONLY(path, n, l, rc);                                                         \
+		const char *sub = n.sub;                                                         \
+		rc = sbx_fs_ops_for(l)->call;                                                    \
+		if (!rc)                                                                         \
+			sbx_aliases_changed(path);                                               \
+		sbx_lease_put(l);                                                                \
+		return rc;                                                                       \
+	} while (0)
+
 /* An fs/-only operation on one path: classify, refuse outside fs/, one mirror call. */
 #define FS_PATH_OP(fn, params, call)                                                             \
 	static int fn params                                                                     \
@@ -552,13 +564,7 @@ static int op_rmdir(const char *path)
 		struct sbx_lease *l;                                                             \
 		struct sbx_error err = SBX_ERROR_INIT;                                           \
 		int rc;                                                                          \
-		FS_ONLY(path, n, l, rc);                                                         \
-		const char *sub = n.sub;                                                         \
-		rc = sbx_fs_ops_for(l)->call;                                                    \
-		if (!rc)                                                                         \
-			sbx_aliases_changed(path);                                               \
-		sbx_lease_put(l);                                                                \
-		return rc;                                                                       \
+		FS_PATH_CALL(call);                                                              \
 	}
 
 /* The same for operations that may come on an open file with no path (nullpath_ok). */
@@ -581,13 +587,7 @@ static int op_rmdir(const char *path)
 				sbx_aliases_changed(mp);                                         \
 			return rc;                                                               \
 		}                                                                                \
-		FS_ONLY(path, n, l, rc);                                                         \
-		const char *sub = n.sub;                                                         \
-		rc = sbx_fs_ops_for(l)->call;                                                    \
-		if (!rc)                                                                         \
-			sbx_aliases_changed(path);                                               \
-		sbx_lease_put(l);                                                                \
-		return rc;                                                                       \
+		FS_PATH_CALL(call);                                                              \
 	}
 
 FS_PATH_OP(op_unlink, (const char *path), unlink(l, sub, &err))

@@ -13,6 +13,7 @@
  * walked, as the sandbox's kernel would), so the text shown holds no "..".
  */
 #include "linkmap.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -75,8 +76,7 @@ static int expand(char *cur, size_t *verified, const char *rest, const struct sb
 		if (++*links > MAX_LINKS)
 			return -ELOOP;
 		size_t tl = strlen(target), al = strlen(cur + e), rl = strlen(rest);
-		if (!(*more = malloc(tl + al + 1 + rl + 1)))
-			return -ENOMEM;
+		*more = sbx_xmalloc(tl + al + 1 + rl + 1);
 		memcpy(*more, target, tl);
 		memcpy(*more + tl, cur + e, al);
 		(*more)[tl + al] = '/';
@@ -91,12 +91,10 @@ static int expand(char *cur, size_t *verified, const char *rest, const struct sb
 static int resolve(const char *link, const char *target, const struct sbx_link_io *io,
 		   char *cur)
 {
-	char *rest = strdup(target), *p, *more;
+	char *rest = sbx_xstrdup(target), *p, *more;
 	size_t verified;
 	int links = 0, e = 0;
 
-	if (!rest)
-		return -ENOMEM;
 	/* The link's own directory is canonical: the kernel walked to it. */
 	snprintf(cur, CUR_MAX, "%s", link);
 	pop(cur);
@@ -190,8 +188,7 @@ int sbx_link_rewrite(const char *link, const char *target, const struct sbx_link
 		strcpy(out, target);
 		return 0;
 	}
-	if (!(cur = malloc(CUR_MAX)))
-		return -ENOMEM;
+	cur = sbx_xmalloc(CUR_MAX);
 	if ((e = resolve(link, target, io, cur)) < 0) {
 		free(cur);
 		return e;

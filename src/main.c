@@ -6,6 +6,7 @@
  * and connections do not survive fork), and the timer starts last.
  */
 #include "config.h"
+#include "base/xalloc.h"
 
 #define FUSE_USE_VERSION 31
 #include <fuse.h>
@@ -94,7 +95,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 		return 1;
 	if (o->n_nonopt == 3)
 		return 1; /* reported below */
-	o->nonopt[o->n_nonopt++] = strdup(arg);
+	o->nonopt[o->n_nonopt++] = sbx_xstrdup(arg);
 	return 0;
 }
 
@@ -207,7 +208,7 @@ int main(int argc, char *argv[])
 	 */
 	if (opts.n_nonopt == 2 && strcmp(opts.nonopt[0], "sbxfs") && !strchr(opts.nonopt[0], '/') &&
 	    !opts.profile)
-		opts.profile = strdup(opts.nonopt[0]);
+		opts.profile = sbx_xstrdup(opts.nonopt[0]);
 	mountpoint = opts.nonopt[opts.n_nonopt - 1];
 	fuse_opt_add_arg(&args, mountpoint);
 	if (fuse_parse_cmdline(&args, &cmd) != 0)

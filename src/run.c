@@ -1,5 +1,6 @@
 /* run — runs on their own thread, and what they leave behind (see run.h). */
 #include "run.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -67,14 +68,12 @@ static int sink_output(void *ctx, enum sbx_stream s, const char *data, size_t le
 static char **env_lines(struct sbx_lease *l)
 {
 	pthread_mutex_lock(&l->lock);
-	char *text = strdup(l->env_text);
+	char *text = sbx_xstrdup(l->env_text);
 	pthread_mutex_unlock(&l->lock);
 	size_t n = 1, len = strlen(text);
 	for (char *p = text; *p; p++)
 		n += *p == '\n';
-	char **v = malloc((n + 1) * sizeof(char *) + len + 1);
-	if (!v)
-		abort();
+	char **v = sbx_xmalloc((n + 1) * sizeof(char *) + len + 1);
 	char *s = (char *)(v + n + 1), *save = NULL;
 	memcpy(s, text, len + 1);
 	free(text);
@@ -119,8 +118,8 @@ static json_t *save_outputs(struct sbx_lease *l, const struct sbx_code_result *c
 		sbx_buf_addf(&p, "%s/%s", dir, name);
 		path = sbx_buf_detach(&p, NULL);
 		if (sbx_write_file_atomic(path, cr->outputs[i].data, cr->outputs[i].len) == 0)
-			json_array_append_new(names, json_pack("{s:s, s:s}", "file", name, "mime",
-							       cr->outputs[i].mime));
+			json_array_append_new(names, sbx_xjson(json_pack("{s:s, s:s}", "file", name, "mime",
+							       cr->outputs[i].mime)));
 		free(path);
 	}
 	free(dir);
@@ -230,12 +229,10 @@ static int finish(struct sbx_run *r, json_t *result, size_t printed, int rc,
 	json_object_set_new(result, "runError", run_error_json(rc, err));
 	char *s = json_dumps(result, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	if (!s) /* only when out of memory: still a valid result */
-		s = strdup("{\"runError\": {\"errno\": \"ENOMEM\", \"message\": "
+		s = sbx_xstrdup("{\"runError\": {\"errno\": \"ENOMEM\", \"message\": "
 			   "\"the result could not be encoded\"}}");
 	size_t n = strlen(s);
-	s = realloc(s, n + 2);
-	if (!s)
-		abort();
+	s = sbx_xrealloc(s, n + 2);
 	s[n] = '\n';
 	s[n + 1] = '\0';
 	char *p = sbx_runs_path(l, r->n, "result");
@@ -466,11 +463,9 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 		  const char *text, const struct sbx_run_owner *owner, struct sbx_run **out,
 		  struct sbx_error *err)
 {
-	struct sbx_run *r = calloc(1, sizeof(*r));
+	struct sbx_run *r = sbx_xcalloc(1, sizeof(*r));
 	pthread_attr_t attr;
 	int rc;
-	if (!r)
-		abort();
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 	r->refs = 2; /* the caller's and the thread's; the lease's table takes its own */
@@ -482,8 +477,8 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 	l->runs++;
 	pthread_mutex_unlock(&l->lock);
 	r->kind = kind;
-	r->language = language ? strdup(language) : NULL;
-	r->text = strdup(text);
+	r->language = language ? sbx_xstrdup(language) : NULL;
+	r->text = sbx_xstrdup(text);
 	pthread_mutex_lock(&l->mount->lock);
 	l->refs++;
 	pthread_mutex_unlock(&l->mount->lock);

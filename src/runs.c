@@ -138,9 +138,7 @@ static struct sbx_runs *table(struct sbx_lease *l)
 		return t;
 	unsigned long *ns;
 	size_t n = sbx_runs_list(l, &ns);
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		abort();
+	t = sbx_xcalloc(1, sizeof(*t));
 	pthread_mutex_init(&t->lock, NULL);
 	t->last = n ? ns[n - 1] : 0;
 	free(ns);
@@ -369,9 +367,7 @@ static enum which which_of(const char *file)
 static int reader_new(char *path, struct sbx_run *r, enum which w, bool fail_at_end,
 		      struct sbx_run_reader **out)
 {
-	struct sbx_run_reader *rd = calloc(1, sizeof(*rd));
-	if (!rd)
-		abort();
+	struct sbx_run_reader *rd = sbx_xcalloc(1, sizeof(*rd));
 	rd->path = path;
 	rd->which = w;
 	rd->fail_at_end = fail_at_end;

@@ -1,5 +1,6 @@
 /* tty — terminal sessions as files (see tty.h). */
 #include "tty.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -161,13 +162,11 @@ static int start_locked(struct sbx_tty *t)
 
 	while (lines[n])
 		n++;
-	const char **envs = calloc(n + 2, sizeof(char *));
+	const char **envs = sbx_xcalloc(n + 2, sizeof(char *));
 	char termvar[80];
-	if (!envs)
-		abort();
 	pthread_mutex_lock(&t->lock);
 	snprintf(termvar, sizeof(termvar), "TERM=%s", t->term);
-	char *cwd = t->cwd ? strdup(t->cwd) : NULL; /* a ctl write may replace it meanwhile */
+	char *cwd = t->cwd ? sbx_xstrdup(t->cwd) : NULL; /* a ctl write may replace it meanwhile */
 	struct sbx_tty_req req = {.cwd = cwd, .cols = t->cols, .rows = t->rows};
 	pthread_mutex_unlock(&t->lock);
 	envs[0] = termvar;
@@ -216,9 +215,7 @@ static void stop_locked(struct sbx_tty *t, int status)
 
 static struct sbx_tty *tty_new(struct sbx_lease *l)
 {
-	struct sbx_tty *t = calloc(1, sizeof(*t));
-	if (!t)
-		abort();
+	struct sbx_tty *t = sbx_xcalloc(1, sizeof(*t));
 	pthread_mutex_lock(&l->mount->lock);
 	l->refs++; /* as a run does: the lease object, even if removed meanwhile */
 	pthread_mutex_unlock(&l->mount->lock);
@@ -379,7 +376,7 @@ static int ctl_line(struct sbx_tty *t, char *line)
 			t->term[n] = '\0';
 		} else {
 			free(t->cwd);
-			t->cwd = strdup(arg);
+			t->cwd = sbx_xstrdup(arg);
 		}
 		pthread_mutex_unlock(&t->lock);
 		return rc;

@@ -4,7 +4,7 @@
  * unpause (= start) / kill (= delete) / probe / info / get_host /
  * list_sandboxes (GET /sandbox, cursor pages), the
  * state-change waits, and the request helper every toolbox call goes
- * through. See shared/protocols/daytona.md for the wire protocol.
+ * through. See doc/protocols/daytona.md for the wire protocol.
  *
  * Not here: file ops (files.c), runs and sessions (run.c), the batched
  * metadata commands (batch.c), wire formats (protocol.c, multipart.c).

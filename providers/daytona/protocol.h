@@ -2,7 +2,7 @@
  * daytona/protocol — Daytona's wire formats to and from C structs.
  *
  * What it is: the pure half of the Daytona provider (see
- * shared/protocols/daytona.md): the Sandbox DTO and its states, the create
+ * doc/protocols/daytona.md): the Sandbox DTO and its states, the create
  * body, FileInfo to struct sbx_stat, error bodies (NestJS and daemon
  * ErrorResponse) to errno and one line of text, the streaming parser of the
  * multipart reply of /files/bulk-download, session command and log JSON,

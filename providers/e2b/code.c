@@ -1,6 +1,6 @@
 /*
  * code — run_code and code_reset of the E2B provider: the sandbox's code
- * interpreter on port 49999 (shared/protocols/e2b.md §3), with one
+ * interpreter on port 49999 (doc/protocols/e2b.md §3), with one
  * context per language per lease.
  *
  * A lease's first run in a language adopts a context of that language the

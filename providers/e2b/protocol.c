@@ -1,5 +1,6 @@
 /* protocol — see protocol.h. */
 #include "e2b/protocol.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -12,10 +13,7 @@
 
 static char *xstrdup(const char *s)
 {
-	char *d = s ? strdup(s) : NULL;
-	if (s && !d)
-		abort();
-	return d;
+	return s ? sbx_xstrdup(s) : NULL;
 }
 
 /* --- settings ------------------------------------------------------------ */

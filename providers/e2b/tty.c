@@ -7,6 +7,7 @@
  * Not here: the plain command runs (run.c).
  */
 #include "e2b/e2b.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -107,11 +108,9 @@ int e2b_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
 {
 	static const char *const shell[] = {"/bin/bash", "-i", "-l", NULL};
 	struct e2b_inst *in = e2b_of(inst);
-	struct sbx_tty_session *s = calloc(1, sizeof(*s));
+	struct sbx_tty_session *s = sbx_xcalloc(1, sizeof(*s));
 	int rc = 0;
 
-	if (!s)
-		abort();
 	s->in = in;
 	s->sink = *sink;
 	pthread_mutex_init(&s->lock, NULL);
@@ -120,7 +119,7 @@ int e2b_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
 	s->body = e2b_start_body(NULL, shell, req->envs, req->cwd ? req->cwd : in->workdir);
 	json_object_set_new(
 	    s->body, "pty",
-	    json_pack("{s:{s:i, s:i}}", "size", "cols", (int)req->cols, "rows", (int)req->rows));
+	    sbx_xjson(json_pack("{s:{s:i, s:i}}", "size", "cols", (int)req->cols, "rows", (int)req->rows)));
 	if (pthread_create(&s->thread, NULL, tty_main, s)) {
 		session_free(s);
 		return sbx_error_set(err, EAGAIN, SBX_E_INTERNAL, "cannot start a terminal thread");
@@ -165,16 +164,16 @@ int e2b_tty_write(struct sbx_tty_session *s, const char *data, size_t len, struc
 {
 	struct sbx_buf b64 = SBX_BUF_INIT;
 	sbx_base64_encode(data, len, &b64);
-	json_t *req = json_pack("{s:{s:i}, s:{s:s%}}", "process", "pid", (int)s->pid, "input",
-				"pty", b64.buf, b64.len);
+	json_t *req = sbx_xjson(json_pack("{s:{s:i}, s:{s:s%}}", "process", "pid", (int)s->pid,
+									"input", "pty", b64.buf, b64.len));
 	sbx_buf_release(&b64);
 	return tty_call(s, "process.Process/SendInput", req, err);
 }
 
 int e2b_tty_resize(struct sbx_tty_session *s, unsigned cols, unsigned rows, struct sbx_error *err)
 {
-	json_t *req = json_pack("{s:{s:i}, s:{s:{s:i, s:i}}}", "process", "pid", (int)s->pid, "pty",
-				"size", "cols", (int)cols, "rows", (int)rows);
+	json_t *req = sbx_xjson(json_pack("{s:{s:i}, s:{s:{s:i, s:i}}}", "process", "pid",
+									(int)s->pid, "pty", "size", "cols", (int)cols, "rows", (int)rows));
 	return tty_call(s, "process.Process/Update", req, err);
 }
 

@@ -12,6 +12,7 @@
  * inotify watches on the whole sandbox, /proc included).
  */
 #include "e2b/e2b.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -93,7 +94,7 @@ static void *watch_main(void *arg)
 			nap(w, 200);
 			continue;
 		}
-		req = json_pack("{s:s,s:b}", "path", w->root, "recursive", 1);
+		req = sbx_xjson(json_pack("{s:s,s:b}", "path", w->root, "recursive", 1));
 		w->up = false;
 		rc = e2b_rpc_stream(w->in, "filesystem.Filesystem/WatchDir", req, &o, watch_message,
 				    w, "watch", &e);
@@ -136,7 +137,7 @@ void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char 
 	pthread_mutex_lock(&in->watch_lock);
 	watch_free(in->watch);
 	in->watch = NULL;
-	if (cb && (w = calloc(1, sizeof(*w)))) {
+	if (cb && (w = sbx_xcalloc(1, sizeof(*w)))) {
 		w->in = in;
 		w->cb = cb;
 		w->ctx = ctx;

@@ -95,10 +95,7 @@ void sbx_code_strip_ansi(char *s)
 static char *dup_str(json_t *v)
 {
 	const char *s = json_string_value(v);
-	char *d = s ? strdup(s) : NULL;
-	if (s && !d)
-		abort();
-	return d;
+	return s ? sbx_xstrdup(s) : NULL;
 }
 
 /* A traceback is a string, or (Jupyter) a list of lines. */
@@ -123,14 +120,10 @@ static char *traceback_text(json_t *v)
 static void add_output(struct sbx_code_result *res, const char *mime, struct sbx_buf *data)
 {
 	struct sbx_code_output *o =
-	    realloc(res->outputs, (res->n_outputs + 1) * sizeof(*res->outputs));
-	if (!o)
-		abort();
+	    sbx_xrealloc(res->outputs, (res->n_outputs + 1) * sizeof(*res->outputs));
 	res->outputs = o;
 	o += res->n_outputs++;
-	o->mime = strdup(mime);
-	if (!o->mime)
-		abort();
+	o->mime = sbx_xstrdup(mime);
 	o->data = sbx_buf_detach(data, &o->len);
 }
 
@@ -190,8 +183,8 @@ static void apply_error(struct sbx_code_events *ev, json_t *o)
 	r->err_name = dup_str(json_object_get(o, "name"));
 	r->err_value = dup_str(json_object_get(o, "value"));
 	r->err_traceback = traceback_text(json_object_get(o, "traceback"));
-	if (!r->err_name && !(r->err_name = strdup("Error")))
-		abort();
+	if (!r->err_name)
+		r->err_name = sbx_xstrdup("Error");
 	if (r->err_traceback)
 		sbx_code_strip_ansi(r->err_traceback);
 }
@@ -283,11 +276,9 @@ int sbx_code_events_finish(struct sbx_code_events *ev, const char *language,
 			     "the %s interpreter exited during the run; the next run starts a fresh one",
 			     language ? language : "code");
 		r->success = false;
-		r->err_name = strdup("UnexpectedEndOfExecution");
+		r->err_name = sbx_xstrdup("UnexpectedEndOfExecution");
 		r->err_value = sbx_buf_detach(&msg, NULL);
-		r->err_traceback = strdup("");
-		if (!r->err_name || !r->err_traceback)
-			abort();
+		r->err_traceback = sbx_xstrdup("");
 	}
 	return rc;
 }

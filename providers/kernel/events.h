@@ -3,7 +3,7 @@
  * into a struct sbx_code_result while it arrives.
  *
  * The shapes are those of E2B's code interpreter (`POST /execute`,
- * shared/protocols/e2b.md §3), which sbxfs's own kernel drivers
+ * doc/protocols/e2b.md §3), which sbxfs's own kernel drivers
  * (pykernel.py, jskernel.js) also speak, so one parser serves the local,
  * E2B and Daytona providers:
  *   stdout / stderr {text}        -> the run's sink, as they come

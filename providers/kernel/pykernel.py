@@ -7,7 +7,7 @@
 # not IPython: no magics, no display hooks beyond these.
 #
 # Every execution is a stream of NDJSON events in the shapes of E2B's
-# /execute (shared/protocols/e2b.md §3), so one parser serves every
+# /execute (doc/protocols/e2b.md §3), so one parser serves every
 # provider (providers/kernel/events.c):
 #   {"type":"number_of_executions","execution_count":N}
 #   {"type":"stdout"|"stderr","text":...}

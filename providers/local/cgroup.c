@@ -3,6 +3,7 @@
  * libcgroup, no systemd. Not thread-affine: every call works on paths.
  */
 #include "cgroup.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -83,8 +84,8 @@ static char *own_group(const char *ctrl)
 		for (char *save, *tok = strtok_r(ctrls, ",", &save); *ctrl && tok;
 		     tok = strtok_r(NULL, ",", &save))
 			match |= !strcmp(tok, ctrl);
-		if (match && !(found = strdup(path)))
-			abort();
+		if (match)
+			found = sbx_xstrdup(path);
 	}
 	if (f)
 		fclose(f);
@@ -120,7 +121,7 @@ static char *make_group(const char *mnt, const char *ctrl, const char *id, int *
 	if (dir && !strcmp(ctrl, "")) {
 		/* v2: enable what we can one by one; a refusal only loses that cap. */
 		static const char *const ctl[] = {"+memory", "+cpu", "+pids"};
-		char *top = strdup(parent);
+		char *top = sbx_xstrdup(parent);
 		*strrchr(top, '/') = '\0';
 		for (size_t i = 0; i < 3; i++) {
 			write_at(top, "cgroup.subtree_control", ctl[i]);
@@ -408,8 +409,8 @@ int lcl_cg_from_json(struct lcl_cgroup *cg, json_t *j)
 	cg->kind = !strcmp(kind, "v1") ? LCL_CG_V1 : !strcmp(kind, "v2") ? LCL_CG_V2 : LCL_CG_NONE;
 	for (int i = 0; i < 4; i++) {
 		const char *v = json_string_value(json_object_get(j, names[i]));
-		if (v && !(*slot[i] = strdup(v)))
-			abort();
+		if (v)
+			*slot[i] = sbx_xstrdup(v);
 	}
 	return 0;
 }

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/fsutil.h"
 #include "base/sysutil.h"
 #include "kernel/events.h"
 #include "kernel/kernels.h"
@@ -121,23 +122,14 @@ static int write_driver(int dfd, const struct kernel *k)
 {
 	char tmp[64];
 	const char *src = k->js ? sbx_kernel_js : sbx_kernel_py;
-	size_t len = k->js ? sbx_kernel_js_len : sbx_kernel_py_len, off = 0;
+	size_t len = k->js ? sbx_kernel_js_len : sbx_kernel_py_len;
 	int fd, e = 0;
 
 	snprintf(tmp, sizeof(tmp), ".%s.%d", k->driver, (int)getpid());
 	if ((fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644)) <
 	    0)
 		return -errno;
-	while (off < len) {
-		ssize_t n = write(fd, src + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			e = n < 0 ? -errno : -EIO;
-			break;
-		}
-		off += (size_t)n;
-	}
+	e = sbx_write_all(fd, src, len);
 	if (close(fd) < 0 && !e)
 		e = -errno;
 	if (!e && renameat(dfd, tmp, dfd, k->driver) < 0)
@@ -210,20 +202,6 @@ static int kernel_start(struct local_inst *li, int dfd, const struct kernel *k,
 	return e;
 }
 
-static int send_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Sends the request and feeds the events into ev until the server closes. */
 static int execute(int fd, const struct sbx_code_req *req, const struct kernel *k,
 		   const struct sbx_run_sink *sink, struct sbx_code_events *ev,
@@ -237,7 +215,7 @@ static int execute(int fd, const struct sbx_code_req *req, const struct kernel *
 	if (!line)
 		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
 				     "%s: the code or an env value is not valid UTF-8", k->language);
-	e = send_all(fd, line, len);
+	e = sbx_send_all(fd, line, len);
 	free(line);
 	if (e < 0 && e != -EPIPE && e != -ECONNRESET)
 		return sbx_error_set(err, e, SBX_E_EXECUTION_FAILED, "%s: sending the code: %s",

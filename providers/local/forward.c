@@ -32,6 +32,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/fsutil.h"
 #include "base/xalloc.h"
 
 #define FWD_BUF 65536
@@ -91,30 +92,15 @@ static int connect_inside(struct lcl_fwd *f, int port)
 	return fd;
 }
 
-/* Everything of buf to fd; false on error. */
-static bool send_all(int fd, const char *buf, ssize_t n)
-{
-	while (n > 0) {
-		ssize_t w = send(fd, buf, (size_t)n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		buf += w;
-		n -= w;
-	}
-	return true;
-}
-
 /* Copies both ways; an EOF is passed on as a half-close, an error ends both. */
 static void *conn_main(void *arg)
 {
 	struct fwd_conn *c = arg;
 	int fds[2] = {c->cfd, connect_inside(c->fwd, c->port)};
 	bool open[2] = {true, true};
-	char *buf = malloc(FWD_BUF);
+	char *buf = sbx_xmalloc(FWD_BUF);
 
-	while (buf && fds[1] >= 0 && (open[0] || open[1])) {
+	while (fds[1] >= 0 && (open[0] || open[1])) {
 		struct pollfd p[3] = {{.fd = open[0] ? fds[0] : -1, .events = POLLIN},
 				      {.fd = open[1] ? fds[1] : -1, .events = POLLIN},
 				      {.fd = c->fwd->stop[0], .events = POLLIN}};
@@ -132,7 +118,7 @@ static void *conn_main(void *arg)
 			ssize_t n = read(fds[i], buf, FWD_BUF);
 			if (n < 0 && errno == EINTR)
 				continue;
-			if (n < 0 || (n > 0 && !send_all(fds[!i], buf, n)))
+			if (n < 0 || (n > 0 && sbx_send_all(fds[!i], buf, (size_t)n) < 0))
 				break;
 			if (n == 0) {
 				open[i] = false;
@@ -170,12 +156,8 @@ static void *accept_main(void *arg)
 		int cfd = accept4(fp->lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (cfd < 0)
 			continue; /* ECONNABORTED and the like; EMFILE: the next poll retries */
-		struct fwd_conn *c = malloc(sizeof(*c));
+		struct fwd_conn *c = sbx_xmalloc(sizeof(*c));
 		pthread_t t;
-		if (!c) {
-			close(cfd);
-			continue;
-		}
 		*c = (struct fwd_conn){.fwd = fp->fwd, .cfd = cfd, .port = fp->port};
 		atomic_fetch_add(&fp->fwd->refs, 1);
 		if (pthread_create(&t, &attr, conn_main, c) != 0) {

@@ -18,6 +18,7 @@
  * doc/DESIGN.md ("Threat model") says why an allowlist.
  */
 #include "local.h"
+#include "base/xalloc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -279,7 +280,7 @@ const char *lcl_hostview_dir(struct sbx_error *err)
 	}
 	/* (names given though a remount ignores them: valgrind checks the pointers) */
 	mount("sbxfs-hostview", path, "tmpfs", MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
-	view = strdup(path);
+	view = sbx_xstrdup(path);
 	prune(view);
 out:
 	pthread_mutex_unlock(&lock);

@@ -20,6 +20,7 @@
  * timers or lifetimes: those are the core's.
  */
 #include "local.h"
+#include "base/xalloc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -68,7 +69,7 @@ static int setting_str(json_t *s, const char *key, char **out, struct sbx_error 
 	if (!json_is_string(v))
 		return sbx_error_set(err, EINVAL, 0, "providers.local.%s: not a string", key);
 	free(*out);
-	*out = strdup(json_string_value(v));
+	*out = sbx_xstrdup(json_string_value(v));
 	return 0;
 }
 
@@ -159,9 +160,7 @@ static void local_release(struct sbx_instance *inst)
 
 static struct local_inst *inst_new(const struct sbx_spec *spec, const char *id)
 {
-	struct local_inst *li = calloc(1, sizeof(*li));
-	if (!li)
-		abort();
+	struct local_inst *li = sbx_xcalloc(1, sizeof(*li));
 	li->dirfd = li->rootfd = li->logfd = li->net_exit_fd = -1;
 	li->base.prov = &sbx_provider_local;
 	snprintf(li->base.id, sizeof(li->base.id), "%s", id);
@@ -227,9 +226,9 @@ static int load_lease(struct local_inst *li)
 		json_decref(j);
 		return -ENOENT;
 	}
-	li->lease = strdup(lease);
-	li->template_name = strdup(tmpl);
-	li->workdir = strdup(wd);
+	li->lease = sbx_xstrdup(lease);
+	li->template_name = sbx_xstrdup(tmpl);
+	li->workdir = sbx_xstrdup(wd);
 	li->init_pid = (pid_t)pid;
 	li->init_start = (unsigned long long)start;
 	li->net_none = none;
@@ -287,9 +286,9 @@ static int local_create(const struct sbx_spec *spec, const char *lease, struct s
 	snprintf(id, sizeof(id), "lcl-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],
 		 rnd[4], rnd[5]);
 	li = inst_new(spec, id);
-	li->lease = strndup(lease && *lease ? lease : id, 63); /* a hostname's length */
-	li->template_name = strdup(spec->template_name ? spec->template_name : "host");
-	li->workdir = strdup(spec->working_dir ? spec->working_dir : "/root");
+	li->lease = sbx_xstrndup(lease && *lease ? lease : id, 63); /* a hostname's length */
+	li->template_name = sbx_xstrdup(spec->template_name ? spec->template_name : "host");
+	li->workdir = sbx_xstrdup(spec->working_dir ? spec->working_dir : "/root");
 	li->net_none = spec->network && !strcmp(spec->network, "none");
 	li->net_host = spec->network && !strcmp(spec->network, "host");
 	long disk = spec->res.disk_mb > 0 ? spec->res.disk_mb : lcl_cfg.disk_mb;

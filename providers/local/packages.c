@@ -10,6 +10,7 @@
  * here: version pinning or caches beyond what pip/npm do themselves.
  */
 #include "local.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,7 +58,7 @@ static int stage(struct local_inst *li, const char *host, struct sbx_buf *staged
 		 struct sbx_error *err)
 {
 	struct sbx_buf dest = SBX_BUF_INIT;
-	char *copy = strdup(host), *base = basename(copy);
+	char *copy = sbx_xstrdup(host), *base = basename(copy);
 	pid_t pid;
 	int st, e;
 

@@ -12,6 +12,7 @@
  * nothing of cgroups.
  */
 #include "local.h"
+#include "base/xalloc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -101,7 +102,7 @@ static int mask_host(const char *upper_path, const char *lower)
 	for (size_t i = 0; !e && i < sizeof(masked) / sizeof(masked[0]); i++)
 		e = lcl_make_opaque(upper, masked[i].name, masked[i].mode);
 	if (!e && !strcmp(lower, "/") && lcl_cfg.state_dir) {
-		char real[PATH_MAX], *top = strdup(lcl_cfg.state_dir);
+		char real[PATH_MAX], *top = sbx_xstrdup(lcl_cfg.state_dir);
 		/* The mount's state directory is the parent of <state>/local. */
 		if (realpath(dirname(top), real))
 			e = mask_path(upper, real);

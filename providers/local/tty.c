@@ -8,6 +8,7 @@
  * terminal modes, which are the shell's and the kernel's business.
  */
 #include "local.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,12 +112,10 @@ int lcl_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
 {
 	struct local_inst *li = lcl_inst(inst);
 	struct sbx_run_req run = {.shell = tty_shell, .cwd = req->cwd, .envs = req->envs};
-	struct sbx_tty_session *s = calloc(1, sizeof(*s));
+	struct sbx_tty_session *s = sbx_xcalloc(1, sizeof(*s));
 	int slave = -1, devnull = -1, e;
 	char name[64];
 
-	if (!s)
-		abort();
 	s->li = li;
 	s->sink = *sink;
 	s->sock = s->wake[0] = s->wake[1] = -1;

@@ -3,6 +3,7 @@
  * filesystem daemon that cannot allocate a few bytes cannot report it.
  */
 #include "base/buf.h"
+#include "base/xalloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +33,7 @@ void sbx_buf_grow(struct sbx_buf *b, size_t extra)
 	size_t n = b->alloc ? b->alloc : 64;
 	while (n < need)
 		n *= 2;
-	char *p = b->alloc ? realloc(b->buf, n) : malloc(n);
-	if (!p)
-		abort();
+	char *p = b->alloc ? sbx_xrealloc(b->buf, n) : sbx_xmalloc(n);
 	if (!b->alloc)
 		p[0] = '\0';
 	b->buf = p;
@@ -108,9 +107,7 @@ char *sbx_buf_detach(struct sbx_buf *b, size_t *len)
 	if (b->alloc) {
 		p = b->buf;
 	} else {
-		p = malloc(1);
-		if (!p)
-			abort();
+		p = sbx_xmalloc(1);
 		p[0] = '\0';
 	}
 	sbx_buf_init(b);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,20 +33,29 @@ int sbx_mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-static int write_all(int fd, const void *data, size_t len)
+static int put_all(int fd, const void *data, size_t len, bool sock)
 {
 	const char *p = data;
 	while (len) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
+		ssize_t w = sock ? send(fd, p, len, MSG_NOSIGNAL) : write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
 		p += w;
 		len -= (size_t)w;
 	}
 	return 0;
+}
+
+int sbx_write_all(int fd, const void *data, size_t len)
+{
+	return put_all(fd, data, len, false);
+}
+
+int sbx_send_all(int fd, const void *data, size_t len)
+{
+	return put_all(fd, data, len, true);
 }
 
 int sbx_write_file_atomic(const char *path, const void *data, size_t len)
@@ -56,7 +66,7 @@ int sbx_write_file_atomic(const char *path, const void *data, size_t len)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	rc = write_all(fd, data, len);
+	rc = sbx_write_all(fd, data, len);
 	if (!rc && fsync(fd))
 		rc = -errno;
 	if (close(fd) && !rc)
@@ -73,7 +83,7 @@ int sbx_append_file(const char *path, const void *data, size_t len)
 	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600), rc;
 	if (fd < 0)
 		return -errno;
-	rc = write_all(fd, data, len);
+	rc = sbx_write_all(fd, data, len);
 	close(fd);
 	return rc;
 }

@@ -20,6 +20,10 @@ int sbx_write_file_atomic(const char *path, const void *data, size_t len);
 int sbx_append_file(const char *path, const void *data, size_t len);
 /* Reads the whole file into out (appending); ENOENT if missing. max bounds the size. */
 int sbx_read_file(const char *path, struct sbx_buf *out, size_t max);
+/* All of data to fd: retried on EINTR and short writes; -EIO if a write moves nothing. */
+int sbx_write_all(int fd, const void *data, size_t len);
+/* The same through send(MSG_NOSIGNAL): a closed peer is -EPIPE, never SIGPIPE. */
+int sbx_send_all(int fd, const void *data, size_t len);
 /* rm -rf without following symlinks and without crossing mount points. */
 int sbx_rm_rf(const char *path);
 /* *ts = now on clock + ms: a deadline for pthread_cond_timedwait. */

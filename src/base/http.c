@@ -6,6 +6,7 @@
  * The pure helpers of http.h live in http_util.c.
  */
 #include "base/http.h"
+#include "base/xalloc.h"
 
 #include <curl/curl.h>
 
@@ -173,15 +174,11 @@ struct sbx_http_client *sbx_http_client_new(const struct sbx_http_settings *s)
 {
 	struct sbx_http_client *c;
 	pthread_once(&global_once, global_init);
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return NULL;
+	c = sbx_xcalloc(1, sizeof(*c));
 	if (s)
 		c->set = *s;
-	c->user_agent = strdup(c->set.user_agent ? c->set.user_agent : "sbxfs/" PACKAGE_VERSION);
-	c->ca_file = c->set.ca_file ? strdup(c->set.ca_file) : NULL;
-	if (!c->user_agent || (c->set.ca_file && !c->ca_file))
-		goto out_free;
+	c->user_agent = sbx_xstrdup(c->set.user_agent ? c->set.user_agent : "sbxfs/" PACKAGE_VERSION);
+	c->ca_file = c->set.ca_file ? sbx_xstrdup(c->set.ca_file) : NULL;
 	c->set.user_agent = c->user_agent;
 	c->set.ca_file = c->ca_file;
 	if (!c->set.connect_timeout_ms)
@@ -212,7 +209,6 @@ out_locks:
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_destroy(&c->share_locks[i]);
 	pthread_mutex_destroy(&c->lock);
-out_free:
 	free(c->user_agent);
 	free(c->ca_file);
 	free(c);
@@ -260,11 +256,7 @@ static CURL *handle_get(struct sbx_http_client *c)
 
 static void handle_put(struct sbx_http_client *c, CURL *h)
 {
-	struct pooled *p = malloc(sizeof(*p));
-	if (!p) {
-		curl_easy_cleanup(h);
-		return;
-	}
+	struct pooled *p = sbx_xmalloc(sizeof(*p));
 	p->h = h;
 	pthread_mutex_lock(&c->lock);
 	if (c->n_free < c->set.max_idle_handles) {

@@ -1,5 +1,6 @@
 /* keyfile — see keyfile.h. */
 #include "base/keyfile.h"
+#include "base/xalloc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -67,8 +68,8 @@ int sbx_keyfile_read(const char *path, char **out, struct sbx_error *err)
 		line = trim(line);
 		if (!*line)
 			rc = sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "%s is empty", path);
-		else if (!(*out = strdup(line)))
-			abort();
+		else
+			*out = sbx_xstrdup(line);
 	}
 	if (b.len)
 		memset(b.buf, 0, b.len);

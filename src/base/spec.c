@@ -3,6 +3,7 @@
  * config file. Every rejection names the offending key.
  */
 #include "base/spec.h"
+#include "base/xalloc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,7 +14,7 @@
 void sbx_spec_init(struct sbx_spec *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->provider = strdup("local");
+	s->provider = sbx_xstrdup("local");
 	s->template_name = NULL;
 	s->envs = json_object();
 	s->packages = json_array();
@@ -37,7 +38,7 @@ void sbx_spec_free(struct sbx_spec *s)
 
 static char *dup_or_null(const char *s)
 {
-	return s ? strdup(s) : NULL;
+	return s ? sbx_xstrdup(s) : NULL;
 }
 
 void sbx_spec_copy(struct sbx_spec *dst, const struct sbx_spec *src)
@@ -123,7 +124,7 @@ static int set_str(char **dst, json_t *v, const char *key, struct sbx_error *e)
 	if (!json_is_string(v))
 		return sbx_error_set(e, EINVAL, 0, "spec: \"%s\" must be a string", key);
 	free(*dst);
-	*dst = strdup(json_string_value(v));
+	*dst = sbx_xstrdup(json_string_value(v));
 	return 0;
 }
 
@@ -292,7 +293,7 @@ int sbx_spec_apply_kv(struct sbx_spec *s, const char *key, const char *value,
 		json_object_set_new(obj, "envs", envs);
 	} else if (!strcmp(key, "packages")) {
 		json_t *arr = json_array();
-		char *dup = strdup(value), *save = NULL;
+		char *dup = sbx_xstrdup(value), *save = NULL;
 		for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save))
 			json_array_append_new(arr, json_string(t));
 		free(dup);
@@ -368,11 +369,9 @@ static int valid_profile_name(const char *n)
 static void add_profile(struct sbx_config *c, const char *name, json_t *raw,
 			const struct sbx_spec *spec)
 {
-	c->profiles = realloc(c->profiles, (c->n_profiles + 1) * sizeof(*c->profiles));
-	if (!c->profiles)
-		abort();
+	c->profiles = sbx_xrealloc(c->profiles, (c->n_profiles + 1) * sizeof(*c->profiles));
 	struct sbx_profile *p = &c->profiles[c->n_profiles++];
-	p->name = strdup(name);
+	p->name = sbx_xstrdup(name);
 	p->raw = raw;
 	p->spec = *spec;
 }
@@ -429,7 +428,7 @@ int sbx_config_parse(struct sbx_config *c, json_t *root, struct sbx_error *e)
 		rc = sbx_error_set(e, EINVAL, 0, "config: \"defaultProfile\" must be a string");
 		goto fail;
 	}
-	c->default_profile = strdup(v ? json_string_value(v) : "default");
+	c->default_profile = sbx_xstrdup(v ? json_string_value(v) : "default");
 	if (!sbx_config_profile(c, c->default_profile)) {
 		if (v) {
 			rc = sbx_error_set(e, EINVAL, 0,

@@ -27,6 +27,8 @@
 #include <jansson.h>
 
 #include "base/buf.h"
+#include "base/fsutil.h"
+#include "base/xalloc.h"
 
 /* timeout(1)'s status for a command stopped at its deadline. */
 #define EXIT_TIMEOUT 124
@@ -129,7 +131,7 @@ static char *find_lease(const char *arg, char **sandbox_cwd)
 	size_t ll = strlen(lease);
 	if (cwd && !strncmp(cwd, lease, ll) && !strncmp(cwd + ll, "/fs", 3) &&
 	    (cwd[ll + 3] == '\0' || cwd[ll + 3] == '/'))
-		*sandbox_cwd = strdup(cwd[ll + 3] ? cwd + ll + 3 : "/");
+		*sandbox_cwd = sbx_xstrdup(cwd[ll + 3] ? cwd + ll + 3 : "/");
 	free(root);
 	free(cwd);
 	return lease;
@@ -165,20 +167,6 @@ static char *slurp(const char *path)
 		return NULL;
 	}
 	return sbx_buf_detach(&b, NULL);
-}
-
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
 }
 
 /* Prints "sbx: WHAT: strerror: <the lease's error line>" and exits 125 (or status). */
@@ -220,7 +208,7 @@ static void *pump_main(void *arg)
 			p->err = errno;
 		if (n <= 0)
 			return NULL;
-		if (write_all(p->out, buf, (size_t)n) < 0)
+		if (sbx_write_all(p->out, buf, (size_t)n) < 0)
 			return NULL; /* our stdout is gone: the run goes on, as with a closed pipe
 				      */
 	}
@@ -292,7 +280,7 @@ static void *signal_main(void *arg)
 		pthread_mutex_unlock(&run_lock);
 		int fd = ctl ? open(ctl, O_WRONLY | O_CLOEXEC) : -1;
 		free(ctl);
-		if (fd >= 0 && write_all(fd, "kill\n", 5) == 0 && close(fd) == 0) {
+		if (fd >= 0 && sbx_write_all(fd, "kill\n", 5) == 0 && close(fd) == 0) {
 			run_signal = sig;
 			continue;
 		}
@@ -362,7 +350,7 @@ static int cmd_run(char *lease_arg, char **argv)
 	free(p);
 	if (fd < 0)
 		fail(lease, "exec", errno, EXIT_SBXFS);
-	int e = write_all(fd, text, strlen(text));
+	int e = sbx_write_all(fd, text, strlen(text));
 	if (e < 0)
 		fail(lease, "starting the command", -e, EXIT_SBXFS);
 	pump_start(&out, fd, STDOUT_FILENO);
@@ -407,7 +395,7 @@ static int cmd_run(char *lease_arg, char **argv)
 		p = path_in(lease, "%s", "stderr");
 		char *etext = slurp(p);
 		free(p);
-		if (etext && write_all(STDERR_FILENO, etext, strlen(etext)) < 0)
+		if (etext && sbx_write_all(STDERR_FILENO, etext, strlen(etext)) < 0)
 			etext[0] = '\0';
 		free(etext);
 	}
@@ -464,7 +452,7 @@ static void send_size(int ctl)
 	if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 || !ws.ws_col || !ws.ws_row)
 		return;
 	snprintf(line, sizeof(line), "size %u %u\n", ws.ws_col, ws.ws_row);
-	if (write_all(ctl, line, strlen(line)) < 0) {
+	if (sbx_write_all(ctl, line, strlen(line)) < 0) {
 		/* a resize refused is not worth ending the session for */
 	}
 }
@@ -503,7 +491,7 @@ static int cmd_shell(char *lease_arg)
 		sbx_buf_addf(&setup, "term %s\n", s);
 	if (dir && !strchr(dir, '\n'))
 		sbx_buf_addf(&setup, "cwd %s\n", dir);
-	if (setup.len && write_all(ctl, setup.buf, setup.len) < 0)
+	if (setup.len && sbx_write_all(ctl, setup.buf, setup.len) < 0)
 		fail(lease, "tty ctl", errno, EXIT_SBXFS);
 	sbx_buf_release(&setup);
 	send_size(ctl);
@@ -564,8 +552,8 @@ static int cmd_shell(char *lease_arg)
 			if (k <= 0) {
 				/* Our input ended (a pipe): as ^D typed at the prompt. */
 				in_open = false;
-				k = write_all(data, "\004", 1);
-			} else if (write_all(data, buf, (size_t)k) < 0) {
+				k = sbx_write_all(data, "\004", 1);
+			} else if (sbx_write_all(data, buf, (size_t)k) < 0) {
 				in_open = false;
 			}
 		}

@@ -133,15 +133,23 @@ code_restart() { # LEASE
 	eq "... by a fresh interpreter not reported as lost" "$(rfield "$L" 'r["stateLost"]')" "false"
 }
 
+# code_died LEASE VAR WHY: the python run just made on LEASE lost its
+# interpreter (WHY); a run before it had set VAR. The result says so, and
+# the next run is served by a fresh interpreter that reports stateLost.
+code_died() {
+	local L=$1 var=$2 why=$3
+	eq "a run whose interpreter $why: success false" "$(rfield "$L" 'r["success"]')" "false"
+	eq "... UnexpectedEndOfExecution" "$(rfield "$L" 'r["error"]["name"]')" "UnexpectedEndOfExecution"
+	echo "\"$var\" in globals()" >"$L/code.py"
+	eq "the next run gets a fresh interpreter" "$(cat "$L/code.py")" "False"
+	eq "... and result says stateLost" "$(rfield "$L" 'r["stateLost"]')" "true"
+}
+
 code_death() { # LEASE: an interpreter that dies is replaced, and the next result says so
 	local L=$1
 	echo 'doomed = 1' >"$L/code.py"
 	echo 'import os, signal; os.kill(os.getpid(), signal.SIGKILL)' >"$L/code.py"
-	eq "a run whose interpreter dies: success false" "$(rfield "$L" 'r["success"]')" "false"
-	eq "... UnexpectedEndOfExecution" "$(rfield "$L" 'r["error"]["name"]')" "UnexpectedEndOfExecution"
-	echo '"doomed" in globals()' >"$L/code.py"
-	eq "the next run gets a fresh interpreter" "$(cat "$L/code.py")" "False"
-	eq "... and result says stateLost" "$(rfield "$L" 'r["stateLost"]')" "true"
+	code_died "$L" doomed "dies"
 	echo '1' >"$L/code.py"
 	eq "... once" "$(rfield "$L" 'r["stateLost"]')" "false"
 }

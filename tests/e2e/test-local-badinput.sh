@@ -29,6 +29,8 @@ eq "state unchanged" "$(cat "$L/state")" "running"
 eq "write to a read-only control file" "$(errno_of "open('$L/info','w')")" "EACCES"
 ok "lease error explains" grep -q 'read-only' "$L/error"
 eq "write to spec after creation" "$(errno_of "open('$L/spec','w')")" "EBUSY"
+eq "... and the journal records the errno the caller got" \
+	"$(tail -n 1 "$L/log" | python3 -c 'import json, sys; e = json.load(sys.stdin); print(e["op"], e["errno"])')" "open 16"
 eq "reading ctl" "$(errno_of "open('$MNT/ctl').read()")" "EACCES"
 eq "unknown file in a lease" "$(errno_of "open('$L/nothing')")" "ENOENT"
 eq "attach to an unknown sandbox" "$(errno_of_write "$MNT/ctl" "attach z lcl-doesnotexist

@@ -37,11 +37,7 @@ echo "new capped resources.memoryMB=128" >"$MNT/ctl"
 C=$MNT/capped
 echo 'small = 1' >"$C/code.py"
 echo 'hog = bytearray(512 << 20)' >"$C/code.py"
-eq "an interpreter killed by the memory cap: success false" "$(rfield "$C" 'r["success"]')" "false"
-eq "... UnexpectedEndOfExecution" "$(rfield "$C" 'r["error"]["name"]')" "UnexpectedEndOfExecution"
-echo '"small" in globals()' >"$C/code.py"
-eq "the next run starts a fresh interpreter" "$(cat "$C/code.py")" "False"
-eq "... with stateLost true in result" "$(rfield "$C" 'r["stateLost"]')" "true"
+code_died "$C" small "is killed by the memory cap"
 rmdir "$C"
 
 # No TypeScript runtime (no node on PATH): ENOTSUP and the reason in `error`.

@@ -3,7 +3,7 @@
 /*
  * Fake Daytona: the control plane under /api and the toolbox (the daemon
  * behind the Daytona proxy) under /toolbox/{id}, on one HTTP port, speaking
- * ../../shared/protocols/daytona.md so that the official SDK works with
+ * ../../doc/protocols/daytona.md so that the official SDK works with
  * apiUrl = http://127.0.0.1:PORT/api.  Sandboxes are real overlay roots
  * (lib/sandbox-root.js) with the user `daytona` (home /home/daytona).  This
  * file holds the control plane and the proxy's gate; lib/daytona-*.js the

@@ -3,7 +3,7 @@
 /*
  * Fake E2B: the control plane, envd (port 49983) and the code interpreter
  * (port 49999) on one HTTP port, speaking the wire protocol of
- * ../../shared/protocols/e2b.md so that the official SDK works against it
+ * ../../doc/protocols/e2b.md so that the official SDK works against it
  * with apiUrl = sandboxUrl = http://127.0.0.1:PORT.  Data-plane requests are
  * routed by the E2b-Sandbox-Id / E2b-Sandbox-Port headers (or a Host of the
  * form PORT-ID.domain), as the edge proxy does.  Sandboxes are real

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -412,6 +413,47 @@ START_TEST(clock_and_random)
 }
 END_TEST
 
+START_TEST(write_and_send_all)
+{
+	/* 1 MiB through a pipe (64 KiB buffer): short writes, all of it arrives in order. */
+	size_t len = 1u << 20;
+	char *data = malloc(len);
+	int fds[2], st;
+	ck_assert_ptr_nonnull(data);
+	for (size_t i = 0; i < len; i++)
+		data[i] = (char)(i * 7 + i / 251);
+	ck_assert_int_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		size_t got = 0;
+		char buf[4096];
+		ssize_t n;
+		close(fds[1]);
+		while ((n = read(fds[0], buf, sizeof(buf))) > 0) {
+			if (got + (size_t)n > len || memcmp(buf, data + got, (size_t)n))
+				_exit(2);
+			got += (size_t)n;
+		}
+		_exit(got == len ? 0 : 1);
+	}
+	close(fds[0]);
+	ck_assert_int_eq(sbx_write_all(fds[1], data, len), 0);
+	close(fds[1]);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	free(data);
+
+	/* A closed peer: -EPIPE from send_all, and no SIGPIPE (default: it would kill us). */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+	close(fds[1]);
+	ck_assert_int_eq(sbx_send_all(fds[0], "x", 1), -EPIPE);
+	close(fds[0]);
+	ck_assert_int_eq(sbx_write_all(-1, "x", 1), -EBADF);
+	ck_assert_int_eq(sbx_write_all(-1, "", 0), 0);
+}
+END_TEST
+
 START_TEST(df_parse)
 {
 	struct statvfs st;
@@ -494,6 +536,7 @@ int main(void)
 	tcase_add_test(tc, base64_lenient_and_bad_input);
 	tcase_add_test(tc, clock_and_random);
 	tcase_add_test(tc, df_parse);
+	tcase_add_test(tc, write_and_send_all);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
