@@ -32,23 +32,6 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-/* Failures that answer the question rather than report a fault: not logged. */
-static bool is_answer(int rc)
-{
-	switch (-rc) {
-	case ENOENT:
-	case EEXIST:
-	case ENOTEMPTY:
-	case ENOTDIR:
-	case EISDIR:
-	case ENAMETOOLONG:
-	case ELOOP:
-		return true;
-	default:
-		return false;
-	}
-}
-
 /* Records a failure of `op path` in the lease's `error` file; returns rc. */
 int fsc_record(struct sbx_lease *l, const char *op, const char *path, int rc,
 		  struct sbx_error *err)
@@ -65,7 +48,7 @@ int fsc_record(struct sbx_lease *l, const char *op, const char *path, int rc,
 int fsc_fail(struct sbx_lease *l, const char *op, const char *path, int rc,
 		struct sbx_error *err)
 {
-	return is_answer(rc) ? rc : fsc_record(l, op, path, rc, err);
+	return sbx_fs_is_fault(rc) ? fsc_record(l, op, path, rc, err) : rc;
 }
 
 int fsc_unsupported(struct sbx_lease *l, const char *what, struct sbx_error *err)
@@ -264,7 +247,7 @@ static int relist(struct sbx_lease *l, const char *dir, bool *fault, struct sbx_
 	if (!rc)
 		sbx_cache_dir_put(l->cache, dir, &ls, true, gen);
 	sbx_cache_listing_release(&ls);
-	*fault = rc && !is_answer(rc);
+	*fault = rc && sbx_fs_is_fault(rc);
 	return rc ? rc : 1;
 }
 
@@ -311,7 +294,7 @@ static int remote_stat(struct sbx_lease *l, const char *path, struct sbx_stat *s
 	rc = fsc_end(l, l->prov->stat(inst, path, st, err), "stat", path, err);
 	if (rc == 0 || rc == -ENOENT)
 		sbx_cache_attr_put(l->cache, path, rc ? NULL : st, gen);
-	fault = rc && !is_answer(rc);
+	fault = rc && sbx_fs_is_fault(rc);
 out:
 	if (fault)
 		sbx_cache_fail_put(l->cache, path, err);
@@ -657,3 +640,12 @@ const struct sbx_fs_ops sbx_fs_cached_ops = {
 	.mknod = c_mknod,
 	.statfs = c_statfs,
 };
+
+void sbx_fs_cached_install(void)
+{
+	static const struct sbx_lease_hooks hooks = {
+		.before_pause = sbx_fs_before_pause,
+		.save_unsaved = sbx_fs_save_unsaved,
+	};
+	sbx_lease_set_hooks(&hooks);
+}

@@ -15,7 +15,7 @@
 /* Records the failure of `op path` (filling err if empty); returns rc. */
 int fsc_record(struct sbx_lease *l, const char *op, const char *path, int rc,
 	       struct sbx_error *err);
-/* fsc_record() unless rc is an answer (ENOENT, EEXIST, ENOTEMPTY...). */
+/* fsc_record() if rc is a fault (sbx_fs_is_fault()), else only returns rc. */
 int fsc_fail(struct sbx_lease *l, const char *op, const char *path, int rc,
 	     struct sbx_error *err);
 /* -ENOTSUP with "provider X cannot <what>" (not recorded). */

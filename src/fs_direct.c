@@ -7,8 +7,6 @@
  * creates or changes a file counts as use and resumes it.
  */
 #include "fsmirror.h"
-#include "cache.h"
-#include "kinval.h"
 
 
 #include <errno.h>
@@ -32,9 +30,7 @@ static int peek(struct sbx_lease *l, struct sbx_instance **inst, bool *used,
 static int fail(struct sbx_lease *l, const char *op, const char *path, int rc,
 		struct sbx_error *err)
 {
-	/* ENOENT/EEXIST/ENOTEMPTY... are answers, not faults worth an error line. */
-	if (rc == -EIO || rc == -ENOTCONN || rc == -ETIMEDOUT || rc == -EACCES ||
-	    rc == -ENOSPC || rc == -EDQUOT || rc == -ENOTSUP || rc == -EAGAIN) {
+	if (sbx_fs_is_fault(rc)) {
 		char what[300];
 		snprintf(what, sizeof(what), "%s %s", op, path);
 		sbx_lease_error(l, what, err);
@@ -294,26 +290,3 @@ const struct sbx_fs_ops sbx_fs_direct_ops = {
 	.mknod = d_mknod,
 	.statfs = d_statfs,
 };
-
-const struct sbx_fs_ops *sbx_fs_ops_for(struct sbx_lease *l)
-{
-	return (l->prov->caps & SBX_CAP_DIRECT_IO) ? &sbx_fs_direct_ops : &sbx_fs_cached_ops;
-}
-
-void sbx_fs_invalidate(struct sbx_lease *l)
-{
-	if (l->cache)
-		sbx_cache_invalidate_all(l->cache);
-	sbx_kinval_flush(l->kinval);
-}
-
-int sbx_fs_is_pseudo(const char *path)
-{
-	static const char *const pseudo[] = {"/proc", "/sys", "/dev", NULL};
-	for (const char *const *p = pseudo; *p; p++) {
-		size_t n = strlen(*p);
-		if (!strncmp(path, *p, n) && (path[n] == '\0' || path[n] == '/'))
-			return 1;
-	}
-	return 0;
-}

@@ -5,7 +5,9 @@
  * Two implementations sit behind one table: fs_direct.c for providers with
  * SBX_CAP_DIRECT_IO (local: straight to the provider's file handles, no
  * cache), and fs_cached.c for remote providers (attribute and listing
- * cache, whole-file content cache with upload on flush/fsync). This layer
+ * cache, whole-file content cache with upload on flush/fsync), chosen by
+ * sbx_fs_ops_for(); fsmirror.c holds what is common to both (invalidation,
+ * pseudo paths, the answer-or-fault rule). This layer
  * resumes paused sandboxes through sbx_lease_use(), records every failure
  * in the lease's `error` file, and knows nothing of FUSE.
  */
@@ -76,7 +78,10 @@ extern const struct sbx_fs_ops sbx_fs_direct_ops;
 extern const struct sbx_fs_ops sbx_fs_cached_ops;
 
 /* The implementation serving lease l. */
-const struct sbx_fs_ops *sbx_fs_ops_for(struct sbx_lease *l);
+static inline const struct sbx_fs_ops *sbx_fs_ops_for(struct sbx_lease *l)
+{
+	return (l->prov->caps & SBX_CAP_DIRECT_IO) ? &sbx_fs_direct_ops : &sbx_fs_cached_ops;
+}
 /* After a run: drop what is cached of l's fs/ so the run's writes show. */
 void sbx_fs_invalidate(struct sbx_lease *l);
 /* Most paths sbx_fs_before_pause() stats. */
@@ -92,8 +97,20 @@ void sbx_fs_before_pause(struct sbx_lease *l);
  * Returns how many stay unsaved.
  */
 size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms);
+/*
+ * Installs sbx_fs_before_pause and sbx_fs_save_unsaved as the lease
+ * module's hooks (sbx_lease_set_hooks); main.c calls it before the mount
+ * opens.
+ */
+void sbx_fs_cached_install(void);
 /* Files one sbx_fs_save_unsaved(all) pass takes at most. */
 #define SBX_SAVE_UNSAVED_MAX 256
+/*
+ * False when rc (0 or -errno) answers the question (ENOENT, EEXIST,
+ * ENOTEMPTY, ENOTDIR, EISDIR, ENAMETOOLONG, ELOOP, EXDEV): returned, not
+ * recorded; true for a fault, which goes to the lease's `error` file.
+ */
+bool sbx_fs_is_fault(int rc);
 /* True for the kernel's pseudo filesystems (/proc, /sys, /dev): fs/ shows them empty. */
 int sbx_fs_is_pseudo(const char *path);
 

@@ -1,6 +1,7 @@
 /*
  * lease — the table of sandboxes the mount holds, their lifecycle state
- * machine, idle/lifetime timers, and the lease table on disk.
+ * machine (lease.c), idle/lifetime timers (leasetimer.c), and the lease
+ * table on disk (leasetab.c).
  *
  * A lease is one sandbox leased by the mount under a name. This module
  * talks to providers for lifecycle only (create, attach, pause, unpause,
@@ -19,10 +20,13 @@
  * then reads each lease under its own lock, so a save never holds the
  * table while it waits for a lease. mount.err_lock (the root `error` line) is a leaf: nothing is taken under
  * it, so a lease journal failing under lease.lock can still report there.
- * NO lock is held across a provider call: lifecycle transitions set the
- * lease's `transition` flag and drop lease.lock (waiters sleep on
- * lease.cond), so `state`, `info`, `status`, `error` and the root listing
- * never wait on a provider.
+ * NO lock is held across a provider call (release() included: it may
+ * flush over the network): lifecycle transitions set the lease's
+ * `transition` flag and drop lease.lock (waiters sleep on lease.cond), so
+ * `state`, `info`, `status`, `error` and the root listing never wait on a
+ * provider. The lease module takes these locks through sbx_lock()
+ * (base/lockorder.h): debug builds (--enable-debug, scripts/test's ASan
+ * build) abort on a wrong order or a provider call with one held.
  */
 #ifndef SBX_LEASE_H
 #define SBX_LEASE_H
@@ -66,8 +70,9 @@ struct sbx_lease {
 	struct sbx_spec spec;               /* read-only after creation */
 	const struct sbx_provider *prov;    /* read-only */
 	struct sbx_instance *inst;          /* (L) NULL while creating or once gone */
-	struct sbx_instance *gone[4];       /* (L) instances of ended sandboxes: a run or open
-					       file may still hold them; released with the lease */
+	struct sbx_instance **gone;         /* (L) instances of ended sandboxes: a run or open
+					       file may still hold them; released with the lease
+					       (release may flush: never under a lock) */
 	int n_gone;                         /* (L) */
 	enum sbx_lease_state state;         /* (L) */
 	bool transition;                    /* (L) a lifecycle call is in flight */
@@ -84,6 +89,7 @@ struct sbx_lease {
 	struct sbx_cache *cache;            /* fs/ cache (NULL for direct-I/O providers) */
 	struct sbx_kinval *kinval;          /* what the kernel caches of fs/ */
 	struct sbx_runs *runtab;            /* (L) its recent runs (runs.c), made at first use */
+	void (*runtab_free)(struct sbx_lease *l); /* set with runtab: frees it with the lease */
 };
 
 struct sbx_mount {
@@ -180,5 +186,21 @@ void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out);
 int sbx_mount_save(struct sbx_mount *m);
 /* Runs one timer pass now (idle pause, lifetime, reclaim TTL, probe). */
 void sbx_mount_tick(struct sbx_mount *m);
+
+/*
+ * What the fs/ cache needs from the lifecycle, installed by the cache
+ * (sbx_fs_cached_install(), at start-up, as fuse_ops installs kinval's
+ * callback) so the lease module never calls into it. Each is called with
+ * no lock held; until installed, none is (and nothing is uploaded).
+ *   before_pause  fetches what a paused lease's cache would lack;
+ *   save_unsaved  uploads l's unsaved files (the timer, the daemon's exit),
+ *                 as sbx_fs_save_unsaved(); returns how many stay unsaved.
+ */
+struct sbx_lease_hooks {
+	void (*before_pause)(struct sbx_lease *l);
+	size_t (*save_unsaved)(struct sbx_lease *l, bool all, long long deadline_ms);
+};
+/* Installs h (static storage; one set per process, before sbx_mount_open). */
+void sbx_lease_set_hooks(const struct sbx_lease_hooks *h);
 
 #endif

@@ -24,6 +24,7 @@
 #include "base/buf.h"
 #include "base/keyfile.h"
 #include "base/log.h"
+#include "fsmirror.h"
 #include "fuse_ops.h"
 #include "lease.h"
 #include "notify.h"
@@ -289,6 +290,7 @@ int main(int argc, char *argv[])
 		goto out_destroy;
 	if (fuse_daemonize(cmd.foreground) != 0)
 		goto out_unmount;
+	sbx_fs_cached_install(); /* the cache's pause and upload hooks */
 	if (sbx_mount_open(&m, opts.state_dir, opts.config, opts.profile, &err)) {
 		sbx_log(SBX_LOG_ERR, "%s", err.msg);
 		goto out_unmount;

@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "fsmirror.h"
 #include "runs.h"
+#include "runs_int.h"
 
 static const struct {
 	const char *ext, *language;

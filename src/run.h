@@ -78,12 +78,6 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
  * cancelled: the provider stops it).
  */
 int sbx_run_wait(struct sbx_run *r);
-/*
- * Waits (lock held) until pred(r, ctx) or the run ends; -EINTR when the
- * waiting process was killed (the run is cancelled), else 0.
- */
-int sbx_run_wait_locked(struct sbx_run *r, bool (*pred)(struct sbx_run *, void *), void *ctx);
-struct sbx_run *sbx_run_get(struct sbx_run *r);
 void sbx_run_put(struct sbx_run *r);
 
 /* The lease's `env` lines as a NULL-terminated "K=V" array (one allocation: free() it). */

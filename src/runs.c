@@ -1,5 +1,6 @@
 /* runs — a lease's runs as runs/N/ directories, and which run a caller sees (see runs.h). */
 #include "runs.h"
+#include "runs_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -147,6 +148,7 @@ static struct sbx_runs *table(struct sbx_lease *l)
 		free(t);
 	} else {
 		l->runtab = t;
+		l->runtab_free = sbx_runs_free;
 	}
 	t = l->runtab;
 	pthread_mutex_unlock(&l->lock);

@@ -47,16 +47,10 @@ void sbx_runs_caller(struct sbx_run_owner *o);
  */
 int sbx_runs_precheck(struct sbx_lease *l, struct sbx_error *err);
 
-/* Allocates the next N (continuing after a remount) and remembers r under it. */
-unsigned long sbx_runs_add(struct sbx_lease *l, struct sbx_run *r);
-/* Removes runs past the retention policy (never a run still going, never newest). */
-void sbx_runs_prune(struct sbx_lease *l);
 /* The run the calling process should see (the per-caller rule); 0 if none. */
 unsigned long sbx_runs_pick(struct sbx_lease *l);
 /* The run numbered n if still remembered (a reference), else NULL. */
 struct sbx_run *sbx_runs_find(struct sbx_lease *l, unsigned long n);
-/* Path of runs/N[/file] (caller frees); file may be NULL. */
-char *sbx_runs_path(struct sbx_lease *l, unsigned long n, const char *file);
 /* Every N on disk, ascending, in a malloc'd array (caller frees). */
 size_t sbx_runs_list(struct sbx_lease *l, unsigned long **out);
 /* Drops the table of a lease (lease_free). */

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "base/fsutil.h"
+#include "base/xalloc.h"
 
 enum target { TO_STDERR, TO_FILE, TO_SYSLOG, TO_JOURNAL };
 
@@ -26,8 +27,15 @@ static int log_fd = 2;
 static enum sbx_log_level log_max = SBX_LOG_INFO;
 static char log_where[PATH_MAX];
 
+/* xalloc's out-of-memory line, logged where every other line goes. */
+static void oom_report(const char *line)
+{
+	sbx_log(SBX_LOG_ERR, "%s", line);
+}
+
 void sbx_log_setup(int use_syslog, enum sbx_log_level max)
 {
+	sbx_xalloc_set_report(oom_report);
 	log_target = use_syslog ? TO_SYSLOG : TO_STDERR;
 	log_fd = 2;
 	log_max = max;
@@ -99,6 +107,7 @@ int sbx_log_open(const char *where, bool daemon, const char *state_dir, enum sbx
 		 const char **chosen, struct sbx_error *err)
 {
 	int rc = 0;
+	sbx_xalloc_set_report(oom_report);
 	log_max = max;
 	log_fd = 2;
 	if (where && !*where)

@@ -7,12 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
+/* log.c's sbx_log, installed by it (xalloc calls no other file: buf, fsutil
+ * and log all allocate through here). */
+static void (*report)(const char *line);
+
+void sbx_xalloc_set_report(void (*fn)(const char *line))
+{
+	report = fn;
+}
 
 static void die(const char *what, size_t n)
 {
-	sbx_log(SBX_LOG_ERR, "out of memory: %s of %zu bytes", what, n);
-	fprintf(stderr, "sbxfs: out of memory: %s of %zu bytes\n", what, n);
+	char line[96];
+	snprintf(line, sizeof(line), "out of memory: %s of %zu bytes", what, n);
+	if (report)
+		report(line);
+	fprintf(stderr, "sbxfs: %s\n", line);
 	abort();
 }
 

@@ -26,6 +26,8 @@ void *sbx_xrealloc(void *p, size_t n);
 /* sbx_xrealloc of n * size, with the multiplication checked. */
 void *sbx_xreallocarray(void *p, size_t n, size_t size);
 char *sbx_xstrdup(const char *s);
+/* Where the out-of-memory line goes besides stderr (log.c installs sbx_log). */
+void sbx_xalloc_set_report(void (*fn)(const char *line));
 char *sbx_xstrndup(const char *s, size_t n);
 /* A malloc'd formatted string. */
 char *sbx_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -424,6 +424,33 @@ START_TEST(test_provider_faults_recorded)
 }
 END_TEST
 
+/*
+ * One answer-or-fault rule for both implementations (sbx_fs_is_fault): a
+ * fault outside fs_direct's old list is explained, an EXDEV (mv copies
+ * instead) is not an error line in fs_cached any more.
+ */
+START_TEST(test_direct_records_unlisted_faults)
+{
+	memprov_fail(mp, MP_MKDIR, EPROTO, 1);
+	ck_assert_int_eq(sbx_fs_direct_ops.mkdir(L, "/d", 0755, &E), -EPROTO);
+	ck_error_mentions("mkdir /d");
+}
+END_TEST
+
+START_TEST(test_exdev_is_an_answer)
+{
+	put("/a", "x");
+	memprov_fail(mp, MP_RENAME, EXDEV, 1);
+	ck_assert_int_eq(F->rename(L, "/a", "/b", 0, &E), -EXDEV);
+	ck_assert_int_eq(sbx_fs_direct_ops.rename(L, "/a", "/b", 0, &E), 0);
+	ck_no_error();
+	memprov_fail(mp, MP_RENAME, EXDEV, 1);
+	ck_assert_int_eq(sbx_fs_direct_ops.rename(L, "/b", "/c", 0, &E), -EXDEV);
+	ck_no_error();
+	ck_assert(!sbx_fs_is_fault(-ENOENT) && sbx_fs_is_fault(-EIO) && sbx_fs_is_fault(-EROFS));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("cache");
@@ -454,6 +481,8 @@ int main(void)
 	tcase_add_test(tree, test_symlink_readlink_link);
 	tcase_add_test(tree, test_missing_slot_is_enotsup);
 	tcase_add_test(tree, test_provider_faults_recorded);
+	tcase_add_test(tree, test_direct_records_unlisted_faults);
+	tcase_add_test(tree, test_exdev_is_an_answer);
 	suite_add_tcase(s, tree);
 
 	sr = srunner_create(s);
