@@ -331,12 +331,24 @@ static void table_remove(struct sbx_mount *m, struct sbx_lease *l)
 	sbx_lease_put(l);
 }
 
+struct sbx_cache *lease_cache(struct sbx_lease *l)
+{
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
+	struct sbx_cache *c = l->cache;
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+	return c;
+}
+
 void lease_setup_cache(struct sbx_lease *l)
 {
-	if (!(l->prov->caps & SBX_CAP_DIRECT_IO) && !l->cache) {
+	if (!(l->prov->caps & SBX_CAP_DIRECT_IO) && !lease_cache(l)) {
 		char *d = sbx_lease_path(l, "cache");
-		l->cache = sbx_cache_new(d);
+		struct sbx_cache *c = sbx_cache_new(d);
 		free(d);
+		/* The lease may be in the table already: the timer reads l->cache under the lock. */
+		sbx_lock(&l->lock, SBX_LOCK_LEASE);
+		l->cache = c;
+		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	}
 }
 

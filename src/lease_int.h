@@ -45,6 +45,8 @@ void mark_gone_locked(struct sbx_lease *l, enum sbx_lease_state to, const char *
 int lease_prepare_dir(struct sbx_lease *l, struct sbx_error *err);
 /* Inserts l into the table unless the name is taken (EEXIST). */
 int table_insert(struct sbx_mount *m, struct sbx_lease *l, struct sbx_error *err);
+/* l->cache read under the lease lock (it is set once, possibly after the lease is in the table). */
+struct sbx_cache *lease_cache(struct sbx_lease *l);
 void lease_setup_cache(struct sbx_lease *l);
 int resolve_provider(struct sbx_lease *l, struct sbx_error *err);
 void pending_free(struct sbx_pending_create *p);

@@ -207,7 +207,8 @@ void sbx_mount_tick(struct sbx_mount *m)
 			break;
 		}
 		/* Unsaved files (left by a failed upload, or by the last daemon): up again. */
-		if (l->cache && sbx_cache_unsaved_count(l->cache) && lease_running(l))
+		struct sbx_cache *c = lease_cache(l);
+		if (c && sbx_cache_unsaved_count(c) && lease_running(l))
 			lease_save_unsaved(l, false, sbx_now_ms() + 60000);
 		sbx_lease_put(l);
 	}

@@ -482,8 +482,7 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 	pthread_mutex_lock(&l->mount->lock);
 	l->refs++;
 	pthread_mutex_unlock(&l->mount->lock);
-	r->n = sbx_runs_add(l, r);
-	r->dir = sbx_runs_path(l, r->n, NULL);
+	sbx_runs_add(l, r);
 	rc = create_files(r, err);
 	if (!rc) {
 		sbx_runs_prune(l);

@@ -173,6 +173,9 @@ unsigned long sbx_runs_add(struct sbx_lease *l, struct sbx_run *r)
 	pthread_mutex_lock(&t->lock);
 	unsigned long n = ++t->last;
 	struct sbx_run **slot = &t->recent[n % SBX_RUNS_KEEP], *old = *slot;
+	/* Set before the run is in the table: finders read them under t->lock only. */
+	r->n = n;
+	r->dir = sbx_runs_path(l, n, NULL);
 	*slot = sbx_run_get(r);
 	pthread_mutex_unlock(&t->lock);
 	sbx_run_put(old);
