@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,11 +254,16 @@ static int add_lease_file(struct sbx_open *o, const char *file)
 }
 
 /* A control-file misuse: the lease's (or the mount's) error file says why. */
-static int refuse(struct sbx_mount *m, struct sbx_lease *l, int errnum, const char *op,
-		  const char *fmt, const char *what)
+static __attribute__((format(printf, 5, 6))) int refuse(struct sbx_mount *m, struct sbx_lease *l,
+							 int errnum, const char *op,
+							 const char *fmt, ...)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
-	int rc = sbx_error_set(&e, errnum, SBX_E_EXECUTION_FAILED, fmt, what);
+	va_list ap;
+	int rc;
+	va_start(ap, fmt);
+	rc = sbx_error_vset(&e, errnum, SBX_E_EXECUTION_FAILED, fmt, ap);
+	va_end(ap);
 	if (l)
 		sbx_lease_error(l, op, &e);
 	else

@@ -108,9 +108,18 @@ static void fh_path(char *buf, size_t size, const struct sbx_fs_file *f)
 	snprintf(buf, size, "/%s/fs%s", f->lease->name, strcmp(f->path, "/") ? f->path : "");
 }
 
+/*
+ * The open behind fi: open_of() for read, write, flush, fsync and release,
+ * which libfuse always calls with one; of() where fi may be NULL (a path op).
+ */
+static struct sbx_open *open_of(struct fuse_file_info *fi)
+{
+	return (struct sbx_open *)(uintptr_t)fi->fh;
+}
+
 static struct sbx_open *of(struct fuse_file_info *fi)
 {
-	return fi ? (struct sbx_open *)(uintptr_t)fi->fh : NULL;
+	return fi ? open_of(fi) : NULL;
 }
 
 /*
@@ -386,7 +395,7 @@ static int op_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 static int op_read(const char *path, char *buf, size_t size, off_t off,
 		   struct fuse_file_info *fi)
 {
-	struct sbx_open *o = of(fi);
+	struct sbx_open *o = open_of(fi);
 	struct sbx_error err = SBX_ERROR_INIT;
 	note_caller(o->fsf != NULL);
 	if (o->fsf)
@@ -397,7 +406,7 @@ static int op_read(const char *path, char *buf, size_t size, off_t off,
 static int op_write(const char *path, const char *buf, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct sbx_open *o = of(fi);
+	struct sbx_open *o = open_of(fi);
 	struct sbx_error err = SBX_ERROR_INIT;
 	note_caller(o->fsf != NULL);
 	if (o->fsf) {
@@ -413,7 +422,7 @@ static int op_write(const char *path, const char *buf, size_t size, off_t off,
 
 static int op_flush(const char *path, struct fuse_file_info *fi)
 {
-	struct sbx_open *o = of(fi);
+	struct sbx_open *o = open_of(fi);
 	struct sbx_error err = SBX_ERROR_INIT;
 	note_caller(o->fsf != NULL);
 	if (o->fsf)
@@ -423,7 +432,7 @@ static int op_flush(const char *path, struct fuse_file_info *fi)
 
 static int op_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
-	struct sbx_open *o = of(fi);
+	struct sbx_open *o = open_of(fi);
 	struct sbx_error err = SBX_ERROR_INIT;
 	note_caller(o->fsf != NULL);
 	if (o->fsf)
@@ -433,7 +442,7 @@ static int op_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 
 static int op_release(const char *path, struct fuse_file_info *fi)
 {
-	struct sbx_open *o = of(fi);
+	struct sbx_open *o = open_of(fi);
 	note_caller(o->fsf != NULL);
 	if (o->fsf) {
 		struct sbx_lease *l = o->fsf->lease;

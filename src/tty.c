@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,10 +109,15 @@ int sbx_tty_readdir(struct sbx_lease *l, const struct sbx_node *n, sbx_fs_fill_f
 	return 0;
 }
 
-static int refuse(struct sbx_lease *l, int errnum, const char *fmt, const char *what)
+static __attribute__((format(printf, 3, 4))) int refuse(struct sbx_lease *l, int errnum,
+							 const char *fmt, ...)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
-	int rc = sbx_error_set(&e, errnum, SBX_E_EXECUTION_FAILED, fmt, what);
+	va_list ap;
+	int rc;
+	va_start(ap, fmt);
+	rc = sbx_error_vset(&e, errnum, SBX_E_EXECUTION_FAILED, fmt, ap);
+	va_end(ap);
 	sbx_lease_error(l, "tty", &e);
 	return rc;
 }

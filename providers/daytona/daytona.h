@@ -1,7 +1,13 @@
 /*
  * daytona/daytona.h — what the Daytona provider's own files share (api.c,
- * files.c, run.c, batch.c): the settings read at init, the instance
- * struct, and the request helpers over base/http.
+ * files.c, run.c, code.c, batch.c, toolbox.c): the settings read at init,
+ * the instance struct, and the request helpers over base/http
+ * (transport.c).
+ *
+ * Layout, each file calling only those after it: api.c lifecycle + ops
+ * table; code.c interpreters; run.c runs and sessions; files.c file ops;
+ * batch.c the queued metadata commands; toolbox.c /process/execute and
+ * /files/permissions; transport.c HTTP; protocol.c / multipart.c pure.
  *
  * It is internal to providers/daytona/: the core only sees
  * sbx_provider_daytona (provider.h).
@@ -130,7 +136,7 @@ static inline struct dt_instance *dt_inst(struct sbx_instance *i)
 	return (struct dt_instance *)i;
 }
 
-/* --- requests (api.c) ------------------------------------------------------ */
+/* --- requests (transport.c) ------------------------------------------------ */
 
 /* One JSON-or-nothing request; see dt_call(). */
 struct dt_call {
@@ -168,25 +174,46 @@ int dt_call(const struct dt_call *c, struct sbx_error *err);
 const char **dt_headers(const char **hdr, size_t n, const char *const *extra);
 /* The init error when the provider is not usable, else 0. */
 int dt_ready(struct sbx_error *err);
-/* URL helpers: "{toolbox}{path}" and "{api_url}/sandbox/{id}{suffix}". */
+/*
+ * URL helpers: "{toolbox}{path}", "{toolbox}{ep}?path=P" and
+ * "{api_url}/sandbox/{id}{suffix}".
+ */
 void dt_toolbox_url(struct dt_instance *di, struct sbx_buf *b, const char *path);
+void dt_path_url(struct dt_instance *di, struct sbx_buf *b, const char *ep, const char *path);
 void dt_sandbox_url(struct sbx_buf *b, const char *id, const char *suffix);
-/* Stores the DTO's facts on the instance (for info). */
-void dt_facts_set(struct dt_instance *di, const struct dt_sandbox *sb);
 void dt_sleep_ms(long ms);
 /* A random lowercase hex string of 2*bytes characters into out. */
 void dt_random_hex(char *out, size_t bytes);
+
+/* --- instances (api.c) ------------------------------------------------------ */
+
+/* Stores the DTO's facts on the instance (for info). */
+void dt_facts_set(struct dt_instance *di, const struct dt_sandbox *sb);
+
+/* --- toolbox requests under both the ops and the batch (toolbox.c) ---------- */
+
+/*
+ * POST /process/execute: the combined output into out (bounded), the exit
+ * code into *exit_code; a daemon-side timeout (408) is a success with
+ * *timed_out set and exit code 137.
+ */
+int dt_execute(struct dt_instance *di, const char *command, long timeout_ms,
+	       struct sbx_buf *out, int *exit_code, bool *timed_out, struct sbx_error *err);
+/*
+ * Runs an internal helper command through /process/execute (one request):
+ * combined output into out (bounded), exit code into *exit_code; a
+ * timeout is -ETIMEDOUT.
+ */
+int dt_exec(struct dt_instance *di, const char *cmd, long timeout_ms, struct sbx_buf *out,
+	    int *exit_code, struct sbx_error *err);
+/* POST /files/permissions at once; mode < 0, owner/group NULL: left as they are. */
+int dt_perms(struct dt_instance *di, const char *path, long mode, const char *owner,
+	     const char *group, struct sbx_error *err);
 
 /* --- runs (run.c) ---------------------------------------------------------- */
 
 int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	   const struct sbx_run_sink *sink, struct sbx_run_result *result, struct sbx_error *err);
-/*
- * Runs an internal helper command through /process/execute (one request):
- * combined output into out (bounded), exit code into *exit_code.
- */
-int dt_exec(struct dt_instance *di, const char *cmd, long timeout_ms, struct sbx_buf *out,
-	    int *exit_code, struct sbx_error *err);
 /* Forgets every idle session (the sandbox stopped: they are gone). */
 void dt_sessions_drop(struct dt_instance *di);
 
@@ -270,8 +297,5 @@ int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err
 int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 	      struct sbx_error *err);
-/* POST /files/permissions at once; mode < 0, owner/group NULL: left as they are. */
-int dt_perms(struct dt_instance *di, const char *path, long mode, const char *owner,
-	     const char *group, struct sbx_error *err);
 
 #endif

@@ -35,13 +35,6 @@
 #define RENAME_EXCHANGE (1 << 1)
 #endif
 
-/* "{toolbox}{ep}?path=P" */
-static void path_url(struct dt_instance *di, struct sbx_buf *b, const char *ep, const char *path)
-{
-	dt_toolbox_url(di, b, ep);
-	sbx_http_add_query(b, "path", path);
-}
-
 /* "op path" for error messages. */
 static const char *what(char *buf, size_t size, const char *op, const char *path)
 {
@@ -57,7 +50,7 @@ static int info(struct dt_instance *di, const char *path, json_t **out, struct s
 	char w[300];
 	json_t *j = NULL;
 	int rc;
-	path_url(di, &url, "/files/info", path);
+	dt_path_url(di, &url, "/files/info", path);
 	rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &j,
 				       .what = what(w, sizeof(w), "stat", path),
 				       .idempotent = true},
@@ -102,7 +95,7 @@ static int del(struct dt_instance *di, const char *path, bool recursive, struct 
 	struct sbx_buf url = SBX_BUF_INIT;
 	char w[300];
 	int rc;
-	path_url(di, &url, "/files", path);
+	dt_path_url(di, &url, "/files", path);
 	if (recursive)
 		sbx_http_add_query(&url, "recursive", "true");
 	rc = dt_call(&(struct dt_call){.method = "DELETE", .url = url.buf,
@@ -118,27 +111,6 @@ static void del_quietly(struct dt_instance *di, const char *path, bool recursive
 	struct sbx_error e = SBX_ERROR_INIT;
 	if (del(di, path, recursive, &e) && e.err != ENOENT)
 		sbx_log(SBX_LOG_WARN, "daytona: %s: leftover %s: %s", di->base.id, path, e.msg);
-}
-
-int dt_perms(struct dt_instance *di, const char *path, long mode, const char *owner,
-		 const char *group, struct sbx_error *err)
-{
-	struct sbx_buf url = SBX_BUF_INIT;
-	char m[16], w[300];
-	int rc;
-	path_url(di, &url, "/files/permissions", path);
-	sbx_http_add_query(&url, "owner", owner);
-	sbx_http_add_query(&url, "group", group);
-	if (mode >= 0) {
-		snprintf(m, sizeof(m), "%lo", (unsigned long)mode & 07777);
-		sbx_http_add_query(&url, "mode", m);
-	}
-	rc = dt_call(&(struct dt_call){.url = url.buf, .empty_post = true,
-				       .what = what(w, sizeof(w), "chmod", path),
-				       .idempotent = true},
-		     err);
-	sbx_buf_release(&url);
-	return rc;
 }
 
 /*
@@ -210,7 +182,7 @@ int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *c
 
 	if ((rc = dt_batch_settle_for(di, path, err)))
 		return rc;
-	path_url(di, &url, "/files", path);
+	dt_path_url(di, &url, "/files", path);
 	rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &arr,
 				       .what = what(w, sizeof(w), "list", path),
 				       .max_body = DT_LIST_MAX, .idempotent = true},
@@ -466,7 +438,7 @@ int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sb
 	if ((rc = dt_batch_flush(di, err)))
 		return rc;
 	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
-	path_url(di, &url, "/files/folder", path);
+	dt_path_url(di, &url, "/files/folder", path);
 	sbx_http_add_query(&url, "mode", m);
 	rc = dt_call(&(struct dt_call){.url = url.buf, .empty_post = true,
 				       .what = what(w, sizeof(w), "mkdir", path)},

@@ -38,7 +38,6 @@
 
 #define DT_KILL_GRACE_MS 5000L
 #define DT_RUNOUT_KEEP_MAX (1LL << 20) /* a run's output files past this are removed at its end */
-#define DT_EXEC_NO_LIMIT_MS (3600L * 1000) /* transport deadline of an unlimited execute */
 
 /* --- sessions ------------------------------------------------------------ */
 
@@ -241,9 +240,6 @@ static int session_exec(struct dt_instance *di, const char *sid, const char *com
 	return rc;
 }
 
-static int execute(struct dt_instance *di, const char *command, long timeout_ms,
-		   struct sbx_buf *out, int *exit_code, bool *timed_out, struct sbx_error *err);
-
 /* The pid file of session sid's runs (one run at a time per session). */
 static void pidfile_of(const char *sid, char *buf, size_t size)
 {
@@ -280,7 +276,7 @@ static bool kill_run(struct dt_instance *di, const char *pidfile, const char *to
 	bool timed_out;
 	int code = -1;
 	dt_kill_command(&cmd, pidfile, token);
-	int rc = execute(di, cmd.buf, dt_short_ms(), &out, &code, &timed_out, &e);
+	int rc = dt_execute(di, cmd.buf, dt_short_ms(), &out, &code, &timed_out, &e);
 	sbx_log(SBX_LOG_DEBUG, "daytona: %s: killing a cancelled run: %s", di->base.id,
 		rc ? e.msg : code ? "not started yet" : "done");
 	sbx_buf_release(&cmd);
@@ -376,60 +372,6 @@ static int run_session(struct dt_instance *di, const struct dt_wrap *wrap,
 	return rc;
 }
 
-/* --- /process/execute ---------------------------------------------------------- */
-
-/* POST /process/execute; the combined output into out (bounded). */
-static int execute(struct dt_instance *di, const char *command, long timeout_ms,
-		   struct sbx_buf *out, int *exit_code, bool *timed_out, struct sbx_error *err)
-{
-	struct sbx_buf url = SBX_BUF_INIT;
-	json_t *body = json_pack("{ss}", "command", command), *reply = NULL, *v;
-	long status = 0;
-	int rc;
-
-	*timed_out = false;
-	/* The daemon's own limit backs up the wrapper's (which fires first). */
-	if (timeout_ms > 0)
-		json_object_set_new(body, "timeout", json_integer((timeout_ms + 999) / 1000 + 5));
-	dt_toolbox_url(di, &url, "/process/execute");
-	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .reply = &reply,
-				       .what = "execute",
-				       .timeout_ms = timeout_ms > 0 ? timeout_ms + dt_short_ms()
-								    : DT_EXEC_NO_LIMIT_MS,
-				       .max_body = DT_LOGS_MAX, .status = &status},
-		     err);
-	if (rc == -ETIMEDOUT && status == 408 && timeout_ms > 0) {
-		/* 408 from the daemon: it killed the process group. */
-		*timed_out = true;
-		*exit_code = 137;
-		sbx_error_clear(err);
-		rc = 0;
-	} else if (!rc) {
-		v = json_object_get(reply, "exitCode");
-		if (!v)
-			v = json_object_get(reply, "code");
-		*exit_code = json_is_integer(v) ? (int)json_integer_value(v) : -1;
-		v = json_object_get(reply, "result");
-		if (json_is_string(v))
-			sbx_buf_add(out, json_string_value(v), json_string_length(v));
-	}
-	json_decref(reply);
-	json_decref(body);
-	sbx_buf_release(&url);
-	return rc;
-}
-
-int dt_exec(struct dt_instance *di, const char *cmd, long timeout_ms, struct sbx_buf *out,
-	    int *exit_code, struct sbx_error *err)
-{
-	bool timed_out;
-	int rc = execute(di, cmd, timeout_ms, out, exit_code, &timed_out, err);
-	if (!rc && timed_out)
-		rc = sbx_error_set(err, ETIMEDOUT, 0, "command timed out after %ld s",
-				   timeout_ms / 1000);
-	return rc;
-}
-
 /* --- the run op ------------------------------------------------------------------ */
 
 int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
@@ -457,8 +399,8 @@ int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	}
 	rc = run_session(di, &w, sink, result, err);
 	if (rc == -ENOSYS) {
-		rc = execute(di, cmd.buf, req->timeout_ms, &out, &result->exit_code,
-			     &result->timed_out, err);
+		rc = dt_execute(di, cmd.buf, req->timeout_ms, &out, &result->exit_code,
+				&result->timed_out, err);
 		/* Killed by the wrapper's `timeout` before the daemon's 408. */
 		if (!rc && req->timeout_ms > 0 && result->exit_code == 137 &&
 		    sbx_now_ms() - start >= req->timeout_ms)

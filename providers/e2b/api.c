@@ -19,7 +19,6 @@
 #include "base/log.h"
 #include "config.h"
 
-struct e2b_global e2b_g;
 /* Why init failed (what to fix, e.g. "E2B_API_KEY is not set"), for every later call. */
 static struct sbx_error e2b_init_err;
 

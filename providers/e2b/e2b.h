@@ -6,9 +6,11 @@
  *
  * Not for the core: the core sees only sbx_provider_e2b (api.c).
  * Layout: api.c lifecycle + ops table; files.c filesystem ops and the
- * metadata batch; run.c process runs and statfs; watch.c the WatchDir
- * thread; transport.c HTTP; protocol.c / connect.c / meta.c pure.
- * code.c is the code interpreter (:49999, run_code/code_reset).
+ * metadata batch; run.c the run slot and statfs; tty.c terminals; proc.c
+ * processes (Start stream, kill, capture) under run.c, tty.c and the
+ * batch; watch.c the WatchDir thread; transport.c HTTP and the
+ * provider-wide state; protocol.c / connect.c / meta.c pure. code.c is
+ * the code interpreter (:49999, run_code/code_reset).
  */
 #ifndef SBX_E2B_H
 #define SBX_E2B_H
@@ -30,7 +32,7 @@ struct e2b_code;
 #define E2B_RECENT_MAX 16
 #define E2B_RECENT_MS 1000L
 
-/* Provider-wide state, set by init() and read-only afterwards. */
+/* Provider-wide state, set by init() and read-only afterwards (defined in transport.c). */
 struct e2b_global {
 	struct e2b_settings set;
 	struct sbx_http_client *http;
@@ -147,9 +149,25 @@ int e2b_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 int e2b_code_reset(struct sbx_instance *inst, const char *language, struct sbx_error *err);
 void e2b_code_free(struct e2b_code *c);
 
-/* --- run.c --------------------------------------------------------------- */
-/* SIGKILLs process pid (best effort: a failure is only logged). */
+/* --- proc.c: processes, without applying the metadata batch -------------- */
+/*
+ * Starts req and streams its output into sink until it ends (a run that
+ * times out is killed: result->timed_out, exit code 137); as_root: as root
+ * instead of the sandbox's default user.
+ */
+int e2b_proc_start(struct e2b_inst *in, const struct sbx_run_req *req, bool as_root,
+		   const struct sbx_run_sink *sink, struct sbx_run_result *result,
+		   struct sbx_error *err);
+/* SIGKILLs process pid (best effort: the process must not outlive a run we
+ * gave up on; a failure is only logged). */
 void e2b_proc_kill(struct e2b_inst *in, unsigned pid);
+/* Runs shell text, collecting stdout/stderr (each bounded by max bytes);
+ * as root, or as the sandbox's default user. */
+int e2b_run_capture(struct e2b_inst *in, const char *shell, bool as_root, long timeout_ms,
+		    size_t max, struct sbx_buf *out, struct sbx_buf *errout, int *exit_code,
+		    struct sbx_error *e);
+
+/* --- tty.c, run.c ------------------------------------------------------- */
 /* tty.c: terminal sessions (process.Process/Start with a pty). */
 int e2b_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
 		 const struct sbx_tty_sink *sink, struct sbx_tty_session **out,
@@ -157,14 +175,10 @@ int e2b_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
 int e2b_tty_write(struct sbx_tty_session *s, const char *data, size_t len, struct sbx_error *err);
 int e2b_tty_resize(struct sbx_tty_session *s, unsigned cols, unsigned rows, struct sbx_error *err);
 void e2b_tty_close(struct sbx_tty_session *s);
+/* run.c: the run slot (applies the metadata batch first), statfs. */
 int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	    const struct sbx_run_sink *sink, struct sbx_run_result *result,
 	    struct sbx_error *err);
-/* Runs shell text, collecting stdout/stderr (each bounded by max bytes);
- * as root, or as the sandbox's default user. */
-int e2b_run_capture(struct e2b_inst *in, const char *shell, bool as_root, long timeout_ms,
-		    size_t max, struct sbx_buf *out, struct sbx_buf *errout, int *exit_code,
-		    struct sbx_error *e);
 int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	       struct sbx_error *err);
 

@@ -1,9 +1,7 @@
 /*
- * run — commands in an E2B sandbox: process.Process/Start as a server
- * stream (stdout/stderr into the caller's sink as they come, then the
- * exit code), the deadline passed as Connect-Timeout-Ms and backed by a
- * SendSignal SIGKILL when our side gives up first; plus the helpers built
- * on it (capturing runs, statfs through `df`). Not the code interpreter.
+ * run — the run slot of an E2B sandbox (the queued metadata applied
+ * first, then a process through proc.c) and statfs through `df`. Not the
+ * code interpreter (code.c), not the process stream itself (proc.c).
  */
 #include "e2b/e2b.h"
 
@@ -16,105 +14,6 @@
 
 #define E2B_DF_TTL_MS 30000L
 
-struct run_ctx {
-	const struct sbx_run_sink *sink;
-	struct e2b_proc_event ev;
-	struct sbx_error err;
-	unsigned pid;
-	bool started, ended;
-	int exit_code;
-	char status[64];
-};
-
-static int run_message(void *ctx, const char *json, size_t len)
-{
-	struct run_ctx *r = ctx;
-	int rc = e2b_proc_event_parse(json, len, &r->ev, &r->err);
-	if (rc)
-		return rc;
-	switch (r->ev.kind) {
-	case E2B_PROC_START:
-		r->started = true;
-		r->pid = r->ev.pid;
-		break;
-	case E2B_PROC_DATA:
-		if (r->ev.stream && r->ev.data.len && r->sink && r->sink->output)
-			return r->sink->output(r->sink->ctx, (enum sbx_stream)r->ev.stream,
-					       r->ev.data.buf, r->ev.data.len);
-		break;
-	case E2B_PROC_END:
-		r->ended = true;
-		r->exit_code = r->ev.exit_code;
-		memcpy(r->status, r->ev.status, sizeof(r->status));
-		break;
-	default:
-		break;
-	}
-	return 0;
-}
-
-/* Best effort: the process must not outlive a run we gave up on. */
-static void kill_process(struct e2b_inst *in, unsigned pid)
-{
-	struct sbx_error e = SBX_ERROR_INIT;
-	json_t *req = json_pack("{s:{s:i},s:s}", "process", "pid", (int)pid, "signal",
-				"SIGNAL_SIGKILL");
-	json_t *out = NULL;
-	if (e2b_rpc(in, "process.Process/SendSignal", req, true, 0, &out, "kill", &e))
-		sbx_log(SBX_LOG_INFO, "e2b: %s: %s", in->base.id, e.msg);
-	json_decref(out);
-	json_decref(req);
-}
-
-/* envd's user for a process: Basic base64("root:"), as the SDK's `user: 'root'`. */
-#define E2B_AUTH_ROOT "Authorization: Basic cm9vdDo="
-
-/*
- * A run without flushing the metadata batch first (the flush itself runs
- * this way); as_root: as root instead of the sandbox's default user.
- */
-static int run_start(struct e2b_inst *in, const struct sbx_run_req *req, bool as_root,
-		     const struct sbx_run_sink *sink, struct sbx_run_result *result,
-		     struct sbx_error *err)
-{
-	struct run_ctx r = {.sink = sink, .err = SBX_ERROR_INIT};
-	struct e2b_stream_opts o = {.timeout_ms = req->timeout_ms,
-				    .cancel = sink ? sink->cancel : NULL,
-				    .auth = as_root ? E2B_AUTH_ROOT : NULL};
-	long t0 = sbx_now_ms();
-	json_t *body;
-	int rc;
-
-	memset(result, 0, sizeof(*result));
-	if (!req->shell == !req->argv || (req->argv && !req->argv[0]))
-		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "run: shell or argv, not both");
-	body = e2b_start_body(req->shell, req->argv, req->envs, req->cwd ? req->cwd : in->workdir);
-	e2b_proc_event_init(&r.ev);
-	rc = e2b_rpc_stream(in, "process.Process/Start", body, &o, run_message, &r, "run", err);
-	result->duration_ms = sbx_now_ms() - t0;
-	if (rc == -ETIMEDOUT && r.started && !r.ended && req->timeout_ms > 0) {
-		/* envd's deadline_exceeded, or ours first: make sure it is dead. */
-		kill_process(in, r.pid);
-		result->timed_out = true;
-		result->exit_code = 128 + 9;
-		rc = 0;
-	} else if (rc && r.started && !r.ended) {
-		if (r.err.err)
-			*err = r.err;
-		kill_process(in, r.pid);
-	} else if (!rc && !r.ended) {
-		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
-				   "run: process exited without a result");
-	} else if (!rc) {
-		result->exit_code = r.exit_code;
-	} else if (r.err.err) {
-		*err = r.err;
-	}
-	e2b_proc_event_release(&r.ev);
-	json_decref(body);
-	return rc;
-}
-
 int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	    const struct sbx_run_sink *sink, struct sbx_run_result *result,
 	    struct sbx_error *err)
@@ -125,41 +24,7 @@ int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 		memset(result, 0, sizeof(*result));
 		return rc;
 	}
-	return run_start(in, req, false, sink, result, err);
-}
-
-struct capture {
-	struct sbx_buf *out, *err;
-	size_t max;
-};
-
-static int capture_output(void *ctx, enum sbx_stream s, const char *data, size_t len)
-{
-	struct capture *c = ctx;
-	struct sbx_buf *b = s == SBX_STDOUT ? c->out : c->err;
-	if (!b)
-		return 0;
-	if (b->len + len > c->max)
-		len = b->len < c->max ? c->max - b->len : 0;
-	sbx_buf_add(b, data, len);
-	return 0;
-}
-
-int e2b_run_capture(struct e2b_inst *in, const char *shell, bool as_root, long timeout_ms,
-		    size_t max, struct sbx_buf *out, struct sbx_buf *errout, int *exit_code,
-		    struct sbx_error *e)
-{
-	struct capture c = {.out = out, .err = errout, .max = max};
-	struct sbx_run_sink sink = {.ctx = &c, .output = capture_output};
-	struct sbx_run_req req = {.shell = shell, .cwd = "/", .timeout_ms = timeout_ms};
-	struct sbx_run_result res;
-	int rc = run_start(in, &req, as_root, &sink, &res, e);
-	if (rc)
-		return rc;
-	if (res.timed_out)
-		return sbx_error_set(e, ETIMEDOUT, SBX_E_TIMEOUT, "command timed out");
-	*exit_code = res.exit_code;
-	return 0;
+	return e2b_proc_start(in, req, false, sink, result, err);
 }
 
 int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
@@ -191,9 +56,4 @@ int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	sbx_buf_release(&out);
 	sbx_buf_release(&cmd);
 	return rc;
-}
-
-void e2b_proc_kill(struct e2b_inst *in, unsigned pid)
-{
-	kill_process(in, pid);
 }

@@ -3,7 +3,8 @@
  * plane REST (X-API-KEY), envd unary and streaming Connect RPC and /files
  * (X-Access-Token, E2b-Sandbox-Id/-Port). Each call maps the reply to
  * 0 / -errno with a one-line message that names the operation and never
- * a credential. It knows no provider op (api.c, files.c, run.c do).
+ * a credential. It knows no provider op (api.c, files.c, run.c do) and
+ * calls none of their files; it holds the provider-wide state (e2b_g).
  */
 #include "e2b/e2b.h"
 
@@ -15,6 +16,9 @@
 #include "e2b/connect.h"
 
 #define E2B_KEEPALIVE_MAX_S 30 /* Keepalive-Ping-Interval asked of envd on streams */
+
+/* Filled by e2b_init (api.c), read by every call here and by code.c. */
+struct e2b_global e2b_g;
 
 /*
  * The keepalive interval asked of envd: a third of the transfer deadline

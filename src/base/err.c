@@ -22,22 +22,30 @@ static void flatten(char *s)
 			*s = ' ';
 }
 
-int sbx_error_set(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt, ...)
+int sbx_error_vset(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt,
+		   va_list ap)
 {
 	if (err < 0)
 		err = -err;
 	if (!err)
 		err = EIO;
 	if (e) {
-		va_list ap;
-		va_start(ap, fmt);
 		vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-		va_end(ap);
 		flatten(e->msg);
 		e->err = err;
 		e->code = code != SBX_E_NONE ? code : sbx_errcode_from_errno(err);
 	}
 	return -err;
+}
+
+int sbx_error_set(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+	va_start(ap, fmt);
+	rc = sbx_error_vset(e, err, code, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 void sbx_error_prefix(struct sbx_error *e, const char *what)

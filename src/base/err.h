@@ -10,6 +10,7 @@
 #ifndef SBX_ERR_H
 #define SBX_ERR_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 enum sbx_errcode {
@@ -41,6 +42,9 @@ void sbx_error_clear(struct sbx_error *e);
  */
 int sbx_error_set(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* sbx_error_set with a va_list, for helpers that take a format themselves. */
+int sbx_error_vset(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt,
+		   va_list ap) __attribute__((format(printf, 4, 0)));
 /* Prefixes the message with "what: " (keeps code and errno). */
 void sbx_error_prefix(struct sbx_error *e, const char *what);
 const char *sbx_errcode_name(enum sbx_errcode code);

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,10 +86,13 @@ static char *find_root(const char *path)
 	return NULL;
 }
 
-static void die(const char *fmt, const char *arg)
+static __attribute__((format(printf, 1, 2), noreturn)) void die(const char *fmt, ...)
 {
+	va_list ap;
+	va_start(ap, fmt);
 	fprintf(stderr, "sbx: ");
-	fprintf(stderr, fmt, arg);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
 	fputc('\n', stderr);
 	exit(EXIT_SBXFS);
 }
@@ -139,11 +143,14 @@ static char *find_lease(const char *arg, char **sandbox_cwd)
 
 /* ---- small file helpers ------------------------------------------------- */
 
-static char *path_in(const char *dir, const char *fmt, const char *arg)
+static __attribute__((format(printf, 2, 3))) char *path_in(const char *dir, const char *fmt, ...)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
+	va_list ap;
 	sbx_buf_addf(&b, "%s/", dir);
-	sbx_buf_addf(&b, fmt, arg);
+	va_start(ap, fmt);
+	sbx_buf_vaddf(&b, fmt, ap);
+	va_end(ap);
 	return sbx_buf_detach(&b, NULL);
 }
 
