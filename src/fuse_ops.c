@@ -166,7 +166,7 @@ static int fill_adapter(void *ctx, const char *name, const struct stat *st)
 {
 	struct fill_ctx *fc = ctx;
 	struct stat with_ino;
-	char path[4400];
+	char path[SBX_MOUNT_PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", fc->dir, name);
 	if (st && fc->lease) {
 		sbx_kinval_note(fc->lease->kinval, path);
@@ -223,7 +223,7 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 		rc = sbx_fs_ops_for(o->fsf->lease)->getattr(o->fsf->lease, o->fsf->path, o->fsf,
 							     st, &err);
 		if (!rc) {
-			char mp[4400];
+			char mp[SBX_MOUNT_PATH_MAX];
 			fh_path(mp, sizeof(mp), o->fsf);
 			give_ino(st, mp, NULL);
 			sbx_aliases_note(mp, st);
@@ -402,7 +402,7 @@ static int op_write(const char *path, const char *buf, size_t size, off_t off,
 	note_caller(o->fsf != NULL);
 	if (o->fsf) {
 		ssize_t n = sbx_fs_ops_for(o->fsf->lease)->write(o->fsf, buf, size, off, &err);
-		char mp[4400];
+		char mp[SBX_MOUNT_PATH_MAX];
 		fh_path(mp, sizeof(mp), o->fsf);
 		if (n > 0)
 			sbx_aliases_changed(mp);
@@ -454,7 +454,7 @@ static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	struct sbx_open *o = of(fi);
 	int rc;
 	if (o && o->fsf) {
-		char mp[4400];
+		char mp[SBX_MOUNT_PATH_MAX];
 		note_caller(true);
 		rc = sbx_fs_ops_for(o->fsf->lease)->truncate(o->fsf->lease, o->fsf->path, o->fsf,
 							      size, &err);
@@ -572,7 +572,7 @@ static int op_rmdir(const char *path)
 		int rc;                                                                          \
 		if (!path && o && o->fsf) {                                                      \
 			const char *sub = o->fsf->path;                                          \
-			char mp[4400];                                                           \
+			char mp[SBX_MOUNT_PATH_MAX];                                                           \
 			note_caller(true);                                                       \
 			l = o->fsf->lease;                                                       \
 			rc = sbx_fs_ops_for(l)->call;                                            \
