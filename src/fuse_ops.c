@@ -340,6 +340,15 @@ static int fs_open(struct sbx_node *n, struct sbx_lease *l, int flags, mode_t mo
 	fi->fh = (uintptr_t)o;
 	/* Page cache kept across opens: runs invalidate it, attribute changes drop it. */
 	fi->keep_cache = 1;
+	/*
+	 * Direct-I/O providers (local) have nothing to do at close: writes are
+	 * in the lease's file when write() returns. FOPEN_NOFLUSH spares the
+	 * FLUSH round trip of every close (one of ~9 requests per file a
+	 * `tar x` makes, one of ~4 of a `grep -r`). Remote providers upload
+	 * at flush: they keep it.
+	 */
+	if (l->prov->caps & SBX_CAP_DIRECT_IO)
+		fi->noflush = 1;
 	return 0;
 }
 
