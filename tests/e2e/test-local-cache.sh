@@ -12,15 +12,21 @@
 #    seen at once (no negative entry is cached).
 . "$(dirname "$0")/lib.sh"
 
-# A long timeout: only the invalidation after a run shows a change.
-mount_sbxfs -o fs_cache_timeout=60
-L=$MNT/cache
-mkdir "$L"
-F=$L/fs/root
+# cached_file TIMEOUT LEASE FILE: mounts with that fs_cache_timeout, makes the
+# lease, writes FILE in its /root through fs/ and reads it back (the kernel
+# now holds its pages and attributes). Sets L and F (the lease's /root).
+cached_file() {
+	mount_sbxfs -o "fs_cache_timeout=$1"
+	L=$MNT/$2
+	mkdir "$L"
+	F=$L/fs/root
+	printf 'one\n' >"$F/$3"
+	eq "read through fs/ (the kernel holds its pages and attributes)" "$(cat "$F/$3")" "one"
+	stat "$F/$3" >/dev/null
+}
 
-printf 'one\n' >"$F/a.txt"
-eq "read through fs/ (the kernel holds its pages and attributes)" "$(cat "$F/a.txt")" "one"
-stat "$F/a.txt" >/dev/null
+# A long timeout: only the invalidation after a run shows a change.
+cached_file 60 cache a.txt
 lease_run "echo two >> /root/a.txt" >/dev/null
 eq "a run's append is seen at once" "$(cat "$F/a.txt")" "one
 two"
@@ -50,12 +56,7 @@ eq "the daemon exits 0 after unmount" "$DAEMON_STATUS" 0
 
 # The default-like short timeout: a background change shows by itself,
 # within fs_cache_timeout (2 s here; 10 s allowed for a loaded machine).
-mount_sbxfs -o fs_cache_timeout=2
-L=$MNT/cache2
-mkdir "$L"
-F=$L/fs/root
-printf 'one\n' >"$F/b.txt"
-eq "read through fs/" "$(cat "$F/b.txt")" "one"
+cached_file 2 cache2 b.txt
 lease_run "nohup sh -c 'sleep 1; echo two >> /root/b.txt' >/dev/null 2>&1 &" >/dev/null
 t0=$(date +%s%N)
 lines() { wc -l <"$1"; }
