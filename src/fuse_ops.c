@@ -256,11 +256,30 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	return rc;
 }
 
+/*
+ * Listings of a local lease's fs/ stay in the kernel's cache across opens
+ * when names outlive a walk (fs_cache_timeout of 10 s or more): a second
+ * `du` or `grep -r` then costs OPENDIR and RELEASEDIR per directory, no
+ * READDIRPLUS. The kernel drops a cached listing when the directory's
+ * mtime changes (checked against its attributes, so within the timeout)
+ * and when a run's end invalidates the directory (kinval). Not with short
+ * timeouts: a cached listing brings no attributes, so every name whose
+ * entry expired would cost a LOOKUP, where READDIRPLUS brings ~30 at once.
+ */
+#define SBX_CACHE_DIR_MIN_TIMEOUT 10.0
+
 static int op_opendir(const char *path, struct fuse_file_info *fi)
 {
 	struct open_dir *d = sbx_xcalloc(1, sizeof(*d));
+	struct sbx_node n;
+	struct sbx_lease *l;
 	d->path = sbx_xstrdup(path);
 	fi->fh = (uintptr_t)d;
+	if (fs_cache_timeout >= SBX_CACHE_DIR_MIN_TIMEOUT && resolve(path, &n, &l) == 0) {
+		if (n.kind == SBX_N_FS && (l->prov->caps & SBX_CAP_DIRECT_IO))
+			fi->cache_readdir = fi->keep_cache = 1;
+		sbx_lease_put(l);
+	}
 	return 0;
 }
 

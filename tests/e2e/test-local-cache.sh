@@ -9,7 +9,8 @@
 #    the invalidation at the run's end can make it visible in time.
 #  * A background process (started by a run, living on): seen within
 #    fs_cache_timeout, or at once when the next run ends. New names are
-#    seen at once (no negative entry is cached).
+#    seen at once by name (no negative entry is cached); in a listing at
+#    once below 10 s, else (cached listings) within the timeout.
 . "$(dirname "$0")/lib.sh"
 
 # cached_file TIMEOUT LEASE FILE: mounts with that fs_cache_timeout, makes the
@@ -36,8 +37,10 @@ eq "a code cell's append is seen at once" "$(cat "$F/a.txt")" "one
 two
 three"
 touch "$F/gone.txt" && stat "$F/gone.txt" >/dev/null
-lease_run "rm /root/gone.txt" >/dev/null
+ls -l "$F" >/dev/null && ls "$F" >/dev/null # the listing cached too (cache_readdir at >= 10 s)
+lease_run "rm /root/gone.txt; touch /root/made.txt" >/dev/null
 ok "a file a run removed is gone at once" test ! -e "$F/gone.txt"
+eq "... and from the listing, where a file the run made is" "$(ls "$F" | grep -E '^(gone|made)\.txt$')" "made.txt"
 
 # A background process changes a file fs/ holds, makes one and removes one;
 # the test learns it is done from a file outside fs/ (the run's cwd is not
@@ -49,6 +52,7 @@ ok "the background process ran" wait_for 20 test -e "$L/fs/tmp/bg-done"
 eq "a name a background process made is seen at once" "$(cat "$F/bg-new.txt")" "new"
 lease_run true >/dev/null
 eq "its append is seen once the next run has ended" "$(cat "$F/a.txt" | wc -l)" 4
+eq "... its new file in the listing" "$(ls "$F" | grep -c '^bg-new\.txt$')" 1
 ok "... and its removal" test ! -e "$F/bg-gone.txt"
 end_leases
 unmount_sbxfs
