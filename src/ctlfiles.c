@@ -115,7 +115,7 @@ int sbx_ctl_getattr(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 	case SBX_N_RESULT_FILE: {
 		struct stat fst;
 		char *p = sbx_lease_path(l, "results"), full[4200];
-		snprintf(full, sizeof(full), "%s/%s", p, n->sub);
+		snprintf(full, sizeof(full), "%s/%.255s", p, n->sub /* one name */);
 		free(p);
 		if (stat(full, &fst) || !S_ISREG(fst.st_mode))
 			return -ENOENT;
@@ -324,7 +324,7 @@ static int snapshot(struct sbx_mount *m, struct sbx_open *o, const struct sbx_no
 		return add_lease_file(o, "error");
 	case SBX_N_RESULT_FILE: {
 		char buf[4200];
-		snprintf(buf, sizeof(buf), "results/%s", n->sub);
+		snprintf(buf, sizeof(buf), "results/%.255s", n->sub /* one name */);
 		char *p = sbx_lease_path(l, buf);
 		int rc = sbx_read_file(p, &o->data, SBX_CTL_MAX_FILE);
 		free(p);

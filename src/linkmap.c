@@ -23,8 +23,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/pathmax.h"
+
 #define MAX_LINKS 40 /* the kernel's MAXSYMLINKS */
-#define CUR_MAX (2 * PATH_MAX)
+/* A link deep below a long path (pathmax.h) is followed too. */
+#define CUR_MAX (SBX_FS_PATH_MAX + PATH_MAX)
 
 /* Appends "/name" (nlen bytes) to cur, a canonical path ("" is "/"). */
 static int push(char *cur, const char *name, size_t nlen)
@@ -173,7 +176,7 @@ static bool safe_as_is(const char *target, size_t depth)
 int sbx_link_rewrite(const char *link, const char *target, const struct sbx_link_io *io,
 		     char *out, size_t size)
 {
-	char dir[PATH_MAX], *cur;
+	char dir[SBX_FS_PATH_MAX], *cur;
 	size_t len = 0, common = 0, i;
 
 	int e;

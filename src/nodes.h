@@ -8,6 +8,8 @@
 
 #include <sys/types.h>
 
+#include "base/pathmax.h"
+
 enum sbx_node_kind {
 	SBX_N_NONE = 0,
 	SBX_N_ROOT,
@@ -50,7 +52,7 @@ enum sbx_node_kind {
 struct sbx_node {
 	enum sbx_node_kind kind;
 	char lease[65];
-	char sub[4096]; /* see the kinds */
+	char sub[SBX_FS_PATH_MAX]; /* see the kinds */
 };
 
 /* Static entries of a directory kind: name, kind, mode. */

@@ -23,6 +23,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "base/pathmax.h"
 #include "files.h"
 
 static int fail(struct sbx_error *err, int e, const char *op, const char *path)
@@ -69,7 +70,7 @@ static int open_parent(const struct local_inst *li, const char *path, char *pare
 
 /* Declares `pfd` and `name` for path, or returns the error. */
 #define PARENT(li, path, op)                                                                       \
-	char parent_buf_[4096];                                                                    \
+	char parent_buf_[SBX_FS_PATH_MAX];                                                                  \
 	const char *name;                                                                          \
 	int pfd = open_parent(li, path, parent_buf_, sizeof(parent_buf_), &name);                  \
 	if (pfd < 0)                                                                               \
@@ -248,7 +249,7 @@ static int two_names(struct sbx_instance *inst, const char *from, const char *to
 {
 	struct local_inst *li = lcl_inst(inst);
 	const char *op = link ? "link" : "rename", *tname;
-	char tbuf[4096];
+	char tbuf[SBX_FS_PATH_MAX];
 	PARENT(li, from, op);
 	int tfd = open_parent(li, to, tbuf, sizeof(tbuf), &tname);
 	if (tfd < 0) {

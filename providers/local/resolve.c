@@ -12,6 +12,12 @@
  * here (absolute ones from the root), ".." stops at the root, and after 40
  * links the walk fails with ELOOP, as the kernel's would.
  *
+ * The walk also serves paths of PATH_MAX bytes or more, which openat2
+ * refuses whole (ENAMETOOLONG: one system call's limit) but which fs/
+ * reaches relative to a deep directory: each of its openat() calls takes
+ * one component, so the path's length is bounded only by SBX_FS_PATH_MAX,
+ * and the boundary is the walk's, as without openat2.
+ *
  * Not here: which open flags a caller may pass (files.c filters them).
  */
 #include "local.h"
@@ -30,6 +36,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/pathmax.h"
 
 #define MAX_LINKS 40 /* the kernel's MAXSYMLINKS */
 
@@ -211,7 +218,7 @@ int lcl_resolve_walk(int rootfd, const char *path, int flags, mode_t mode)
 
 	if (!plen)
 		return -ENOENT;
-	if (plen >= PATH_MAX)
+	if (plen >= SBX_FS_PATH_MAX)
 		return -ENAMETOOLONG;
 	if (!(w.dirs = malloc(w.cap * sizeof(*w.dirs))) || !(text = strdup(path))) {
 		free(w.dirs);
@@ -272,7 +279,7 @@ int lcl_resolve_open(int rootfd, const char *path, int flags, mode_t mode)
 			sbx_log(SBX_LOG_INFO,
 				"local: SBXFS_NO_OPENAT2 set: resolving paths in user space");
 	}
-	if (state == OPENAT2_WORKS) {
+	if (state == OPENAT2_WORKS && strlen(path) < PATH_MAX) {
 		struct open_how how = {
 		    .flags = (unsigned long long)(flags | O_CLOEXEC),
 		    /* openat2 refuses a mode without a create (glibc's __O_TMPFILE

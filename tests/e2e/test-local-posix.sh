@@ -5,7 +5,9 @@
 # and setgid directories; hard links with one inode number and a true link
 # count under every name; rename flags. Then `rsync -aH` of a tree with hard
 # links, a fifo and a device node into fs/ and back is exact, and `du -s`
-# of fs/usr counts what the host counts.
+# of fs/usr counts what the host counts. Paths past PATH_MAX, reached
+# relative to a deep directory (longpath-cases.py), work as on the plain
+# directory, and symlinks down there stay inside the lease.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-posix.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (owners, device nodes)"; exit 77; }
@@ -15,6 +17,23 @@ mkdir "$L"
 F=$L/fs/tmp
 
 posix_compare "$F/cases"
+
+# PATH_MAX-1 bytes relative to a directory 20 names of 255 bytes deep.
+python3 "$top_srcdir/tests/e2e/longpath-cases.py" "$WORK/longpath" >"$WORK/longpath-ref.txt" 2>&1
+python3 "$top_srcdir/tests/e2e/longpath-cases.py" "$F/longpath" "lp-$$" >"$WORK/longpath-got.txt" 2>&1
+eq "longpath: every case ran on the reference" "$(grep -c '^longpath ' "$WORK/longpath-ref.txt")" 21
+while IFS= read -r want; do
+	eq "${want%%:*}" "$(grep -m1 -F "${want%%:*}:" "$WORK/longpath-got.txt")" "$want"
+done <"$WORK/longpath-ref.txt"
+eq "longpath: a link to / down there is the lease's /" \
+	"$(grep -m1 'through a link to /:' "$WORK/longpath-got.txt"; ls "$F/lp-$$.abs")" \
+	"longpath create through a link to /: ok
+$F/lp-$$.abs"
+eq "longpath: 30 .. down there stop at the lease's /" \
+	"$(grep -m1 'through 30 \.\.:' "$WORK/longpath-got.txt"; ls "$F/lp-$$.dots")" \
+	"longpath create through 30 ..: ok
+$F/lp-$$.dots"
+eq "longpath: nothing reached the host's /tmp" "$(compgen -G "/tmp/lp-$$.*" | wc -l)" 0
 
 # The lease's root is nodev: a node made through fs/ is only a name there.
 eq "the lease's root is mounted nodev" \

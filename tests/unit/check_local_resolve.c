@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/pathmax.h"
 #include "local/local.h"
 #include "openat2_off.h"
 
@@ -415,6 +416,60 @@ START_TEST(test_env_forces_walk)
 }
 END_TEST
 
+/*
+ * Paths past PATH_MAX (fs/ reaches them relative to a deep directory):
+ * openat2 refuses them whole, so lcl_resolve_open walks them, and the
+ * boundary holds there too. 20 directories of 255 bytes are made one
+ * name at a time; at the bottom, links to "/etc/hostname", to 40 ".."
+ * and to the host file.
+ */
+START_TEST(test_long_paths)
+{
+	char name[256], *path = malloc(SBX_FS_PATH_MAX + 64), *p = path;
+	int rootfd = root_fd(tree_a), dfd = dup(rootfd), fd;
+	memset(name, 'd', 255);
+	name[255] = '\0';
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_eq(mkdirat(dfd, name, 0755), 0);
+		int next = openat(dfd, name, O_PATH | O_DIRECTORY);
+		ck_assert_int_ge(next, 0);
+		close(dfd);
+		dfd = next;
+		p += sprintf(p, "/%s", name);
+	}
+	ck_assert_int_eq(symlinkat("/etc/hostname", dfd, "abs"), 0);
+	ck_assert_int_eq(symlinkat("../../../../../../../../../../../../../../../../../../../../"
+				   "../../../../../../../../../../../../../../../../../../../../"
+				   "etc/passwd", dfd, "up"), 0);
+	ck_assert_int_eq(symlinkat(outside, dfd, "host"), 0);
+	close(dfd);
+	ck_assert_int_gt(strlen(path), PATH_MAX);
+
+	strcpy(p, "/abs");
+	fd = lcl_resolve_open(rootfd, path, O_RDONLY, 0);
+	ck_assert_msg(fd >= 0, "long path through a link to /etc/hostname: %s", strerror(-fd));
+	ck_assert_str_eq(slurp(fd), "inside\n");
+	close(fd);
+	strcpy(p, "/up");
+	fd = lcl_resolve_open(rootfd, path, O_RDONLY, 0);
+	ck_assert_msg(fd >= 0, "long path through 40 ..: %s", strerror(-fd));
+	ck_assert_str_eq(slurp(fd), "inside-passwd\n");
+	close(fd);
+	strcpy(p, "/host");
+	ck_assert_int_eq(lcl_resolve_open(rootfd, path, O_RDONLY, 0), -ENOENT);
+	strcpy(p, "/new");
+	fd = lcl_resolve_open(rootfd, path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_msg(fd >= 0, "create at a long path: %s", strerror(-fd));
+	close(fd);
+	/* Past SBX_FS_PATH_MAX: refused whole. */
+	memset(path, '/', SBX_FS_PATH_MAX);
+	path[SBX_FS_PATH_MAX] = '\0';
+	ck_assert_int_eq(lcl_resolve_open(rootfd, path, O_RDONLY, 0), -ENAMETOOLONG);
+	close(rootfd);
+	free(path);
+}
+END_TEST
+
 int main(void)
 {
 	if (!mkdtemp(base))
@@ -441,6 +496,7 @@ int main(void)
 	tcase_add_test(tc, test_enosys_falls_back);
 	tcase_add_test(tc, test_other_errors_do_not_fall_back);
 	tcase_add_test(tc, test_env_forces_walk);
+	tcase_add_test(tc, test_long_paths);
 	suite_add_tcase(s, tc);
 
 	SRunner *sr = srunner_create(s);
