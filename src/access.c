@@ -12,6 +12,22 @@
 static uid_t owner;
 static gid_t share = SBX_NO_GROUP;
 static bool set;
+static bool fs_shared;
+
+void sbx_access_share_fs(bool on)
+{
+	fs_shared = on;
+}
+
+bool sbx_access_fs_shared(void)
+{
+	return fs_shared;
+}
+
+mode_t sbx_access_dir_mode(mode_t mode)
+{
+	return fs_shared ? mode | S_IXGRP | S_IXOTH : mode;
+}
 
 void sbx_access_set(uid_t uid, gid_t group)
 {

@@ -16,6 +16,16 @@
 
 /* Owner and share group (SBX_NO_GROUP: none) of the mount. */
 void sbx_access_set(uid_t owner, gid_t group);
+/*
+ * -o share_fs: every user may reach fs/ (and look up the root and lease
+ * directories on the way, which then show o+x), the kernel checking the
+ * files' modes (default_permissions comes with allow_other); the control
+ * files stay the owner's. Off by default.
+ */
+void sbx_access_share_fs(bool on);
+bool sbx_access_fs_shared(void);
+/* A directory node's mode on the way to fs/: x for everyone when fs/ is shared. */
+mode_t sbx_access_dir_mode(mode_t mode);
 /* Whether a caller (uid, gid, supplementary groups) may use the mount. */
 bool sbx_access_allows(uid_t uid, gid_t gid, const gid_t *groups, int ngroups);
 /* A control node's mode as shown: owner bits, copied to the group when shared. */

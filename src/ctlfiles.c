@@ -63,6 +63,8 @@ int sbx_ctl_getattr(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 {
 	memset(st, 0, sizeof(*st));
 	st->st_mode = sbx_access_mode(sbx_node_mode(n->kind));
+	if (n->kind == SBX_N_ROOT || n->kind == SBX_N_LEASE)
+		st->st_mode = sbx_access_dir_mode(st->st_mode);
 	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
 	st->st_uid = getuid();
 	st->st_gid = sbx_access_gid();

@@ -39,6 +39,7 @@ struct sbx_options {
 	char *list_provider; /* --list=PROVIDER */
 	char *symlinks;      /* "rewrite" (default) or "raw" */
 	char *share_group;   /* the one group let in besides the owner */
+	int share_fs;        /* -o share_fs: fs/ open to every user, by its modes */
 	char *log;           /* -o log=PATH|syslog|stderr */
 	char *log_level;     /* -o log_level=error|warn|info|debug */
 	char *env_file;      /* -o env_file=[-]PATH */
@@ -57,6 +58,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("fs_cache_timeout=%s", cache_timeout),
 	OPT("symlinks=%s", symlinks),
 	OPT("share_group=%s", share_group),
+	OPT("share_fs", share_fs),
 	OPT("log=%s", log),
 	OPT("log_level=%s", log_level),
 	OPT("env_file=%s", env_file),
@@ -113,6 +115,8 @@ static void usage(const char *prog)
 	       "                        so the host follows them inside the sandbox)\n"
 	       "    -o share_group=GROUP  let GROUP's members in too (default: the owner only;\n"
 	       "                        allow_other alone lets nobody else in)\n"
+	       "    -o share_fs         with allow_other: every user reaches fs/, by its files'\n"
+	       "                        modes (a shared disk); control files stay the owner's\n"
 	       "    -o log=PATH|syslog|stderr  where log lines go (default: stderr with -f, the\n"
 	       "                        journal under systemd, else syslog, else STATE_DIR/sbxfs.log)\n"
 	       "    -o log_level=error|warn|info|debug  (default info; -d: debug)\n"
@@ -249,6 +253,7 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	sbx_access_set(getuid(), share);
+	sbx_access_share_fs(opts.share_fs);
 	/* Other users let in by the kernel are checked by it against the modes, always. */
 	for (int i = 1; i < args.argc; i++)
 		if (strstr(args.argv[i], "allow_other") || strstr(args.argv[i], "allow_root")) {

@@ -48,4 +48,27 @@ mkdir "$L"
 eq "shared: the group gets the owner's bits" "$(stat -c '%a %G' "$L" "$L/exec" | tr '\n' ' ')" "770 ${U}g 660 ${U}g "
 eq "shared: a member runs a command" "$(as_u_shared sh -c "echo 'echo from-member' > '$L/exec' && cat '$L/stdout'")" from-member
 eq "shared: a user outside the group still cannot" "$(u_errno "cat '$L/env'")" EACCES
+end_leases
+unmount_sbxfs
+
+# fs/ shared on purpose (-o share_fs): a shared disk, the control files still the owner's.
+mount_sbxfs -o allow_other,share_fs
+L=$MNT/disk
+mkdir "$L"
+echo 'mkdir -p /srv/own && chmod 700 /srv/own && echo secret > /srv/own/f && echo pub > /srv/pub && chmod 644 /srv/pub' >"$L/exec"
+eq "share_fs: the root and lease directories show o+x only" "$(stat -c %a "$MNT" "$L" | tr '\n' ' ')" "711 711 "
+eq "share_fs: another user writes into fs/tmp" "$(as_u sh -c "echo theirs > '$L/fs/tmp/theirs' && cat '$L/fs/tmp/theirs'" 2>&1)" theirs
+eq "... the file is theirs in the sandbox" "$(lease_run 'stat -c %u /tmp/theirs')" "$(id -u "$U")"
+eq "... reads a 0644 file" "$(as_u cat "$L/fs/srv/pub" 2>&1)" pub
+eq "... not a 0700 directory's file" "$(u_errno "cat '$L/fs/srv/own/f'")" EACCES
+eq "... nor writes a root-owned 0644 file" "$(u_errno "echo x >> '$L/fs/srv/pub'")" EACCES
+eq "... nor reads env" "$(u_errno "cat '$L/env'")" EACCES
+eq "... nor runs through exec" "$(u_errno "echo 'id > /root/pwned' > '$L/exec'")" EACCES
+eq "... nor reads info" "$(u_errno "cat '$L/info'")" EACCES
+eq "... nor lists the mount or the lease" "$(u_errno "ls '$MNT'"; u_errno "ls '$L'")" "EACCES
+EACCES"
+eq "... nor creates or kills a lease" "$(u_errno "mkdir '$MNT/theirs'"; u_errno "rmdir '$L'"; u_errno "echo kill > '$L/state'")" "EACCES
+EACCES
+EACCES"
+eq "... nothing changed: the lease runs, no run happened" "$(cat "$L/state") $(lease_run 'test -e /root/pwned && echo yes || echo no')" "running no"
 finish
