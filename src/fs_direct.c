@@ -7,6 +7,7 @@
  * creates or changes a file counts as use and resumes it.
  */
 #include "fsmirror.h"
+#include "base/xalloc.h"
 
 
 #include <errno.h>
@@ -127,11 +128,9 @@ static int d_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 		sbx_lease_unuse(l);
 	if (rc)
 		return fail(l, "open", path, rc, err);
-	struct sbx_fs_file *f = calloc(1, sizeof(*f));
-	if (!f)
-		abort();
+	struct sbx_fs_file *f = sbx_xcalloc(1, sizeof(*f));
 	f->lease = l;
-	f->path = strdup(path);
+	f->path = sbx_xstrdup(path);
 	f->flags = flags;
 	f->fh = fh;
 	*out = f;

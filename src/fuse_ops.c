@@ -664,10 +664,7 @@ static int op_readlink(const char *path, char *buf, size_t size)
 	char *raw;
 	int rc;
 	FS_ONLY(path, n, l, rc);
-	if (!(raw = malloc(size))) {
-		sbx_lease_put(l);
-		return -ENOMEM;
-	}
+	raw = sbx_xmalloc(size);
 	rc = sbx_fs_ops_for(l)->readlink(l, n.sub, raw, size, &err);
 	if (!rc && raw_symlinks)
 		memcpy(buf, raw, size);

@@ -1,5 +1,6 @@
 /* kinval — kernel cache tracking for fs/ (see kinval.h). */
 #include "kinval.h"
+#include "base/xalloc.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,9 +34,7 @@ void sbx_kinval_set_callback(void (*cb)(void *ctx, const char *mount_path), void
 
 struct sbx_kinval *sbx_kinval_new(void)
 {
-	struct sbx_kinval *k = calloc(1, sizeof(*k));
-	if (!k)
-		abort();
+	struct sbx_kinval *k = sbx_xcalloc(1, sizeof(*k));
 	pthread_mutex_init(&k->lock, NULL);
 	return k;
 }
@@ -80,9 +79,7 @@ void sbx_kinval_note(struct sbx_kinval *k, const char *path)
 	pthread_mutex_lock(&k->lock);
 	HASH_FIND(hh, k->paths, path, len, e);
 	if (!e && k->n < SBX_KINVAL_MAX) {
-		e = malloc(sizeof(*e) + len + 1);
-		if (!e)
-			abort();
+		e = sbx_xmalloc(sizeof(*e) + len + 1);
 		memcpy(e->path, path, len + 1);
 		HASH_ADD(hh, k->paths, path[0], len, e);
 		k->n++;

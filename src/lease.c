@@ -191,16 +191,14 @@ static void forget_lookup_error(struct sbx_mount *m)
 char *sbx_mount_error_text(struct sbx_mount *m)
 {
 	sbx_lock(&m->err_lock, SBX_LOCK_ERR);
-	char *s = strdup(m->error_line);
+	char *s = sbx_xstrdup(m->error_line);
 	sbx_unlock(&m->err_lock, SBX_LOCK_ERR);
 	return s;
 }
 
 struct sbx_lease *lease_new(struct sbx_mount *m, const char *name)
 {
-	struct sbx_lease *l = calloc(1, sizeof(*l));
-	if (!l)
-		abort();
+	struct sbx_lease *l = sbx_xcalloc(1, sizeof(*l));
 	snprintf(l->name, sizeof(l->name), "%s", name);
 	l->mount = m;
 	l->refs = 1; /* the table's */
@@ -210,7 +208,7 @@ struct sbx_lease *lease_new(struct sbx_mount *m, const char *name)
 	struct sbx_buf b = SBX_BUF_INIT;
 	sbx_buf_addf(&b, "%s/leases/%s", m->state_dir, name);
 	l->dir = sbx_buf_detach(&b, NULL);
-	l->env_text = strdup("");
+	l->env_text = sbx_xstrdup("");
 	l->created_at = l->last_active = time(NULL);
 	l->kinval = sbx_kinval_new();
 	return l;
@@ -470,9 +468,7 @@ static int find_orphans(struct sbx_mount *m, const struct sbx_pending_create *p,
 static void pending_add(struct sbx_mount *m, struct sbx_lease *l, time_t since,
 			struct sbx_error *err)
 {
-	struct sbx_pending_create *p = calloc(1, sizeof(*p));
-	if (!p)
-		abort();
+	struct sbx_pending_create *p = sbx_xcalloc(1, sizeof(*p));
 	snprintf(p->name, sizeof(p->name), "%s", l->name);
 	p->prov = l->prov;
 	sbx_spec_copy(&p->spec, &l->spec);
@@ -612,7 +608,7 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 			goto out_free;
 	}
 	for (; kv && *kv; kv++) {
-		char *dup = strdup(*kv), *eq = strchr(dup, '=');
+		char *dup = sbx_xstrdup(*kv), *eq = strchr(dup, '=');
 		if (!eq) {
 			rc = sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
 					   "expected key=value, got \"%s\"", *kv);
@@ -771,7 +767,7 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 	}
 	if (provider) {
 		free(l->spec.provider);
-		l->spec.provider = strdup(provider);
+		l->spec.provider = sbx_xstrdup(provider);
 	}
 	rc = resolve_provider(l, err);
 	if (!rc && !l->prov->attach)

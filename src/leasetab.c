@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/fsutil.h"
+#include "base/xalloc.h"
 #include "base/log.h"
 #include "cache.h"
 #include "lease.h"
@@ -52,9 +53,7 @@ static json_t *lease_to_json(struct sbx_lease *l, bool *skip)
 void collect(void *ctx, struct sbx_lease *l)
 {
 	struct lease_list *ll = ctx;
-	ll->v = realloc(ll->v, (ll->n + 1) * sizeof(*ll->v));
-	if (!ll->v)
-		abort();
+	ll->v = sbx_xrealloc(ll->v, (ll->n + 1) * sizeof(*ll->v));
 	l->refs++; /* under the table lock */
 	ll->v[ll->n++] = l;
 }
@@ -142,7 +141,7 @@ static void load_one(struct sbx_mount *m, json_t *j)
 	l->paused_at = (time_t)json_integer_value(json_object_get(j, "pausedEpoch"));
 	if (json_is_string(json_object_get(j, "env"))) {
 		free(l->env_text);
-		l->env_text = strdup(json_string_value(json_object_get(j, "env")));
+		l->env_text = sbx_xstrdup(json_string_value(json_object_get(j, "env")));
 	}
 	l->saved = json_incref(json_object_get(j, "saved"));
 	l->results_seq = last_result_number(l);
@@ -179,21 +178,19 @@ static void load_table(struct sbx_mount *m, json_t *root)
 int sbx_mount_open(struct sbx_mount **out, const char *state_dir, const char *config_path,
 		   const char *profile, struct sbx_error *err)
 {
-	struct sbx_mount *m = calloc(1, sizeof(*m));
+	struct sbx_mount *m = sbx_xcalloc(1, sizeof(*m));
 	json_t *table = NULL;
 	int rc;
-	if (!m)
-		abort();
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->err_lock, NULL);
 	pthread_mutex_init(&m->save_lock, NULL);
 	pthread_cond_init(&m->timer_cond, NULL);
 	m->tick_ms = 1000;
-	m->state_dir = strdup(state_dir);
+	m->state_dir = sbx_xstrdup(state_dir);
 	rc = sbx_config_load(&m->config, config_path, err);
 	if (rc)
 		goto fail;
-	m->profile = strdup(profile ? profile : m->config.default_profile);
+	m->profile = sbx_xstrdup(profile ? profile : m->config.default_profile);
 	if (!sbx_config_profile(&m->config, m->profile)) {
 		rc = sbx_error_set(err, EINVAL, 0, "profile \"%s\" is not in the config", m->profile);
 		goto fail;

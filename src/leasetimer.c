@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/fsutil.h"
+#include "base/xalloc.h"
 #include "base/log.h"
 #include "cache.h"
 #include "lease.h"

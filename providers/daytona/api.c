@@ -29,6 +29,7 @@
  *    nothing is left running (and billed) that no lease knows of.
  */
 #include "daytona/daytona.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -127,7 +128,7 @@ static int daytona_init(const struct sbx_provider_env *env, struct sbx_error *er
 		abort();
 	if (org)
 		dt_conf.org = header_line("X-Daytona-Organization-ID", org);
-	dt_conf.api_url = strdup(url ? url : "https://app.daytona.io/api");
+	dt_conf.api_url = sbx_xstrdup(url ? url : "https://app.daytona.io/api");
 	n = strlen(dt_conf.api_url);
 	while (n && dt_conf.api_url[n - 1] == '/')
 		dt_conf.api_url[--n] = '\0';
@@ -136,7 +137,7 @@ static int daytona_init(const struct sbx_provider_env *env, struct sbx_error *er
 				   "DAYTONA_API_URL must be an http(s) URL");
 		goto fail;
 	}
-	dt_conf.target = target ? strdup(target) : NULL;
+	dt_conf.target = target ? sbx_xstrdup(target) : NULL;
 	if ((rc = deadline(cfg, "timeout", DT_STATE_TIMEOUT_MS, &dt_conf.state_timeout_ms, err)) ||
 	    (rc = deadline(cfg, "requestTimeout", DT_REQUEST_TIMEOUT_MS, &dt_conf.request_ms,
 			   err)) ||
@@ -179,9 +180,7 @@ void dt_facts_set(struct dt_instance *di, const struct dt_sandbox *sb)
 
 static struct dt_instance *inst_new(const struct sbx_spec *spec, const struct dt_sandbox *sb)
 {
-	struct dt_instance *di = calloc(1, sizeof(*di));
-	if (!di)
-		abort();
+	struct dt_instance *di = sbx_xcalloc(1, sizeof(*di));
 	di->base.prov = &sbx_provider_daytona;
 	snprintf(di->base.id, sizeof(di->base.id), "%s", sb->id);
 	if (spec)

@@ -23,6 +23,7 @@
  * PNG results). The interpreter WebSocket is not used.
  */
 #include "daytona/daytona.h"
+#include "base/xalloc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -202,14 +203,14 @@ static void one_shot_error(struct sbx_code_result *r, const char *out, int exit_
 	r->success = false;
 	if (best) {
 		const char *colon = memchr(best, ':', best_len);
-		r->err_name = strndup(best, (size_t)(colon - best));
-		r->err_value = strndup(colon + 2, best_len - (size_t)(colon - best) - 2);
+		r->err_name = sbx_xstrndup(best, (size_t)(colon - best));
+		r->err_value = sbx_xstrndup(colon + 2, best_len - (size_t)(colon - best) - 2);
 	} else {
-		r->err_name = strdup("Error");
+		r->err_name = sbx_xstrdup("Error");
 		if (asprintf(&r->err_value, "exit status %d", exit_code) < 0)
 			r->err_value = NULL;
 	}
-	r->err_traceback = strdup(out);
+	r->err_traceback = sbx_xstrdup(out);
 }
 
 /*

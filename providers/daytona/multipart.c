@@ -8,6 +8,7 @@
  * headers, bounded), and it knows nothing of HTTP.
  */
 #include "daytona/protocol.h"
+#include "base/xalloc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -227,9 +228,7 @@ static int step(struct dt_multipart *mp)
 			}
 			if (hl > MP_HEADERS_MAX)
 				return -EPROTO;
-			char *hdr = strndup(b->buf, hl);
-			if (!hdr)
-				abort();
+			char *hdr = sbx_xstrndup(b->buf, hl);
 			rc = parse_headers(mp, hdr);
 			free(hdr);
 			sbx_buf_consume(b, hl + 2);

@@ -27,6 +27,7 @@
  * Not here: run_code (code.c builds on dt_run), file ops.
  */
 #include "daytona/daytona.h"
+#include "base/xalloc.h"
 #include "daytona/runout.h"
 
 #include <errno.h>
@@ -118,8 +119,8 @@ static int session_take(struct dt_instance *di, char **sid, unsigned *epoch,
 		sbx_error_clear(err);
 		return -ENOSYS;
 	}
-	if (!rc && !(*sid = strdup(id)))
-		abort();
+	if (!rc)
+		*sid = sbx_xstrdup(id);
 	return rc;
 }
 
@@ -231,8 +232,7 @@ static int session_exec(struct dt_instance *di, const char *sid, const char *com
 		id = json_string_value(json_object_get(reply, "cmdId"));
 		if (!id || !*id || strchr(id, '/'))
 			rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "run: reply has no cmdId");
-		else if (!(*cmd_id = strdup(id)))
-			abort();
+		else *cmd_id = sbx_xstrdup(id);
 	}
 	json_decref(reply);
 	json_decref(body);

@@ -11,6 +11,7 @@
  * credential: the API key lives in e2b_g.set, tokens in the instance.
  */
 #include "e2b/e2b.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -95,16 +96,14 @@ static int not_ready(struct sbx_error *err)
 /* Takes over sb's strings. */
 static struct e2b_inst *inst_new(struct e2b_sandbox *sb, const struct sbx_spec *spec)
 {
-	struct e2b_inst *in = calloc(1, sizeof(*in));
+	struct e2b_inst *in = sbx_xcalloc(1, sizeof(*in));
 	pthread_condattr_t ca;
-	if (!in)
-		return NULL;
 	in->base.prov = &sbx_provider_e2b;
 	snprintf(in->base.id, sizeof(in->base.id), "%s", sb->id);
 	in->sb = *sb;
 	memset(sb, 0, sizeof(*sb));
 	in->paused = in->sb.state && !strcmp(in->sb.state, "paused");
-	in->workdir = spec && spec->working_dir ? strdup(spec->working_dir) : NULL;
+	in->workdir = spec && spec->working_dir ? sbx_xstrdup(spec->working_dir) : NULL;
 	in->ttl_s = spec && spec->res.timeout_s > 0 ? spec->res.timeout_s : E2B_DEFAULT_TIMEOUT_S;
 	pthread_mutex_init(&in->lock, NULL);
 	pthread_mutex_init(&in->flush_lock, NULL);

@@ -18,6 +18,7 @@
  * which is not a loss.
  */
 #include "e2b/e2b.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -46,9 +47,7 @@ static struct e2b_code *code_of(struct e2b_inst *in)
 {
 	pthread_mutex_lock(&in->lock);
 	if (!in->code) {
-		in->code = calloc(1, sizeof(*in->code));
-		if (!in->code)
-			abort();
+		in->code = sbx_xcalloc(1, sizeof(*in->code));
 		pthread_mutex_init(&in->code->lock, NULL);
 	}
 	struct e2b_code *c = in->code;
@@ -154,7 +153,7 @@ static void adopt(struct e2b_inst *in, struct e2b_code *c)
 		const char *cwd = json_string_value(json_object_get(item, "cwd"));
 		if (k < 0 || !id || c->ctx[k] || (in->workdir && (!cwd || strcmp(cwd, in->workdir))))
 			continue;
-		c->ctx[k] = strdup(id);
+		c->ctx[k] = sbx_xstrdup(id);
 	}
 	json_decref(list);
 }
@@ -178,13 +177,13 @@ static int context(struct e2b_inst *in, struct e2b_code *c, int k, char **id,
 		if (!rc && !s)
 			rc = sbx_error_set(e, EPROTO, SBX_E_INTERNAL, "create context: no id in reply");
 		if (!rc)
-			c->ctx[k] = strdup(s);
+			c->ctx[k] = sbx_xstrdup(s);
 		c->count[k] = 0;
 		json_decref(reply);
 		if (rc)
 			return rc;
 	}
-	*id = strdup(c->ctx[k]);
+	*id = sbx_xstrdup(c->ctx[k]);
 	return 0;
 }
 

@@ -21,6 +21,7 @@
  * Not here: which open flags a caller may pass (files.c filters them).
  */
 #include "local.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,11 +69,7 @@ static int walk_push(struct walk *w, int fd)
 {
 	if (w->n == w->cap) {
 		size_t cap = w->cap * 2;
-		int *dirs = realloc(w->dirs, cap * sizeof(*dirs));
-		if (!dirs) {
-			close(fd);
-			return -ENOMEM;
-		}
+		int *dirs = sbx_xrealloc(w->dirs, cap * sizeof(*dirs));
 		w->dirs = dirs;
 		w->cap = cap;
 	}
@@ -114,11 +111,7 @@ static char *link_text(struct walk *w, int fd, const char *rest, int *e)
 		return NULL;
 	}
 	size_t rlen = strlen(rest);
-	char *text = malloc((size_t)n + 1 + rlen + 1);
-	if (!text) {
-		*e = -ENOMEM;
-		return NULL;
-	}
+	char *text = sbx_xmalloc((size_t)n + 1 + rlen + 1);
 	memcpy(text, target, (size_t)n);
 	text[n] = '/';
 	memcpy(text + n + 1, rest, rlen + 1);
@@ -220,10 +213,8 @@ int lcl_resolve_walk(int rootfd, const char *path, int flags, mode_t mode)
 		return -ENOENT;
 	if (plen >= SBX_FS_PATH_MAX)
 		return -ENAMETOOLONG;
-	if (!(w.dirs = malloc(w.cap * sizeof(*w.dirs))) || !(text = strdup(path))) {
-		free(w.dirs);
-		return -ENOMEM;
-	}
+	w.dirs = sbx_xmalloc(w.cap * sizeof(*w.dirs));
+	text = sbx_xstrdup(path);
 	w.dirs[0] = rootfd;
 	p = text;
 	for (;;) {
