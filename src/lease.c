@@ -718,6 +718,7 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 	if (rc == -ETIMEDOUT || rc == -ENOTCONN)
 		pending_add(m, l, started, err);
 	if (rc) {
+		sbx_rm_rf(l->dir); /* nothing of a refused create stays */
 		table_remove(m, l);
 		return rc;
 	}
@@ -859,6 +860,7 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 	if (!rc)
 		rc = l->prov->attach(&l->spec, sandbox_id, NULL, &inst, err);
 	if (rc) {
+		sbx_rm_rf(l->dir);
 		table_remove(m, l);
 		return rc;
 	}
