@@ -83,6 +83,9 @@ char *sbx_lease_path(struct sbx_lease *l, const char *file)
 static void mount_error_line(struct sbx_mount *m, const char *op, const struct sbx_error *e,
 			     bool lookup);
 
+/* The journal `log` past this becomes `log.1` (the older one dropped). */
+#define SBX_JOURNAL_MAX (256 << 10)
+
 int sbx_lease_journal(struct sbx_lease *l, json_t *ev)
 {
 	char ts[32];
@@ -100,7 +103,7 @@ int sbx_lease_journal(struct sbx_lease *l, json_t *ev)
 		line[n] = '\n';
 		line[n + 1] = '\0';
 		char *p = sbx_lease_path(l, "log");
-		int rc = sbx_append_file(p, line, n + 1);
+		int rc = sbx_append_file_capped(p, line, n + 1, SBX_JOURNAL_MAX);
 		if (rc)
 			sbx_error_set(&e, rc, SBX_E_INTERNAL, "cannot write the journal %s: %s", p,
 				      strerror(-rc));
