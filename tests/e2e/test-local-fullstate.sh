@@ -7,7 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 mkdir -p "$STATE"
 mount -t tmpfs -o size=8m sbxfs-e2e-fullstate "$STATE"
-EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }umount -l '$STATE' 2>/dev/null"
+add_cleanup "umount -l '$STATE' 2>/dev/null"
 mount_sbxfs
 mkdir "$MNT/s1"
 L=$MNT/s1
