@@ -735,9 +735,13 @@ static int op_utimens(const char *path, const struct timespec tv[2], struct fuse
 	struct sbx_open *o = of(fi);
 	int rc;
 	if (!path && o && o->fsf) {
+		char mp[4400];
 		note_caller(true);
-		return sbx_fs_ops_for(o->fsf->lease)->utimens(o->fsf->lease, o->fsf->path, tv,
-							       &err);
+		rc = sbx_fs_ops_for(o->fsf->lease)->utimens(o->fsf->lease, o->fsf->path, tv, &err);
+		fh_path(mp, sizeof(mp), o->fsf);
+		if (!rc)
+			sbx_aliases_changed(mp); /* as chmod and chown on an open file */
+		return rc;
 	}
 	rc = resolve(path, &n, &l);
 	if (rc)

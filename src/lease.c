@@ -87,6 +87,9 @@ char *sbx_lease_path(struct sbx_lease *l, const char *file)
 	return sbx_buf_detach(&b, NULL);
 }
 
+/* The journal `log` past this becomes `log.1` (the older one dropped). */
+#define SBX_JOURNAL_MAX (256 << 10)
+
 int sbx_lease_journal(struct sbx_lease *l, json_t *ev)
 {
 	char ts[32];
@@ -104,7 +107,7 @@ int sbx_lease_journal(struct sbx_lease *l, json_t *ev)
 		line[n] = '\n';
 		line[n + 1] = '\0';
 		char *p = sbx_lease_path(l, "log");
-		int rc = sbx_append_file(p, line, n + 1);
+		int rc = sbx_append_file_capped(p, line, n + 1, SBX_JOURNAL_MAX);
 		if (rc)
 			sbx_error_set(&e, rc, SBX_E_INTERNAL, "cannot write the journal %s: %s", p,
 				      strerror(-rc));
@@ -641,6 +644,7 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 	if (rc == -ETIMEDOUT || rc == -ENOTCONN)
 		pending_add(m, l, started, err);
 	if (rc) {
+		sbx_rm_rf(l->dir); /* nothing of a refused create stays */
 		table_remove(m, l);
 		return rc;
 	}
@@ -785,6 +789,7 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 	if (!rc)
 		rc = l->prov->attach(&l->spec, sandbox_id, NULL, &inst, err);
 	if (rc) {
+		sbx_rm_rf(l->dir);
 		table_remove(m, l);
 		return rc;
 	}

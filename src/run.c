@@ -16,6 +16,7 @@
 #include "base/fsutil.h"
 #include "base/log.h"
 #include "fsmirror.h"
+#include "results.h"
 #include "runs.h"
 #include "runs_int.h"
 
@@ -107,12 +108,15 @@ static json_t *save_outputs(struct sbx_lease *l, const struct sbx_code_result *c
 {
 	json_t *names = json_array();
 	char *dir = sbx_lease_path(l, "results");
+	unsigned long first = 0;
 	sbx_mkdir_p(dir, 0700);
 	for (size_t i = 0; i < cr->n_outputs; i++) {
 		char name[64], *path;
 		pthread_mutex_lock(&l->lock);
 		unsigned long n = ++l->results_seq;
 		pthread_mutex_unlock(&l->lock);
+		if (!first)
+			first = n;
 		snprintf(name, sizeof(name), "%lu.%s", n, ext_for_mime(cr->outputs[i].mime));
 		struct sbx_buf p = SBX_BUF_INIT;
 		sbx_buf_addf(&p, "%s/%s", dir, name);
@@ -123,6 +127,8 @@ static json_t *save_outputs(struct sbx_lease *l, const struct sbx_code_result *c
 		free(path);
 	}
 	free(dir);
+	if (first)
+		sbx_results_prune(l, first);
 	return names;
 }
 

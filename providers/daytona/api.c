@@ -57,13 +57,17 @@ static int deadline(json_t *cfg, const char *key, long dflt, long *ms, struct sb
 	return 0;
 }
 
-/* The environment's value, else the config's string `key`, else NULL. */
+/*
+ * The config's string `key`, else the environment's value, else NULL: what
+ * is set for this mount beats the environment, as in Daytona's SDKs (a
+ * DaytonaConfig field beats DAYTONA_*) and for e2b (doc/CONTRACT.md §3).
+ */
 static const char *setting(json_t *cfg, const char *env, const char *key)
 {
-	const char *v = env ? getenv(env) : NULL;
+	const char *v = key ? json_string_value(json_object_get(cfg, key)) : NULL;
 	if (v && *v)
 		return v;
-	v = key ? json_string_value(json_object_get(cfg, key)) : NULL;
+	v = env ? getenv(env) : NULL;
 	return v && *v ? v : NULL;
 }
 

@@ -9,11 +9,14 @@
  * auto-clearing loop device: it lives on the host's disk, its page cache
  * is reclaimable, and only what is written takes space. "auto" (the
  * default) uses ext4 where /dev/loop-control and mkfs.ext4 exist, and
- * tmpfs otherwise or if the ext4 set-up fails. Not here: the overlay.
+ * tmpfs otherwise or if the ext4 set-up fails for another reason than a
+ * full state dir: that one fails the create with ENOSPC, since a lease
+ * quietly on RAM would be a silent failure. Not here: the overlay.
  */
 #include "local.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <linux/loop.h>
 #include <spawn.h>
@@ -22,6 +25,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -99,6 +103,19 @@ static int loop_attach(int img, char *dev, size_t size)
 	return e;
 }
 
+/*
+ * Whether a failed mkfs ran out of room: mkfs.ext4 only exits 1, so the
+ * image's file system is asked instead, while the image still holds what
+ * mkfs wrote (less than SBX_DISK_ROOM_MIN left means it filled it).
+ */
+#define SBX_DISK_ROOM_MIN (1L << 20)
+static bool state_dir_full(int img)
+{
+	struct statvfs sv;
+	return fstatvfs(img, &sv) == 0 && (unsigned long long)sv.f_bavail * sv.f_frsize <
+						  (unsigned long long)SBX_DISK_ROOM_MIN;
+}
+
 static int mount_ext4(const char *dir, const char *rw, long disk_mb, struct sbx_error *err)
 {
 	struct sbx_buf img = SBX_BUF_INIT;
@@ -115,7 +132,14 @@ static int mount_ext4(const char *dir, const char *rw, long disk_mb, struct sbx_
 		goto out_unlink;
 	}
 	if ((e = mkfs(img.buf)) < 0) {
-		e = sbx_error_set(err, e, 0, "mkfs.ext4 %s failed", img.buf);
+		if (state_dir_full(fd))
+			e = sbx_error_set(err, ENOSPC, 0,
+					  "no room for the lease's disk image %s: the state dir's "
+					  "file system is full (free space there, or set "
+					  "providers.local.disk to tmpfs)",
+					  img.buf);
+		else
+			e = sbx_error_set(err, e, 0, "mkfs.ext4 %s failed", img.buf);
 		goto out_unlink;
 	}
 	if ((loop = loop_attach(fd, dev, sizeof(dev))) < 0) {
@@ -164,7 +188,8 @@ int lcl_disk_mount(const char *dir, const char *rw, long disk_mb, enum lcl_disk 
 			*used = LCL_DISK_EXT4;
 			return 0;
 		}
-		if (want == LCL_DISK_EXT4)
+		/* A full state dir is the user's to know: RAM instead of disk would hide it. */
+		if (want == LCL_DISK_EXT4 || e == -ENOSPC)
 			return e;
 		sbx_log(SBX_LOG_WARN, "local: %s; using tmpfs", err ? err->msg : "ext4 failed");
 		sbx_error_clear(err);

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,25 @@ int sbx_append_file(const char *path, const void *data, size_t len)
 		return -errno;
 	rc = sbx_write_all(fd, data, len);
 	close(fd);
+	return rc;
+}
+
+int sbx_append_file_capped(const char *path, const void *data, size_t len, off_t cap)
+{
+	static pthread_mutex_t rotate_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf */
+	struct stat st;
+	int rc = 0;
+	pthread_mutex_lock(&rotate_lock);
+	if (stat(path, &st) == 0 && st.st_size > 0 && st.st_size + (off_t)len > cap) {
+		struct sbx_buf old = SBX_BUF_INIT;
+		sbx_buf_addf(&old, "%s.1", path);
+		if (rename(path, old.buf) < 0)
+			rc = -errno;
+		sbx_buf_release(&old);
+	}
+	if (!rc)
+		rc = sbx_append_file(path, data, len);
+	pthread_mutex_unlock(&rotate_lock);
 	return rc;
 }
 

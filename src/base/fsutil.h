@@ -18,6 +18,12 @@ int sbx_mkdir_p(const char *path, mode_t mode);
 int sbx_write_file_atomic(const char *path, const void *data, size_t len);
 /* Appends to path (created 0600 if missing). */
 int sbx_append_file(const char *path, const void *data, size_t len);
+/*
+ * The same for a file kept under cap bytes: when data would take path past
+ * cap, path first becomes path.1 (replacing the older one), so path and
+ * path.1 hold at most about 2 * cap. Serialised by one lock of its own.
+ */
+int sbx_append_file_capped(const char *path, const void *data, size_t len, off_t cap);
 /* Reads the whole file into out (appending); ENOENT if missing. max bounds the size. */
 int sbx_read_file(const char *path, struct sbx_buf *out, size_t max);
 /* All of data to fd: retried on EINTR and short writes; -EIO if a write moves nothing. */

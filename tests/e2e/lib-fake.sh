@@ -17,7 +17,7 @@ stop_fake() {
 	wait "$FAKE_PID" 2>/dev/null
 	FAKE_PID=
 }
-EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }stop_fake"
+add_cleanup stop_fake
 
 start_fake() {
 	local kind=$1

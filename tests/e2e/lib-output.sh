@@ -12,7 +12,7 @@
 output_mount() {
 	mkdir -p "$STATE"
 	mount -t tmpfs -o size=256m tmpfs "$STATE" || { echo "SKIP: cannot mount a tmpfs"; exit 77; }
-	EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }umount '$STATE'"
+	add_cleanup "umount '$STATE'"
 	mount_sbxfs
 	L=$MNT/box
 	ok "mkdir creates a $1 lease" mkdir "$L"

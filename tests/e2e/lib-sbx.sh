@@ -3,7 +3,7 @@
 # is in the test's directory; the cleanup kills that server, never by name.
 : "${SBX:?SBX must point at the sbx binary}"
 TMUX_SOCK=$WORK/tmux.sock
-EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }tmux -S '$TMUX_SOCK' kill-server 2>/dev/null"
+add_cleanup "tmux -S '$TMUX_SOCK' kill-server 2>/dev/null"
 
 tm() { tmux -S "$TMUX_SOCK" "$@"; }
 # pane_ready: the pane shows something (the shell's prompt, whatever it is).

@@ -150,11 +150,28 @@ end_leases() {
 	done
 }
 
+# add_cleanup SHELL-TEXT: one step (one line) for the exit trap. Steps run
+# in the order added (EXTRA_CLEANUP holds them, a line each), each eval'ed on
+# its own: one that fails or does not parse never stops the next.
+add_cleanup() { EXTRA_CLEANUP+="${EXTRA_CLEANUP:+$'\n'}$1"; }
+
+run_cleanup_steps() {
+	local step
+	local -a steps
+	mapfile -t steps <<<"$EXTRA_CLEANUP"
+	for step in "${steps[@]}"; do
+		# Text once appended as "${X:+$X; }..." to nothing begins with ';'.
+		step=${step#"${step%%[![:space:];]*}"}
+		[ -n "$step" ] && eval "$step"
+	done
+	return 0
+}
+
 cleanup() {
 	local rc=$?
 	end_leases
 	unmount_sbxfs
-	[ -n "$EXTRA_CLEANUP" ] && eval "$EXTRA_CLEANUP"
+	run_cleanup_steps
 	if [ "$rc" != 0 ] || [ "$FAILS" != 0 ]; then
 		echo "--- daemon log (tail) ---"
 		tail -n 40 "$WORK/sbxfs.log" 2>/dev/null

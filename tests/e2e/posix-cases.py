@@ -183,6 +183,23 @@ def c_hardlink(d):
     return s + " after-unlink=%d" % os.stat(d + "/a").st_nlink
 
 
+def c_hardlink_futimens(d):
+    """Times set on an open file (futimens) show through its other name at once."""
+    write(d + "/a", "data")
+    os.link(d + "/a", d + "/b")
+    os.stat(d + "/b")  # the kernel now holds b's attributes
+    fd = os.open(d + "/a", os.O_RDWR)
+    try:
+        os.utime(fd, (1000000000, 1200000000))
+        b = os.stat(d + "/b")
+        s = "b-after-futimens atime=%d mtime=%d" % (b.st_atime, b.st_mtime)
+        os.fchmod(fd, 0o640)
+        s += " b-mode-after-fchmod=%o" % stat.S_IMODE(os.stat(d + "/b").st_mode)
+    finally:
+        os.close(fd)
+    return s
+
+
 def c_symlink_size(d):
     os.symlink("abc", d + "/l")
     os.symlink("/nowhere/at/all", d + "/m")

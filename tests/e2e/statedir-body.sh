@@ -33,7 +33,7 @@ print(rc, int((time.monotonic() - t) * 1000))
 PY
 }
 # A mount that came up by mistake must not outlive the test.
-EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }fusermount3 -u $WORK/mnt2 2>/dev/null; fusermount3 -u $MNT 2>/dev/null"
+add_cleanup "fusermount3 -u $WORK/mnt2 2>/dev/null; fusermount3 -u $MNT 2>/dev/null"
 
 # ---- one daemon per state dir ----
 mount_sbxfs
@@ -253,7 +253,7 @@ unmount_sbxfs
 STATE=$WORK/small
 mkdir -p "$STATE"
 mount -t tmpfs -o size=2m sbxfs-e2e-small "$STATE"
-EXTRA_CLEANUP="$EXTRA_CLEANUP; umount -l '$STATE' 2>/dev/null"
+add_cleanup "umount -l '$STATE' 2>/dev/null"
 mount_sbxfs
 mkdir "$MNT/s1"
 dd if=/dev/zero of="$STATE/filler" bs=64k 2>/dev/null

@@ -9,5 +9,5 @@
 # Known gaps (doc/DESIGN.md, "POSIX conformance"): owners collapse to the
 # sandbox user (and the setgid bit is not inherited), no nlink or inode numbers, no device nodes or sockets,
 # symlink loops.
-posix_on_fake daytona hardlink lchown mkfifo mknod_blk mknod_chr owner_changes_own owner_create setgid_dir ~setid_write socket sticky symlink_loop symlink_size
+posix_on_fake daytona hardlink hardlink_futimens lchown mkfifo mknod_blk mknod_chr owner_changes_own owner_create setgid_dir ~setid_write socket sticky symlink_loop symlink_size
 finish

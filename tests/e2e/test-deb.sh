@@ -33,7 +33,7 @@ dpkg_locked() {
 	return 1
 }
 DPID=
-EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }[ -n \"\$DPID\" ] && { umount -l '$MNT' 2>/dev/null; kill \$DPID 2>/dev/null; }; purge"
+add_cleanup "[ -n \"\$DPID\" ] && { umount -l '$MNT' 2>/dev/null; kill \$DPID 2>/dev/null; }; purge"
 
 ok "scripts/build-deb builds the package (dpkg-buildpackage -us -uc -b, lintian without errors)" \
 	sh -c "'$top_srcdir/scripts/build-deb' '$WORK/deb' >'$WORK/build-deb.out' 2>&1" ||

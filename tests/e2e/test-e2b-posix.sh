@@ -10,5 +10,5 @@
 # sandbox user (and the setgid bit is not inherited), no nlink or inode numbers, no device nodes or sockets, fifos
 # report EIO, rename flags, symlink st_size (and the owner and size of a
 # loop, which is listed now), umask on mkfifo.
-posix_on_fake e2b hardlink lchown mkfifo mknod_blk mknod_chr owner_changes_own owner_create setgid_dir rename_exchange ~setid_write socket sticky symlink_loop symlink_size umask
+posix_on_fake e2b hardlink hardlink_futimens lchown mkfifo mknod_blk mknod_chr owner_changes_own owner_create setgid_dir rename_exchange ~setid_write socket sticky symlink_loop symlink_size umask
 finish

@@ -20,7 +20,7 @@ story_swap_race 4
 # Another mount's state directory, where the issue found it (/var/lib).
 OTHER=/var/lib/sbxfs-e2e-$$
 mkdir -p "$OTHER/local/lcl-000000000000" && echo "other-mount-$$" >"$OTHER/local/lcl-000000000000/disk.img"
-EXTRA_CLEANUP="rm -rf '$OTHER'"
+add_cleanup "rm -rf '$OTHER'"
 seen() { lease_run "cat $1 >/dev/null 2>&1 && echo readable || echo hidden"; }
 eq "the sandbox cannot read /etc/shadow" "$(seen /etc/shadow)" hidden
 eq "... nor /etc/gshadow" "$(seen /etc/gshadow)" hidden

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 MARK=/root/sbxfs-host-marker-$$
 echo TOPSECRET-CONTENT >"$MARK"
-EXTRA_CLEANUP="rm -f $MARK"
+add_cleanup "rm -f $MARK"
 mount_sbxfs
 L=$MNT/lim
 echo "new lim resources.memoryMB=64 resources.diskMB=32" >"$MNT/ctl"

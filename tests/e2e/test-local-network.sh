@@ -16,7 +16,7 @@ SERVERS=
 serve() { (cd "$WORK/www" && exec python3 -m http.server "$2" --bind "$1" >/dev/null 2>&1) & SERVERS="$SERVERS $!"; }
 serve 127.0.0.1 "$P_LO"
 [ -n "$HOSTADDR" ] && serve "$HOSTADDR" "$P_PUB"
-EXTRA_CLEANUP='[ -n "$SERVERS" ] && kill $SERVERS 2>/dev/null'
+add_cleanup '[ -n "$SERVERS" ] && kill $SERVERS 2>/dev/null'
 wait_for 10 curl -sf -o /dev/null "http://127.0.0.1:$P_LO/" || { log "the host server did not start"; exit 1; }
 # get URL: what a lease's python3 fetches ("ERR <errno name>" on failure).
 get() { lease_run "python3 -c \"

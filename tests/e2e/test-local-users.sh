@@ -9,7 +9,7 @@ command -v useradd >/dev/null || { echo "SKIP: no useradd"; exit 77; }
 U=sbxu$$
 useradd -M -N -s /bin/sh "$U" || { echo "useradd failed"; exit 1; }
 groupadd "${U}g" || { userdel "$U"; echo "groupadd failed"; exit 1; }
-EXTRA_CLEANUP="userdel $U 2>/dev/null; groupdel ${U}g 2>/dev/null"
+add_cleanup "userdel $U 2>/dev/null; groupdel ${U}g 2>/dev/null"
 chmod 755 "$WORK"
 as_u() { setpriv --reuid="$U" --regid="$(id -g "$U")" --clear-groups "$@"; }
 as_u_shared() { setpriv --reuid="$U" --regid="$(id -g "$U")" --groups="${U}g" "$@"; }

@@ -25,7 +25,7 @@ kill_daemons() {
 		kill "$p" 2>/dev/null
 	done
 }
-EXTRA_CLEANUP="kill_daemons"
+add_cleanup kill_daemons
 
 SBIN=$WORK/sbin
 mkdir -p "$SBIN"

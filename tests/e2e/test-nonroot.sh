@@ -27,7 +27,7 @@ U=sbxe2e$$
 # sbxe2e... instead of user.
 useradd -K UID_MIN=50000 -K UID_MAX=59999 -K GID_MIN=50000 -K GID_MAX=59999 \
 	--no-create-home --home-dir "$WORK/home" --shell /bin/sh "$U" || { log "useradd failed"; exit 1; }
-EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }userdel $U 2>/dev/null"
+add_cleanup "userdel $U 2>/dev/null"
 UID_=$(id -u "$U")
 GID_=$(id -g "$U")
 # The user's own tree: home (config, state), the mount point, and a copy of

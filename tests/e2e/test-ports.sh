@@ -54,7 +54,7 @@ eq "the first still answers" "$(curl -fsS "$U1/index.html")" served-by-web
 H=$(free_port)
 python3 -m http.server "$H" --bind 127.0.0.1 >/dev/null 2>&1 &
 HOSTSRV=$!
-EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }kill $HOSTSRV 2>/dev/null"
+add_cleanup "kill $HOSTSRV 2>/dev/null"
 wait_for 10 sh -c "curl -fsS -o /dev/null http://127.0.0.1:$H"
 ok "mkdir a lease with network=none" sh -c "echo 'new iso network=none' >'$MNT/ctl'"
 ok "... its ports/ lists nothing of the host's (its own namespace)" not listed "$MNT/iso/ports" "$H"

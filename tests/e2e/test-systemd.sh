@@ -48,7 +48,7 @@ answered = os.path.exists(sys.argv[2])
 open(sys.argv[3], "w").write("%s\nanswered=%s\n" % (msg, answered))
 PY
 LISTENER=$!
-EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }kill $LISTENER 2>/dev/null"
+add_cleanup "kill $LISTENER 2>/dev/null"
 wait_for 10 test -S "$WORK/notify.sock"
 : >"$WORK/journal"
 JS=$(stat -c '%d:%i' "$WORK/journal")
@@ -107,7 +107,7 @@ if [ -d /run/systemd/system ] && command -v systemd-run >/dev/null; then
 	ok "systemd-run -p Type=notify starts the unit's command" \
 		systemd-run --unit="$U" -p Type=notify -p NotifyAccess=main --wait --no-block \
 		"$SBXFS" -f -o "state_dir=$STATE,config=$CONFIG" "$MNT"
-	EXTRA_CLEANUP="${EXTRA_CLEANUP:+$EXTRA_CLEANUP; }systemctl stop $U 2>/dev/null"
+	add_cleanup "systemctl stop $U 2>/dev/null"
 	ok "... the unit becomes active (ready)" wait_for 30 sh -c "systemctl is-active -q $U"
 	ok "... and the mount answers" test -f "$MNT/README"
 	ok "systemctl stop unmounts" systemctl stop "$U"
