@@ -34,11 +34,24 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/xattr.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
 /* Top-level host entries a lease sees as they are. */
+int lcl_make_opaque(int upper, const char *rel, mode_t mode)
+{
+	char path[PATH_MAX];
+
+	if (mkdirat(upper, rel, mode) < 0 && errno != EEXIST)
+		return -errno;
+	if (fchmodat(upper, rel, mode, 0) < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", upper, rel);
+	return lsetxattr(path, "trusted.overlay.opaque", "y", 1, 0) < 0 ? -errno : 0;
+}
+
 static const char *const shown[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
 /* Top-level names the lease itself provides (init's mounts, the masks of storage.c, etc, var). */
 static const char *const own[] = {"proc", "sys", "dev", "tmp", "root", "home", "run",

@@ -43,7 +43,6 @@
 #include "files.h"
 #include "proto.h"
 
-struct lcl_config lcl_cfg = {.disk_mb = 4096, .ready_ms = 10000, .cg = {.pids_max = 4096}};
 static char *cg_mode, *cg_root, *disk_kind; /* owned copies of the settings strings */
 
 static int mkdir_p(const char *path, mode_t mode)

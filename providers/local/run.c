@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/log.h"
 #include "base/sysutil.h"
 #include "proto.h"
 
@@ -343,4 +345,25 @@ int lcl_run_send(const struct local_inst *li, const struct sbx_run_req *req, int
 				  strerror(-e));
 	sbx_buf_release(&payload);
 	return e;
+}
+
+void lcl_log_reopen(struct local_inst *li)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* a probe and a thaw at once */
+	struct sbx_error ign = SBX_ERROR_INIT;
+	int p[2];
+
+	pthread_mutex_lock(&lock);
+	if (li->logfd >= 0 || lcl_cg_frozen(&li->cg) > 0 || pipe2(p, O_CLOEXEC) < 0)
+		goto out;
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	if (lcl_request_fd(li, LCL_OP_LOG, p[1], 3000, &ign) == 0) {
+		li->logfd = p[0];
+	} else {
+		close(p[0]); /* an init older than LOG: its errors stay dropped */
+		sbx_log(SBX_LOG_DEBUG, "local: %s: no new log pipe: %s", li->base.id, ign.msg);
+	}
+	close(p[1]);
+out:
+	pthread_mutex_unlock(&lock);
 }

@@ -168,26 +168,6 @@ void lcl_log_drain(struct local_inst *li)
 		close(out);
 }
 
-void lcl_log_reopen(struct local_inst *li)
-{
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* a probe and a thaw at once */
-	struct sbx_error ign = SBX_ERROR_INIT;
-	int p[2];
-
-	pthread_mutex_lock(&lock);
-	if (li->logfd >= 0 || lcl_cg_frozen(&li->cg) > 0 || pipe2(p, O_CLOEXEC) < 0)
-		goto out;
-	fcntl(p[0], F_SETFL, O_NONBLOCK);
-	if (lcl_request_fd(li, LCL_OP_LOG, p[1], 3000, &ign) == 0) {
-		li->logfd = p[0];
-	} else {
-		close(p[0]); /* an init older than LOG: its errors stay dropped */
-		sbx_log(SBX_LOG_DEBUG, "local: %s: no new log pipe: %s", li->base.id, ign.msg);
-	}
-	close(p[1]);
-out:
-	pthread_mutex_unlock(&lock);
-}
 
 int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 {

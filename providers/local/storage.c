@@ -50,17 +50,6 @@ const char *lcl_template_lower(const char *template_name)
 	return faccessat(AT_FDCWD, sh, X_OK, AT_EACCESS) == 0 ? template_name : NULL;
 }
 
-int lcl_make_opaque(int upper, const char *rel, mode_t mode)
-{
-	char path[PATH_MAX];
-
-	if (mkdirat(upper, rel, mode) < 0 && errno != EEXIST)
-		return -errno;
-	if (fchmodat(upper, rel, mode, 0) < 0)
-		return -errno;
-	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", upper, rel);
-	return lsetxattr(path, "trusted.overlay.opaque", "y", 1, 0) < 0 ? -errno : 0;
-}
 
 /*
  * Hides the host directory `path` (absolute, inside the lower "/") unless it
