@@ -123,9 +123,13 @@ int sbx_lease_journal(struct sbx_lease *l, json_t *ev)
 static void journal_transition(struct sbx_lease *l, enum sbx_lease_state from,
 			       enum sbx_lease_state to, const char *cause)
 {
-	sbx_lease_journal(l, json_pack("{s:s, s:s, s:s, s:s}", "event", "state", "from",
-				       sbx_lease_state_name(from), "to", sbx_lease_state_name(to),
-				       "cause", cause ? cause : ""));
+	struct sbx_buf why = SBX_BUF_INIT;
+	sbx_buf_add_utf8_escaped(&why, cause ? cause : "");
+	sbx_lease_journal(l, sbx_xjson(json_pack("{s:s, s:s, s:s, s:s}", "event", "state", "from",
+						 sbx_lease_state_name(from), "to",
+						 sbx_lease_state_name(to), "cause",
+						 why.buf)));
+	sbx_buf_release(&why);
 	sbx_log(SBX_LOG_INFO, "lease %s: %s -> %s (%s)", l->name, sbx_lease_state_name(from),
 		sbx_lease_state_name(to), cause ? cause : "");
 }
@@ -139,9 +143,13 @@ void record_error(struct sbx_lease *l, const char *op, const struct sbx_error *e
 	char *p = sbx_lease_path(l, "error");
 	sbx_write_file_atomic(p, line, strlen(line));
 	free(p);
-	sbx_lease_journal(l, json_pack("{s:s, s:s, s:s, s:s, s:i}", "event", "error", "op", op,
-				       "code", sbx_errcode_name(e->code), "message", e->msg,
-				       "errno", e->err));
+	/* A message naming a path that is not UTF-8 is still journalled (\xNN for those bytes). */
+	struct sbx_buf msg = SBX_BUF_INIT;
+	sbx_buf_add_utf8_escaped(&msg, e->msg);
+	sbx_lease_journal(l, sbx_xjson(json_pack("{s:s, s:s, s:s, s:s, s:i}", "event", "error", "op",
+						 op, "code", sbx_errcode_name(e->code), "message",
+						 msg.buf, "errno", e->err)));
+	sbx_buf_release(&msg);
 	sbx_log(SBX_LOG_WARN, "lease %s: %s: %s", l->name, op, e->msg);
 }
 

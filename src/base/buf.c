@@ -114,6 +114,47 @@ char *sbx_buf_detach(struct sbx_buf *b, size_t *len)
 	return p;
 }
 
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 (RFC 3629: no overlong, no surrogate). */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char c = s[0];
+	size_t n;
+	unsigned long cp;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, cp = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, cp = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, cp = c & 0x07;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+	    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+		return 0;
+	return n;
+}
+
+void sbx_buf_add_utf8_escaped(struct sbx_buf *b, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		size_t n = utf8_len(p);
+		if (n) {
+			sbx_buf_add(b, (const char *)p, n);
+			p += n;
+		} else {
+			sbx_buf_addf(b, "\\x%02x", *p++);
+		}
+	}
+}
+
 void sbx_buf_add_shquoted(struct sbx_buf *b, const char *s)
 {
 	sbx_buf_addch(b, '\'');

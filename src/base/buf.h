@@ -38,5 +38,11 @@ void sbx_buf_consume(struct sbx_buf *b, size_t n);
 char *sbx_buf_detach(struct sbx_buf *b, size_t *len);
 /* Appends s quoted for a POSIX shell ('...' with embedded ' escaped). */
 void sbx_buf_add_shquoted(struct sbx_buf *b, const char *s);
+/*
+ * Appends s with every byte that is not part of valid UTF-8 written as
+ * the four characters \xNN: text for JSON (jansson refuses the rest) that
+ * still shows which bytes were there.
+ */
+void sbx_buf_add_utf8_escaped(struct sbx_buf *b, const char *s);
 
 #endif

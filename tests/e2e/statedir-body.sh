@@ -54,6 +54,12 @@ eq "rename to a 256-byte name: ENAMETOOLONG" "$(errno_of "os.rename('$FT/r', '$F
 not_listed() { ! ls "$FT" | grep -qx "$N256"; }
 ok "... none of them is listed" not_listed
 [ "$PROVIDER" = local ] || ok "... and the lease's error file says NAME_MAX" grep -q NAME_MAX "$L/error"
+if [ "$PROVIDER" != local ]; then
+	# The message names bytes that are not UTF-8: the journal still gets the event, escaped.
+	eq "create of a 256-byte name of 0xff bytes: ENAMETOOLONG" \
+		"$(errno_of "os.close(os.open(b'$FT/' + b'\\xff' * 256, os.O_CREAT | os.O_WRONLY))")" ENAMETOOLONG
+	ok "... its error event is in the journal, the bytes as \\xff" grep -q 'NAME_MAX.*\\\\xff\|\\\\xff.*NAME_MAX' "$L/log"
+fi
 echo long >"$FT/$N255"
 eq "a 255-byte name is fine" "$(lease_run "cat /tmp/$N255")" long
 # A path over a limit, made relative to a deep directory (the kernel refuses long arguments itself).

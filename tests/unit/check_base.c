@@ -5,6 +5,7 @@
  * random bytes.
  */
 #include <check.h>
+#include <jansson.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -58,6 +59,19 @@ START_TEST(buf_shell_quote)
 	struct sbx_buf b = SBX_BUF_INIT;
 	sbx_buf_add_shquoted(&b, "it's a $x");
 	ck_assert_str_eq(b.buf, "'it'\\''s a $x'");
+	sbx_buf_release(&b);
+}
+END_TEST
+
+START_TEST(buf_utf8_escaped)
+{
+	struct sbx_buf b = SBX_BUF_INIT;
+	/* valid 2-, 3- and 4-byte sequences kept; a lone 0xff, an overlong '/', a surrogate and a cut sequence escaped */
+	sbx_buf_add_utf8_escaped(&b, "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\xff|\xc0\xaf|\xed\xa0\x80|\xe2\x82");
+	ck_assert_str_eq(b.buf, "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\\xff|\\xc0\\xaf|\\xed\\xa0\\x80|\\xe2\\x82");
+	json_t *j = json_string(b.buf);
+	ck_assert_ptr_nonnull(j); /* jansson takes it */
+	json_decref(j);
 	sbx_buf_release(&b);
 }
 END_TEST
@@ -521,6 +535,7 @@ int main(void)
 	TCase *tc = tcase_create("pure");
 	tcase_add_test(tc, buf_invariants);
 	tcase_add_test(tc, buf_shell_quote);
+	tcase_add_test(tc, buf_utf8_escaped);
 	tcase_add_test(tc, err_set_returns_negative);
 	tcase_add_test(tc, err_http_mapping);
 	tcase_add_test(tc, log_redacts_secrets);
