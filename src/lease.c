@@ -152,6 +152,19 @@ void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error
 	}
 }
 
+/* sbx_instance.report: a provider's failure that no call returned (a queued change). */
+static void instance_report(void *ctx, const char *what, const struct sbx_error *e)
+{
+	sbx_lease_error(ctx, what, e);
+}
+
+/* The lease takes inst: its provider's late failures go to the lease's `error`. */
+static void adopt_instance(struct sbx_lease *l, struct sbx_instance *inst)
+{
+	inst->report_ctx = l;
+	inst->report = instance_report;
+}
+
 /* ---- the mount -------------------------------------------------------- */
 
 /* Sets the root `error` line; err_lock is a leaf, so any lock may be held. */
@@ -722,6 +735,7 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 		return rc;
 	}
 	lease_setup_cache(l);
+	adopt_instance(l, inst);
 	pthread_mutex_lock(&l->lock);
 	l->inst = inst;
 	snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", inst->id);
@@ -791,6 +805,8 @@ static bool provider_confirms_gone(const struct sbx_provider *p, const char *id,
 static void settle_state(struct sbx_lease *l, struct sbx_instance *inst, enum sbx_remote_state rs,
 			 const char *cause, const struct sbx_error *why)
 {
+	if (inst)
+		adopt_instance(l, inst);
 	pthread_mutex_lock(&l->lock);
 	if (inst && l->inst != inst) {
 		if (l->inst)
