@@ -71,7 +71,23 @@ enum sbx_remote_state {
 struct sbx_instance {
 	const struct sbx_provider *prov;
 	char id[128]; /* the provider's sandbox id, shown in status/info */
+	/*
+	 * Set by the core once it holds the instance: where the provider
+	 * reports a failure no call returns (a queued change that failed when
+	 * applied later: "mknod /a/b", why). Goes to the lease's `error` file.
+	 * May be called from any thread, with provider locks held. NULL: none.
+	 */
+	void (*report)(void *ctx, const char *what, const struct sbx_error *e);
+	void *report_ctx;
 };
+
+/* Reports a failure that no call returns (see sbx_instance.report). */
+static inline void sbx_instance_report(struct sbx_instance *inst, const char *what,
+				       const struct sbx_error *e)
+{
+	if (inst && inst->report)
+		inst->report(inst->report_ctx, what, e);
+}
 
 /* Attributes of one file. Unknown fields are 0; mode always has the type. */
 struct sbx_stat {
@@ -317,6 +333,14 @@ struct sbx_provider {
 	/* Applies queued metadata changes (batched chmod/utimens...). The core
 	 * calls it before a run, a pause, and on fsync. Optional. */
 	int (*sync)(struct sbx_instance *inst, struct sbx_error *err);
+	/*
+	 * A queued change that fails when applied is recorded against the path
+	 * it concerns (and reported through sbx_instance.report), not returned
+	 * by whichever call applied it. Takes the failure recorded against
+	 * path: -errno with err filled, or 0. The core calls it at fsync, after
+	 * sync. Optional.
+	 */
+	int (*take_failure)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 
 	/* --- direct file handles (SBX_CAP_DIRECT_IO providers) ------------ */
 	/* Opens path with open(2) flags/mode; *fh is the provider's handle. */

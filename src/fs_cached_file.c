@@ -333,10 +333,17 @@ int fsc_fsync(struct sbx_fs_file *f, int datasync, struct sbx_error *err)
 	struct sbx_lease *l = f->lease;
 	struct sbx_instance *inst;
 	int rc = upload_handle(f, err);
-	if (rc || !l->prov->sync)
+	if (rc || (!l->prov->sync && !l->prov->take_failure))
 		return rc;
 	rc = fsc_use(l, &inst, "sync", f->path, err);
-	return rc ? rc : fsc_end(l, l->prov->sync(inst, err), "sync", f->path, err);
+	if (rc)
+		return rc;
+	if (l->prov->sync)
+		rc = l->prov->sync(inst, err);
+	/* Only this file's own failures: a queued change of another path went to it and to `error`. */
+	if (!rc && l->prov->take_failure)
+		rc = l->prov->take_failure(inst, f->path, err);
+	return fsc_end(l, rc, "sync", f->path, err);
 }
 
 void fsc_release(struct sbx_fs_file *f)

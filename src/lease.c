@@ -167,6 +167,19 @@ void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error
 	}
 }
 
+/* sbx_instance.report: a provider's failure that no call returned (a queued change). */
+static void instance_report(void *ctx, const char *what, const struct sbx_error *e)
+{
+	sbx_lease_error(ctx, what, e);
+}
+
+/* The lease takes inst: its provider's late failures go to the lease's `error`. */
+static void adopt_instance(struct sbx_lease *l, struct sbx_instance *inst)
+{
+	inst->report_ctx = l;
+	inst->report = instance_report;
+}
+
 /* ---- the mount -------------------------------------------------------- */
 
 /* Sets the root `error` line; err_lock is a leaf, so any lock may be held. */
@@ -658,6 +671,7 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 	}
 	lease_setup_cache(l);
 	json_t *saved = l->prov->save ? l->prov->save(inst) : NULL; /* no lock held */
+	adopt_instance(l, inst);
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	l->inst = inst;
 	snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", inst->id);
@@ -728,6 +742,8 @@ void settle_state(struct sbx_lease *l, struct sbx_instance *inst, enum sbx_remot
 			 const char *cause, const struct sbx_error *why)
 {
 	struct sbx_instance *old = NULL;
+	if (inst)
+		adopt_instance(l, inst);
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	if (inst && l->inst != inst) {
 		old = l->inst; /* released below, with no lock held */

@@ -193,6 +193,7 @@ static struct dt_instance *inst_new(const struct sbx_spec *spec, const struct dt
 		sbx_spec_init(&di->spec);
 	pthread_mutex_init(&di->lock, NULL);
 	pthread_mutex_init(&di->flush_lock, NULL);
+	sbx_rmeta_fails_init(&di->fails);
 	di->facts = *sb;
 	di->facts_at = time(NULL);
 	di->user_uid = di->user_gid = -1;
@@ -205,6 +206,7 @@ static void daytona_release(struct sbx_instance *inst)
 	struct sbx_error e = SBX_ERROR_INIT;
 	if (!di)
 		return;
+	inst->report = NULL; /* the lease is going: a last failure is only logged */
 	/* Unmount: queued metadata changes still go in (a kill dropped them). */
 	if (di->toolbox && dt_batch_flush(di, &e))
 		sbx_log(SBX_LOG_WARN, "daytona: %s: queued changes lost at release: %s",
@@ -212,6 +214,7 @@ static void daytona_release(struct sbx_instance *inst)
 	dt_sessions_drop(di);
 	dt_links_clear(di);
 	dt_batch_free(&di->batch);
+	sbx_rmeta_fails_destroy(&di->fails);
 	sbx_spec_free(&di->spec);
 	free(di->toolbox);
 	pthread_mutex_destroy(&di->lock);
@@ -626,5 +629,6 @@ const struct sbx_provider sbx_provider_daytona = {
 	.mknod = dt_mknod,
 	.statfs = dt_statfs,
 	.sync = dt_sync,
+	.take_failure = dt_take_failure,
 	.list_sandboxes = daytona_list_sandboxes,
 };

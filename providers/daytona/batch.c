@@ -8,10 +8,12 @@
  * (see dt_chmod). readlink and statfs are one command each (statfs cached
  * for DT_STATFS_TTL_S).
  *
- * A queued operation returns 0 at once; when the script later fails, the
- * call that flushed it (usually fsync/sync or the next access) gets EIO
- * with the failing command's message. The kernel has already refused the
- * common errors (EEXIST, ENOENT on the parent) through its own lookups.
+ * A queued operation returns 0 at once; when its command later fails, the
+ * failure is recorded against its path with the command's message
+ * (rmeta.h): reported to the lease's `error`, returned by the next stat,
+ * list or read of that path and by its fsync, and by no other call. The
+ * kernel has already refused the common errors (EEXIST, ENOENT on the
+ * parent) through its own lookups.
  *
  * Not here: anything with a toolbox endpoint (files.c).
  */
@@ -25,6 +27,7 @@
 
 #include "base/df.h"
 #include "base/log.h"
+#include "base/xalloc.h"
 
 /* "'a' 'b'" helpers for the command lines below. */
 static void arg(struct sbx_buf *b, const char *s)
@@ -69,22 +72,12 @@ void dt_batch_drop(struct dt_instance *di)
 	dt_batch_free(&b);
 }
 
-/* Keeps the first failure: r and e go to *rc and err unless they hold one already. */
-static int first_failure(int *rc, int r, const struct sbx_error *e, struct sbx_error *err)
-{
-	if (r && !*rc) {
-		*rc = r;
-		if (err)
-			*err = *e;
-	}
-	return r;
-}
-
 /* "rc=0 ... exit $rc" around the ops idx[0..n) (all of them when idx is NULL). */
 static void script_of(struct sbx_buf *s, const struct dt_batch *b, const size_t *idx, size_t n,
 		      bool borrow)
 {
 	sbx_buf_adds(s, "rc=0\n");
+	sbx_rmeta_add_marker(s, false);
 	if (borrow)
 		/* b I PATH NEED MSG: a refusal where the user lacks NEED (-O: owns,
 		 * -w: may write) on PATH asks for a borrow (index, our uid, its
@@ -92,7 +85,7 @@ static void script_of(struct sbx_buf *s, const struct dt_batch *b, const size_t 
 		sbx_buf_adds(s, "b() { rc=1; if [ -e \"$2\" ] && ! [ \"-$3\" \"$2\" ]; then "
 				"printf '" DT_BORROW_TAG "%s %s %s\\n' \"$1\" \"$(id -u)\" "
 				"\"$(stat -c '%u %g %a' -- \"$2\")\"; "
-				"else printf '%s\\n' \"$4\"; fi; }\n");
+				"else printf '%s\\n' \"$4\"; " SBX_RMETA_MARK_FN " \"$1\"; fi; }\n");
 	for (size_t k = 0; k < n; k++) {
 		size_t i = idx ? idx[k] : k;
 		if (borrow && b->ops[i].borrow) {
@@ -102,8 +95,10 @@ static void script_of(struct sbx_buf *s, const struct dt_batch *b, const size_t 
 			arg(s, b->ops[i].borrow);
 			sbx_buf_addf(s, " %c \"$e\"\n", b->ops[i].need);
 		} else {
+			sbx_buf_adds(s, "{ ");
 			sbx_buf_adds(s, b->ops[i].cmd);
-			sbx_buf_adds(s, " || rc=1\n");
+			sbx_buf_adds(s, "; } 2>&1");
+			sbx_rmeta_add_mark(s, i, i + 1);
 		}
 	}
 	if (borrow) /* who ran them: the owner of the links they made */
@@ -111,12 +106,20 @@ static void script_of(struct sbx_buf *s, const struct dt_batch *b, const size_t 
 	sbx_buf_adds(s, "exit $rc\n");
 }
 
-/* The error of n queued changes that failed with msg. */
-static int failed(size_t n, const char *msg, struct sbx_error *err)
+/* The name and path of queued op i, for rmeta. */
+static void op_of(void *ctx, size_t i, const char **name, const char **path)
 {
-	return sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
-			     "applying %zu queued change%s failed: %s", n, n == 1 ? "" : "s",
-			     msg && msg[0] ? msg : "(no message)");
+	const struct dt_batch *b = ctx;
+	*name = b->ops[i].what;
+	*path = b->ops[i].path;
+}
+
+/* The ops [0, n) failed without a word of their own (the script did not run). */
+static void failed_all(struct dt_instance *di, const struct dt_batch *b, const char *msg)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	sbx_error_set(&e, EIO, SBX_E_EXECUTION_FAILED, "%s", msg && *msg ? msg : "(no message)");
+	sbx_rmeta_fail_all(&di->fails, &di->base, 0, b->n, op_of, (void *)b, &e);
 }
 
 /* Takes the DT_IDS_TAG line of a script's output: who runs commands. */
@@ -150,37 +153,37 @@ struct borrow {
  * user, the refused commands run again, the daemon gives it back (owner,
  * group and mode as they were). Two more permission calls and one more
  * command, only when it happens.
+ *
+ * Each op that fails is recorded against its path (rmeta.h); returns
+ * whether any did.
  */
-static int run_ops(struct dt_instance *di, const struct dt_batch *b, struct sbx_error *err)
+static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 {
 	struct sbx_buf s = SBX_BUF_INIT, out = SBX_BUF_INIT;
 	struct sbx_error e = SBX_ERROR_INIT;
 	struct borrow *bw = NULL;
-	size_t nbw = 0, nidx = 0, *idx = NULL, skip = strlen(DT_BORROW_TAG);
-	char *line, *msg = NULL;
-	int rc, r, code = 0;
+	size_t nbw = 0, nidx = 0, *idx = NULL, skip = strlen(DT_BORROW_TAG), nfail = 0;
+	char *line;
+	int rc, code = 0;
 
 	script_of(&s, b, NULL, b->n, true);
-	rc = dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, err);
-	if (!rc)
-		note_ids(di, out.buf);
-	if (rc || !code)
+	rc = dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, &e);
+	if (rc) {
+		failed_all(di, b, e.msg);
+		nfail = b->n;
 		goto out;
-	bw = calloc(b->n, sizeof(*bw));
-	idx = calloc(b->n, sizeof(*idx));
-	if (!bw || !idx)
-		abort();
+	}
+	note_ids(di, out.buf);
+	/* Exit 0 still may have marks: only a borrow sets rc. */
+	nfail = sbx_rmeta_attribute(&di->fails, &di->base, out.buf, 0, b->n, op_of, (void *)b);
+	bw = sbx_xcalloc(b->n, sizeof(*bw));
+	idx = sbx_xcalloc(b->n, sizeof(*idx));
 	for (line = out.buf; *line; line += strcspn(line, "\n"), line += *line == '\n') {
 		struct borrow x = {NULL};
 		unsigned long mode;
 		size_t i, k;
-		if (!strncmp(line, DT_IDS_TAG, strlen(DT_IDS_TAG)))
+		if (strncmp(line, DT_BORROW_TAG, skip))
 			continue;
-		if (strncmp(line, DT_BORROW_TAG, skip)) {
-			if (!msg && !(msg = strndup(line, strcspn(line, "\n"))))
-				abort();
-			continue;
-		}
 		if (sscanf(line + skip, "%zu %23s %23s %23s %lo", &i, x.me, x.uid, x.gid, &mode) !=
 			5 ||
 		    i >= b->n || !b->ops[i].borrow || nidx == b->n)
@@ -193,36 +196,42 @@ static int run_ops(struct dt_instance *di, const struct dt_batch *b, struct sbx_
 		if (k == nbw) /* several ops may need one path: borrowed once */
 			bw[nbw++] = x;
 	}
-	if (msg || !nidx) /* a failure that is not the user's lack of ownership */
-		rc = failed(b->n, msg, err);
+	if (code && !nfail && !nidx) { /* it failed, and not by an op: the script itself */
+		out.buf[strcspn(out.buf, "\n")] = '\0';
+		failed_all(di, b, out.buf);
+		nfail = b->n;
+	}
 	if (!nidx)
 		goto out;
 	sbx_log(SBX_LOG_DEBUG, "daytona: %s: borrowing %zu path%s for %zu queued change%s",
 		di->base.id, nbw, nbw == 1 ? "" : "s", nidx, nidx == 1 ? "" : "s");
 	for (size_t k = 0; k < nbw; k++)
-		if (first_failure(&rc, dt_perms(di, bw[k].path, -1, bw[k].me, NULL, &e), &e, err))
+		if (dt_perms(di, bw[k].path, -1, bw[k].me, NULL, &e)) {
+			sbx_rmeta_fail(&di->fails, &di->base, "borrow", bw[k].path, &e, true);
 			bw[k].mode = -1;
+		}
 	sbx_buf_reset(&out);
 	sbx_buf_reset(&s);
 	script_of(&s, b, idx, nidx, false);
-	r = dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, &e);
-	if (!r && code) {
-		out.buf[strcspn(out.buf, "\n")] = '\0';
-		r = failed(nidx, out.buf, &e);
+	if (dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, &e)) {
+		for (size_t k = 0; k < nidx; k++)
+			sbx_rmeta_fail_all(&di->fails, &di->base, idx[k], idx[k] + 1, op_of,
+					   (void *)b, &e);
+		nfail += nidx;
+	} else {
+		nfail += sbx_rmeta_attribute(&di->fails, &di->base, out.buf, 0, b->n, op_of,
+					     (void *)b);
 	}
-	first_failure(&rc, r, &e, err);
 	for (size_t k = 0; k < nbw; k++)
-		if (bw[k].mode >= 0)
-			first_failure(
-			    &rc, dt_perms(di, bw[k].path, bw[k].mode, bw[k].uid, bw[k].gid, &e), &e,
-			    err);
+		if (bw[k].mode >= 0 &&
+		    dt_perms(di, bw[k].path, bw[k].mode, bw[k].uid, bw[k].gid, &e))
+			sbx_rmeta_fail(&di->fails, &di->base, "give back", bw[k].path, &e, true);
 out:
-	free(msg);
 	free(bw);
 	free(idx);
 	sbx_buf_release(&s);
 	sbx_buf_release(&out);
-	return rc;
+	return nfail > 0;
 }
 
 int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
@@ -239,8 +248,10 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 	pthread_mutex_unlock(&di->lock);
 	if (!b.n && !b.n_perms)
 		goto out;
-	if (b.n)
-		first_failure(&rc, run_ops(di, &b, &e), &e, err);
+	/* Failures go to their paths (rmeta.h), not to this call. */
+	if (b.n && run_ops(di, &b))
+		for (size_t i = 0; i < b.n; i++) /* a link that failed is no link */
+			dt_links_forget(di, b.ops[i].path);
 	/* After the commands: they may create the paths, and they run as a
 	 * user who could not touch what a chown gives away. */
 	for (size_t i = 0; i < b.n_perms; i++) {
@@ -248,16 +259,10 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 		char u[24], g[24];
 		snprintf(u, sizeof(u), "%ld", p->uid);
 		snprintf(g, sizeof(g), "%ld", p->gid);
-		first_failure(&rc,
-			      dt_perms(di, p->path, p->mode, p->uid >= 0 ? u : NULL,
-				       p->gid >= 0 ? g : NULL, &e),
-			      &e, err);
-	}
-	if (rc) {
-		sbx_log(SBX_LOG_WARN, "daytona: %s: %s", di->base.id,
-			err ? err->msg : "batch failed");
-		for (size_t i = 0; i < b.n; i++) /* which ones failed is not known */
-			dt_links_forget(di, b.ops[i].path);
+		if (dt_perms(di, p->path, p->mode, p->uid >= 0 ? u : NULL, p->gid >= 0 ? g : NULL,
+			     &e))
+			sbx_rmeta_fail(&di->fails, &di->base, p->mode >= 0 ? "chmod" : "chown",
+				       p->path, &e, true);
 	}
 	pthread_mutex_lock(&di->lock);
 	di->flushing = false;
@@ -265,6 +270,7 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 out:
 	pthread_mutex_unlock(&di->flush_lock);
 	dt_batch_free(&b);
+	(void)err;
 	return rc;
 }
 
@@ -303,7 +309,13 @@ int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_erro
 
 int dt_batch_settle_for(struct dt_instance *di, const char *path, struct sbx_error *err)
 {
-	return flush_if(di, path, false, err);
+	int rc = flush_if(di, path, false, err);
+	return rc ? rc : sbx_rmeta_fail_take(&di->fails, path, err);
+}
+
+int dt_take_failure(struct sbx_instance *inst, const char *path, struct sbx_error *err)
+{
+	return sbx_rmeta_fail_take(&dt_inst(inst)->fails, path, err);
 }
 
 bool dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st)
@@ -345,10 +357,11 @@ static bool full_locked(const struct dt_batch *b)
  * borrow: what to borrow when the sandbox's user lacks `need` on it ('O'
  * owner, 'w' write; see run_ops).
  */
-static int enqueue(struct dt_instance *di, const struct sbx_buf *cmd, const char *path,
-		   const char *borrow, char need, struct sbx_error *err)
+static int enqueue(struct dt_instance *di, const char *what, const struct sbx_buf *cmd,
+		   const char *path, const char *borrow, char need, struct sbx_error *err)
 {
-	struct dt_op op = {strdup(path), strdup(cmd->buf), borrow ? strdup(borrow) : NULL, need};
+	struct dt_op op = {strdup(path), strdup(cmd->buf), borrow ? strdup(borrow) : NULL, need,
+			   what};
 	struct dt_op *ops;
 	bool full;
 	if (!op.path || !op.cmd || (borrow && !op.borrow))
@@ -366,7 +379,8 @@ static int enqueue(struct dt_instance *di, const struct sbx_buf *cmd, const char
 }
 
 /* Queues a command that makes the entry path: its directory is what may be borrowed. */
-static int enqueue_new(struct dt_instance *di, const struct sbx_buf *cmd, const char *path,
+static int enqueue_new(struct dt_instance *di, const char *what, const struct sbx_buf *cmd,
+		       const char *path,
 		       struct sbx_error *err)
 {
 	const char *slash = strrchr(path, '/');
@@ -374,7 +388,7 @@ static int enqueue_new(struct dt_instance *di, const struct sbx_buf *cmd, const 
 	int rc;
 	if (!dir)
 		abort();
-	rc = enqueue(di, cmd, path, dir, 'w', err);
+	rc = enqueue(di, what, cmd, path, dir, 'w', err);
 	free(dir);
 	return rc;
 }
@@ -456,7 +470,7 @@ int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespe
 		arg(&b, path);
 	}
 	/* The daemon's permissions endpoint follows links: a link cannot be borrowed. */
-	rc = enqueue(di, &b, path, link ? NULL : path, 'O', err);
+	rc = enqueue(di, "utimens", &b, path, link ? NULL : path, 'O', err);
 	if (!rc && link && m && ts[1].tv_nsec != UTIME_NOW)
 		dt_link_note(di, path, -1, -1, &ts[1]);
 	sbx_buf_release(&b);
@@ -501,7 +515,7 @@ int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
 	sbx_buf_adds(&b, " --");
 	arg(&b, path);
 	sbx_buf_adds(&b, " 2>/dev/null || :");
-	rc = enqueue(di, &b, path, NULL, 0, err);
+	rc = enqueue(di, "chown", &b, path, NULL, 0, err);
 	if (!rc)
 		dt_link_note(di, path, uid == (uid_t)-1 ? -1 : (long)uid,
 			     gid == (gid_t)-1 ? -1 : (long)gid, NULL);
@@ -635,7 +649,7 @@ int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 	sbx_buf_adds(&b, "ln -s --");
 	arg(&b, target);
 	arg(&b, path);
-	rc = enqueue_new(dt_inst(inst), &b, path, err);
+	rc = enqueue_new(dt_inst(inst), "symlink", &b, path, err);
 	if (!rc)
 		links_add(dt_inst(inst), path, target);
 	sbx_buf_release(&b);
@@ -650,7 +664,7 @@ int dt_link(struct sbx_instance *inst, const char *from, const char *to, struct 
 	sbx_buf_adds(&b, "ln --");
 	arg(&b, from);
 	arg(&b, to);
-	rc = enqueue_new(dt_inst(inst), &b, to, err);
+	rc = enqueue_new(dt_inst(inst), "link", &b, to, err);
 	sbx_buf_release(&b);
 	return rc;
 }
@@ -663,7 +677,7 @@ int dt_truncate(struct sbx_instance *inst, const char *path, off_t size, struct 
 		return sbx_error_set(err, EINVAL, 0, "truncate %s: negative size", path);
 	sbx_buf_addf(&b, "truncate -s %lld --", (long long)size);
 	arg(&b, path);
-	rc = enqueue(dt_inst(inst), &b, path, path, 'w', err);
+	rc = enqueue(dt_inst(inst), "truncate", &b, path, path, 'w', err);
 	sbx_buf_release(&b);
 	return rc;
 }
@@ -695,7 +709,7 @@ int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev
 		return sbx_error_set(err, ENOTSUP, 0, "mknod %s: this file type is not supported",
 				     path);
 	}
-	rc = enqueue_new(dt_inst(inst), &b, path, err);
+	rc = enqueue_new(dt_inst(inst), "mknod", &b, path, err);
 	sbx_buf_release(&b);
 	return rc;
 }

@@ -25,6 +25,7 @@
 #include "base/sysutil.h"
 #include "daytona/protocol.h"
 #include "provider.h"
+#include "rmeta.h"
 
 /* Deadlines when providers.daytona does not set them (see dt_conf). */
 #define DT_STATE_TIMEOUT_MS 60000L
@@ -71,6 +72,7 @@ struct dt_op {
 	char *cmd;
 	char *borrow; /* the path to borrow when the sandbox's user may not (batch.c), or NULL */
 	char need;    /* what the user lacks on it for a borrow: 'O' (owner) or 'w' (write) */
+	const char *what; /* the operation ("mknod"), for its failure (static) */
 };
 
 /* A queued chmod/chown, applied through /files/permissions after the commands. */
@@ -115,6 +117,7 @@ struct dt_instance {
 	bool no_sessions;      /* the daemon has no session API: use execute */
 	unsigned code_installed; /* code.c: kernel drivers known to be in the sandbox (bits) */
 	struct dt_batch batch;
+	struct sbx_rmeta_fails fails; /* queued ops that failed, by path (own lock; rmeta.h) */
 	bool flushing;         /* a batch is being applied (see flush_lock) */
 	struct statvfs sfs;
 	time_t sfs_at;         /* 0: not cached */
@@ -228,7 +231,9 @@ int dt_code_reset(struct sbx_instance *inst, const char *language, struct sbx_er
 
 /*
  * Applies the queued commands if any (all of them, in order), then the
- * queued chmod/chown. The first failure is returned; the rest still run.
+ * queued chmod/chown. An op that fails is recorded against its path
+ * (di->fails, reported to the lease): not the caller's failure, so this
+ * returns 0 then.
  */
 int dt_batch_flush(struct dt_instance *di, struct sbx_error *err);
 /* Flushes when a queued command or chmod/chown touches path or an entry of directory path. */
@@ -236,7 +241,8 @@ int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_erro
 /*
  * The same for queued commands only: a reader of attributes then lays the
  * queued chmod/chown of path over what the daemon said (dt_batch_overlay:
- * true when there was one), so that a stat does not cost the flush.
+ * true when there was one), so that a stat does not cost the flush. Then
+ * returns the failure of a queued op of path itself, once (rmeta.h).
  */
 int dt_batch_settle_for(struct dt_instance *di, const char *path, struct sbx_error *err);
 bool dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st);
@@ -266,6 +272,7 @@ int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid
 void dt_batch_drop(struct dt_instance *di);
 
 int dt_sync(struct sbx_instance *inst, struct sbx_error *err);
+int dt_take_failure(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespec ts[2],
 	       struct sbx_error *err);
 int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,

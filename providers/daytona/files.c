@@ -455,8 +455,10 @@ int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err
 		rc = del(di, path, false, err);
 	if (rc == -EINVAL) /* "cannot delete directory without recursive flag" */
 		rc = sbx_error_set(err, EISDIR, 0, "unlink %s: is a directory", path);
-	if (!rc)
+	if (!rc) {
 		dt_links_forget(di, path);
+		sbx_rmeta_fail_forget(&di->fails, path);
+	}
 	return rc;
 }
 
@@ -481,8 +483,10 @@ int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err)
 		return rc;
 	if (n)
 		return sbx_error_set(err, ENOTEMPTY, 0, "rmdir %s: directory not empty", path);
-	if (!(rc = del(di, path, true, err)))
+	if (!(rc = del(di, path, true, err))) {
 		dt_links_forget(di, path);
+		sbx_rmeta_fail_forget(&di->fails, path);
+	}
 	return rc;
 }
 
@@ -545,7 +549,10 @@ int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsig
 		sbx_error_clear(err);
 		rc = rename_over(di, from, to, err);
 	}
-	if (!rc)
+	if (!rc) {
 		dt_links_rename(di, from, to);
+		sbx_rmeta_fail_forget(&di->fails, from);
+		sbx_rmeta_fail_forget(&di->fails, to);
+	}
 	return rc;
 }

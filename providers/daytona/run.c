@@ -391,8 +391,7 @@ int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	int rc;
 
 	memset(result, 0, sizeof(*result));
-	if ((rc = dt_batch_flush(di, err)))
-		goto out;
+	/* Queued changes: the core's sync() applied them before the run. */
 	if ((!req->shell && !(req->argv && req->argv[0])) || dt_wrap_command(&cmd, &w)) {
 		rc = sbx_error_set(err, EINVAL, 0, "run: no command, or a malformed env entry");
 		goto out;

@@ -114,6 +114,7 @@ static struct e2b_inst *inst_new(struct e2b_sandbox *sb, const struct sbx_spec *
 	pthread_condattr_destroy(&ca);
 	e2b_meta_init(&in->queue);
 	e2b_meta_init(&in->inflight);
+	sbx_rmeta_fails_init(&in->fails);
 	return in;
 }
 
@@ -125,6 +126,7 @@ static void e2b_release(struct sbx_instance *inst)
 		return;
 	e2b_watch_stop(in);
 	e2b_flusher_stop(in);
+	inst->report = NULL; /* the lease is going: a last failure is only logged */
 	if (in->queue.n && !in->paused && e2b_flush(in, NULL, E2B_FLUSH_ALL, &e))
 		sbx_log(SBX_LOG_WARN, "e2b: %s: metadata changes lost: %s", inst->id, e.msg);
 	else if (in->queue.n)
@@ -133,6 +135,7 @@ static void e2b_release(struct sbx_instance *inst)
 	e2b_meta_clear(&in->queue);
 	e2b_meta_clear(&in->inflight);
 	e2b_recent_clear(in);
+	sbx_rmeta_fails_destroy(&in->fails);
 	e2b_code_free(in->code);
 	e2b_sandbox_free(&in->sb);
 	free(in->workdir);
@@ -578,6 +581,7 @@ const struct sbx_provider sbx_provider_e2b = {
 	.mknod = e2b_mknod,
 	.statfs = e2b_statfs,
 	.sync = e2b_sync,
+	.take_failure = e2b_take_failure,
 	.set_notify = e2b_set_notify,
 	.list_sandboxes = e2b_list_sandboxes,
 };

@@ -263,9 +263,7 @@ int e2b_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 				   req->language ? req->language : "(none)");
 		goto out;
 	}
-	/* Metadata changes waiting in the batch must be there for the code to see. */
-	if ((rc = e2b_flush(in, NULL, E2B_FLUSH_ALL, err)))
-		goto out;
+	/* Queued metadata changes: the core's sync() applied them before the run. */
 	for (int attempt = 0; attempt < 2; attempt++) {
 		pthread_mutex_lock(&c->lock);
 		rc = context(in, c, k, &id, err);

@@ -24,6 +24,7 @@
 #include "e2b/meta.h"
 #include "e2b/protocol.h"
 #include "provider.h"
+#include "rmeta.h"
 
 struct e2b_watch;
 struct e2b_code;
@@ -52,8 +53,7 @@ struct e2b_inst {
 	struct e2b_meta_queue queue;    /* (L) waiting */
 	struct e2b_meta_queue inflight; /* (L) being applied by a flush */
 	pthread_mutex_t flush_lock;     /* serialises flushes; taken before lock */
-	int late_err;                   /* (L) a timer flush's failure, for the next sync */
-	char late_msg[SBX_ERR_MSG_MAX]; /* (L) */
+	struct sbx_rmeta_fails fails;   /* queued ops that failed, by path (rmeta.h) */
 	pthread_t flusher;              /* the timer thread (started with the first op) */
 	bool flusher_on;                /* (L) */
 	bool stopping;                  /* (L) release in progress */
@@ -198,8 +198,8 @@ enum e2b_flush_need {
  * that touches path. Returns 0 at once, without a request, when neither.
  * Attribute-only ops (chmod, chown, utimens, truncate) do not force a
  * flush for stat/list: e2b_overlay() shows them on the remote answer.
- * Only E2B_FLUSH_ALL returns the batch's failure; for the others it is
- * not the caller's (logged, and returned by the next e2b_sync()).
+ * An op that fails is recorded against its path (in->fails, reported to
+ * the lease): it is not the caller's failure, so this returns 0 then.
  */
 int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need,
 	      struct sbx_error *e);
@@ -239,6 +239,7 @@ int e2b_link(struct sbx_instance *inst, const char *from, const char *to, struct
 int e2b_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
 	      struct sbx_error *err);
 int e2b_sync(struct sbx_instance *inst, struct sbx_error *err);
+int e2b_take_failure(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 
 /* --- watch.c ------------------------------------------------------------- */
 void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char *path),

@@ -27,54 +27,43 @@
 
 /* --- the metadata batch --------------------------------------------------- */
 
-/*
- * The first failed op a batch script reported: its stdout has one line
- * with the op's index per failure (a login shell's own chatter is lines
- * that are not bare numbers).
- */
-static const struct e2b_meta_op *first_failed(const struct e2b_meta_queue *q, const char *out)
+static void op_of(void *ctx, size_t i, const char **name, const char **path)
 {
-	for (const char *line = out; *line;) {
-		size_t len = strcspn(line, "\n");
-		if (len && strspn(line, "0123456789") == len) {
-			unsigned long i = strtoul(line, NULL, 10);
-			if (i < q->n)
-				return &q->ops[i];
-		}
-		line += len + (line[len] == '\n');
-	}
-	return NULL;
+	const struct e2b_meta_queue *q = ctx;
+	*name = e2b_meta_name(q->ops[i].kind);
+	*path = q->ops[i].path;
 }
 
-/* Applies every op of q (one run per E2B_META_SCRIPT_MAX of script). */
-static int apply(struct e2b_inst *in, const struct e2b_meta_queue *q, struct sbx_error *e)
+/*
+ * Applies every op of q (one run per E2B_META_SCRIPT_MAX of script). An
+ * op that fails is recorded against its path (rmeta.h), with its message.
+ */
+static void apply(struct e2b_inst *in, struct e2b_meta_queue *q)
 {
 	struct sbx_buf script = SBX_BUF_INIT, out = SBX_BUF_INIT, err = SBX_BUF_INIT;
-	int ret = 0;
 	for (size_t first = 0, next; first < q->n; first = next) {
-		const struct e2b_meta_op *failed;
+		struct sbx_error e = SBX_ERROR_INIT;
 		int code = 0, rc;
 		sbx_buf_reset(&script);
 		sbx_buf_reset(&out);
 		sbx_buf_reset(&err);
 		next = e2b_meta_render(q, first, E2B_META_SCRIPT_MAX, &script);
-		rc = e2b_run_capture(in, script.buf, true, 120000, 65536, &out, &err, &code, e);
+		rc = e2b_run_capture(in, script.buf, true, 120000, 65536, &out, &err, &code, &e);
 		if (rc) {
-			ret = ret ? ret : rc;
+			sbx_rmeta_fail_all(&in->fails, &in->base, first, next, op_of, q, &e);
 			continue;
 		}
-		failed = first_failed(q, out.buf);
-		if ((failed || code) && !ret) {
+		if (!sbx_rmeta_attribute(&in->fails, &in->base, err.buf, first, next, op_of, q) &&
+		    code) {
 			err.buf[strcspn(err.buf, "\n")] = '\0';
-			ret = sbx_error_set(e, EIO, SBX_E_EXECUTION_FAILED, "%s %s: %s",
-					    failed ? e2b_meta_name(failed->kind) : "metadata",
-					    failed ? failed->path : "", *err.buf ? err.buf : "failed");
+			sbx_error_set(&e, EIO, SBX_E_EXECUTION_FAILED, "the script ended %d: %s", code,
+				      err.buf);
+			sbx_rmeta_fail_all(&in->fails, &in->base, first, next, op_of, q, &e);
 		}
 	}
 	sbx_buf_release(&script);
 	sbx_buf_release(&out);
 	sbx_buf_release(&err);
-	return ret;
 }
 
 static bool needs(const struct e2b_meta_queue *q, const char *path, enum e2b_flush_need need)
@@ -98,7 +87,7 @@ int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need,
 	      struct sbx_error *e)
 {
 	bool wait;
-	int rc;
+	(void)e;
 	if (!path)
 		need = E2B_FLUSH_ALL;
 	pthread_mutex_lock(&in->lock);
@@ -118,30 +107,29 @@ int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need,
 	e2b_meta_take(&in->inflight, &in->queue);
 	pthread_mutex_unlock(&in->lock);
 
-	rc = apply(in, &in->inflight, e);
+	apply(in, &in->inflight);
 
 	pthread_mutex_lock(&in->lock);
 	/* Until now e2b_overlay() showed these ops on recent entries; now they are stale. */
 	for (size_t i = 0; i < in->inflight.n; i++)
 		e2b_recent_drop_locked(in, in->inflight.ops[i].path);
 	e2b_meta_clear(&in->inflight);
-	if (rc && need != E2B_FLUSH_ALL) {
-		/*
-		 * Not the failure of the operation that needed the batch (a
-		 * rename must not fail because a chmod of the same file did):
-		 * it is kept for the next sync (fsync), and the operation goes on.
-		 */
-		sbx_log(SBX_LOG_WARN, "e2b: %s: %s", in->base.id, e->msg);
-		if (!in->late_err) {
-			in->late_err = -rc;
-			memcpy(in->late_msg, e->msg, sizeof(in->late_msg));
-		}
-		sbx_error_clear(e);
-		rc = 0;
-	}
 	pthread_mutex_unlock(&in->lock);
 	pthread_mutex_unlock(&in->flush_lock);
-	return rc;
+	return 0;
+}
+
+/* e2b_flush(), then the failure of a queued op of path itself (stat, list, read...). */
+static int flush_access(struct e2b_inst *in, const char *path, enum e2b_flush_need need,
+			struct sbx_error *e)
+{
+	int rc = e2b_flush(in, path, need, e);
+	return rc ? rc : sbx_rmeta_fail_take(&in->fails, path, e);
+}
+
+int e2b_take_failure(struct sbx_instance *inst, const char *path, struct sbx_error *err)
+{
+	return sbx_rmeta_fail_take(&e2b_of(inst)->fails, path, err);
 }
 
 void e2b_overlay(struct e2b_inst *in, const char *path, struct sbx_stat *st)
@@ -166,17 +154,9 @@ static void *flusher_main(void *arg)
 			pthread_cond_timedwait(&in->wake, &in->lock, &ts);
 		} else {
 			struct sbx_error e = SBX_ERROR_INIT;
-			int rc;
 			pthread_mutex_unlock(&in->lock);
-			rc = e2b_flush(in, NULL, E2B_FLUSH_ALL, &e);
+			e2b_flush(in, NULL, E2B_FLUSH_ALL, &e); /* failures go to their paths */
 			pthread_mutex_lock(&in->lock);
-			if (rc) {
-				sbx_log(SBX_LOG_WARN, "e2b: %s: %s", in->base.id, e.msg);
-				if (!in->late_err) {
-					in->late_err = -rc;
-					memcpy(in->late_msg, e.msg, sizeof(in->late_msg));
-				}
-			}
 		}
 	}
 	pthread_mutex_unlock(&in->lock);
@@ -210,14 +190,8 @@ static int enqueue(struct e2b_inst *in, const struct e2b_meta_op *op)
 
 int e2b_sync(struct sbx_instance *inst, struct sbx_error *err)
 {
-	struct e2b_inst *in = e2b_of(inst);
-	int rc = e2b_flush(in, NULL, E2B_FLUSH_ALL, err);
-	pthread_mutex_lock(&in->lock);
-	if (!rc && in->late_err)
-		rc = sbx_error_set(err, in->late_err, SBX_E_EXECUTION_FAILED, "%s", in->late_msg);
-	in->late_err = 0;
-	pthread_mutex_unlock(&in->lock);
-	return rc;
+	/* A failed op went to its path (e2b_take_failure) and to the lease's `error`. */
+	return e2b_flush(e2b_of(inst), NULL, E2B_FLUSH_ALL, err);
 }
 
 int e2b_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
@@ -394,7 +368,7 @@ int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	     struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
-	int rc = e2b_flush(in, path, E2B_FLUSH_ENTRY, err);
+	int rc = flush_access(in, path, E2B_FLUSH_ENTRY, err);
 	if (!rc && !recent_take(in, path, st))
 		rc = stat_raw(in, path, st, NULL, err);
 	if (!rc)
@@ -435,7 +409,7 @@ int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t 
 	pthread_mutex_unlock(&in->lock);
 	if (t)
 		return 0;
-	rc = e2b_flush(in, path, E2B_FLUSH_ENTRY, err); /* a link or mknod of path */
+	rc = flush_access(in, path, E2B_FLUSH_ENTRY, err); /* a link or mknod of path */
 	if (rc)
 		return rc;
 	/* exit 2: missing, 3: not a link; the target after a mark (a login shell may chatter). */
@@ -472,7 +446,7 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 	struct sbx_buf child = SBX_BUF_INIT;
 	bool overlay;
 	size_t i;
-	int rc = e2b_flush(in, path, E2B_FLUSH_CHILDREN, err);
+	int rc = flush_access(in, path, E2B_FLUSH_CHILDREN, err);
 	if (rc)
 		return rc;
 	req = json_pack("{s:s,s:i}", "path", path, "depth", 1);
@@ -512,7 +486,7 @@ int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len,
 {
 	struct e2b_inst *in = e2b_of(inst);
 	long status = 0;
-	int rc = e2b_flush(in, path, E2B_FLUSH_CONTENT, err);
+	int rc = flush_access(in, path, E2B_FLUSH_CONTENT, err);
 	if (rc || len == 0)
 		return rc;
 	rc = e2b_files_get(in, path, off, len, sink, ctx, &status, err);
@@ -625,6 +599,8 @@ static int remove_path(struct e2b_inst *in, const char *path, const char *what,
 	recent_drop(in, path);
 	int rc = rpc_path(in, "filesystem.Filesystem/Remove", path, &out, true, what, err);
 	json_decref(out);
+	if (!rc) /* a failed queued op of a removed path concerns nobody now */
+		sbx_rmeta_fail_forget(&in->fails, path);
 	return rc;
 }
 
@@ -686,6 +662,10 @@ int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsi
 	}
 	if (!rc)
 		rc = move(in, from, to, "rename", err);
+	if (!rc) {
+		sbx_rmeta_fail_forget(&in->fails, from);
+		sbx_rmeta_fail_forget(&in->fails, to);
+	}
 	if (rc == -EIO) {
 		/* envd reports a rename onto a non-empty directory as an internal
 		 * error: find out from the target itself, not from the text. */

@@ -1,6 +1,8 @@
 /* meta — see meta.h. */
 #include "e2b/meta.h"
 
+#include "rmeta.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
@@ -292,7 +294,8 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 		}
 		break;
 	}
-	sbx_buf_addf(b, " || echo %zu\n", i);
+	/* After the command's own message, on the same stream: which ops failed. */
+	sbx_rmeta_add_mark(b, i, j);
 	*next = j;
 }
 
@@ -300,6 +303,7 @@ size_t e2b_meta_render(const struct e2b_meta_queue *q, size_t first, size_t max_
 		       struct sbx_buf *b)
 {
 	size_t i = first, start = b->len;
+	sbx_rmeta_add_marker(b, true);
 	while (i < q->n) {
 		size_t mark = b->len, next;
 		render_one(q, i, &next, start + max_bytes, b);

@@ -86,10 +86,12 @@ void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct s
 /*
  * Renders ops [first, n) into b as shell text, one command per op (runs
  * of the same chmod/chown merged into one command), each followed by
- * `|| echo INDEX` so the caller learns which op failed. Stops before the
+ * sbx_rmeta_add_mark's `|| sbx_f I-J` (ops [I, J) were that
+ * command; the script starts with sbx_rmeta_add_marker, to stderr) so
+ * the caller learns which ops failed. Stops before the
  * script would pass max_bytes (but always renders at least one op).
  * Returns the index after the last op rendered. Invalid ops (mknod of a
- * socket) render as `echo INDEX`.
+ * socket) render as `false` and their mark.
  *
  * The script is meant to run as root (chown, and chmod of files another
  * user made, need it); the entries it creates (symlink, fifo, device,

@@ -18,13 +18,8 @@ int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	    const struct sbx_run_sink *sink, struct sbx_run_result *result,
 	    struct sbx_error *err)
 {
-	struct e2b_inst *in = e2b_of(inst);
-	int rc = e2b_flush(in, NULL, E2B_FLUSH_ALL, err);
-	if (rc) {
-		memset(result, 0, sizeof(*result));
-		return rc;
-	}
-	return e2b_proc_start(in, req, false, sink, result, err);
+	/* Queued metadata: the core's sync() applied it before the run. */
+	return e2b_proc_start(e2b_of(inst), req, false, sink, result, err);
 }
 
 int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,

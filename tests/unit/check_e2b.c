@@ -10,6 +10,7 @@
 
 #include "e2b/connect.h"
 #include "e2b/meta.h"
+#include "rmeta.h"
 #include "e2b/protocol.h"
 
 /* --- Connect framing ------------------------------------------------------ */
@@ -546,14 +547,15 @@ START_TEST(test_meta_render)
 	e2b_meta_add(&q, &op);
 	ck_assert_int_eq(e2b_meta_render(&q, 0, E2B_META_SCRIPT_MAX, &b), 9);
 	ck_assert_str_eq(b.buf,
-			 "chmod 0644 -- '/a/it'\\''s' '/a/$(rm -rf ~)' || echo 0\n"
-			 "touch -h -c -d @1700000000.000000005 -- '/a/-x' || echo 2\n"
-			 "{ touch -h -c -m -d @12.000000000 -- '/a/-x'; } || echo 3\n"
-			 "ln -s -- '../t t' '/a/l' && chown -h user: -- '/a/l' || echo 4\n"
-			 "chown -h 0 -- '/a/f' || echo 5\n"
-			 "truncate -s 5 -- '/a/f' || echo 6\n"
-			 "ln -- '/a/f' '/a/h' || echo 7\n"
-			 "mkfifo -m 0600 -- '/a/p' && chown -h user: -- '/a/p' || echo 8\n");
+			 "sbx_f() { echo @sbxfs-failed@$1 >&2; }\n"
+			 "chmod 0644 -- '/a/it'\\''s' '/a/$(rm -rf ~)' || sbx_f 0-2\n"
+			 "touch -h -c -d @1700000000.000000005 -- '/a/-x' || sbx_f 2\n"
+			 "{ touch -h -c -m -d @12.000000000 -- '/a/-x'; } || sbx_f 3\n"
+			 "ln -s -- '../t t' '/a/l' && chown -h user: -- '/a/l' || sbx_f 4\n"
+			 "chown -h 0 -- '/a/f' || sbx_f 5\n"
+			 "truncate -s 5 -- '/a/f' || sbx_f 6\n"
+			 "ln -- '/a/f' '/a/h' || sbx_f 7\n"
+			 "mkfifo -m 0600 -- '/a/p' && chown -h user: -- '/a/p' || sbx_f 8\n");
 	ck_assert(e2b_meta_touches(&q, "/a/f", false));
 	ck_assert(e2b_meta_touches(&q, "/a", false));  /* a listing of the parent */
 	ck_assert(!e2b_meta_touches(&q, "/", false));
@@ -604,6 +606,45 @@ START_TEST(test_meta_overlay)
 	ck_assert(e2b_meta_creates(&q, "/d", true));
 	ck_assert(!e2b_meta_creates(&q, "/", true));
 	e2b_meta_clear(&q);
+}
+END_TEST
+
+/* A batch's output: each mark blames the ops its command did that its message names. */
+static const char *const attr_paths[] = {"/a/x", "/a/y", "/a/z", "/b/p"};
+static void attr_op(void *ctx, size_t i, const char **name, const char **path)
+{
+	(void)ctx;
+	*name = i < 3 ? "chmod" : "mknod";
+	*path = attr_paths[i];
+}
+
+START_TEST(test_rmeta_attribute)
+{
+	struct sbx_rmeta_fails f;
+	struct sbx_error e = SBX_ERROR_INIT;
+	const char *out = "login chatter\n"
+			  "chmod: cannot access '/a/y': No such file or directory\n"
+			  "@sbxfs-failed@0-3\n"
+			  "mknod: /b/p: Operation not permitted\n"
+			  "@sbxfs-failed@3\n"
+			  "@sbxfs-failed@9-10\n"; /* out of range: ignored */
+	sbx_rmeta_fails_init(&f);
+	ck_assert_int_eq(sbx_rmeta_attribute(&f, NULL, out, 0, 4, attr_op, NULL), 2);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/x", &e), 0); /* its chmod worked */
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/y", &e), -EIO);
+	ck_assert(strstr(e.msg, "queued chmod /a/y failed: chmod: cannot access"));
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/y", &e), 0); /* taken once */
+	/* a removed path's failure concerns nobody */
+	sbx_rmeta_fail_forget(&f, "/b");
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/b/p", &e), 0);
+	/* a mark whose message names none of its paths blames them all */
+	ck_assert_int_eq(sbx_rmeta_attribute(&f, NULL, "boom\n@sbxfs-failed@0-2\n", 0, 4, attr_op,
+					     NULL),
+			 2);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/x", &e), -EIO);
+	ck_assert(strstr(e.msg, "boom"));
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/y", &e), -EIO);
+	sbx_rmeta_fails_destroy(&f);
 }
 END_TEST
 
@@ -661,6 +702,7 @@ int main(void)
 	tcase_add_test(tc, test_start_body);
 	tcase_add_test(tc, test_watch_events);
 	tcase_add_test(tc, test_meta_render);
+	tcase_add_test(tc, test_rmeta_attribute);
 	tcase_add_test(tc, test_meta_split);
 	tcase_add_test(tc, test_meta_overlay);
 	suite_add_tcase(s, tc);

@@ -1,0 +1,179 @@
+/* rmeta — see rmeta.h. */
+#include "rmeta.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/xalloc.h"
+
+void sbx_rmeta_fails_init(struct sbx_rmeta_fails *f)
+{
+	memset(f, 0, sizeof(*f));
+	pthread_mutex_init(&f->lock, NULL);
+}
+
+static void drop_locked(struct sbx_rmeta_fails *f, size_t i)
+{
+	free(f->v[i].path);
+	memmove(f->v + i, f->v + i + 1, (f->n - i - 1) * sizeof(*f->v));
+	f->n--;
+}
+
+void sbx_rmeta_fail_clear(struct sbx_rmeta_fails *f)
+{
+	pthread_mutex_lock(&f->lock);
+	while (f->n)
+		drop_locked(f, f->n - 1);
+	pthread_mutex_unlock(&f->lock);
+}
+
+void sbx_rmeta_fails_destroy(struct sbx_rmeta_fails *f)
+{
+	sbx_rmeta_fail_clear(f);
+	free(f->v);
+	pthread_mutex_destroy(&f->lock);
+}
+
+void sbx_rmeta_fail(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const char *op,
+		    const char *path, const struct sbx_error *e, bool report)
+{
+	struct sbx_rmeta_fail x = {sbx_xstrdup(path), SBX_ERROR_INIT};
+	int err = e && e->err ? e->err : EIO;
+	sbx_error_set(&x.e, err, e && e->code ? e->code : SBX_E_EXECUTION_FAILED,
+		      "queued %s %s failed: %s", op, path, e && e->msg[0] ? e->msg : strerror(err));
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = f->n; i-- > 0;)
+		if (!strcmp(f->v[i].path, path))
+			drop_locked(f, i);
+	if (f->n == SBX_RMETA_FAILS_MAX)
+		drop_locked(f, 0);
+	if (f->n == f->alloc) {
+		f->alloc = f->alloc ? 2 * f->alloc : 8;
+		f->v = sbx_xreallocarray(f->v, f->alloc, sizeof(*f->v));
+	}
+	f->v[f->n++] = x;
+	pthread_mutex_unlock(&f->lock);
+	if (report) {
+		char what[300];
+		snprintf(what, sizeof(what), "%s %s", op, path);
+		sbx_instance_report(inst, what, &x.e);
+	}
+}
+
+int sbx_rmeta_fail_take(struct sbx_rmeta_fails *f, const char *path, struct sbx_error *err)
+{
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; !rc && i < f->n; i++) {
+		if (strcmp(f->v[i].path, path))
+			continue;
+		rc = -f->v[i].e.err;
+		if (err)
+			*err = f->v[i].e;
+		drop_locked(f, i);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+/* p is path or lies below it. */
+static bool at_or_under(const char *p, const char *path)
+{
+	size_t n = strlen(path);
+	if (n == 1 && path[0] == '/')
+		return true;
+	return !strncmp(p, path, n) && (p[n] == '\0' || p[n] == '/');
+}
+
+void sbx_rmeta_fail_forget(struct sbx_rmeta_fails *f, const char *path)
+{
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = f->n; i-- > 0;)
+		if (at_or_under(f->v[i].path, path))
+			drop_locked(f, i);
+	pthread_mutex_unlock(&f->lock);
+}
+
+void sbx_rmeta_add_marker(struct sbx_buf *b, bool to_stderr)
+{
+	sbx_buf_addf(b, SBX_RMETA_MARK_FN "() { echo " SBX_RMETA_FAILED "$1%s; }\n",
+		     to_stderr ? " >&2" : "");
+}
+
+void sbx_rmeta_add_mark(struct sbx_buf *b, size_t i, size_t j)
+{
+	if (j == i + 1)
+		sbx_buf_addf(b, " || " SBX_RMETA_MARK_FN " %zu\n", i);
+	else
+		sbx_buf_addf(b, " || " SBX_RMETA_MARK_FN " %zu-%zu\n", i, j);
+}
+
+/* Whether the message names path (GNU tools quote it: 'PATH'; others may not). */
+static bool names(const char *msg, size_t len, const char *path)
+{
+	char *m = sbx_xstrndup(msg, len);
+	size_t n = strlen(path);
+	bool found = false;
+	for (const char *p = strstr(m, path); p && !found; p = strstr(p + 1, path))
+		found = p[n] == '\0' || strchr("'\": ", p[n]);
+	free(m);
+	return found;
+}
+
+size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const char *out,
+			   size_t first, size_t end, sbx_rmeta_op_fn op_of, void *ctx)
+{
+	const char *msg = NULL, *mark = SBX_RMETA_FAILED;
+	size_t msg_len = 0, failed = 0, ml = strlen(mark);
+	for (const char *line = out ? out : ""; *line;) {
+		size_t len = strcspn(line, "\n"), i, j;
+		const char *name, *path;
+		int got = len > ml && !strncmp(line, mark, ml)
+			      ? sscanf(line + ml, "%zu-%zu", &i, &j)
+			      : 0;
+		if (got == 1)
+			j = i + 1;
+		if (got < 1 || i < first || j > end || i >= j) {
+			if (len) {
+				msg = line;
+				msg_len = len;
+			}
+			line += len + (line[len] == '\n');
+			continue;
+		}
+		/* Who of [i, j) failed: those the message names, else all. */
+		bool any = false;
+		for (size_t k = i; msg && k < j && !any; k++) {
+			op_of(ctx, k, &name, &path);
+			any = names(msg, msg_len, path);
+		}
+		bool reported = false;
+		for (size_t k = i; k < j; k++) {
+			struct sbx_error e = SBX_ERROR_INIT;
+			op_of(ctx, k, &name, &path);
+			if (any && !names(msg, msg_len, path))
+				continue;
+			sbx_error_set(&e, EIO, SBX_E_EXECUTION_FAILED, "%.*s",
+				      msg ? (int)msg_len : 0, msg ? msg : "");
+			sbx_rmeta_fail(f, inst, name, path, &e, !reported);
+			reported = true;
+			failed++;
+		}
+		msg = NULL;
+		line += len + (line[len] == '\n');
+	}
+	return failed;
+}
+
+void sbx_rmeta_fail_all(struct sbx_rmeta_fails *f, struct sbx_instance *inst, size_t first,
+			size_t end, sbx_rmeta_op_fn op_of, void *ctx, const struct sbx_error *e)
+{
+	for (size_t k = first; k < end; k++) {
+		const char *name, *path;
+		op_of(ctx, k, &name, &path);
+		sbx_rmeta_fail(f, inst, name, path, e, k == first);
+	}
+}

@@ -1,0 +1,88 @@
+/*
+ * rmeta — the metadata layer the remote providers (e2b, daytona) share.
+ *
+ * Remote APIs lack chmod, chown, utimens, symlink, link, mknod and
+ * truncate; the providers queue those changes and apply them later as one
+ * shell script per batch. A queued change returns 0 at once, so its
+ * failure cannot reach the call that asked for it. This module keeps such
+ * failures against the path they concern (struct sbx_rmeta_fails):
+ *  - each is reported once to the lease (sbx_instance_report: the
+ *    lease's `error` file) when it happens;
+ *  - the next access of that path through the provider, or an fsync of
+ *    it (the take_failure slot), fails with it, once;
+ *  - no other path's call fails because of it (an fsync of another file,
+ *    a rename, a run).
+ *
+ * Thread-safe (its own leaf lock); pure otherwise: no network, no FUSE.
+ */
+#ifndef SBX_RMETA_H
+#define SBX_RMETA_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "base/buf.h"
+#include "provider.h"
+
+/* Failures kept at most; the oldest goes first (it was reported already). */
+#define SBX_RMETA_FAILS_MAX 256
+
+struct sbx_rmeta_fail {
+	char *path;
+	struct sbx_error e;
+};
+
+struct sbx_rmeta_fails {
+	pthread_mutex_t lock;
+	struct sbx_rmeta_fail *v;
+	size_t n, alloc;
+};
+
+void sbx_rmeta_fails_init(struct sbx_rmeta_fails *f);
+void sbx_rmeta_fails_destroy(struct sbx_rmeta_fails *f);
+/*
+ * Records that the queued change `op` (e.g. "mknod") of path failed with
+ * e (its errno and message; EIO when it has none), replacing an older
+ * failure of path, and reports it to inst's lease when report is true
+ * (false: one report covers several paths, the caller made it).
+ */
+void sbx_rmeta_fail(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const char *op,
+		    const char *path, const struct sbx_error *e, bool report);
+/* Takes the failure recorded against path: -errno with err filled, or 0. */
+int sbx_rmeta_fail_take(struct sbx_rmeta_fails *f, const char *path, struct sbx_error *err);
+/* Forgets the failures of path and of everything below it (it was removed or renamed). */
+void sbx_rmeta_fail_forget(struct sbx_rmeta_fails *f, const char *path);
+/* Forgets every failure (the sandbox is gone). */
+void sbx_rmeta_fail_clear(struct sbx_rmeta_fails *f);
+
+/*
+ * Batch scripts: a script starts with sbx_rmeta_add_marker's shell
+ * function, and after the command of ops [I, J) it renders
+ * sbx_rmeta_add_mark's ` || sbx_f I-J` (` || sbx_f I` for one op), which
+ * prints `@sbxfs-failed@I-J` on the stream that carries the commands'
+ * messages: so the output tells which ops failed, each after its message.
+ */
+#define SBX_RMETA_FAILED "@sbxfs-failed@"
+#define SBX_RMETA_MARK_FN "sbx_f"
+/* Appends the definition of the mark function (printing to stderr when to_stderr). */
+void sbx_rmeta_add_marker(struct sbx_buf *b, bool to_stderr);
+/* Appends ` || sbx_f I-J` and a newline. */
+void sbx_rmeta_add_mark(struct sbx_buf *b, size_t i, size_t j);
+
+/* The name ("chmod") and path of op i of a batch, for the failure records. */
+typedef void (*sbx_rmeta_op_fn)(void *ctx, size_t i, const char **name, const char **path);
+
+/*
+ * Records the failures a batch script's output (out: the stream with the
+ * marks) says ops [first, end) had: for each mark, the message is the last
+ * other line before it; of a command that did several ops (a chmod of many
+ * paths), those whose path its message names failed, or all of them when
+ * it names none. One report per mark. Returns how many ops failed.
+ */
+size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const char *out,
+			   size_t first, size_t end, sbx_rmeta_op_fn op_of, void *ctx);
+/* Records e against every op of [first, end) (their script did not run); one report. */
+void sbx_rmeta_fail_all(struct sbx_rmeta_fails *f, struct sbx_instance *inst, size_t first,
+			size_t end, sbx_rmeta_op_fn op_of, void *ctx, const struct sbx_error *e);
+
+#endif

@@ -1,0 +1,36 @@
+# Sourced after lib.sh and lib-fake.sh by test-{e2b,daytona}-queued.sh:
+# a queued metadata change (utimens, mknod...: applied later, as one script
+# in the sandbox) that fails is the failure of the path it concerns only
+# (issue 10 item 8): fsync, fdatasync and close of another file succeed;
+# the lease's `error` names the change; the next fsync or stat of its own
+# path fails with it, once.
+# The caller sets L, F (a directory in fs/), FHOME (F in the sandbox) and
+# CHANGE_FAULT (a fault JSON that fails the command a batch runs in).
+
+# fsync_write PATH TEXT DATASYNC: appends TEXT, then fsync (or fdatasync), then close.
+fsync_write() {
+	echo "fd = os.open('$1', os.O_WRONLY | os.O_APPEND); os.write(fd, b'$2'); (os.fdatasync if $3 else os.fsync)(fd); os.close(fd)"
+}
+
+story_queued_failure() {
+	echo one >"$F/qa"
+	echo two >"$F/qb"
+	echo three >"$F/qc"
+	cp "$L/error" "$WORK/q-before" 2>/dev/null || : >"$WORK/q-before"
+
+	# The batch's command fails (the sandbox's process endpoint answers 500).
+	fault_only "$CHANGE_FAULT"
+	ok "utimens of qb is queued: returns 0" touch -m -d @1000000000 "$F/qb"
+	eq "fsync of another file (qa) succeeds" "$(errno_of "$(fsync_write "$F/qa" more False)")" OK
+	eq "fdatasync of another file (qc) succeeds" \
+		"$(errno_of "$(fsync_write "$F/qc" more True)")" OK
+	fake_clear_faults
+	ok "the error file names the failed change" error_says "utimens $FHOME/qb"
+	ok "... and is new" sh -c "! cmp -s '$WORK/q-before' '$L/error'"
+	eq "fsync of qb itself fails with the change's failure" \
+		"$(errno_of "fd = os.open('$F/qb', os.O_RDONLY); os.fsync(fd)")" EIO
+	eq "... once: the next fsync of qb succeeds" \
+		"$(errno_of "fd = os.open('$F/qb', os.O_RDONLY); os.fsync(fd)")" OK
+	eq "qa's data arrived" "$(lease_run "cat $FHOME/qa")" "$(printf 'one\nmore')"
+
+}
