@@ -360,16 +360,12 @@ static bool full_locked(const struct dt_batch *b)
 static int enqueue(struct dt_instance *di, const char *what, const struct sbx_buf *cmd,
 		   const char *path, const char *borrow, char need, struct sbx_error *err)
 {
-	struct dt_op op = {strdup(path), strdup(cmd->buf), borrow ? strdup(borrow) : NULL, need,
+	struct dt_op op = {sbx_xstrdup(path), sbx_xstrdup(cmd->buf), borrow ? sbx_xstrdup(borrow) : NULL, need,
 			   what};
 	struct dt_op *ops;
 	bool full;
-	if (!op.path || !op.cmd || (borrow && !op.borrow))
-		abort();
 	pthread_mutex_lock(&di->lock);
-	ops = realloc(di->batch.ops, (di->batch.n + 1) * sizeof(*ops));
-	if (!ops)
-		abort();
+	ops = sbx_xrealloc(di->batch.ops, (di->batch.n + 1) * sizeof(*ops));
 	di->batch.ops = ops;
 	ops[di->batch.n++] = op;
 	di->batch.bytes += cmd->len + strlen(path);
@@ -384,10 +380,8 @@ static int enqueue_new(struct dt_instance *di, const char *what, const struct sb
 		       struct sbx_error *err)
 {
 	const char *slash = strrchr(path, '/');
-	char *dir = strndup(path, slash && slash > path ? (size_t)(slash - path) : 1);
+	char *dir = sbx_xstrndup(path, slash && slash > path ? (size_t)(slash - path) : 1);
 	int rc;
-	if (!dir)
-		abort();
 	rc = enqueue(di, what, cmd, path, dir, 'w', err);
 	free(dir);
 	return rc;
@@ -403,14 +397,10 @@ int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid
 		if (!strcmp(di->batch.perms[i].path, path))
 			p = &di->batch.perms[i];
 	if (!p) {
-		p = realloc(di->batch.perms, (di->batch.n_perms + 1) * sizeof(*p));
-		if (!p)
-			abort();
+		p = sbx_xrealloc(di->batch.perms, (di->batch.n_perms + 1) * sizeof(*p));
 		di->batch.perms = p;
 		p += di->batch.n_perms++;
-		*p = (struct dt_perm){strdup(path), -1, -1, -1};
-		if (!p->path)
-			abort();
+		*p = (struct dt_perm){sbx_xstrdup(path), -1, -1, -1};
 		di->batch.bytes += strlen(path);
 	}
 	if (mode >= 0)
@@ -548,10 +538,8 @@ static void links_add(struct dt_instance *di, const char *path, const char *targ
 	if (di->n_links == DT_LINKS_MAX)
 		link_drop(di, 0); /* an old one: it then looks like its target, as before */
 	di->links[di->n_links] = (struct dt_link){.uid = -1, .gid = -1};
-	di->links[di->n_links].path = strdup(path);
-	di->links[di->n_links].target = strdup(target);
-	if (!di->links[di->n_links].path || !di->links[di->n_links].target)
-		abort();
+	di->links[di->n_links].path = sbx_xstrdup(path);
+	di->links[di->n_links].target = sbx_xstrdup(target);
 	di->n_links++;
 	pthread_mutex_unlock(&di->lock);
 }

@@ -9,6 +9,7 @@
  * Not here: caching (the core's) and runs (run.c).
  */
 #include "e2b/e2b.h"
+#include "base/xalloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -277,7 +278,7 @@ static void recent_put(struct e2b_inst *in, const char *path, json_t *reply)
 	e2b_recent_drop_locked(in, path);
 	r = &in->recent[in->recent_next++ % E2B_RECENT_MAX];
 	free(r->path);
-	r->path = strdup(path);
+	r->path = sbx_xstrdup(path);
 	r->st = st;
 	r->at_ms = sbx_now_ms();
 	pthread_mutex_unlock(&in->lock);

@@ -1,5 +1,6 @@
 /* meta — see meta.h. */
 #include "e2b/meta.h"
+#include "base/xalloc.h"
 
 #include "rmeta.h"
 
@@ -29,9 +30,7 @@ static void reserve(struct e2b_meta_queue *q, size_t more)
 	q->alloc = q->alloc ? q->alloc * 2 : 16;
 	if (q->alloc < q->n + more)
 		q->alloc = q->n + more;
-	q->ops = realloc(q->ops, q->alloc * sizeof(*q->ops));
-	if (!q->ops)
-		abort();
+	q->ops = sbx_xrealloc(q->ops, q->alloc * sizeof(*q->ops));
 }
 
 static char *dup_or_null(const char *s)
@@ -39,9 +38,7 @@ static char *dup_or_null(const char *s)
 	char *d;
 	if (!s)
 		return NULL;
-	d = strdup(s);
-	if (!d)
-		abort();
+	d = sbx_xstrdup(s);
 	return d;
 }
 
