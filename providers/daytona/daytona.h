@@ -171,6 +171,12 @@ struct dt_call {
  */
 int dt_call(const struct dt_call *c, struct sbx_error *err);
 /*
+ * 0, or EINVAL naming `what` when body is NULL: json_pack() refuses text
+ * that is not UTF-8 (a path, a command), and dt_call would otherwise send
+ * the request without its body.
+ */
+int dt_check_body(const json_t *body, const char *what, struct sbx_error *err);
+/*
  * Fills hdr (room for n pointers) with the common headers plus extra
  * (NULL-terminated, may be NULL); returns hdr.
  */

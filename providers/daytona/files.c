@@ -259,6 +259,8 @@ int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, s
 	if ((rc = dt_batch_settle_for(di, path, err)))
 		return rc;
 	body = json_pack("{s[s]}", "paths", path);
+	if ((rc = dt_check_body(body, what(w, sizeof(w), "read", path), err)))
+		return rc;
 	dt_toolbox_url(di, &url, "/files/bulk-download");
 	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .accept = "multipart/form-data",
 				       .what = what(w, sizeof(w), "read", path),

@@ -224,6 +224,8 @@ static int session_exec(struct dt_instance *di, const char *sid, const char *com
 	const char *id;
 	int rc;
 
+	if ((rc = dt_check_body(body, "run", err)))
+		return rc;
 	session_url(di, &url, sid, "/exec");
 	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .reply = &reply,
 				       .what = "run", .timeout_ms = dt_short_ms()},

@@ -23,6 +23,8 @@ int dt_execute(struct dt_instance *di, const char *command, long timeout_ms,
 	int rc;
 
 	*timed_out = false;
+	if ((rc = dt_check_body(body, "execute", err)))
+		return rc;
 	/* The daemon's own limit backs up the wrapper's (which fires first). */
 	if (timeout_ms > 0)
 		json_object_set_new(body, "timeout", json_integer((timeout_ms + 999) / 1000 + 5));

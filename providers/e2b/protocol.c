@@ -376,19 +376,29 @@ int e2b_entry_to_stat(json_t *entry, struct sbx_stat *st)
 
 /* --- process ------------------------------------------------------------- */
 
+/* json_string(s), noting in *bad a string JSON cannot carry (not UTF-8). */
+static json_t *json_str_noting(const char *s, bool *bad)
+{
+	json_t *v = json_string(s);
+	if (!v)
+		*bad = true;
+	return v;
+}
+
 json_t *e2b_start_body(const char *shell, const char *const *argv, const char *const *envs,
 		       const char *cwd)
 {
 	json_t *proc = json_object(), *args = json_array(), *body = json_object();
+	bool bad = false;
 	if (shell) {
 		json_object_set_new(proc, "cmd", json_string("/bin/bash"));
 		json_array_append_new(args, json_string("-l"));
 		json_array_append_new(args, json_string("-c"));
-		json_array_append_new(args, json_string(shell));
+		json_array_append_new(args, json_str_noting(shell, &bad));
 	} else {
-		json_object_set_new(proc, "cmd", json_string(argv[0]));
+		json_object_set_new(proc, "cmd", json_str_noting(argv[0], &bad));
 		for (size_t i = 1; argv[i]; i++)
-			json_array_append_new(args, json_string(argv[i]));
+			json_array_append_new(args, json_str_noting(argv[i], &bad));
 	}
 	json_object_set_new(proc, "args", args);
 	if (envs && envs[0]) {
@@ -400,14 +410,18 @@ json_t *e2b_start_body(const char *shell, const char *const *argv, const char *c
 				continue;
 			memcpy(key, envs[i], (size_t)(eq - envs[i]));
 			key[eq - envs[i]] = '\0';
-			json_object_set_new(o, key, json_string(eq + 1));
+			json_object_set_new(o, key, json_str_noting(eq + 1, &bad));
 		}
 		json_object_set_new(proc, "envs", o);
 	}
 	if (cwd)
-		json_object_set_new(proc, "cwd", json_string(cwd));
+		json_object_set_new(proc, "cwd", json_str_noting(cwd, &bad));
 	json_object_set_new(body, "process", proc);
 	json_object_set_new(body, "stdin", json_false());
+	if (bad) { /* a command, argument, env value or cwd that is not UTF-8 */
+		json_decref(body);
+		return NULL;
+	}
 	return body;
 }
 

@@ -153,7 +153,8 @@ static int bad_request(json_t *reqj, const char *what, struct sbx_error *e)
 {
 	if (!reqj)
 		return sbx_error_set(e, EINVAL, SBX_E_INTERNAL,
-				     "%s: the path is not valid UTF-8 (envd speaks JSON)", what);
+				     "%s: not valid UTF-8 (envd speaks JSON, which carries UTF-8 only)",
+				     what);
 	return sbx_error_set(e, ENOMEM, SBX_E_INTERNAL, "%s: out of memory", what);
 }
 

@@ -1,7 +1,7 @@
 # Sourced by the test-*-output.sh tests after lib.sh and lib-runs.sh (with
 # $STATE on a small tmpfs): issue 10's promises about output and the state
 # dir, the same on every provider, through ordinary tools.
-#   story_output_bytes      binary stdout and stderr (over several polls) arrive byte for byte
+#   story_output_bytes PROV binary stdout and stderr (over several polls) arrive byte for byte
 #   story_output_code       a code cell writing bytes that are not UTF-8, a lone surrogate, a NUL
 #   story_output_memory MB  a run printing MB megabytes: the daemon's peak RSS under 64 MB
 #   story_output_env        env that is not UTF-8: EINVAL, the lease table still saved
@@ -34,6 +34,16 @@ story_output_bytes() {
 		"(None, True, $(bash -c "$out" | wc -c), $(bash -c "$err" | wc -c))"
 	printf '%s\n' 'printf "\377\376\000x"' >"$L/exec"
 	eq "every byte value survives: ff fe 00 78" "$(od -An -tx1 "$L/stdout" | tr -d ' ')" "fffe0078"
+	# The command text itself: local passes bytes; E2B's and Daytona's APIs carry
+	# it in JSON (UTF-8 only): refused with EINVAL and the reason, never sent cut.
+	printf 'echo \377 ok\n' >"$L/exec"
+	if [ "${1:-}" = local ]; then
+		eq "a command that is not UTF-8 runs, its bytes kept" "$(od -An -tx1 "$L/stdout" | tr -d ' ')" "ff206f6b0a"
+	else
+		eq "a command that is not UTF-8: cat exec fails with EINVAL" \
+			"$(errno_of "open('$L/exec', 'rb').read()")" EINVAL
+		ok "... the reason is in error" grep -q "not valid UTF-8" "$L/error"
+	fi
 }
 
 story_output_code() {

@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib-fake.sh"
 start_fake daytona
 output_mount daytona
-story_output_bytes
+story_output_bytes daytona
 story_output_code
 # Each poll downloads the output whole: a run is bounded at 64 MiB there.
 story_output_memory 60

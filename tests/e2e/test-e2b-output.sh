@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib-fake.sh"
 start_fake e2b
 output_mount e2b
-story_output_bytes
+story_output_bytes e2b
 story_output_code
 story_output_memory 200
 story_output_env
