@@ -103,7 +103,7 @@ static int session_take(struct dt_instance *di, char **sid, unsigned *epoch,
 	pthread_mutex_unlock(&di->lock);
 
 	dt_random_hex(id + 6, 12);
-	body = json_pack("{ss}", "sessionId", id);
+	body = sbx_xjson(json_pack("{ss}", "sessionId", id));
 	session_url(di, &url, NULL, NULL);
 	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .what = "create session",
 				       .timeout_ms = dt_short_ms()},

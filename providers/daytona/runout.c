@@ -187,7 +187,7 @@ int dt_runout_fetch(struct dt_instance *di, struct dt_runout *ro, const struct s
 	struct sbx_error ferr = SBX_ERROR_INIT;
 	struct fetch f = {.ro = ro, .sink = sink, .part = -1, .err = &ferr};
 	struct sbx_buf url = SBX_BUF_INIT;
-	json_t *body = json_pack("{s[ss]}", "paths", ro->path[0], ro->path[1]);
+	json_t *body = sbx_xjson(json_pack("{s[ss]}", "paths", ro->path[0], ro->path[1]));
 	int rc;
 
 	sbx_buf_init(&f.errbody);

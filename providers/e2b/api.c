@@ -419,7 +419,7 @@ static int e2b_unpause(struct sbx_instance *inst, struct sbx_error *err)
 	struct e2b_inst *in = e2b_of(inst);
 	struct e2b_sandbox sb, old;
 	struct sbx_buf path = SBX_BUF_INIT;
-	json_t *body = json_pack("{s:I}", "timeout", (json_int_t)in->ttl_s);
+	json_t *body = sbx_xjson(json_pack("{s:I}", "timeout", (json_int_t)in->ttl_s));
 	long status = 0;
 	int rc;
 	sandbox_path(&path, "/v2/sandboxes/", inst->id, "/connect");
@@ -482,7 +482,7 @@ static int e2b_probe(struct sbx_instance *inst, enum sbx_remote_state *state,
 
 static int e2b_set_timeout(struct sbx_instance *inst, long seconds, struct sbx_error *err)
 {
-	json_t *body = json_pack("{s:I}", "timeout", (json_int_t)(seconds > 0 ? seconds : 1));
+	json_t *body = sbx_xjson(json_pack("{s:I}", "timeout", (json_int_t)(seconds > 0 ? seconds : 1)));
 	long status = 0;
 	int rc = sandbox_call(e2b_of(inst), "POST", "/sandboxes/", "/timeout", body, &status,
 			      "set timeout", err);

@@ -167,7 +167,7 @@ static int context(struct e2b_inst *in, struct e2b_code *c, int k, char **id,
 	int rc;
 	adopt(in, c);
 	if (!c->ctx[k]) {
-		body = json_pack("{s:s}", "language", langs[k]);
+		body = sbx_xjson(json_pack("{s:s}", "language", langs[k]));
 		if (in->workdir)
 			json_object_set_new(body, "cwd", json_string(in->workdir));
 		rc = interp_call(in, "POST", "/contexts", body, &reply, &status, "create context",

@@ -382,13 +382,13 @@ json_t *lcl_cg_caps(const struct lcl_cgroup *cg)
 		cpu = strstr(buf, "cpu") != NULL;
 		pids = strstr(buf, "pids") != NULL;
 	}
-	return json_pack("{s:b,s:b,s:b,s:b}", "memory", mem, "cpu", cpu, "pids", pids, "freezer",
-			 cg->freezer != NULL);
+	return sbx_xjson(json_pack("{s:b,s:b,s:b,s:b}", "memory", mem, "cpu", cpu, "pids", pids, "freezer",
+			 cg->freezer != NULL));
 }
 
 json_t *lcl_cg_to_json(const struct lcl_cgroup *cg)
 {
-	json_t *j = json_pack("{s:s}", "kind", lcl_cg_kind_name(cg->kind));
+	json_t *j = sbx_xjson(json_pack("{s:s}", "kind", lcl_cg_kind_name(cg->kind)));
 	const char *names[] = {"freezer", "memory", "cpu", "pids"};
 	const char *vals[] = {cg->freezer, cg->memory, cg->cpu, cg->pids};
 	for (int i = 0; i < 4; i++)
