@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/df.h"
+#include "base/sysutil.h"
 #include "base/xalloc.h"
 
 void sbx_rmeta_fails_init(struct sbx_rmeta_fails *f)
@@ -176,4 +178,45 @@ void sbx_rmeta_fail_all(struct sbx_rmeta_fails *f, struct sbx_instance *inst, si
 		op_of(ctx, k, &name, &path);
 		sbx_rmeta_fail(f, inst, name, path, e, k == first);
 	}
+}
+
+void sbx_rmeta_df_init(struct sbx_rmeta_df *d)
+{
+	memset(d, 0, sizeof(*d));
+	pthread_mutex_init(&d->lock, NULL);
+}
+
+void sbx_rmeta_df_forget(struct sbx_rmeta_df *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->at_ms = 0;
+	pthread_mutex_unlock(&d->lock);
+}
+
+int sbx_rmeta_statfs(struct sbx_rmeta_df *d, sbx_rmeta_run_fn run, void *ctx, struct statvfs *st,
+		     struct sbx_error *err)
+{
+	struct sbx_buf out = SBX_BUF_INIT;
+	long long now = sbx_now_ms();
+	int rc;
+
+	pthread_mutex_lock(&d->lock);
+	if (d->at_ms && now - d->at_ms < SBX_RMETA_DF_TTL_MS) {
+		*st = d->st;
+		pthread_mutex_unlock(&d->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&d->lock);
+	/* The inode table is optional (some df have no -i); the blocks are not. */
+	rc = run(ctx, "df -kP / && { df -iP / 2>/dev/null; true; }", &out, err);
+	if (!rc && sbx_df_parse(out.buf, st))
+		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED, "statfs: `df` gave no answer");
+	if (!rc) {
+		pthread_mutex_lock(&d->lock);
+		d->st = *st;
+		d->at_ms = now;
+		pthread_mutex_unlock(&d->lock);
+	}
+	sbx_buf_release(&out);
+	return rc;
 }

@@ -20,6 +20,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/statvfs.h>
 
 #include "base/buf.h"
 #include "provider.h"
@@ -84,5 +85,28 @@ size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst,
 /* Records e against every op of [first, end) (their script did not run); one report. */
 void sbx_rmeta_fail_all(struct sbx_rmeta_fails *f, struct sbx_instance *inst, size_t first,
 			size_t end, sbx_rmeta_op_fn op_of, void *ctx, const struct sbx_error *e);
+
+/*
+ * statfs of a remote sandbox: one answer for the whole sandbox (its root
+ * filesystem's), from `df -kP /` and `df -iP /` (sbx_df_parse), kept for
+ * SBX_RMETA_DF_TTL_MS so that `df` and tools that statfs a lot (cp, rsync)
+ * cost one command now and then. Forgotten on a change that may move it.
+ */
+#define SBX_RMETA_DF_TTL_MS 30000LL
+
+struct sbx_rmeta_df {
+	pthread_mutex_t lock;
+	struct statvfs st;
+	long long at_ms; /* 0: empty */
+};
+
+/* Runs cmd in the sandbox, its stdout into out (exit status ignored): 0 or -errno. */
+typedef int (*sbx_rmeta_run_fn)(void *ctx, const char *cmd, struct sbx_buf *out,
+				struct sbx_error *err);
+
+void sbx_rmeta_df_init(struct sbx_rmeta_df *d);
+void sbx_rmeta_df_forget(struct sbx_rmeta_df *d);
+int sbx_rmeta_statfs(struct sbx_rmeta_df *d, sbx_rmeta_run_fn run, void *ctx, struct statvfs *st,
+		     struct sbx_error *err);
 
 #endif

@@ -194,6 +194,7 @@ static struct dt_instance *inst_new(const struct sbx_spec *spec, const struct dt
 	pthread_mutex_init(&di->lock, NULL);
 	pthread_mutex_init(&di->flush_lock, NULL);
 	sbx_rmeta_fails_init(&di->fails);
+	sbx_rmeta_df_init(&di->df);
 	di->facts = *sb;
 	di->facts_at = time(NULL);
 	di->user_uid = di->user_gid = -1;

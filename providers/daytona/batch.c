@@ -6,7 +6,7 @@
  * the filesystem, and before a read of a path they touch. chmod and chown
  * wait in the same queue and go to /files/permissions after the script
  * (see dt_chmod). readlink and statfs are one command each (statfs cached
- * for DT_STATFS_TTL_S).
+ * by rmeta's statfs cache).
  *
  * A queued operation returns 0 at once; when its command later fails, the
  * failure is recorded against its path with the command's message
@@ -740,34 +740,17 @@ int dt_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t s
 	return rc;
 }
 
+/* sbx_rmeta_run_fn: a helper command, its stdout. */
+static int df_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_error *err)
+{
+	int code = 0;
+	return dt_exec(ctx, cmd, dt_short_ms(), out, &code, err);
+}
+
 int dt_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	      struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
-	struct sbx_buf b = SBX_BUF_INIT, out = SBX_BUF_INIT;
-	time_t now = time(NULL);
-	int rc, code = 0;
-
-	/* One answer for the whole sandbox: the root filesystem's. */
-	pthread_mutex_lock(&di->lock);
-	if (di->sfs_at && now - di->sfs_at < DT_STATFS_TTL_S) {
-		*st = di->sfs;
-		pthread_mutex_unlock(&di->lock);
-		return 0;
-	}
-	pthread_mutex_unlock(&di->lock);
-	sbx_buf_adds(&b, "df -kP -- / 2>/dev/null; df -iP -- / 2>/dev/null; true");
-	rc = dt_exec(di, b.buf, dt_short_ms(), &out, &code, err);
-	if (!rc && sbx_df_parse(out.buf, st))
-		rc = sbx_error_set(err, EIO, 0, "statfs: `df` gave no answer");
-	if (!rc) {
-		pthread_mutex_lock(&di->lock);
-		di->sfs = *st;
-		di->sfs_at = now;
-		pthread_mutex_unlock(&di->lock);
-	}
-	sbx_buf_release(&b);
-	sbx_buf_release(&out);
-	(void)path;
-	return rc;
+	(void)path; /* one answer for the whole sandbox */
+	return sbx_rmeta_statfs(&di->df, df_run, di, st, err);
 }

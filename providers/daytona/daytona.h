@@ -38,7 +38,6 @@
 #define DT_SESSIONS_IDLE_MAX 4
 #define DT_BATCH_MAX_ENTRIES 64
 #define DT_BATCH_MAX_BYTES (128u << 10)
-#define DT_STATFS_TTL_S 30
 #define DT_LINKS_MAX 32
 /* How a queued command asks to borrow a path it may not touch (batch.c). */
 #define DT_BORROW_TAG "sbxfs-borrow "
@@ -119,8 +118,7 @@ struct dt_instance {
 	struct dt_batch batch;
 	struct sbx_rmeta_fails fails; /* queued ops that failed, by path (own lock; rmeta.h) */
 	bool flushing;         /* a batch is being applied (see flush_lock) */
-	struct statvfs sfs;
-	time_t sfs_at;         /* 0: not cached */
+	struct sbx_rmeta_df df; /* statfs, cached */
 	struct dt_link links[DT_LINKS_MAX]; /* symlinks this instance made (batch.c) */
 	size_t n_links;
 	long user_uid, user_gid; /* who runs commands (-1: not known yet) */

@@ -115,6 +115,7 @@ static struct e2b_inst *inst_new(struct e2b_sandbox *sb, const struct sbx_spec *
 	e2b_meta_init(&in->queue);
 	e2b_meta_init(&in->inflight);
 	sbx_rmeta_fails_init(&in->fails);
+	sbx_rmeta_df_init(&in->df);
 	return in;
 }
 
@@ -435,8 +436,8 @@ static int e2b_unpause(struct sbx_instance *inst, struct sbx_error *err)
 	steal_if_empty(&in->sb.started_at, &old.started_at);
 	steal_if_empty(&in->sb.end_at, &old.end_at);
 	in->paused = false;
-	in->df_at_ms = 0;
 	pthread_mutex_unlock(&in->lock);
+	sbx_rmeta_df_forget(&in->df);
 	e2b_sandbox_free(&old);
 	return 0;
 }

@@ -60,8 +60,7 @@ struct e2b_inst {
 	pthread_cond_t wake;            /* signals the flusher (with lock) */
 	long last_op_ms;                /* (L) */
 
-	struct statvfs df;  /* (L) statfs cache */
-	long df_at_ms;      /* (L) 0: empty */
+	struct sbx_rmeta_df df; /* statfs cache (its own lock) */
 
 	/* Entries envd just described in the reply to our own Move/MakeDir (files.c). */
 	struct e2b_recent {

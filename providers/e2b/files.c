@@ -181,7 +181,7 @@ static int enqueue(struct e2b_inst *in, const struct e2b_meta_op *op)
 	pthread_mutex_lock(&in->lock);
 	e2b_meta_add(&in->queue, op);
 	in->last_op_ms = sbx_now_ms();
-	in->df_at_ms = 0;
+	sbx_rmeta_df_forget(&in->df); /* leaf lock */
 	if (!in->flusher_on && !in->stopping)
 		in->flusher_on = !pthread_create(&in->flusher, NULL, flusher_main, in);
 	pthread_cond_signal(&in->wake);
