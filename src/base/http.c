@@ -206,12 +206,7 @@ struct sbx_http_client *sbx_http_client_new(const struct sbx_http_settings *s)
 	return c;
 
 out_locks:
-	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-		pthread_mutex_destroy(&c->share_locks[i]);
-	pthread_mutex_destroy(&c->lock);
-	free(c->user_agent);
-	free(c->ca_file);
-	free(c);
+	sbx_http_client_free(c); /* nothing pooled yet; the share, if made */
 	return NULL;
 }
 
@@ -225,7 +220,8 @@ void sbx_http_client_free(struct sbx_http_client *c)
 		curl_easy_cleanup(p->h);
 		free(p);
 	}
-	curl_share_cleanup(c->share);
+	if (c->share)
+		curl_share_cleanup(c->share);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_destroy(&c->share_locks[i]);
 	pthread_mutex_destroy(&c->lock);
