@@ -45,6 +45,8 @@ struct sbx_cfile {
 	int refs;        /* (T) */
 	bool linked;     /* (T) in c->files under path */
 	bool busy;       /* (T) claimed by an open or an upload */
+	bool uploading;  /* (T) busy is an upload's claim */
+	int shared_opens; /* (T) opens of dirty data going on beside an upload's claim */
 	bool have_data;  /* (T) */
 	bool dirty;      /* (T) */
 	bool remote;     /* (T) */

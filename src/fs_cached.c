@@ -29,6 +29,7 @@
 
 #include "fs_cached.h"
 #include "kinval.h"
+#include "writeback.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -475,7 +476,7 @@ static int c_mkdir(struct sbx_lease *l, const char *path, mode_t mode, struct sb
 	return rc;
 }
 
-static int c_unlink(struct sbx_lease *l, const char *path, struct sbx_error *err)
+static int c_unlink_held(struct sbx_lease *l, const char *path, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
 	int rc = 0;
@@ -498,19 +499,36 @@ static int c_unlink(struct sbx_lease *l, const char *path, struct sbx_error *err
 	return rc;
 }
 
+/*
+ * unlink, rmdir and rename hold the write-back queue across their remote
+ * call (writeback.h): an upload already in flight lands first (then the
+ * removal removes it), and one queued starts only after the entry was
+ * detached or renamed, so it is dropped or goes to the new name: never
+ * resurrects the old one in the sandbox.
+ */
+static int c_unlink(struct sbx_lease *l, const char *path, struct sbx_error *err)
+{
+	sbx_wb_hold(l->wb);
+	int rc = c_unlink_held(l, path, err);
+	sbx_wb_unhold(l->wb);
+	return rc;
+}
+
 static int c_rmdir(struct sbx_lease *l, const char *path, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
+	sbx_wb_hold(l->wb);
 	int rc = begin(l, l->prov->rmdir, "rmdir", path, NULL, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->rmdir(inst, path, err), "rmdir", path, err);
 	if (!rc)
 		sbx_cache_note_removed(l->cache, path);
+	sbx_wb_unhold(l->wb);
 	return rc;
 }
 
-static int c_rename(struct sbx_lease *l, const char *from, const char *to, unsigned flags,
-		    struct sbx_error *err)
+static int c_rename_held(struct sbx_lease *l, const char *from, const char *to, unsigned flags,
+			 struct sbx_error *err)
 {
 	struct sbx_cache *c = l->cache;
 	struct sbx_instance *inst;
@@ -533,6 +551,15 @@ static int c_rename(struct sbx_lease *l, const char *from, const char *to, unsig
 	if (exchange)
 		sbx_cache_note_added(c, from, NULL);
 	return 0;
+}
+
+static int c_rename(struct sbx_lease *l, const char *from, const char *to, unsigned flags,
+		    struct sbx_error *err)
+{
+	sbx_wb_hold(l->wb);
+	int rc = c_rename_held(l, from, to, flags, err);
+	sbx_wb_unhold(l->wb);
+	return rc;
 }
 
 static int c_chmod(struct sbx_lease *l, const char *path, mode_t mode, struct sbx_error *err)

@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "base/xalloc.h"
 #include "cache.h"
+#include "writeback.h"
 #include "fsmirror.h"
 #include "kinval.h"
 #include "runs.h"
@@ -218,6 +219,7 @@ static void lease_free(struct sbx_lease *l)
 		l->prov->release(l->inst);
 	for (int i = 0; i < l->n_gone; i++)
 		l->prov->release(l->gone[i]);
+	sbx_wb_free(l->wb);
 	sbx_cache_free(l->cache);
 	sbx_kinval_free(l->kinval);
 	sbx_runs_free(l);
@@ -413,6 +415,7 @@ static void lease_setup_cache(struct sbx_lease *l)
 	if (!(l->prov->caps & SBX_CAP_DIRECT_IO) && !l->cache) {
 		char *d = sbx_lease_path(l, "cache");
 		l->cache = sbx_cache_new(d);
+		l->wb = sbx_wb_new(l);
 		free(d);
 	}
 }
@@ -970,6 +973,7 @@ static int transition_locked(struct sbx_lease *l, enum sbx_lease_state via,
 int sbx_lease_pause(struct sbx_lease *l, const char *cause, struct sbx_error *err)
 {
 	int rc;
+	sbx_fs_drain(l);
 	sbx_fs_before_pause(l);
 	/* Queued metadata first, with no lock held: `state` must not wait on it. */
 	struct sbx_instance *inst = sbx_lease_peek(l);
@@ -1510,6 +1514,7 @@ static void save_before_exit(struct sbx_mount *m)
 	sbx_lease_foreach(m, collect, &ll);
 	for (size_t i = 0; i < ll.n; i++) {
 		struct sbx_lease *l = ll.v[i];
+		sbx_wb_stop(l->wb);
 		size_t left = l->cache ? sbx_cache_unsaved_count(l->cache) : 0;
 		if (left && sbx_lease_peek(l))
 			left = sbx_fs_save_unsaved(l, true, deadline);

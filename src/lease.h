@@ -52,6 +52,7 @@ enum sbx_lease_state {
 const char *sbx_lease_state_name(enum sbx_lease_state s);
 
 struct sbx_cache;
+struct sbx_wb;
 struct sbx_runs;
 struct sbx_pending_create;
 
@@ -83,6 +84,7 @@ struct sbx_lease {
 	char *dir;                          /* state_dir/leases/NAME (read-only) */
 	struct sbx_cache *cache;            /* fs/ cache (NULL for direct-I/O providers) */
 	struct sbx_kinval *kinval;          /* what the kernel caches of fs/ */
+	struct sbx_wb *wb;                  /* fs/ write-back queue (NULL: off, or direct I/O) */
 	struct sbx_runs *runtab;            /* (L) its recent runs (runs.c), made at first use */
 };
 

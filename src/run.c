@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "fsmirror.h"
 #include "runs.h"
+#include "writeback.h"
 
 static const struct {
 	const char *ext, *language;
@@ -341,6 +342,7 @@ static void *run_main(void *arg)
 		json_object_set_new(result, "success", json_false());
 	}
 	if (!rc) {
+		sbx_fs_drain(l);
 		if (l->prov->sync)
 			l->prov->sync(inst, &err);
 		if (r->kind == SBX_RUN_SHELL) {
