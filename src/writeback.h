@@ -17,12 +17,10 @@ struct sbx_wb;
 
 /* Worker threads per lease. */
 #define SBX_WB_WORKERS 4
-/* Default most entries queued or in flight per lease (-o writeback=N). */
-#define SBX_WB_DEFAULT_MAX 64
 /* Most bytes queued or in flight per lease. */
 #define SBX_WB_MAX_BYTES (64LL << 20)
 
-/* Sets the entry bound of queues made from now on; 0 turns write-back off. */
+/* Sets the entry bound of queues made from now on (-o writeback=N); 0 (the default): off. */
 void sbx_wb_set_max(unsigned max);
 unsigned sbx_wb_get_max(void);
 
