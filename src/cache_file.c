@@ -397,6 +397,22 @@ void sbx_cache_file_hold(struct sbx_cache *c, struct sbx_cfile *cf)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void sbx_cache_file_bg_failed(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->bg_failed = cf->dirty;
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_file_bg_failed_take(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	bool failed = cf->bg_failed;
+	cf->bg_failed = false;
+	pthread_mutex_unlock(&c->lock);
+	return failed;
+}
+
 bool sbx_cache_file_dirty(struct sbx_cache *c, struct sbx_cfile *cf, unsigned long *wgen)
 {
 	pthread_mutex_lock(&c->lock);
@@ -450,6 +466,7 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 	if (ok) {
 		bool current = gen == c->gen;
 		cf->remote = true;
+		cf->bg_failed = false;
 		if (wgen == cf->wgen && cf->dirty) {
 			cf->dirty = false;
 			side_set_locked(cf, false);

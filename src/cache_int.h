@@ -60,6 +60,7 @@ struct sbx_cfile {
 	off_t bytes;                    /* (T) size when last closed */
 	long long retry_at;             /* (T) no orphan retry before (a failed upload) */
 	bool adopted;                   /* (T) left dirty by a previous daemon */
+	bool bg_failed;                 /* (T) its last background upload failed */
 };
 
 /* A lookup that failed lately (sbx_cache_fail_put). */

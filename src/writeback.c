@@ -30,8 +30,6 @@ struct wb_item {
 	bool inflight;
 };
 
-#define WB_FAILED_MAX 64
-
 struct sbx_wb {
 	struct sbx_lease *l;
 	pthread_mutex_t lock;
@@ -44,8 +42,6 @@ struct sbx_wb {
 	long long bytes;
 	unsigned long long seq;
 	bool stopping;
-	struct sbx_cfile *failed[WB_FAILED_MAX]; /* last background upload failed (ref held) */
-	unsigned n_failed;
 };
 
 static unsigned wb_max; /* off unless -o writeback=N */
@@ -83,8 +79,6 @@ void sbx_wb_free(struct sbx_wb *wb)
 		sbx_cache_file_put(wb->l->cache, it->cf);
 		free(it);
 	}
-	for (unsigned i = 0; i < wb->n_failed; i++)
-		sbx_cache_file_put(wb->l->cache, wb->failed[i]);
 	pthread_mutex_destroy(&wb->lock);
 	pthread_cond_destroy(&wb->cond);
 	free(wb);
@@ -134,23 +128,6 @@ static struct wb_item *next_waiting_locked(struct sbx_wb *wb)
 	return NULL;
 }
 
-static void failed_set_locked(struct sbx_wb *wb, struct sbx_cfile *cf, bool failed)
-{
-	for (unsigned i = 0; i < wb->n_failed; i++) {
-		if (wb->failed[i] != cf)
-			continue;
-		if (!failed) {
-			sbx_cache_file_put(wb->l->cache, cf);
-			wb->failed[i] = wb->failed[--wb->n_failed];
-		}
-		return;
-	}
-	if (failed && wb->n_failed < WB_FAILED_MAX) {
-		sbx_cache_file_hold(wb->l->cache, cf);
-		wb->failed[wb->n_failed++] = cf;
-	}
-}
-
 static void *worker(void *arg)
 {
 	struct sbx_wb *wb = arg;
@@ -167,7 +144,8 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&wb->lock);
 		int rc = fsc_upload_bg(wb->l, it->cf);
 		pthread_mutex_lock(&wb->lock);
-		failed_set_locked(wb, it->cf, rc != 0);
+		if (rc)
+			sbx_cache_file_bg_failed(wb->l->cache, it->cf);
 		wb->inflight--;
 		wb->items--;
 		wb->bytes -= it->bytes;
@@ -270,16 +248,7 @@ out:
 
 bool sbx_wb_failed_take(struct sbx_wb *wb, struct sbx_cfile *cf)
 {
-	bool found = false;
-	if (!wb)
-		return false;
-	pthread_mutex_lock(&wb->lock);
-	for (unsigned i = 0; i < wb->n_failed && !found; i++)
-		found = wb->failed[i] == cf;
-	if (found)
-		failed_set_locked(wb, cf, false);
-	pthread_mutex_unlock(&wb->lock);
-	return found;
+	return wb && sbx_cache_file_bg_failed_take(wb->l->cache, cf);
 }
 
 void sbx_wb_hold(struct sbx_wb *wb)
