@@ -246,6 +246,17 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 			  mode_t mode, const struct sbx_stat *st);
 /* Drops a reference. The entry lives on while dirty, or clean as cache. */
 void sbx_cache_file_put(struct sbx_cache *c, struct sbx_cfile *cf);
+/* Takes one more reference on a referenced entry (the write-back queue's). */
+void sbx_cache_file_hold(struct sbx_cache *c, struct sbx_cfile *cf);
+/* Marks that a background upload of cf failed (cleared by a successful upload). */
+void sbx_cache_file_bg_failed(struct sbx_cache *c, struct sbx_cfile *cf);
+/* True (once) if cf's last background upload failed. */
+bool sbx_cache_file_bg_failed_take(struct sbx_cache *c, struct sbx_cfile *cf);
+/*
+ * The entry holds local changes not uploaded yet and still has its name;
+ * *wgen (if not NULL) counts its changes (equal: no write in between).
+ */
+bool sbx_cache_file_dirty(struct sbx_cache *c, struct sbx_cfile *cf, unsigned long *wgen);
 /*
  * A referenced entry for path that is open or dirty (local data is the
  * truth), or NULL. Drop it with sbx_cache_file_put().

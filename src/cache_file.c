@@ -293,7 +293,12 @@ int sbx_cache_file_open(struct sbx_cache *c, const char *path, struct sbx_cfile 
 		HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
 	}
 	cf->refs++;
-	while (cf->busy)
+	/*
+	 * Local changes being uploaded (in the background, writeback.c) are
+	 * opened beside the upload, not after it: the open needs no request,
+	 * and a write meanwhile only leaves the entry dirty for the next one.
+	 */
+	while (cf->busy && !(cf->uploading && cf->dirty && cf->have_data && cf->fd >= 0))
 		pthread_cond_wait(&c->cond, &c->lock);
 	rc = cfile_ensure_fd_locked(c, cf);
 	if (rc) {
@@ -301,7 +306,10 @@ int sbx_cache_file_open(struct sbx_cache *c, const char *path, struct sbx_cfile 
 		sbx_cache_file_put(c, cf);
 		return rc;
 	}
-	cf->busy = true;
+	if (cf->busy)
+		cf->shared_opens++;
+	else
+		cf->busy = true;
 	cf->used_ms = sbx_now_ms();
 	snapshot_locked(cf, state);
 	pthread_mutex_unlock(&c->lock);
@@ -350,7 +358,10 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 		cf->stamped = false;
 		break;
 	}
-	cf->busy = false;
+	if (cf->shared_opens)
+		cf->shared_opens--; /* the claim is another's */
+	else
+		cf->busy = false;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -377,6 +388,39 @@ void sbx_cache_file_put(struct sbx_cache *c, struct sbx_cfile *cf)
 		evict_locked(c);
 	}
 	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_file_hold(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->refs++;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_file_bg_failed(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->bg_failed = cf->dirty;
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_file_bg_failed_take(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	bool failed = cf->bg_failed;
+	cf->bg_failed = false;
+	pthread_mutex_unlock(&c->lock);
+	return failed;
+}
+
+bool sbx_cache_file_dirty(struct sbx_cache *c, struct sbx_cfile *cf, unsigned long *wgen)
+{
+	pthread_mutex_lock(&c->lock);
+	bool dirty = cf->dirty && cf->linked;
+	if (wgen)
+		*wgen = cf->wgen;
+	pthread_mutex_unlock(&c->lock);
+	return dirty;
 }
 
 struct sbx_cfile *sbx_cache_file_find_live(struct sbx_cache *c, const char *path)
@@ -410,6 +454,7 @@ void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
 	while (cf->busy)
 		pthread_cond_wait(&c->cond, &c->lock);
 	cf->busy = true;
+	cf->uploading = true;
 	snapshot_locked(cf, state);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -421,6 +466,7 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 	if (ok) {
 		bool current = gen == c->gen;
 		cf->remote = true;
+		cf->bg_failed = false;
 		if (wgen == cf->wgen && cf->dirty) {
 			cf->dirty = false;
 			side_set_locked(cf, false);
@@ -443,6 +489,7 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 		cf->retry_at = sbx_now_ms() + c->retry_ms;
 	}
 	cf->busy = false;
+	cf->uploading = false;
 	pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 }

@@ -45,6 +45,8 @@ struct sbx_cfile {
 	int refs;        /* (T) */
 	bool linked;     /* (T) in c->files under path */
 	bool busy;       /* (T) claimed by an open or an upload */
+	bool uploading;  /* (T) busy is an upload's claim */
+	int shared_opens; /* (T) opens of dirty data going on beside an upload's claim */
 	bool have_data;  /* (T) */
 	bool dirty;      /* (T) */
 	bool remote;     /* (T) */
@@ -58,6 +60,7 @@ struct sbx_cfile {
 	off_t bytes;                    /* (T) size when last closed */
 	long long retry_at;             /* (T) no orphan retry before (a failed upload) */
 	bool adopted;                   /* (T) left dirty by a previous daemon */
+	bool bg_failed;                 /* (T) its last background upload failed */
 };
 
 /* A lookup that failed lately (sbx_cache_fail_put). */

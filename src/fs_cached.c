@@ -29,6 +29,7 @@
 
 #include "fs_cached.h"
 #include "kinval.h"
+#include "writeback.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -458,7 +459,7 @@ static int c_mkdir(struct sbx_lease *l, const char *path, mode_t mode, struct sb
 	return rc;
 }
 
-static int c_unlink(struct sbx_lease *l, const char *path, struct sbx_error *err)
+static int c_unlink_held(struct sbx_lease *l, const char *path, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
 	int rc = 0;
@@ -481,19 +482,36 @@ static int c_unlink(struct sbx_lease *l, const char *path, struct sbx_error *err
 	return rc;
 }
 
+/*
+ * unlink, rmdir and rename hold the write-back queue across their remote
+ * call (writeback.h): an upload already in flight lands first (then the
+ * removal removes it), and one queued starts only after the entry was
+ * detached or renamed, so it is dropped or goes to the new name: never
+ * resurrects the old one in the sandbox.
+ */
+static int c_unlink(struct sbx_lease *l, const char *path, struct sbx_error *err)
+{
+	sbx_wb_hold(l->wb);
+	int rc = c_unlink_held(l, path, err);
+	sbx_wb_unhold(l->wb);
+	return rc;
+}
+
 static int c_rmdir(struct sbx_lease *l, const char *path, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
+	sbx_wb_hold(l->wb);
 	int rc = begin(l, l->prov->rmdir, "rmdir", path, NULL, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->rmdir(inst, path, err), "rmdir", path, err);
 	if (!rc)
 		sbx_cache_note_removed(l->cache, path);
+	sbx_wb_unhold(l->wb);
 	return rc;
 }
 
-static int c_rename(struct sbx_lease *l, const char *from, const char *to, unsigned flags,
-		    struct sbx_error *err)
+static int c_rename_held(struct sbx_lease *l, const char *from, const char *to, unsigned flags,
+			 struct sbx_error *err)
 {
 	struct sbx_cache *c = l->cache;
 	struct sbx_instance *inst;
@@ -516,6 +534,15 @@ static int c_rename(struct sbx_lease *l, const char *from, const char *to, unsig
 	if (exchange)
 		sbx_cache_note_added(c, from, NULL);
 	return 0;
+}
+
+static int c_rename(struct sbx_lease *l, const char *from, const char *to, unsigned flags,
+		    struct sbx_error *err)
+{
+	sbx_wb_hold(l->wb);
+	int rc = c_rename_held(l, from, to, flags, err);
+	sbx_wb_unhold(l->wb);
+	return rc;
 }
 
 static int c_chmod(struct sbx_lease *l, const char *path, mode_t mode, struct sbx_error *err)
@@ -641,11 +668,28 @@ const struct sbx_fs_ops sbx_fs_cached_ops = {
 	.statfs = c_statfs,
 };
 
+/* A pause waits for the write-back queue first: a paused sandbox takes no upload. */
+static void before_pause(struct sbx_lease *l)
+{
+	sbx_fs_drain(l);
+	sbx_fs_before_pause(l);
+}
+
+/* At exit (all): the queue's workers stop first, then everything dirty goes up here. */
+static size_t save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
+{
+	if (all)
+		sbx_wb_stop(l->wb);
+	return sbx_fs_save_unsaved(l, all, deadline_ms);
+}
+
 void sbx_fs_cached_install(void)
 {
 	static const struct sbx_lease_hooks hooks = {
-		.before_pause = sbx_fs_before_pause,
-		.save_unsaved = sbx_fs_save_unsaved,
+		.before_pause = before_pause,
+		.save_unsaved = save_unsaved,
+		.wb_new = sbx_wb_new,
+		.wb_free = sbx_wb_free,
 	};
 	sbx_lease_set_hooks(&hooks);
 }

@@ -43,6 +43,11 @@ int fsc_name_check(struct sbx_lease *l, const char *op, const char *path, struct
 /* Remote attributes of path from the cache or one stat; -ENOENT if none. */
 int fsc_lookup(struct sbx_lease *l, const char *path, struct sbx_stat *st,
 	       struct sbx_error *err);
+/*
+ * A write-back worker's upload of cf (writeback.c): failures recorded in
+ * `error`, the data kept dirty; after a success, others' leftovers too.
+ */
+int fsc_upload_bg(struct sbx_lease *l, struct sbx_cfile *cf);
 /* Uploads path's local changes, if any, before a metadata call. */
 int fsc_settle(struct sbx_lease *l, const char *path, struct sbx_error *err);
 

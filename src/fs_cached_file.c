@@ -14,6 +14,7 @@
 #include "base/fsutil.h"
 #include "base/xalloc.h"
 #include "fs_cached.h"
+#include "writeback.h"
 
 /* ---- uploads ---------------------------------------------------------------- */
 
@@ -108,6 +109,36 @@ size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
 		sbx_cache_file_put(l->cache, cf[i]);
 	}
 	return sbx_cache_unsaved_count(l->cache);
+}
+
+static int upload_handle(struct sbx_fs_file *f, struct sbx_error *err);
+
+int fsc_upload_bg(struct sbx_lease *l, struct sbx_cfile *cf)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	bool sent = false;
+	int rc = upload(l, cf, &sent, &err);
+	if (sent)
+		retry_orphans(l);
+	return rc;
+}
+
+/*
+ * Hands f's dirty data to the write-back queue (writeback.c), or uploads
+ * it here: write-back off, the queue full (back-pressure), or the last
+ * background upload of f failed (this close retries it and says so).
+ */
+static int upload_or_queue(struct sbx_fs_file *f, struct sbx_error *err)
+{
+	struct sbx_lease *l = f->lease;
+	unsigned long wgen;
+	struct stat sys;
+	if (sbx_wb_failed_take(l->wb, f->priv))
+		return upload_handle(f, err);
+	if (sbx_cache_file_dirty(l->cache, f->priv, &wgen) &&
+	    fstat(sbx_cfile_fd(f->priv), &sys) == 0 && sbx_wb_queue(l->wb, f->priv, wgen, sys.st_size))
+		return 0;
+	return upload_handle(f, err);
 }
 
 /* Uploads f's data if dirty, then (if it went up) others' leftovers. */
@@ -325,14 +356,17 @@ int fsc_flush(struct sbx_fs_file *f, struct sbx_error *err)
 	struct stat sys;
 	if (fstat(sbx_cfile_fd(f->priv), &sys) == 0 && sys.st_size == 0)
 		return 0;
-	return upload_handle(f, err);
+	return upload_or_queue(f, err);
 }
 
 int fsc_fsync(struct sbx_fs_file *f, int datasync, struct sbx_error *err)
 {
 	struct sbx_lease *l = f->lease;
 	struct sbx_instance *inst;
-	int rc = upload_handle(f, err);
+	int rc;
+	/* A queued upload is done here (or waited for, if in flight); a failed one retried. */
+	sbx_wb_failed_take(l->wb, f->priv);
+	rc = upload_handle(f, err);
 	if (rc || (!l->prov->sync && !l->prov->take_failure))
 		return rc;
 	rc = fsc_use(l, &inst, "sync", f->path, err);
@@ -350,7 +384,7 @@ void fsc_release(struct sbx_fs_file *f)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	/* Late writes (mmap) after the last flush still go up; failures are recorded. */
-	upload(f->lease, f->priv, NULL, &err);
+	upload_or_queue(f, &err);
 	sbx_cache_file_put(f->lease->cache, f->priv);
 	free(f->path);
 	free(f);

@@ -245,6 +245,8 @@ void lease_free(struct sbx_lease *l)
 	for (int i = 0; i < l->n_gone; i++)
 		l->prov->release(l->gone[i]);
 	free(l->gone);
+	if (fs_hooks && fs_hooks->wb_free)
+		fs_hooks->wb_free(l->wb);
 	sbx_cache_free(l->cache);
 	sbx_kinval_free(l->kinval);
 	if (l->runtab_free) /* runs.c's, so the lease module does not call it */
@@ -366,10 +368,12 @@ void lease_setup_cache(struct sbx_lease *l)
 	if (!(l->prov->caps & SBX_CAP_DIRECT_IO) && !lease_cache(l)) {
 		char *d = sbx_lease_path(l, "cache");
 		struct sbx_cache *c = sbx_cache_new(d);
+		struct sbx_wb *wb = fs_hooks && fs_hooks->wb_new ? fs_hooks->wb_new(l) : NULL;
 		free(d);
 		/* The lease may be in the table already: the timer reads l->cache under the lock. */
 		sbx_lock(&l->lock, SBX_LOCK_LEASE);
 		l->cache = c;
+		l->wb = wb;
 		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	}
 }

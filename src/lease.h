@@ -56,6 +56,7 @@ enum sbx_lease_state {
 const char *sbx_lease_state_name(enum sbx_lease_state s);
 
 struct sbx_cache;
+struct sbx_wb;
 struct sbx_runs;
 struct sbx_pending_create;
 
@@ -88,6 +89,7 @@ struct sbx_lease {
 	char *dir;                          /* state_dir/leases/NAME (read-only) */
 	struct sbx_cache *cache;            /* fs/ cache (NULL for direct-I/O providers) */
 	struct sbx_kinval *kinval;          /* what the kernel caches of fs/ */
+	struct sbx_wb *wb;                  /* fs/ write-back queue (NULL: off, or direct I/O) */
 	struct sbx_runs *runtab;            /* (L) its recent runs (runs.c), made at first use */
 	void (*runtab_free)(struct sbx_lease *l); /* set with runtab: frees it with the lease */
 };
@@ -199,6 +201,9 @@ void sbx_mount_tick(struct sbx_mount *m);
 struct sbx_lease_hooks {
 	void (*before_pause)(struct sbx_lease *l);
 	size_t (*save_unsaved)(struct sbx_lease *l, bool all, long long deadline_ms);
+	/* fs/'s write-back queue of a lease with a cache: made with it, freed with the lease */
+	struct sbx_wb *(*wb_new)(struct sbx_lease *l);
+	void (*wb_free)(struct sbx_wb *wb);
 };
 /* Installs h (static storage; one set per process, before sbx_mount_open). */
 void sbx_lease_set_hooks(const struct sbx_lease_hooks *h);

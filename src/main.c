@@ -30,12 +30,14 @@
 #include "notify.h"
 #include "sandboxes.h"
 #include "statedir.h"
+#include "writeback.h"
 
 struct sbx_options {
 	char *profile;
 	char *config;
 	char *state_dir;
 	char *cache_timeout;
+	char *writeback;
 	char *list_provider; /* --list=PROVIDER */
 	char *symlinks;      /* "rewrite" (default) or "raw" */
 	char *share_group;   /* the one group let in besides the owner */
@@ -56,6 +58,7 @@ static const struct fuse_opt option_spec[] = {
 	OPT("config=%s", config),
 	OPT("state_dir=%s", state_dir),
 	OPT("fs_cache_timeout=%s", cache_timeout),
+	OPT("writeback=%s", writeback),
 	OPT("symlinks=%s", symlinks),
 	OPT("share_group=%s", share_group),
 	OPT("share_fs", share_fs),
@@ -111,6 +114,8 @@ static void usage(const char *prog)
 	       "    -o config=PATH      profiles file (default $XDG_CONFIG_HOME/sbxfs/config.json)\n"
 	       "    -o state_dir=PATH   lease table and caches (default $XDG_STATE_HOME/sbxfs)\n"
 	       "    -o fs_cache_timeout=S  seconds the kernel keeps fs/ attributes (default 1)\n"
+	       "    -o writeback=N      remote fs/: close() returns before the upload, at most N\n"
+	       "                        files queued per lease (default 0: close() uploads)\n"
 	       "    -o symlinks=raw     fs/ links show the sandbox's own text (default: rewritten\n"
 	       "                        so the host follows them inside the sandbox)\n"
 	       "    -o share_group=GROUP  let GROUP's members in too (default: the owner only;\n"
@@ -240,6 +245,15 @@ int main(int argc, char *argv[])
 		}
 		sbx_fuse_set_cache_timeout(t);
 	}
+	if (opts.writeback) {
+		char *end;
+		long n = strtol(opts.writeback, &end, 10);
+		if (!*opts.writeback || *end || n < 0 || n > 4096) {
+			fprintf(stderr, "sbxfs: writeback must be 0..4096 files (0: off)\n");
+			goto out_args;
+		}
+		sbx_wb_set_max((unsigned)n);
+	}
 	if (opts.symlinks) {
 		if (strcmp(opts.symlinks, "raw") && strcmp(opts.symlinks, "rewrite")) {
 			fprintf(stderr, "sbxfs: symlinks must be rewrite or raw\n");
@@ -325,6 +339,7 @@ out_args:
 	free(opts.config);
 	free(opts.state_dir);
 	free(opts.cache_timeout);
+	free(opts.writeback);
 	free(opts.list_provider);
 	free(opts.symlinks);
 	free(opts.share_group);

@@ -19,6 +19,7 @@
 #include "results.h"
 #include "runs.h"
 #include "runs_int.h"
+#include "writeback.h"
 
 static const struct {
 	const char *ext, *language;
@@ -348,6 +349,7 @@ static void *run_main(void *arg)
 		json_object_set_new(result, "success", json_false());
 	}
 	if (!rc) {
+		sbx_fs_drain(l);
 		if (l->prov->sync)
 			l->prov->sync(inst, &err);
 		if (r->kind == SBX_RUN_SHELL) {

@@ -14,6 +14,7 @@
 #include "base/fsutil.h"
 #include "ctlfiles.h"
 #include "run.h"
+#include "writeback.h"
 
 /* Terminal output kept for a reader that does not come: the oldest is dropped beyond this. */
 #define SBX_TTY_MAX_BUFFER (4u << 20)
@@ -180,7 +181,8 @@ static int start_locked(struct sbx_tty *t)
 	req.envs = envs;
 	rc = sbx_lease_use(l, &inst, &err);
 	if (!rc) {
-		/* Queued chmod/utimens first, as before a run: the shell sees them. */
+		/* Queued uploads and chmod/utimens first, as before a run: the shell sees them. */
+		sbx_fs_drain(l);
 		if (l->prov->sync)
 			l->prov->sync(inst, &err);
 		sbx_error_clear(&err);

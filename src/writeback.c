@@ -1,0 +1,312 @@
+/*
+ * writeback — the write-back queue of a remote lease (see writeback.h).
+ *
+ * An item is a cache entry (with a reference of its own) and the order it
+ * was queued in. Up to SBX_WB_WORKERS detached threads take items in
+ * order and upload them through fsc_upload_bg(); the entry's busy claim
+ * (cache_file.c) serialises an upload with opens, settles, fsync and
+ * other uploads of the same entry, so an fsync either finds the entry
+ * clean or uploads it itself. A worker holds a lease reference while it
+ * lives (teardown never joins a thread that may hold the last one) and
+ * ends when the queue is empty.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/xalloc.h"
+#include "cache.h"
+#include "fs_cached.h"
+#include "lease.h"
+#include "writeback.h"
+
+struct wb_item {
+	struct wb_item *next;
+	struct sbx_cfile *cf;
+	unsigned long long seq;
+	unsigned long wgen; /* cf's change count when queued */
+	off_t bytes;
+	bool inflight;
+};
+
+struct sbx_wb {
+	struct sbx_lease *l;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;   /* an item is done, a hold ended, a worker left */
+	struct wb_item *head;  /* in queue order; in-flight items stay until done */
+	unsigned max;          /* items queued or in flight */
+	unsigned items, inflight, holds;
+	unsigned threads; /* workers taking items */
+	unsigned leaving; /* workers done with items, not yet past their lease put */
+	long long bytes;
+	unsigned long long seq;
+	bool stopping;
+};
+
+static unsigned wb_max; /* off unless -o writeback=N */
+
+void sbx_wb_set_max(unsigned max)
+{
+	wb_max = max;
+}
+
+unsigned sbx_wb_get_max(void)
+{
+	return wb_max;
+}
+
+struct sbx_wb *sbx_wb_new(struct sbx_lease *l)
+{
+	if (!wb_max)
+		return NULL;
+	struct sbx_wb *wb = sbx_xcalloc(1, sizeof(*wb));
+	wb->l = l;
+	wb->max = wb_max;
+	pthread_mutex_init(&wb->lock, NULL);
+	pthread_cond_init(&wb->cond, NULL);
+	return wb;
+}
+
+void sbx_wb_free(struct sbx_wb *wb)
+{
+	if (!wb)
+		return;
+	/* No worker is left (each held a lease reference); queued items lose theirs. */
+	while (wb->head) {
+		struct wb_item *it = wb->head;
+		wb->head = it->next;
+		sbx_cache_file_put(wb->l->cache, it->cf);
+		free(it);
+	}
+	pthread_mutex_destroy(&wb->lock);
+	pthread_cond_destroy(&wb->cond);
+	free(wb);
+}
+
+/* Takes a lease reference (refs is protected by the mount's lock). */
+static void lease_hold(struct sbx_lease *l)
+{
+	pthread_mutex_lock(&l->mount->lock);
+	l->refs++;
+	pthread_mutex_unlock(&l->mount->lock);
+}
+
+/*
+ * A worker's last act. When others hold the lease (sbx_wb_stop's caller
+ * among them), the reference is dropped and `leaving` counted down under
+ * the mount's lock, so that a stopper who saw none left and then took
+ * that lock knows no worker touches the lease or mount again. When this
+ * may be the last reference, no stopper exists: counted down, then put.
+ */
+static void worker_leave(struct sbx_wb *wb)
+{
+	struct sbx_lease *l = wb->l;
+	pthread_mutex_lock(&l->mount->lock);
+	if (l->refs > 1) {
+		l->refs--;
+		pthread_mutex_lock(&wb->lock);
+		wb->leaving--;
+		pthread_cond_broadcast(&wb->cond);
+		pthread_mutex_unlock(&wb->lock);
+		pthread_mutex_unlock(&l->mount->lock);
+		return;
+	}
+	pthread_mutex_unlock(&l->mount->lock);
+	pthread_mutex_lock(&wb->lock);
+	wb->leaving--;
+	pthread_cond_broadcast(&wb->cond);
+	pthread_mutex_unlock(&wb->lock);
+	sbx_lease_put(l);
+}
+
+static struct wb_item *next_waiting_locked(struct sbx_wb *wb)
+{
+	for (struct wb_item *it = wb->head; it; it = it->next)
+		if (!it->inflight)
+			return it;
+	return NULL;
+}
+
+static void *worker(void *arg)
+{
+	struct sbx_wb *wb = arg;
+	struct wb_item *it;
+	pthread_mutex_lock(&wb->lock);
+	for (;;) {
+		while (wb->holds && next_waiting_locked(wb))
+			pthread_cond_wait(&wb->cond, &wb->lock);
+		it = next_waiting_locked(wb);
+		if (!it)
+			break;
+		it->inflight = true;
+		wb->inflight++;
+		pthread_mutex_unlock(&wb->lock);
+		int rc = fsc_upload_bg(wb->l, it->cf);
+		pthread_mutex_lock(&wb->lock);
+		if (rc)
+			sbx_cache_file_bg_failed(wb->l->cache, it->cf);
+		wb->inflight--;
+		wb->items--;
+		wb->bytes -= it->bytes;
+		for (struct wb_item **p = &wb->head; *p; p = &(*p)->next) {
+			if (*p == it) {
+				*p = it->next;
+				break;
+			}
+		}
+		sbx_cache_file_put(wb->l->cache, it->cf);
+		free(it);
+		pthread_cond_broadcast(&wb->cond);
+	}
+	/* Counted out now: an item queued from here on starts a new worker. */
+	wb->threads--;
+	wb->leaving++;
+	pthread_mutex_unlock(&wb->lock);
+	worker_leave(wb);
+	return NULL;
+}
+
+/*
+ * Counts a new worker in if the waiting items outnumber the idle ones
+ * (lock held); the caller starts it with start_worker() once unlocked
+ * (the lease reference takes the mount's lock, which is taken before ours).
+ */
+static bool want_worker_locked(struct sbx_wb *wb)
+{
+	unsigned waiting = wb->items - wb->inflight;
+	if (wb->threads >= SBX_WB_WORKERS || wb->threads - wb->inflight >= waiting)
+		return false;
+	wb->threads++;
+	return true;
+}
+
+static void start_worker(struct sbx_wb *wb)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+	lease_hold(wb->l);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&t, &attr, worker, wb);
+	pthread_attr_destroy(&attr);
+	if (rc == 0)
+		return;
+	sbx_log(SBX_LOG_WARN, "lease %s: cannot start a write-back worker (%s)", wb->l->name,
+		strerror(rc));
+	pthread_mutex_lock(&wb->lock);
+	wb->threads--;
+	pthread_cond_broadcast(&wb->cond);
+	pthread_mutex_unlock(&wb->lock);
+	sbx_lease_put(wb->l);
+}
+
+bool sbx_wb_queue(struct sbx_wb *wb, struct sbx_cfile *cf, unsigned long wgen, off_t bytes)
+{
+	struct wb_item **tail;
+	bool ok = false, start = false;
+	if (!wb)
+		return false;
+	pthread_mutex_lock(&wb->lock);
+	if (wb->stopping)
+		goto out;
+	for (tail = &wb->head; *tail; tail = &(*tail)->next) {
+		/*
+		 * Queued already and not started (it takes the new data), or in
+		 * flight with no write since it was queued (its upload read the
+		 * data after that): nothing to add. The release after a close's
+		 * flush lands here.
+		 */
+		if ((*tail)->cf == cf && (!(*tail)->inflight || (*tail)->wgen == wgen)) {
+			ok = true;
+			goto out;
+		}
+	}
+	if (wb->items >= wb->max || (wb->items && wb->bytes + bytes > SBX_WB_MAX_BYTES))
+		goto out; /* full: the caller uploads itself */
+	struct wb_item *it = sbx_xcalloc(1, sizeof(*it));
+	sbx_cache_file_hold(wb->l->cache, cf);
+	it->cf = cf;
+	it->wgen = wgen;
+	it->bytes = bytes;
+	it->seq = ++wb->seq;
+	*tail = it;
+	wb->items++;
+	wb->bytes += bytes;
+	start = want_worker_locked(wb);
+	ok = true;
+out:
+	sbx_log(SBX_LOG_DEBUG, "lease %s: write-back %s (%u queued, %u in flight, %u workers)",
+		wb->l->name, ok ? "queued" : "full or stopping: close uploads", wb->items,
+		wb->inflight, wb->threads);
+	pthread_mutex_unlock(&wb->lock);
+	if (start)
+		start_worker(wb);
+	return ok;
+}
+
+bool sbx_wb_failed_take(struct sbx_wb *wb, struct sbx_cfile *cf)
+{
+	return wb && sbx_cache_file_bg_failed_take(wb->l->cache, cf);
+}
+
+void sbx_wb_hold(struct sbx_wb *wb)
+{
+	if (!wb)
+		return;
+	pthread_mutex_lock(&wb->lock);
+	wb->holds++;
+	while (wb->inflight)
+		pthread_cond_wait(&wb->cond, &wb->lock);
+	pthread_mutex_unlock(&wb->lock);
+}
+
+void sbx_wb_unhold(struct sbx_wb *wb)
+{
+	if (!wb)
+		return;
+	pthread_mutex_lock(&wb->lock);
+	wb->holds--;
+	pthread_cond_broadcast(&wb->cond);
+	pthread_mutex_unlock(&wb->lock);
+}
+
+/* An item queued at or before seq is still there (lock held). */
+static bool pending_locked(struct sbx_wb *wb, unsigned long long seq)
+{
+	for (struct wb_item *it = wb->head; it; it = it->next)
+		if (it->seq <= seq)
+			return true;
+	return false;
+}
+
+void sbx_wb_drain(struct sbx_wb *wb)
+{
+	if (!wb)
+		return;
+	pthread_mutex_lock(&wb->lock);
+	unsigned long long seq = wb->seq;
+	while (pending_locked(wb, seq))
+		pthread_cond_wait(&wb->cond, &wb->lock);
+	pthread_mutex_unlock(&wb->lock);
+}
+
+void sbx_wb_stop(struct sbx_wb *wb)
+{
+	if (!wb)
+		return;
+	pthread_mutex_lock(&wb->lock);
+	wb->stopping = true;
+	while (wb->threads || wb->leaving)
+		pthread_cond_wait(&wb->cond, &wb->lock);
+	pthread_mutex_unlock(&wb->lock);
+	/* A worker counted out under the mount's lock: past it, none is left. */
+	pthread_mutex_lock(&wb->l->mount->lock);
+	pthread_mutex_unlock(&wb->l->mount->lock);
+}
+
+void sbx_fs_drain(struct sbx_lease *l)
+{
+	sbx_wb_drain(l->wb);
+}

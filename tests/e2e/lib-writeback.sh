@@ -1,0 +1,120 @@
+# The write-back contract of fs/ on a remote provider (doc/CONTRACT.md),
+# against a fake (sourced after lib.sh, lib-fake.sh and start_fake). The
+# caller sets UPLOAD_KEY (the fake's counter key of an upload) and HOME_DIR
+# (the sandbox user's home). The fake stalls or fails uploads on demand,
+# so each check fails if close() waited for the upload, or if a run,
+# fsync, unlink or the next mount did not wait for it or find it.
+#   story_writeback
+WB_MAX=4      # -o writeback=4: four files queued at most
+STALL_MS=4000 # a stalled upload
+FAST_MS=2000  # "at once": far below one stall, with room for a loaded machine
+
+# root_file PATH: the file's content as the fake's sandbox root holds it (no
+# request to the mount), read through the fake's mount namespace (run-fake.sh).
+root_file() {
+	local root
+	root=$(fake_get /_fake/sandboxes | python3 -c '
+import json, sys
+s = [x for x in json.load(sys.stdin) if x["id"] == sys.argv[1]]
+print(s[0]["root"] if s else "/nonexistent")' "$ID")
+	cat "/proc/$FAKE_PID/root$root$1" 2>/dev/null || echo "(absent)"
+}
+stall_uploads() { fault_only "{\"kind\":\"slow\",\"delayMs\":$1,\"key\":\"$UPLOAD_KEY\"}"; }
+ms_of() { set -- $(errno_ms_of "$1"); [ "$1" = OK ] && echo "$2" || echo "failed:$1"; }
+# create_close PATH TEXT: a statement: create (or truncate), write, close.
+create_close() { echo "fd = os.open('$1', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644); os.write(fd, b'$2'); os.close(fd)"; }
+
+story_writeback() {
+	mount_sbxfs -o writeback=$WB_MAX
+	L=$MNT/wb
+	ok "mkdir creates a lease (writeback=$WB_MAX)" mkdir "$L"
+	ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxId"])' "$L/info")
+	F=$L/fs$HOME_DIR
+	FHOME=$HOME_DIR
+	local ms t0
+
+	# A write, then at once an exec reading it: the run waits for the queue.
+	stall_uploads 1500
+	ms=$(ms_of "$(create_close "$F/first.txt" "first")")
+	ok "close of a new file with a 1.5 s upload stall returns at once ($ms ms)" test "$ms" -lt 1000 2>/dev/null
+	eq "... a read through the mount sees it at once" "$(cat "$F/first.txt")" first
+	eq "... so does stat" "$(stat -c %s "$F/first.txt")" 5
+	ok "... and a listing" sh -c "ls '$F' | grep -qx first.txt"
+	eq "an exec right after reads the new data (the run waited)" "$(lease_run "cat $FHOME/first.txt")" first
+	fake_clear_faults
+
+	# fsync: the bytes are in the sandbox when it returns, before any run.
+	stall_uploads 1500
+	ms=$(ms_of "fd = os.open('$F/sync.txt', os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b'synced'); os.fsync(fd); os.close(fd)")
+	eq "fsync: the sandbox's root has the bytes when fsync returns" "$(root_file "$FHOME/sync.txt")" synced
+	ok "... fsync waited for the stalled upload ($ms ms)" test "$ms" -ge 1400 2>/dev/null
+	fake_clear_faults
+
+	# Back-pressure: with uploads stalled, the first WB_MAX closes return at
+	# once, the next one uploads itself and waits.
+	stall_uploads $STALL_MS
+	t0=$(date +%s%N)
+	for i in $(seq 1 $WB_MAX); do echo "bp $i" >"$F/bp$i.txt"; done
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	ok "back-pressure: $WB_MAX closes under a ${STALL_MS} ms stall return at once ($ms ms)" test $ms -lt $FAST_MS
+	t0=$(date +%s%N)
+	eq "... the mount shows them meanwhile" "$(cat "$F/bp$WB_MAX.txt")" "bp $WB_MAX"
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	ok "... at once, beside the stalled upload ($ms ms)" test $ms -lt $FAST_MS
+	ms=$(ms_of "$(create_close "$F/bp-next.txt" next)")
+	ok "... the next close waits for an upload of its own (${ms} ms >= $((STALL_MS - 1000)))" \
+		test "$ms" -ge $((STALL_MS - 1000)) 2>/dev/null
+	fake_clear_faults
+	eq "... all of them reach the sandbox" "$(lease_run "cat $FHOME/bp1.txt $FHOME/bp$WB_MAX.txt $FHOME/bp-next.txt")" \
+		"$(printf 'bp 1\nbp %s\nnext' $WB_MAX)"
+
+	# unlink and rename right after the close of a new file whose upload
+	# is stalled: nothing lands under the old name afterwards.
+	stall_uploads 1500
+	echo gone >"$F/gone.txt"
+	ok "unlink right after close" rm "$F/gone.txt"
+	echo moved >"$F/from.txt"
+	ok "rename right after close" mv "$F/from.txt" "$F/to.txt"
+	fake_clear_faults
+	sleep 2
+	eq "... the unlinked file is not in the sandbox" "$(root_file "$FHOME/gone.txt")" "(absent)"
+	eq "... the renamed one is there under its new name" "$(root_file "$FHOME/to.txt")" moved
+	eq "... and not under the old" "$(root_file "$FHOME/from.txt")" "(absent)"
+	ok "... nor in the mount" test ! -e "$F/gone.txt" -a ! -e "$F/from.txt"
+
+	# A failed background upload: close returns 0, `error` says it, the
+	# next close and fsync of that file retry and fail, then succeed.
+	echo v1 >"$F/fail.txt"
+	lease_run "true" >/dev/null
+	fault_only "{\"kind\":\"5xx\",\"status\":500,\"key\":\"$UPLOAD_KEY\"}"
+	eq "failed upload: close returns 0 (the upload is in the background)" \
+		"$(errno_of "$(write_close "$F/fail.txt" "v2")")" OK
+	ok "... the error file says it (within 10 s)" wait_for 10 grep -q "upload $FHOME/fail.txt" "$L/error"
+	eq "... the mount keeps the new data" "$(cat "$F/fail.txt")" v2
+	eq "... the next close of that file retries and fails" \
+		"$(errno_of "fd = os.open('$F/fail.txt', os.O_RDONLY); os.close(fd)")" EIO
+	eq "... so does fsync" "$(errno_of "fd = os.open('$F/fail.txt', os.O_RDONLY); os.fsync(fd)")" EIO
+	eq "... the sandbox keeps the old data" "$(root_file "$FHOME/fail.txt")" v1
+	fake_clear_faults
+	ok "... fsync succeeds once the fault is off" fsync_ok "$F/fail.txt"
+	eq "... and the sandbox has the new data" "$(root_file "$FHOME/fail.txt")" v2
+
+	# kill -9 right after close: what close returned for is uploaded by the next mount.
+	stall_uploads 60000
+	echo "before kill" >"$F/nine.txt"
+	kill -9 "$SBXFS_PID"
+	wait_for 10 sh -c "! kill -0 $SBXFS_PID"
+	unmount_sbxfs
+	fake_clear_faults
+	eq "kill -9: the sandbox did not get the file" "$(root_file "$FHOME/nine.txt")" "(absent)"
+	mount_sbxfs -o writeback=0
+	nine_arrived() { [ "$(root_file "$FHOME/nine.txt")" = "before kill" ]; }
+	ok "... the next mount uploads what close returned for (within 30 s)" wait_for 30 nine_arrived
+
+	# writeback=0: close() is the upload again.
+	stall_uploads 1500
+	ms=$(ms_of "$(write_close "$F/nine.txt" "sync close")")
+	ok "writeback=0: close waits for the stalled upload ($ms ms)" test "$ms" -ge 1400 2>/dev/null
+	eq "... and the sandbox has it when close returns" "$(root_file "$FHOME/nine.txt")" "sync close"
+	fake_clear_faults
+}
