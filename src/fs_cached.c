@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fs_cached.h"
+#include "base/xalloc.h"
 #include "kinval.h"
 #include "writeback.h"
 
@@ -270,9 +271,7 @@ static int remote_stat(struct sbx_lease *l, const char *path, struct sbx_stat *s
 		return -err->err;
 	if (slash && slash[1]) {
 		/* path's directory: "/a/b" -> "/a", "/a" -> "/" */
-		char *dir = strndup(path, slash == path ? 1 : (size_t)(slash - path));
-		if (!dir)
-			abort();
+		char *dir = sbx_xstrndup(path, slash == path ? 1 : (size_t)(slash - path));
 		rc = relist(l, dir, &fault, err);
 		free(dir);
 	}

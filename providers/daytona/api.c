@@ -74,8 +74,7 @@ static const char *setting(json_t *cfg, const char *env, const char *key)
 static char *header_line(const char *name, const char *value)
 {
 	char *s;
-	if (asprintf(&s, "%s: %s", name, value) < 0)
-		abort();
+	s = sbx_xasprintf("%s: %s", name, value);
 	return s;
 }
 
@@ -128,8 +127,7 @@ static int daytona_init(const struct sbx_provider_env *env, struct sbx_error *er
 				   "it, or put it in an env_file or a providers.daytona.keyFile)");
 		goto fail;
 	}
-	if (asprintf(&dt_conf.auth, "Authorization: Bearer %s", key) < 0)
-		abort();
+	dt_conf.auth = sbx_xasprintf("Authorization: Bearer %s", key);
 	if (org)
 		dt_conf.org = header_line("X-Daytona-Organization-ID", org);
 	dt_conf.api_url = sbx_xstrdup(url ? url : "https://app.daytona.io/api");

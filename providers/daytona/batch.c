@@ -612,8 +612,7 @@ void dt_links_rename(struct dt_instance *di, const char *from, const char *to)
 		char *p;
 		if (!under(di->links[i].path, from))
 			continue;
-		if (asprintf(&p, "%s%s", to, di->links[i].path + fl) < 0)
-			abort();
+		p = sbx_xasprintf("%s%s", to, di->links[i].path + fl);
 		free(di->links[i].path);
 		di->links[i].path = p;
 	}

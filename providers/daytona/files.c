@@ -17,6 +17,7 @@
  * Not here: commands (run.c) and the operations done by commands (batch.c).
  */
 #include "daytona/daytona.h"
+#include "base/xalloc.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -70,8 +71,7 @@ static char *sibling(const char *path, const char *kind)
 	const char *slash = strrchr(path, '/');
 	char hex[25], *s;
 	dt_random_hex(hex, 12);
-	if (asprintf(&s, "%.*s/.sbxfs-%s-%s", (int)(slash ? slash - path : 0), path, kind, hex) < 0)
-		abort();
+	s = sbx_xasprintf("%.*s/.sbxfs-%s-%s", (int)(slash ? slash - path : 0), path, kind, hex);
 	return s;
 }
 

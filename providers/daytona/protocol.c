@@ -3,6 +3,7 @@
  * errno out. The multipart parser lives in multipart.c.
  */
 #include "daytona/protocol.h"
+#include "base/xalloc.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -140,8 +141,7 @@ json_t *dt_create_body(const struct sbx_spec *spec, const char *lease, const cha
 	if (tmpl && *tmpl && (strchr(tmpl, ':') || strchr(tmpl, '/'))) {
 		json_t *bi = json_object();
 		char *df = NULL;
-		if (asprintf(&df, "FROM %s\n", tmpl) < 0)
-			abort();
+		df = sbx_xasprintf("FROM %s\n", tmpl);
 		json_object_set_new(bi, "dockerfileContent", json_string(df));
 		free(df);
 		json_object_set_new(body, "buildInfo", bi);

@@ -28,8 +28,7 @@ static void sleep_ms(long ms)
 static char *path_join(const char *a, const char *b)
 {
 	char *p;
-	if (asprintf(&p, "%s/%s", a, b) < 0)
-		abort();
+	p = sbx_xasprintf("%s/%s", a, b);
 	return p;
 }
 
@@ -103,8 +102,7 @@ static char *make_group(const char *mnt, const char *ctrl, const char *id, int *
 			*perr = -EACCES;
 			return NULL;
 		}
-		if (asprintf(&parent, "%s%s/sbxfs", mnt, own) < 0)
-			abort();
+		parent = sbx_xasprintf("%s%s/sbxfs", mnt, own);
 		free(own);
 		if (mkdir(parent, 0755) < 0 && errno != EEXIST) {
 			*perr = -errno;

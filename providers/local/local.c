@@ -164,8 +164,7 @@ static struct local_inst *inst_new(const struct sbx_spec *spec, const char *id)
 	li->dirfd = li->rootfd = li->logfd = li->net_exit_fd = -1;
 	li->base.prov = &sbx_provider_local;
 	snprintf(li->base.id, sizeof(li->base.id), "%s", id);
-	if (asprintf(&li->dir, "%s/%s", lcl_cfg.state_dir, id) < 0)
-		abort();
+	li->dir = sbx_xasprintf("%s/%s", lcl_cfg.state_dir, id);
 	sbx_spec_init(&li->spec);
 	if (spec) {
 		sbx_spec_free(&li->spec);
