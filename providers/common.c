@@ -74,15 +74,15 @@ static void env_put(char **out, size_t *n, const char *kv)
 char **sbx_envs_merge(const struct sbx_spec *spec, const char *const *extra)
 {
 	/* One block: the pointer array followed by the strings of spec envs. */
-	size_t nspec = spec && spec->envs ? json_object_size(spec->envs) : 0, nextra = 0,
-	       bytes = 0, n = 0;
+	size_t nspec = spec && spec->envs ? json_object_size(spec->envs) : 0, nextra = 0, bytes = 0,
+	       n = 0;
 	const char *k;
 	json_t *v;
 	for (; extra && extra[nextra]; nextra++)
 		;
 	if (nspec) {
-		json_object_foreach(spec->envs, k, v)
-		bytes += strlen(k) + 1 + strlen(json_string_value(v)) + 1;
+		json_object_foreach(spec->envs, k, v) bytes +=
+		    strlen(k) + 1 + strlen(json_string_value(v)) + 1;
 	}
 	size_t nptr = nspec + nextra + 1;
 	size_t extra_bytes = 0;

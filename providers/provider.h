@@ -152,23 +152,23 @@ static inline bool sbx_run_cancelled(const struct sbx_run_sink *s)
 }
 
 struct sbx_run_req {
-	const char *shell;        /* shell text run by /bin/sh -c (or the provider's shell) ... */
-	const char *const *argv;  /* ... or an argv (NULL-terminated); exactly one is set */
-	const char *cwd;          /* NULL: the spec's workingDirectory / provider default */
-	const char *const *envs;  /* NULL-terminated "KEY=VALUE" list, added to the spec's envs */
-	long timeout_ms;          /* 0: none (the provider still keeps a transport deadline) */
+	const char *shell;	 /* shell text run by /bin/sh -c (or the provider's shell) ... */
+	const char *const *argv; /* ... or an argv (NULL-terminated); exactly one is set */
+	const char *cwd;	 /* NULL: the spec's workingDirectory / provider default */
+	const char *const *envs; /* NULL-terminated "KEY=VALUE" list, added to the spec's envs */
+	long timeout_ms;	 /* 0: none (the provider still keeps a transport deadline) */
 };
 
 struct sbx_run_result {
-	int exit_code;   /* 128+N when killed by signal N */
-	bool timed_out;  /* killed because timeout_ms passed */
+	int exit_code;	/* 128+N when killed by signal N */
+	bool timed_out; /* killed because timeout_ms passed */
 	long duration_ms;
 };
 
 /* One rich output of a code run (an image, SVG, HTML, JSON ...). */
 struct sbx_code_output {
-	char *mime;   /* "image/png", "image/svg+xml", "text/html", "application/json", ... */
-	char *data;   /* decoded bytes */
+	char *mime; /* "image/png", "image/svg+xml", "text/html", "application/json", ... */
+	char *data; /* decoded bytes */
 	size_t len;
 };
 
@@ -186,8 +186,8 @@ struct sbx_code_req {
  */
 struct sbx_code_result {
 	bool success;
-	bool state_lost;   /* the interpreter had died and was restarted for this run */
-	char *text;        /* the final expression's value as text, or NULL */
+	bool state_lost; /* the interpreter had died and was restarted for this run */
+	char *text;	 /* the final expression's value as text, or NULL */
 	char *err_name, *err_value, *err_traceback;
 	struct sbx_code_output *outputs;
 	size_t n_outputs;
@@ -204,8 +204,8 @@ struct sbx_tty_session;
 
 struct sbx_tty_req {
 	const char *const *envs; /* NULL-terminated "KEY=VALUE" list, added to the spec's envs */
-	const char *cwd;         /* NULL: the spec's workingDirectory / provider default */
-	unsigned cols, rows;     /* the terminal's size at the start (never 0) */
+	const char *cwd;	 /* NULL: the spec's workingDirectory / provider default */
+	unsigned cols, rows;	 /* the terminal's size at the start (never 0) */
 };
 
 struct sbx_tty_sink {
@@ -262,7 +262,8 @@ struct sbx_provider {
 	/* Ends the sandbox and deletes its storage. ENOENT if already gone. */
 	int (*kill)(struct sbx_instance *inst, struct sbx_error *err);
 	/* Probes the sandbox (cheap; used to detect reclaim behind our back). */
-	int (*probe)(struct sbx_instance *inst, enum sbx_remote_state *state, struct sbx_error *err);
+	int (*probe)(struct sbx_instance *inst, enum sbx_remote_state *state,
+		     struct sbx_error *err);
 	/* Keeps the provider's own lifetime in step: the sandbox must live at
 	 * least `seconds` more. Optional. */
 	int (*set_timeout)(struct sbx_instance *inst, long seconds, struct sbx_error *err);
@@ -307,13 +308,15 @@ struct sbx_provider {
 		     struct sbx_error *err);
 	int (*truncate)(struct sbx_instance *inst, const char *path, off_t size,
 			struct sbx_error *err);
-	int (*mkdir)(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
+	int (*mkdir)(struct sbx_instance *inst, const char *path, mode_t mode,
+		     struct sbx_error *err);
 	int (*unlink)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 	int (*rmdir)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 	/* Renames, replacing an existing target (flags: RENAME_NOREPLACE/EXCHANGE, 0). */
 	int (*rename)(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 		      struct sbx_error *err);
-	int (*chmod)(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
+	int (*chmod)(struct sbx_instance *inst, const char *path, mode_t mode,
+		     struct sbx_error *err);
 	int (*chown)(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
 		     struct sbx_error *err);
 	/* ts[0] atime, ts[1] mtime; UTIME_NOW / UTIME_OMIT allowed. */

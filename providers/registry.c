@@ -22,9 +22,9 @@ extern const struct sbx_provider sbx_provider_daytona;
 extern const struct sbx_provider sbx_provider_e2b;
 
 static const struct sbx_provider *const builtin[] = {
-	&sbx_provider_local,
-	&sbx_provider_daytona,
-	&sbx_provider_e2b,
+    &sbx_provider_local,
+    &sbx_provider_daytona,
+    &sbx_provider_e2b,
 };
 
 #define SBX_PROVIDERS_MAX 16

@@ -133,9 +133,8 @@ size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst,
 	for (const char *line = out ? out : ""; *line;) {
 		size_t len = strcspn(line, "\n"), i, j;
 		const char *name, *path;
-		int got = len > ml && !strncmp(line, mark, ml)
-			      ? sscanf(line + ml, "%zu-%zu", &i, &j)
-			      : 0;
+		int got =
+		    len > ml && !strncmp(line, mark, ml) ? sscanf(line + ml, "%zu-%zu", &i, &j) : 0;
 		if (got == 1)
 			j = i + 1;
 		if (got < 1 || i < first || j > end || i >= j) {

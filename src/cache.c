@@ -43,7 +43,8 @@ static void dir_free(struct sbx_cache *c, struct cdir *d)
 {
 	struct cname *n, *tmp;
 	HASH_DEL(c->dirs, d);
-	HASH_ITER(hh, d->names, n, tmp) {
+	HASH_ITER(hh, d->names, n, tmp)
+	{
 		HASH_DEL(d->names, n);
 		free(n->name);
 		free(n);
@@ -97,11 +98,11 @@ void sbx_cache_free(struct sbx_cache *c)
 	cache_files_free(c);
 	fails_clear_locked(c);
 	HASH_ITER(hh, c->echoes, e, etmp)
-		echo_free(c, e);
+	echo_free(c, e);
 	HASH_ITER(hh, c->attrs, a, atmp)
-		attr_free(c, a);
+	attr_free(c, a);
 	HASH_ITER(hh, c->dirs, d, dtmp)
-		dir_free(c, d);
+	dir_free(c, d);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
 	free(c->dir);
@@ -135,8 +136,8 @@ void cache_echo_note_locked(struct sbx_cache *c, const char *path)
 	if (!e) {
 		if (HASH_COUNT(c->echoes) >= SBX_CACHE_ECHOES_MAX)
 			HASH_ITER(hh, c->echoes, e, tmp)
-				if (e->until <= now)
-					echo_free(c, e);
+		if (e->until <= now)
+			echo_free(c, e);
 		e = xcalloc(1, sizeof(*e));
 		e->path = xstrdup(path);
 		HASH_ADD_KEYPTR(hh, c->echoes, e->path, strlen(e->path), e);
@@ -201,9 +202,9 @@ void sbx_cache_invalidate_all(struct sbx_cache *c)
 	c->epoch++;
 	fails_clear_locked(c);
 	HASH_ITER(hh, c->attrs, a, atmp)
-		attr_free(c, a);
+	attr_free(c, a);
 	HASH_ITER(hh, c->dirs, d, dtmp)
-		dir_free(c, d);
+	dir_free(c, d);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -245,11 +246,11 @@ static void drop_tree_locked(struct sbx_cache *c, const char *path)
 	struct cattr *a, *atmp;
 	struct cdir *d, *dtmp;
 	HASH_ITER(hh, c->attrs, a, atmp)
-		if (is_under(a->path, path))
-			attr_free(c, a);
+	if (is_under(a->path, path))
+		attr_free(c, a);
 	HASH_ITER(hh, c->dirs, d, dtmp)
-		if (is_under(d->path, path))
-			dir_free(c, d);
+	if (is_under(d->path, path))
+		dir_free(c, d);
 }
 
 void sbx_cache_invalidate_tree(struct sbx_cache *c, const char *path)
@@ -282,8 +283,8 @@ static struct cattr *attr_slot_locked(struct sbx_cache *c, const char *path)
 		struct cattr *x, *tmp;
 		long long now = sbx_now_ms();
 		HASH_ITER(hh, c->attrs, x, tmp)
-			if (x->expires <= now && x->link_expires <= now)
-				attr_free(c, x);
+		if (x->expires <= now && x->link_expires <= now)
+			attr_free(c, x);
 		c->sweep_at = HASH_COUNT(c->attrs) * 2;
 		if (c->sweep_at < SBX_CACHE_SWEEP_AT)
 			c->sweep_at = SBX_CACHE_SWEEP_AT;
@@ -388,13 +389,13 @@ size_t sbx_cache_unbacked(struct sbx_cache *c, char **out, size_t max)
 	size_t n = 0;
 	pthread_mutex_lock(&c->lock);
 	HASH_ITER(hh, c->attrs, a, atmp)
-		if (a->has_st)
-			unbacked_add_locked(c, a->path, false, out, &n, max);
+	if (a->has_st)
+		unbacked_add_locked(c, a->path, false, out, &n, max);
 	HASH_ITER(hh, c->dirs, d, dtmp)
-		unbacked_add_locked(c, d->path, true, out, &n, max);
+	unbacked_add_locked(c, d->path, true, out, &n, max);
 	HASH_ITER(hh, c->files, f, ftmp)
-		if (f->have_data || f->dirty) /* a dirty file's own facts are local */
-			unbacked_add_locked(c, f->path, !f->dirty, out, &n, max);
+	if (f->have_data || f->dirty) /* a dirty file's own facts are local */
+		unbacked_add_locked(c, f->path, !f->dirty, out, &n, max);
 	pthread_mutex_unlock(&c->lock);
 	return n;
 }
@@ -444,8 +445,7 @@ void sbx_cache_attr_utimens(struct sbx_cache *c, const char *path, const struct 
 	pthread_mutex_unlock(&c->lock);
 }
 
-bool sbx_cache_link_get(struct sbx_cache *c, const char *path, char *buf, size_t size,
-			bool any_age)
+bool sbx_cache_link_get(struct sbx_cache *c, const char *path, char *buf, size_t size, bool any_age)
 {
 	struct cattr *a;
 	bool hit = false;
@@ -552,7 +552,8 @@ bool sbx_cache_dir_get(struct sbx_cache *c, const char *dir, bool any_age,
 	HASH_FIND_STR(c->dirs, dir, d);
 	if (d && fresh(d->expires, any_age)) {
 		hit = true;
-		HASH_ITER(hh, d->names, n, tmp) {
+		HASH_ITER(hh, d->names, n, tmp)
+		{
 			char *p = join(dir, n->name);
 			struct cattr *a;
 			HASH_FIND_STR(c->attrs, p, a);

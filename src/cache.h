@@ -148,7 +148,10 @@ struct sbx_cache_listing {
 	size_t n, alloc;
 };
 
-#define SBX_CACHE_LISTING_INIT {NULL, 0, 0}
+#define SBX_CACHE_LISTING_INIT                                                                     \
+	{                                                                                          \
+		NULL, 0, 0                                                                         \
+	}
 
 /* Appends one entry (st may be NULL). */
 void sbx_cache_listing_add(struct sbx_cache_listing *ls, const char *name,
@@ -211,17 +214,17 @@ int sbx_cfile_fd(const struct sbx_cfile *cf);
 
 /* What the holder of a busy claim sees of an entry (a snapshot). */
 struct sbx_cfile_state {
-	char *path;             /* current sandbox path (caller frees) */
-	int refs;               /* references, the caller's included */
-	bool linked;            /* still reachable by path (not unlinked or replaced) */
-	bool have_data;         /* the cache file holds the whole content */
-	bool dirty;             /* local changes not uploaded */
-	bool remote;            /* exists in the sandbox (false: created here) */
-	bool stamped;           /* stamp_* are known */
+	char *path;	/* current sandbox path (caller frees) */
+	int refs;	/* references, the caller's included */
+	bool linked;	/* still reachable by path (not unlinked or replaced) */
+	bool have_data; /* the cache file holds the whole content */
+	bool dirty;	/* local changes not uploaded */
+	bool remote;	/* exists in the sandbox (false: created here) */
+	bool stamped;	/* stamp_* are known */
 	off_t stamp_size;
 	struct timespec stamp_mtime;
-	mode_t mode;            /* permission bits for the upload of a new file */
-	unsigned long wgen;     /* local change counter (see sbx_cache_file_end_upload) */
+	mode_t mode;	    /* permission bits for the upload of a new file */
+	unsigned long wgen; /* local change counter (see sbx_cache_file_end_upload) */
 };
 
 /*
@@ -301,7 +304,7 @@ size_t sbx_cache_unsaved_count(struct sbx_cache *c);
 const char *sbx_cfile_name(const struct sbx_cfile *cf);
 
 enum sbx_overlay {
-	SBX_OV_REMOTE,     /* st holds remote attributes: local size (and mtime if dirty) on top */
+	SBX_OV_REMOTE,	   /* st holds remote attributes: local size (and mtime if dirty) on top */
 	SBX_OV_LOCAL_ONLY, /* only a file created here, not uploaded yet: st filled entirely */
 	SBX_OV_NO_REMOTE,  /* the sandbox has no such file: any local changes, st filled entirely */
 };

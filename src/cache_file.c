@@ -34,8 +34,9 @@ static void side_set_locked(struct sbx_cfile *cf, bool dirty)
 		if (fd >= 0 && close(fd))
 			ok = false;
 		if (!ok || rename(tmp.buf, side.buf)) {
-			sbx_log(SBX_LOG_ERR, "cache: cannot write %s (%s): a crash now would leave "
-					     "the unsaved changes to %s unnamed in %s",
+			sbx_log(SBX_LOG_ERR,
+				"cache: cannot write %s (%s): a crash now would leave "
+				"the unsaved changes to %s unnamed in %s",
 				side.buf, strerror(errno), cf->path, cf->file);
 			unlink(tmp.buf);
 		}
@@ -72,7 +73,8 @@ static void keep_dirty(struct sbx_cfile *cf)
 void cache_files_free(struct sbx_cache *c)
 {
 	struct sbx_cfile *cf, *tmp;
-	HASH_ITER(hh, c->files, cf, tmp) {
+	HASH_ITER(hh, c->files, cf, tmp)
+	{
 		HASH_DEL(c->files, cf);
 		if (cf->dirty)
 			keep_dirty(cf);
@@ -114,7 +116,7 @@ void cache_files_adopt(struct sbx_cache *c)
 		/* FILE.path stays until the upload: a second crash still finds it. */
 		sbx_log(SBX_LOG_WARN, "cache: unsaved changes to %s taken back from %s", cf->path,
 			cf->file);
-next:
+	next:
 		sbx_buf_release(&side);
 		sbx_buf_release(&path);
 	}
@@ -176,7 +178,8 @@ void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cach
 	struct sbx_cfile *cf, *tmp;
 	char parent[4096];
 	pthread_mutex_lock(&c->lock);
-	HASH_ITER(hh, c->files, cf, tmp) {
+	HASH_ITER(hh, c->files, cf, tmp)
+	{
 		const char *name = split(cf->path, parent, sizeof(parent));
 		if (!name || strcmp(parent, dir) || !overlays(cf))
 			continue;
@@ -263,7 +266,8 @@ static void evict_locked(struct sbx_cache *c)
 	for (;;) {
 		struct sbx_cfile *cf, *tmp, *oldest = NULL;
 		long long total = 0;
-		HASH_ITER(hh, c->files, cf, tmp) {
+		HASH_ITER(hh, c->files, cf, tmp)
+		{
 			if (cf->refs || cf->dirty)
 				continue;
 			total += cf->bytes;
@@ -501,7 +505,8 @@ size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_
 	long long now = sbx_now_ms();
 	size_t n = 0;
 	pthread_mutex_lock(&c->lock);
-	HASH_ITER(hh, c->files, cf, tmp) {
+	HASH_ITER(hh, c->files, cf, tmp)
+	{
 		if (n == max)
 			break;
 		bool idle = !cf->refs && !cf->busy && cf->retry_at <= now;
@@ -624,7 +629,8 @@ void sbx_cache_file_rename(struct sbx_cache *c, const char *from, const char *to
 	struct sbx_cfile *cf, *tmp, *moved = NULL;
 	pthread_mutex_lock(&c->lock);
 	/* Take every affected entry out first, so the new keys never collide. */
-	HASH_ITER(hh, c->files, cf, tmp) {
+	HASH_ITER(hh, c->files, cf, tmp)
+	{
 		const char *root = NULL, *dest = NULL;
 		if (is_under(cf->path, from)) {
 			root = from;
@@ -646,7 +652,8 @@ void sbx_cache_file_rename(struct sbx_cache *c, const char *from, const char *to
 		cf->path = sbx_buf_detach(&b, NULL);
 		HASH_ADD_KEYPTR(hh, moved, cf->path, strlen(cf->path), cf);
 	}
-	HASH_ITER(hh, moved, cf, tmp) {
+	HASH_ITER(hh, moved, cf, tmp)
+	{
 		HASH_DEL(moved, cf);
 		HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
 		if (cf->dirty)

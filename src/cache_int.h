@@ -39,28 +39,28 @@ struct cdir {
 
 struct sbx_cfile {
 	UT_hash_handle hh;
-	char *path;      /* (T) key while linked */
-	char *file;      /* the local cache file */
-	int fd;          /* (T) open while refs > 0 or dirty; fixed while a reference is held */
-	int refs;        /* (T) */
-	bool linked;     /* (T) in c->files under path */
-	bool busy;       /* (T) claimed by an open or an upload */
-	bool uploading;  /* (T) busy is an upload's claim */
+	char *path;	  /* (T) key while linked */
+	char *file;	  /* the local cache file */
+	int fd;		  /* (T) open while refs > 0 or dirty; fixed while a reference is held */
+	int refs;	  /* (T) */
+	bool linked;	  /* (T) in c->files under path */
+	bool busy;	  /* (T) claimed by an open or an upload */
+	bool uploading;	  /* (T) busy is an upload's claim */
 	int shared_opens; /* (T) opens of dirty data going on beside an upload's claim */
-	bool have_data;  /* (T) */
-	bool dirty;      /* (T) */
-	bool remote;     /* (T) */
-	bool stamped;    /* (T) */
-	off_t stamp_size;               /* (T) */
-	struct timespec stamp_mtime;    /* (T) */
-	mode_t mode;                    /* (T) */
-	unsigned long wgen;             /* (T) */
-	unsigned long stamp_epoch;      /* (T) c->epoch when stamped */
-	long long used_ms;              /* (T) for eviction */
-	off_t bytes;                    /* (T) size when last closed */
-	long long retry_at;             /* (T) no orphan retry before (a failed upload) */
-	bool adopted;                   /* (T) left dirty by a previous daemon */
-	bool bg_failed;                 /* (T) its last background upload failed */
+	bool have_data;	  /* (T) */
+	bool dirty;	  /* (T) */
+	bool remote;	  /* (T) */
+	bool stamped;	  /* (T) */
+	off_t stamp_size; /* (T) */
+	struct timespec stamp_mtime; /* (T) */
+	mode_t mode;		     /* (T) */
+	unsigned long wgen;	     /* (T) */
+	unsigned long stamp_epoch;   /* (T) c->epoch when stamped */
+	long long used_ms;	     /* (T) for eviction */
+	off_t bytes;		     /* (T) size when last closed */
+	long long retry_at;	     /* (T) no orphan retry before (a failed upload) */
+	bool adopted;		     /* (T) left dirty by a previous daemon */
+	bool bg_failed;		     /* (T) its last background upload failed */
 };
 
 /* A lookup that failed lately (sbx_cache_fail_put). */
@@ -86,14 +86,14 @@ struct sbx_cache {
 	unsigned long gen;
 	unsigned long epoch; /* changes made outside (a run, a change report) seen so far */
 	long ttl_ms, neg_ttl_ms, retry_ms;
-	unsigned sweep_at; /* attribute count that triggers the next sweep */
+	unsigned sweep_at;   /* attribute count that triggers the next sweep */
 	const void *watched; /* the instance asked for change notifications */
 	struct cattr *attrs;
 	struct cdir *dirs;
 	struct sbx_cfile *files;
 	struct cecho *echoes; /* paths we changed lately (their notifications are echoes) */
 	struct cfail fails[SBX_CACHE_FAILS]; /* lookups that failed lately */
-	unsigned fail_next;                  /* the slot the next one takes */
+	unsigned fail_next;		     /* the slot the next one takes */
 };
 
 static inline void *xcalloc(size_t n, size_t sz)

@@ -14,13 +14,14 @@ struct ctl_entry {
 };
 
 static const struct ctl_entry ctl_table[] = {
-	{"new", SBX_CTL_NEW, SBX_CTL_FILE_ROOT, 1, SBX_CTL_MAXARGS,
-	 "new NAME [profile=P] [key=value ...]"},
-	{"attach", SBX_CTL_ATTACH, SBX_CTL_FILE_ROOT, 2, 3, "attach NAME SANDBOXID [provider=P]"},
-	{"pause", SBX_CTL_PAUSE, SBX_CTL_FILE_STATE, 0, 0, "pause"},
-	{"resume", SBX_CTL_RESUME, SBX_CTL_FILE_STATE, 0, 0, "resume"},
-	{"kill", SBX_CTL_KILL, SBX_CTL_FILE_STATE, 0, 0, "kill"},
-	{"restart", SBX_CTL_RESTART, SBX_CTL_FILE_STATE, 0, 1, "restart [python|javascript|typescript]"},
+    {"new", SBX_CTL_NEW, SBX_CTL_FILE_ROOT, 1, SBX_CTL_MAXARGS,
+     "new NAME [profile=P] [key=value ...]"},
+    {"attach", SBX_CTL_ATTACH, SBX_CTL_FILE_ROOT, 2, 3, "attach NAME SANDBOXID [provider=P]"},
+    {"pause", SBX_CTL_PAUSE, SBX_CTL_FILE_STATE, 0, 0, "pause"},
+    {"resume", SBX_CTL_RESUME, SBX_CTL_FILE_STATE, 0, 0, "resume"},
+    {"kill", SBX_CTL_KILL, SBX_CTL_FILE_STATE, 0, 0, "kill"},
+    {"restart", SBX_CTL_RESTART, SBX_CTL_FILE_STATE, 0, 1,
+     "restart [python|javascript|typescript]"},
 };
 
 int sbx_ctl_split(const char *line, char *storage, size_t size, char **argv, int max)
@@ -63,8 +64,7 @@ int sbx_ctl_parse(enum sbx_ctl_file file, const char *line, struct sbx_ctl_cmd *
 		  struct sbx_error *err)
 {
 	char *words[SBX_CTL_MAXARGS + 2];
-	int n = sbx_ctl_split(line, cmd->storage, sizeof(cmd->storage), words,
-			      SBX_CTL_MAXARGS + 1);
+	int n = sbx_ctl_split(line, cmd->storage, sizeof(cmd->storage), words, SBX_CTL_MAXARGS + 1);
 	if (n < 0)
 		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
 				     "cannot parse \"%.80s\": unbalanced quote or too long", line);
@@ -84,11 +84,12 @@ int sbx_ctl_parse(enum sbx_ctl_file file, const char *line, struct sbx_ctl_cmd *
 		cmd->argv[n - 1] = NULL;
 		return 0;
 	}
-	return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
-			     file == SBX_CTL_FILE_ROOT
-				     ? "unknown command \"%.40s\" (expected new or attach)"
-				     : "unknown word \"%.40s\" (expected pause, resume, kill or restart)",
-			     words[0]);
+	return sbx_error_set(
+	    err, EINVAL, SBX_E_EXECUTION_FAILED,
+	    file == SBX_CTL_FILE_ROOT
+		? "unknown command \"%.40s\" (expected new or attach)"
+		: "unknown word \"%.40s\" (expected pause, resume, kill or restart)",
+	    words[0]);
 }
 
 const char *sbx_ctl_opt(const struct sbx_ctl_cmd *cmd, int from, const char *key)

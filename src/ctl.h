@@ -11,17 +11,17 @@
 #define SBX_CTL_MAXARGS 32
 
 enum sbx_ctl_word {
-	SBX_CTL_NEW,     /* new NAME [profile=P] [key=value ...] */
-	SBX_CTL_ATTACH,  /* attach NAME SANDBOXID [provider=P] */
-	SBX_CTL_PAUSE,   /* pause */
-	SBX_CTL_RESUME,  /* resume */
-	SBX_CTL_KILL,    /* kill */
+	SBX_CTL_NEW,	 /* new NAME [profile=P] [key=value ...] */
+	SBX_CTL_ATTACH,	 /* attach NAME SANDBOXID [provider=P] */
+	SBX_CTL_PAUSE,	 /* pause */
+	SBX_CTL_RESUME,	 /* resume */
+	SBX_CTL_KILL,	 /* kill */
 	SBX_CTL_RESTART, /* restart [LANGUAGE] — a fresh code interpreter */
 };
 
 struct sbx_ctl_cmd {
 	enum sbx_ctl_word word;
-	int argc;                       /* arguments after the word */
+	int argc;			 /* arguments after the word */
 	char *argv[SBX_CTL_MAXARGS + 1]; /* point into `storage`; NULL-terminated */
 	char storage[1024];
 };

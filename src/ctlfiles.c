@@ -69,7 +69,7 @@ int sbx_ctl_getattr(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 	st->st_uid = getuid();
 	st->st_gid = sbx_access_gid();
 	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec =
-		l ? l->created_at : time(NULL);
+	    l ? l->created_at : time(NULL);
 	switch (n->kind) {
 	case SBX_N_PROFILE:
 		if (!sbx_config_profile(&m->config, n->sub))
@@ -143,8 +143,7 @@ static void fill_lease_name(void *ctx, struct sbx_lease *l)
 }
 
 /* ports/: one file per listening port; a failure goes to the lease's error file. */
-static int ports_readdir(struct sbx_mount *m, struct sbx_lease *l, sbx_fs_fill_fn fill,
-			 void *ctx)
+static int ports_readdir(struct sbx_mount *m, struct sbx_lease *l, sbx_fs_fill_fn fill, void *ctx)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
 	int *ports = sbx_xcalloc(SBX_PORTS_MAX, sizeof(*ports));
@@ -256,9 +255,8 @@ static int add_lease_file(struct sbx_open *o, const char *file)
 }
 
 /* A control-file misuse: the lease's (or the mount's) error file says why. */
-static __attribute__((format(printf, 5, 6))) int refuse(struct sbx_mount *m, struct sbx_lease *l,
-							 int errnum, const char *op,
-							 const char *fmt, ...)
+static __attribute__((format(printf, 5, 6))) int
+refuse(struct sbx_mount *m, struct sbx_lease *l, int errnum, const char *op, const char *fmt, ...)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
 	va_list ap;
@@ -375,8 +373,7 @@ static int snapshot(struct sbx_mount *m, struct sbx_open *o, const struct sbx_no
 static bool writable(enum sbx_node_kind k)
 {
 	return k == SBX_N_CTL || k == SBX_N_EXEC || k == SBX_N_CODE || k == SBX_N_ENV ||
-	       k == SBX_N_STATE || k == SBX_N_RUN_CTL || k == SBX_N_TTY_DATA ||
-	       k == SBX_N_TTY_CTL;
+	       k == SBX_N_STATE || k == SBX_N_RUN_CTL || k == SBX_N_TTY_DATA || k == SBX_N_TTY_CTL;
 }
 
 int sbx_ctl_open(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l, int flags,
@@ -495,8 +492,8 @@ static int do_root_line(struct sbx_mount *m, const char *line)
 			if (strncmp(cmd.argv[i], "profile=", 8))
 				kv[k++] = cmd.argv[i];
 		kv[k] = NULL;
-		rc = sbx_lease_create(m, cmd.argv[0], sbx_ctl_opt(&cmd, 1, "profile"), kv, NULL,
-				      &e);
+		rc =
+		    sbx_lease_create(m, cmd.argv[0], sbx_ctl_opt(&cmd, 1, "profile"), kv, NULL, &e);
 	} else if (!rc && cmd.word == SBX_CTL_ATTACH) {
 		rc = sbx_lease_attach(m, cmd.argv[0], cmd.argv[1], sbx_ctl_opt(&cmd, 2, "provider"),
 				      &e);
@@ -523,7 +520,8 @@ static int do_root_json(struct sbx_mount *m, const char *text)
 		rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
 				   "spec request needs a \"name\" string");
 	} else if (spec && !json_is_object(spec)) {
-		rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED, "\"spec\" must be an object");
+		rc =
+		    sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED, "\"spec\" must be an object");
 	} else {
 		rc = sbx_lease_create(m, name, json_string_value(json_object_get(j, "profile")),
 				      NULL, spec, &e);
@@ -613,22 +611,27 @@ static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 			const char *eq = memchr(p, '=', (size_t)(end - p));
 			bool ok = eq && eq > p;
 			for (const char *c = p; ok && c < eq; c++)
-				ok = (*c == '_' || (*c >= 'A' && *c <= 'Z') ||
-				      (*c >= 'a' && *c <= 'z') || (c > p && *c >= '0' && *c <= '9'));
+				ok =
+				    (*c == '_' || (*c >= 'A' && *c <= 'Z') ||
+				     (*c >= 'a' && *c <= 'z') || (c > p && *c >= '0' && *c <= '9'));
 			if (!ok) {
 				char line[128];
-				snprintf(line, sizeof(line), "%.*s", (int)(end - p > 100 ? 100 : end - p), p);
-				return refuse(m, l, EINVAL, "env", "expected KEY=VALUE, got \"%s\"", line);
+				snprintf(line, sizeof(line), "%.*s",
+					 (int)(end - p > 100 ? 100 : end - p), p);
+				return refuse(m, l, EINVAL, "env", "expected KEY=VALUE, got \"%s\"",
+					      line);
 			}
 			/* The lease table keeps env as JSON text: it must be UTF-8. */
 			json_t *utf8 = json_stringn(p, (size_t)(end - p));
 			if (!utf8) {
 				char key[104];
-				snprintf(key, sizeof(key), "%.*s", (int)(eq - p > 100 ? 100 : eq - p), p);
-				return refuse(m, l, EINVAL, "env",
-					      "%s: the value is not UTF-8 text (the lease table could "
-					      "not keep it)",
-					      key);
+				snprintf(key, sizeof(key), "%.*s",
+					 (int)(eq - p > 100 ? 100 : eq - p), p);
+				return refuse(
+				    m, l, EINVAL, "env",
+				    "%s: the value is not UTF-8 text (the lease table could "
+				    "not keep it)",
+				    key);
 			}
 			json_decref(utf8);
 		}
@@ -662,14 +665,14 @@ static int run_ctl_line(void *ctx, const char *line)
  * lease's state, a state dir that cannot keep the output. The first write
  * also records who is writing (the per-caller rule).
  */
-static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const char *buf,
-			      size_t size)
+static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const char *buf, size_t size)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
 	int rc;
 	if (memchr(buf, '\0', size)) {
 		o->refused = true;
-		return refuse(m, o->lease, EINVAL, "exec", "%s contains a NUL byte: nothing was run",
+		return refuse(m, o->lease, EINVAL, "exec",
+			      "%s contains a NUL byte: nothing was run",
 			      o->kind == SBX_N_EXEC ? "the command" : "the code");
 	}
 	if (o->data.len || o->wrote)
@@ -807,5 +810,7 @@ int sbx_ctl_truncate(struct sbx_mount *m, const struct sbx_node *n, struct sbx_l
 	/* With atomic O_TRUNC the shell's `>` never gets here; `: > env` empties it at flush. */
 	if (writable(n->kind))
 		return 0;
-	return sbx_node_is_dir(n->kind) ? -EISDIR : refuse(m, l, EACCES, "truncate", "%s is read-only", "this control file");
+	return sbx_node_is_dir(n->kind)
+		   ? -EISDIR
+		   : refuse(m, l, EACCES, "truncate", "%s is read-only", "this control file");
 }

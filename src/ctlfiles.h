@@ -28,20 +28,20 @@ struct sbx_tty;
 
 struct sbx_open {
 	enum sbx_node_kind kind;
-	struct sbx_lease *lease;  /* reference, or NULL for root files */
-	int flags;                /* open(2) flags */
-	struct sbx_buf data;      /* snapshot to read, or text written */
-	bool ran;                 /* the written text was run (runner files) */
-	bool refused;             /* a write failed: flush must not commit (env) */
-	bool wrote;               /* something was written (env: commit at flush) */
-	struct sbx_run *run;      /* the run started by this open */
-	off_t rpos;               /* stream position in the run's output */
-	char language[16];        /* code.* */
-	struct sbx_fs_file *fsf;  /* fs/ files */
+	struct sbx_lease *lease;       /* reference, or NULL for root files */
+	int flags;		       /* open(2) flags */
+	struct sbx_buf data;	       /* snapshot to read, or text written */
+	bool ran;		       /* the written text was run (runner files) */
+	bool refused;		       /* a write failed: flush must not commit (env) */
+	bool wrote;		       /* something was written (env: commit at flush) */
+	struct sbx_run *run;	       /* the run started by this open */
+	off_t rpos;		       /* stream position in the run's output */
+	char language[16];	       /* code.* */
+	struct sbx_fs_file *fsf;       /* fs/ files */
 	struct sbx_run_reader *reader; /* a run's stdout/stderr/result/cmd (runs.h) */
 	struct sbx_run_owner owner;    /* runner files: who wrote (the per-caller rule) */
-	unsigned long run_n;           /* runs/N/ctl: N */
-	struct sbx_tty *tty;      /* tty/ files: the session (tty.c) */
+	unsigned long run_n;	       /* runs/N/ctl: N */
+	struct sbx_tty *tty;	       /* tty/ files: the session (tty.c) */
 };
 
 struct sbx_open *sbx_open_new(enum sbx_node_kind kind, struct sbx_lease *l, int flags);

@@ -35,8 +35,7 @@
 /* ---- helpers ---------------------------------------------------------------- */
 
 /* Records a failure of `op path` in the lease's `error` file; returns rc. */
-int fsc_record(struct sbx_lease *l, const char *op, const char *path, int rc,
-		  struct sbx_error *err)
+int fsc_record(struct sbx_lease *l, const char *op, const char *path, int rc, struct sbx_error *err)
 {
 	char what[300];
 	if (!err->err || !err->msg[0])
@@ -47,8 +46,7 @@ int fsc_record(struct sbx_lease *l, const char *op, const char *path, int rc,
 }
 
 /* fsc_record() unless the failure is an answer (ENOENT...). */
-int fsc_fail(struct sbx_lease *l, const char *op, const char *path, int rc,
-		struct sbx_error *err)
+int fsc_fail(struct sbx_lease *l, const char *op, const char *path, int rc, struct sbx_error *err)
 {
 	return sbx_fs_is_fault(rc) ? fsc_record(l, op, path, rc, err) : rc;
 }
@@ -61,14 +59,14 @@ int fsc_unsupported(struct sbx_lease *l, const char *what, struct sbx_error *err
 
 /* ENOTSUP, recorded, when the provider lacks the slot `op path` needs. */
 int fsc_need(const void *slot, struct sbx_lease *l, const char *what, const char *op,
-		const char *path, struct sbx_error *err)
+	     const char *path, struct sbx_error *err)
 {
 	return slot ? 0 : fsc_fail(l, op, path, fsc_unsupported(l, what, err), err);
 }
 
 /* The sandbox for a call that must reach the provider (resumes a paused one). */
-int fsc_use(struct sbx_lease *l, struct sbx_instance **inst, const char *op,
-	       const char *path, struct sbx_error *err)
+int fsc_use(struct sbx_lease *l, struct sbx_instance **inst, const char *op, const char *path,
+	    struct sbx_error *err)
 {
 	int rc = sbx_lease_use(l, inst, err);
 	return rc ? fsc_fail(l, op, path, rc, err) : 0;
@@ -76,15 +74,14 @@ int fsc_use(struct sbx_lease *l, struct sbx_instance **inst, const char *op,
 
 /* fsc_use() for `op path`, which needs the provider's slot (ENOTSUP without it). */
 int fsc_reach(struct sbx_lease *l, const void *slot, const char *what, const char *op,
-		 const char *path, struct sbx_instance **inst, struct sbx_error *err)
+	      const char *path, struct sbx_instance **inst, struct sbx_error *err)
 {
 	int rc = fsc_need(slot, l, what, op, path, err);
 	return rc ? rc : fsc_use(l, inst, op, path, err);
 }
 
 /* Ends a provider call begun with fsc_use(): releases the sandbox, records a failure. */
-int fsc_end(struct sbx_lease *l, int rc, const char *op, const char *path,
-	       struct sbx_error *err)
+int fsc_end(struct sbx_lease *l, int rc, const char *op, const char *path, struct sbx_error *err)
 {
 	sbx_lease_unuse(l);
 	return rc ? fsc_fail(l, op, path, rc, err) : 0;
@@ -302,8 +299,7 @@ out:
 }
 
 /* Remote attributes of path from the cache or one stat; -ENOENT if none. */
-int fsc_lookup(struct sbx_lease *l, const char *path, struct sbx_stat *st,
-		  struct sbx_error *err)
+int fsc_lookup(struct sbx_lease *l, const char *path, struct sbx_stat *st, struct sbx_error *err)
 {
 	switch (sbx_cache_attr_get(l->cache, path, st, fsc_any_age(l))) {
 	case SBX_CACHE_HIT:
@@ -317,8 +313,8 @@ int fsc_lookup(struct sbx_lease *l, const char *path, struct sbx_stat *st,
 
 /* ---- reading the tree ------------------------------------------------------------ */
 
-static int c_getattr(struct sbx_lease *l, const char *path, struct sbx_fs_file *f,
-		     struct stat *st, struct sbx_error *err)
+static int c_getattr(struct sbx_lease *l, const char *path, struct sbx_fs_file *f, struct stat *st,
+		     struct sbx_error *err)
 {
 	struct sbx_cache *c = l->cache;
 	struct sbx_stat s;
@@ -386,7 +382,8 @@ static int c_readdir(struct sbx_lease *l, const char *path, sbx_fs_fill_fn fill,
 		unsigned long gen = sbx_cache_gen(c);
 		rc = fsc_reach(l, l->prov->list, "list directories", "list", path, &inst, err);
 		if (!rc)
-			rc = fsc_end(l, l->prov->list(inst, path, collect, &ls, err), "list", path, err);
+			rc = fsc_end(l, l->prov->list(inst, path, collect, &ls, err), "list", path,
+				     err);
 		if (rc)
 			goto out;
 		/* Partial attributes (no SBX_CAP_LIST_ATTRS) must not reach the kernel. */
@@ -420,7 +417,8 @@ static int c_readlink(struct sbx_lease *l, const char *path, char *buf, size_t s
 	gen = sbx_cache_gen(l->cache);
 	rc = fsc_reach(l, l->prov->readlink, "read symlinks", "readlink", path, &inst, err);
 	if (!rc)
-		rc = fsc_end(l, l->prov->readlink(inst, path, buf, size, err), "readlink", path, err);
+		rc = fsc_end(l, l->prov->readlink(inst, path, buf, size, err), "readlink", path,
+			     err);
 	if (!rc)
 		sbx_cache_link_put(l->cache, path, buf, gen);
 	return rc;
@@ -644,27 +642,27 @@ static int c_statfs(struct sbx_lease *l, const char *path, struct statvfs *st,
 }
 
 const struct sbx_fs_ops sbx_fs_cached_ops = {
-	.getattr = c_getattr,
-	.readdir = c_readdir,
-	.open = fsc_open,
-	.read = fsc_read,
-	.write = fsc_write,
-	.flush = fsc_flush,
-	.fsync = fsc_fsync,
-	.release = fsc_release,
-	.truncate = fsc_truncate,
-	.mkdir = c_mkdir,
-	.unlink = c_unlink,
-	.rmdir = c_rmdir,
-	.rename = c_rename,
-	.chmod = c_chmod,
-	.chown = c_chown,
-	.utimens = c_utimens,
-	.symlink = c_symlink,
-	.readlink = c_readlink,
-	.link = c_link,
-	.mknod = c_mknod,
-	.statfs = c_statfs,
+    .getattr = c_getattr,
+    .readdir = c_readdir,
+    .open = fsc_open,
+    .read = fsc_read,
+    .write = fsc_write,
+    .flush = fsc_flush,
+    .fsync = fsc_fsync,
+    .release = fsc_release,
+    .truncate = fsc_truncate,
+    .mkdir = c_mkdir,
+    .unlink = c_unlink,
+    .rmdir = c_rmdir,
+    .rename = c_rename,
+    .chmod = c_chmod,
+    .chown = c_chown,
+    .utimens = c_utimens,
+    .symlink = c_symlink,
+    .readlink = c_readlink,
+    .link = c_link,
+    .mknod = c_mknod,
+    .statfs = c_statfs,
 };
 
 /* A pause waits for the write-back queue first: a paused sandbox takes no upload. */
@@ -685,10 +683,10 @@ static size_t save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
 void sbx_fs_cached_install(void)
 {
 	static const struct sbx_lease_hooks hooks = {
-		.before_pause = before_pause,
-		.save_unsaved = save_unsaved,
-		.wb_new = sbx_wb_new,
-		.wb_free = sbx_wb_free,
+	    .before_pause = before_pause,
+	    .save_unsaved = save_unsaved,
+	    .wb_new = sbx_wb_new,
+	    .wb_free = sbx_wb_free,
 	};
 	sbx_lease_set_hooks(&hooks);
 }

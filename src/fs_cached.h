@@ -16,8 +16,7 @@
 int fsc_record(struct sbx_lease *l, const char *op, const char *path, int rc,
 	       struct sbx_error *err);
 /* fsc_record() if rc is a fault (sbx_fs_is_fault()), else only returns rc. */
-int fsc_fail(struct sbx_lease *l, const char *op, const char *path, int rc,
-	     struct sbx_error *err);
+int fsc_fail(struct sbx_lease *l, const char *op, const char *path, int rc, struct sbx_error *err);
 /* -ENOTSUP with "provider X cannot <what>" (not recorded). */
 int fsc_unsupported(struct sbx_lease *l, const char *what, struct sbx_error *err);
 /* 0 if slot is set, else fsc_unsupported(), recorded as `op path`. */
@@ -30,8 +29,7 @@ int fsc_use(struct sbx_lease *l, struct sbx_instance **inst, const char *op, con
 int fsc_reach(struct sbx_lease *l, const void *slot, const char *what, const char *op,
 	      const char *path, struct sbx_instance **inst, struct sbx_error *err);
 /* Ends a provider call begun with fsc_use(): unuses the lease, fsc_fail()s rc. */
-int fsc_end(struct sbx_lease *l, int rc, const char *op, const char *path,
-	    struct sbx_error *err);
+int fsc_end(struct sbx_lease *l, int rc, const char *op, const char *path, struct sbx_error *err);
 /* True while the sandbox is paused: cached data is good at any age. */
 bool fsc_any_age(struct sbx_lease *l);
 bool fsc_is_pseudo_root(const char *path);
@@ -41,8 +39,7 @@ int fsc_no_such(const char *path, struct sbx_error *err);
 /* ENAMETOOLONG (recorded) for a component over NAME_MAX or a path over PATH_MAX. */
 int fsc_name_check(struct sbx_lease *l, const char *op, const char *path, struct sbx_error *err);
 /* Remote attributes of path from the cache or one stat; -ENOENT if none. */
-int fsc_lookup(struct sbx_lease *l, const char *path, struct sbx_stat *st,
-	       struct sbx_error *err);
+int fsc_lookup(struct sbx_lease *l, const char *path, struct sbx_stat *st, struct sbx_error *err);
 /*
  * A write-back worker's upload of cf (writeback.c): failures recorded in
  * `error`, the data kept dirty; after a success, others' leftovers too.
@@ -54,8 +51,7 @@ int fsc_settle(struct sbx_lease *l, const char *path, struct sbx_error *err);
 /* The open-file slots of sbx_fs_cached_ops (fs_cached_file.c). */
 int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 	     struct sbx_fs_file **out, struct sbx_error *err);
-ssize_t fsc_read(struct sbx_fs_file *f, char *buf, size_t size, off_t off,
-		 struct sbx_error *err);
+ssize_t fsc_read(struct sbx_fs_file *f, char *buf, size_t size, off_t off, struct sbx_error *err);
 ssize_t fsc_write(struct sbx_fs_file *f, const char *buf, size_t size, off_t off,
 		  struct sbx_error *err);
 int fsc_flush(struct sbx_fs_file *f, struct sbx_error *err);

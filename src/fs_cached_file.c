@@ -96,9 +96,9 @@ size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
 		struct sbx_error err = SBX_ERROR_INIT;
 		char why[SBX_ERR_MSG_MAX];
 		int rc = sbx_now_ms() < deadline_ms
-				 ? upload(l, cf[i], NULL, &err)
-				 : sbx_error_set(&err, ETIMEDOUT, SBX_E_TIMEOUT,
-						 "no time left before the daemon exits");
+			     ? upload(l, cf[i], NULL, &err)
+			     : sbx_error_set(&err, ETIMEDOUT, SBX_E_TIMEOUT,
+					     "no time left before the daemon exits");
 		if (rc) {
 			snprintf(why, sizeof(why), "%s", err.msg);
 			sbx_error_set(&err, rc, SBX_E_NONE,
@@ -136,7 +136,8 @@ static int upload_or_queue(struct sbx_fs_file *f, struct sbx_error *err)
 	if (sbx_wb_failed_take(l->wb, f->priv))
 		return upload_handle(f, err);
 	if (sbx_cache_file_dirty(l->cache, f->priv, &wgen) &&
-	    fstat(sbx_cfile_fd(f->priv), &sys) == 0 && sbx_wb_queue(l->wb, f->priv, wgen, sys.st_size))
+	    fstat(sbx_cfile_fd(f->priv), &sys) == 0 &&
+	    sbx_wb_queue(l->wb, f->priv, wgen, sys.st_size))
 		return 0;
 	return upload_handle(f, err);
 }
@@ -264,7 +265,7 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 }
 
 int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
-		  struct sbx_fs_file **out, struct sbx_error *err)
+	     struct sbx_fs_file **out, struct sbx_error *err)
 {
 	struct sbx_cache *c = l->cache;
 	struct sbx_cfile_state s;
@@ -309,8 +310,7 @@ int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 	return 0;
 }
 
-ssize_t fsc_read(struct sbx_fs_file *f, char *buf, size_t size, off_t off,
-		      struct sbx_error *err)
+ssize_t fsc_read(struct sbx_fs_file *f, char *buf, size_t size, off_t off, struct sbx_error *err)
 {
 	ssize_t n;
 	do
@@ -323,7 +323,7 @@ ssize_t fsc_read(struct sbx_fs_file *f, char *buf, size_t size, off_t off,
 }
 
 ssize_t fsc_write(struct sbx_fs_file *f, const char *buf, size_t size, off_t off,
-		       struct sbx_error *err)
+		  struct sbx_error *err)
 {
 	int fd = sbx_cfile_fd(f->priv);
 	struct stat sys;
@@ -334,8 +334,8 @@ ssize_t fsc_write(struct sbx_fs_file *f, const char *buf, size_t size, off_t off
 		n = pwrite(fd, buf, size, off);
 	while (n < 0 && errno == EINTR);
 	if (n < 0) {
-		int rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s",
-				       f->path, strerror(errno));
+		int rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", f->path,
+				       strerror(errno));
 		return fsc_fail(f->lease, "write", f->path, rc, err);
 	}
 	sbx_cache_file_changed(f->lease->cache, f->priv);
@@ -374,7 +374,8 @@ int fsc_fsync(struct sbx_fs_file *f, int datasync, struct sbx_error *err)
 		return rc;
 	if (l->prov->sync)
 		rc = l->prov->sync(inst, err);
-	/* Only this file's own failures: a queued change of another path went to it and to `error`. */
+	/* Only this file's own failures: a queued change of another path went to it and to `error`.
+	 */
 	if (!rc && l->prov->take_failure)
 		rc = l->prov->take_failure(inst, f->path, err);
 	return fsc_end(l, rc, "sync", f->path, err);
@@ -391,7 +392,7 @@ void fsc_release(struct sbx_fs_file *f)
 }
 
 int fsc_truncate(struct sbx_lease *l, const char *path, struct sbx_fs_file *f, off_t size,
-		      struct sbx_error *err)
+		 struct sbx_error *err)
 {
 	struct sbx_cache *c = l->cache;
 	struct sbx_cfile *cf = f ? f->priv : NULL;

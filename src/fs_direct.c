@@ -9,7 +9,6 @@
 #include "fsmirror.h"
 #include "base/xalloc.h"
 
-
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,8 +16,7 @@
 #include <string.h>
 
 /* Gets the instance for a read-only metadata call (no resume). */
-static int peek(struct sbx_lease *l, struct sbx_instance **inst, bool *used,
-		struct sbx_error *err)
+static int peek(struct sbx_lease *l, struct sbx_instance **inst, bool *used, struct sbx_error *err)
 {
 	*inst = sbx_lease_peek(l);
 	*used = false;
@@ -39,11 +37,11 @@ static int fail(struct sbx_lease *l, const char *op, const char *path, int rc,
 	return rc;
 }
 
-#define USE_OR_RETURN(l, inst, err)                                                               \
-	do {                                                                                     \
-		int _rc = sbx_lease_use((l), &(inst), (err));                                    \
-		if (_rc)                                                                         \
-			return _rc;                                                              \
+#define USE_OR_RETURN(l, inst, err)                                                                \
+	do {                                                                                       \
+		int _rc = sbx_lease_use((l), &(inst), (err));                                      \
+		if (_rc)                                                                           \
+			return _rc;                                                                \
 	} while (0)
 
 static int need(const void *slot, struct sbx_lease *l, const char *op, struct sbx_error *err)
@@ -54,8 +52,8 @@ static int need(const void *slot, struct sbx_lease *l, const char *op, struct sb
 			     l->prov->name, op);
 }
 
-static int d_getattr(struct sbx_lease *l, const char *path, struct sbx_fs_file *f,
-		     struct stat *st, struct sbx_error *err)
+static int d_getattr(struct sbx_lease *l, const char *path, struct sbx_fs_file *f, struct stat *st,
+		     struct sbx_error *err)
 {
 	struct sbx_instance *inst;
 	struct sbx_stat s;
@@ -203,17 +201,17 @@ static int d_truncate(struct sbx_lease *l, const char *path, struct sbx_fs_file 
 }
 
 /* The path-only operations: one provider slot each, same shape. */
-#define PATH_OP(fn, slot, opname, params, args)                                                  \
-	static int fn params                                                                     \
-	{                                                                                        \
-		struct sbx_instance *inst;                                                       \
-		int rc = need(l->prov->slot, l, opname, err);                                    \
-		if (rc)                                                                          \
-			return rc;                                                               \
-		USE_OR_RETURN(l, inst, err);                                                     \
-		rc = l->prov->slot args;                                                         \
-		sbx_lease_unuse(l);                                                              \
-		return rc ? fail(l, opname, path, rc, err) : 0;                                  \
+#define PATH_OP(fn, slot, opname, params, args)                                                    \
+	static int fn params                                                                       \
+	{                                                                                          \
+		struct sbx_instance *inst;                                                         \
+		int rc = need(l->prov->slot, l, opname, err);                                      \
+		if (rc)                                                                            \
+			return rc;                                                                 \
+		USE_OR_RETURN(l, inst, err);                                                       \
+		rc = l->prov->slot args;                                                           \
+		sbx_lease_unuse(l);                                                                \
+		return rc ? fail(l, opname, path, rc, err) : 0;                                    \
 	}
 
 PATH_OP(d_mkdir, mkdir, "mkdir",
@@ -267,25 +265,25 @@ static int d_readlink(struct sbx_lease *l, const char *path, char *buf, size_t s
 }
 
 const struct sbx_fs_ops sbx_fs_direct_ops = {
-	.getattr = d_getattr,
-	.readdir = d_readdir,
-	.open = d_open,
-	.read = d_read,
-	.write = d_write,
-	.flush = d_flush,
-	.fsync = d_fsync,
-	.release = d_release,
-	.truncate = d_truncate,
-	.mkdir = d_mkdir,
-	.unlink = d_unlink,
-	.rmdir = d_rmdir,
-	.rename = d_rename,
-	.chmod = d_chmod,
-	.chown = d_chown,
-	.utimens = d_utimens,
-	.symlink = d_symlink,
-	.readlink = d_readlink,
-	.link = d_link,
-	.mknod = d_mknod,
-	.statfs = d_statfs,
+    .getattr = d_getattr,
+    .readdir = d_readdir,
+    .open = d_open,
+    .read = d_read,
+    .write = d_write,
+    .flush = d_flush,
+    .fsync = d_fsync,
+    .release = d_release,
+    .truncate = d_truncate,
+    .mkdir = d_mkdir,
+    .unlink = d_unlink,
+    .rmdir = d_rmdir,
+    .rename = d_rename,
+    .chmod = d_chmod,
+    .chown = d_chown,
+    .utimens = d_utimens,
+    .symlink = d_symlink,
+    .readlink = d_readlink,
+    .link = d_link,
+    .mknod = d_mknod,
+    .statfs = d_statfs,
 };

@@ -26,9 +26,9 @@
 struct sbx_fs_file {
 	struct sbx_lease *lease; /* holds a reference */
 	char *path;
-	int flags;       /* open(2) flags */
-	uint64_t fh;     /* direct: the provider's handle */
-	void *priv;      /* cached: the cache entry */
+	int flags;   /* open(2) flags */
+	uint64_t fh; /* direct: the provider's handle */
+	void *priv;  /* cached: the cache entry */
 };
 
 /* Fills one directory entry; st may be NULL. Returns non-zero to stop. */

@@ -232,8 +232,8 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	struct sbx_open *o = of(fi);
 	int rc;
 	if (!path && o && o->fsf) {
-		rc = sbx_fs_ops_for(o->fsf->lease)->getattr(o->fsf->lease, o->fsf->path, o->fsf,
-							     st, &err);
+		rc = sbx_fs_ops_for(o->fsf->lease)
+			 ->getattr(o->fsf->lease, o->fsf->path, o->fsf, st, &err);
 		if (!rc) {
 			char mp[SBX_MOUNT_PATH_MAX];
 			fh_path(mp, sizeof(mp), o->fsf);
@@ -423,8 +423,7 @@ static int op_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	return rc;
 }
 
-static int op_read(const char *path, char *buf, size_t size, off_t off,
-		   struct fuse_file_info *fi)
+static int op_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct sbx_open *o = open_of(fi);
 	struct sbx_error err = SBX_ERROR_INIT;
@@ -496,8 +495,8 @@ static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 	if (o && o->fsf) {
 		char mp[SBX_MOUNT_PATH_MAX];
 		note_caller(true);
-		rc = sbx_fs_ops_for(o->fsf->lease)->truncate(o->fsf->lease, o->fsf->path, o->fsf,
-							      size, &err);
+		rc = sbx_fs_ops_for(o->fsf->lease)
+			 ->truncate(o->fsf->lease, o->fsf->path, o->fsf, size, &err);
 		fh_path(mp, sizeof(mp), o->fsf);
 		if (!rc)
 			sbx_aliases_changed(mp);
@@ -573,61 +572,61 @@ static int op_rmdir(const char *path)
 }
 
 /* The fs/ operations on one path: classify, refuse outside fs/, call. */
-#define FS_ONLY(path, n, l, rc)                                                                  \
-	do {                                                                                     \
-		rc = resolve(path, &n, &l);                                                      \
-		if (rc)                                                                          \
-			return rc;                                                               \
-		if (n.kind != SBX_N_FS || !strcmp(n.sub, "/") || sbx_fs_is_pseudo(n.sub)) {      \
-			sbx_lease_put(l);                                                        \
-			return n.kind == SBX_N_NONE ? -ENOENT : -EPERM;                          \
-		}                                                                                \
+#define FS_ONLY(path, n, l, rc)                                                                    \
+	do {                                                                                       \
+		rc = resolve(path, &n, &l);                                                        \
+		if (rc)                                                                            \
+			return rc;                                                                 \
+		if (n.kind != SBX_N_FS || !strcmp(n.sub, "/") || sbx_fs_is_pseudo(n.sub)) {        \
+			sbx_lease_put(l);                                                          \
+			return n.kind == SBX_N_NONE ? -ENOENT : -EPERM;                            \
+		}                                                                                  \
 	} while (0)
 
 /* The body of one: FS_ONLY, then the mirror call on `sub`, then the aliases' note. */
-#define FS_PATH_CALL(call)                                                                       \
-	do {                                                                                     \
-		FS_ONLY(path, n, l, rc);                                                         \
-		const char *sub = n.sub;                                                         \
-		rc = sbx_fs_ops_for(l)->call;                                                    \
-		if (!rc)                                                                         \
-			sbx_aliases_changed(path);                                               \
-		sbx_lease_put(l);                                                                \
-		return rc;                                                                       \
+#define FS_PATH_CALL(call)                                                                         \
+	do {                                                                                       \
+		FS_ONLY(path, n, l, rc);                                                           \
+		const char *sub = n.sub;                                                           \
+		rc = sbx_fs_ops_for(l)->call;                                                      \
+		if (!rc)                                                                           \
+			sbx_aliases_changed(path);                                                 \
+		sbx_lease_put(l);                                                                  \
+		return rc;                                                                         \
 	} while (0)
 
 /* An fs/-only operation on one path: classify, refuse outside fs/, one mirror call. */
-#define FS_PATH_OP(fn, params, call)                                                             \
-	static int fn params                                                                     \
-	{                                                                                        \
-		struct sbx_node n;                                                               \
-		struct sbx_lease *l;                                                             \
-		struct sbx_error err = SBX_ERROR_INIT;                                           \
-		int rc;                                                                          \
-		FS_PATH_CALL(call);                                                              \
+#define FS_PATH_OP(fn, params, call)                                                               \
+	static int fn params                                                                       \
+	{                                                                                          \
+		struct sbx_node n;                                                                 \
+		struct sbx_lease *l;                                                               \
+		struct sbx_error err = SBX_ERROR_INIT;                                             \
+		int rc;                                                                            \
+		FS_PATH_CALL(call);                                                                \
 	}
 
 /* The same for operations that may come on an open file with no path (nullpath_ok). */
-#define FS_PATH_OR_FILE_OP(fn, params, call)                                                     \
-	static int fn params                                                                     \
-	{                                                                                        \
-		struct sbx_node n;                                                               \
-		struct sbx_lease *l;                                                             \
-		struct sbx_error err = SBX_ERROR_INIT;                                           \
-		struct sbx_open *o = of(fi);                                                     \
-		int rc;                                                                          \
-		if (!path && o && o->fsf) {                                                      \
-			const char *sub = o->fsf->path;                                          \
-			char mp[SBX_MOUNT_PATH_MAX];                                                           \
-			note_caller(true);                                                       \
-			l = o->fsf->lease;                                                       \
-			rc = sbx_fs_ops_for(l)->call;                                            \
-			fh_path(mp, sizeof(mp), o->fsf);                                         \
-			if (!rc)                                                                 \
-				sbx_aliases_changed(mp);                                         \
-			return rc;                                                               \
-		}                                                                                \
-		FS_PATH_CALL(call);                                                              \
+#define FS_PATH_OR_FILE_OP(fn, params, call)                                                       \
+	static int fn params                                                                       \
+	{                                                                                          \
+		struct sbx_node n;                                                                 \
+		struct sbx_lease *l;                                                               \
+		struct sbx_error err = SBX_ERROR_INIT;                                             \
+		struct sbx_open *o = of(fi);                                                       \
+		int rc;                                                                            \
+		if (!path && o && o->fsf) {                                                        \
+			const char *sub = o->fsf->path;                                            \
+			char mp[SBX_MOUNT_PATH_MAX];                                               \
+			note_caller(true);                                                         \
+			l = o->fsf->lease;                                                         \
+			rc = sbx_fs_ops_for(l)->call;                                              \
+			fh_path(mp, sizeof(mp), o->fsf);                                           \
+			if (!rc)                                                                   \
+				sbx_aliases_changed(mp);                                           \
+			return rc;                                                                 \
+		}                                                                                  \
+		FS_PATH_CALL(call);                                                                \
 	}
 
 FS_PATH_OP(op_unlink, (const char *path), unlink(l, sub, &err))
@@ -669,8 +668,8 @@ static int op_readlink(const char *path, char *buf, size_t size)
 	if (!rc && raw_symlinks)
 		memcpy(buf, raw, size);
 	else if (!rc)
-		rc = sbx_link_rewrite(n.sub, raw,
-				      &(struct sbx_link_io){link_lstat, link_read, l}, buf, size);
+		rc = sbx_link_rewrite(n.sub, raw, &(struct sbx_link_io){link_lstat, link_read, l},
+				      buf, size);
 	free(raw);
 	sbx_lease_put(l);
 	return rc;
@@ -680,8 +679,7 @@ FS_PATH_OP(op_mknod, (const char *path, mode_t mode, dev_t dev),
 	   mknod(l, sub, new_mode(l, mode), dev, &err))
 FS_PATH_OR_FILE_OP(op_chmod, (const char *path, mode_t mode, struct fuse_file_info *fi),
 		   chmod(l, sub, mode, &err))
-FS_PATH_OR_FILE_OP(op_chown,
-		   (const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi),
+FS_PATH_OR_FILE_OP(op_chown, (const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi),
 		   chown(l, sub, uid, gid, &err))
 
 static int op_rename(const char *from, const char *to, unsigned int flags)
@@ -816,29 +814,29 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 }
 
 const struct fuse_operations sbx_fuse_ops = {
-	.init = op_init,
-	.getattr = op_getattr,
-	.opendir = op_opendir,
-	.readdir = op_readdir,
-	.releasedir = op_releasedir,
-	.open = op_open,
-	.create = op_create,
-	.read = op_read,
-	.write = op_write,
-	.flush = op_flush,
-	.fsync = op_fsync,
-	.release = op_release,
-	.truncate = op_truncate,
-	.mkdir = op_mkdir,
-	.rmdir = op_rmdir,
-	.unlink = op_unlink,
-	.rename = op_rename,
-	.link = op_link,
-	.chmod = op_chmod,
-	.chown = op_chown,
-	.utimens = op_utimens,
-	.symlink = op_symlink,
-	.readlink = op_readlink,
-	.mknod = op_mknod,
-	.statfs = op_statfs,
+    .init = op_init,
+    .getattr = op_getattr,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .releasedir = op_releasedir,
+    .open = op_open,
+    .create = op_create,
+    .read = op_read,
+    .write = op_write,
+    .flush = op_flush,
+    .fsync = op_fsync,
+    .release = op_release,
+    .truncate = op_truncate,
+    .mkdir = op_mkdir,
+    .rmdir = op_rmdir,
+    .unlink = op_unlink,
+    .rename = op_rename,
+    .link = op_link,
+    .chmod = op_chmod,
+    .chown = op_chown,
+    .utimens = op_utimens,
+    .symlink = op_symlink,
+    .readlink = op_readlink,
+    .mknod = op_mknod,
+    .statfs = op_statfs,
 };

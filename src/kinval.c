@@ -86,8 +86,9 @@ void sbx_kinval_note(struct sbx_kinval *k, const char *path)
 	} else if (!e) {
 		static int warned;
 		if (!warned++)
-			sbx_log(SBX_LOG_WARN, "more than %d fs/ paths cached between runs: "
-					      "later ones may show stale attributes for a second",
+			sbx_log(SBX_LOG_WARN,
+				"more than %d fs/ paths cached between runs: "
+				"later ones may show stale attributes for a second",
 				SBX_KINVAL_MAX);
 	}
 	pthread_mutex_unlock(&k->lock);

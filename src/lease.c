@@ -45,9 +45,8 @@ size_t lease_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
 	return l->cache ? sbx_cache_unsaved_count(l->cache) : 0;
 }
 
-
 static const char *const state_names[] = {
-	"creating", "running", "pausing", "paused", "resuming", "killed", "reclaimed", "error",
+    "creating", "running", "pausing", "paused", "resuming", "killed", "reclaimed", "error",
 };
 
 const char *sbx_lease_state_name(enum sbx_lease_state s)
@@ -65,8 +64,8 @@ int state_from_name(const char *n)
 
 bool sbx_lease_name_valid(const char *n)
 {
-	static const char *const reserved[] = {"README", "ctl", "status", "error", "profiles",
-					       NULL};
+	static const char *const reserved[] = {"README", "ctl",	     "status",
+					       "error",	 "profiles", NULL};
 	size_t len = strlen(n);
 	if (!len || len > 64 || n[0] == '.' || n[0] == '-')
 		return false;
@@ -127,8 +126,7 @@ static void journal_transition(struct sbx_lease *l, enum sbx_lease_state from,
 	sbx_buf_add_utf8_escaped(&why, cause ? cause : "");
 	sbx_lease_journal(l, sbx_xjson(json_pack("{s:s, s:s, s:s, s:s}", "event", "state", "from",
 						 sbx_lease_state_name(from), "to",
-						 sbx_lease_state_name(to), "cause",
-						 why.buf)));
+						 sbx_lease_state_name(to), "cause", why.buf)));
 	sbx_buf_release(&why);
 	sbx_log(SBX_LOG_INFO, "lease %s: %s -> %s (%s)", l->name, sbx_lease_state_name(from),
 		sbx_lease_state_name(to), cause ? cause : "");
@@ -146,9 +144,9 @@ void record_error(struct sbx_lease *l, const char *op, const struct sbx_error *e
 	/* A message naming a path that is not UTF-8 is still journalled (\xNN for those bytes). */
 	struct sbx_buf msg = SBX_BUF_INIT;
 	sbx_buf_add_utf8_escaped(&msg, e->msg);
-	sbx_lease_journal(l, sbx_xjson(json_pack("{s:s, s:s, s:s, s:s, s:i}", "event", "error", "op",
-						 op, "code", sbx_errcode_name(e->code), "message",
-						 msg.buf, "errno", e->err)));
+	sbx_lease_journal(l, sbx_xjson(json_pack("{s:s, s:s, s:s, s:s, s:i}", "event", "error",
+						 "op", op, "code", sbx_errcode_name(e->code),
+						 "message", msg.buf, "errno", e->err)));
 	sbx_buf_release(&msg);
 	sbx_log(SBX_LOG_WARN, "lease %s: %s: %s", l->name, op, e->msg);
 }
@@ -183,8 +181,7 @@ static void adopt_instance(struct sbx_lease *l, struct sbx_instance *inst)
 /* ---- the mount -------------------------------------------------------- */
 
 /* Sets the root `error` line; err_lock is a leaf, so any lock may be held. */
-void mount_error_line(struct sbx_mount *m, const char *op, const struct sbx_error *e,
-			     bool lookup)
+void mount_error_line(struct sbx_mount *m, const char *op, const struct sbx_error *e, bool lookup)
 {
 	char ts[32];
 	sbx_iso_time(time(NULL), ts, sizeof(ts));
@@ -370,7 +367,8 @@ void lease_setup_cache(struct sbx_lease *l)
 		struct sbx_cache *c = sbx_cache_new(d);
 		struct sbx_wb *wb = fs_hooks && fs_hooks->wb_new ? fs_hooks->wb_new(l) : NULL;
 		free(d);
-		/* The lease may be in the table already: the timer reads l->cache under the lock. */
+		/* The lease may be in the table already: the timer reads l->cache under the lock.
+		 */
 		sbx_lock(&l->lock, SBX_LOCK_LEASE);
 		l->cache = c;
 		l->wb = wb;
@@ -449,8 +447,8 @@ struct orphan_ctx {
 static time_t iso_to_time(const char *s)
 {
 	struct tm tm = {0};
-	if (!s || sscanf(s, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-			 &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+	if (!s || sscanf(s, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+			 &tm.tm_min, &tm.tm_sec) != 6)
 		return 0;
 	tm.tm_year -= 1900;
 	tm.tm_mon -= 1;
@@ -477,7 +475,8 @@ static int orphan_one(void *ctx, const struct sbx_sandbox_entry *sb)
 	struct orphan_ctx *oc = ctx;
 	/* 60 s of slack: the provider's clock is not ours. */
 	if (!sb->id || !sb->lease || strcmp(sb->lease, oc->name) ||
-	    (sb->state && !strcmp(sb->state, "gone")) || iso_to_time(sb->created_at) < oc->since - 60 ||
+	    (sb->state && !strcmp(sb->state, "gone")) ||
+	    iso_to_time(sb->created_at) < oc->since - 60 ||
 	    oc->n == (int)(sizeof(oc->ids) / sizeof(*oc->ids)) || id_is_leased(oc->m, sb->id))
 		return 0;
 	snprintf(oc->ids[oc->n++], sizeof(oc->ids[0]), "%s", sb->id);
@@ -549,8 +548,9 @@ static bool pending_adopt(struct sbx_mount *m, struct sbx_lease *l, struct sbx_i
 	if (find_orphans(m, p, &oc) == 0 && oc.n > 0 && l->prov->attach &&
 	    l->prov->attach(&l->spec, oc.ids[0], NULL, inst, &e) == 0) {
 		adopted = true;
-		sbx_log(SBX_LOG_INFO, "lease %s: adopted sandbox %s, made by a create that timed out",
-			l->name, oc.ids[0]);
+		sbx_log(SBX_LOG_INFO,
+			"lease %s: adopted sandbox %s, made by a create that timed out", l->name,
+			oc.ids[0]);
 	}
 	if (adopted)
 		pending_free(p);
@@ -570,7 +570,8 @@ void pending_sweep(struct sbx_mount *m)
 	struct sbx_pending_create *todo = NULL, **pp, *p;
 	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	for (pp = &m->pending; (p = *pp);) {
-		if (now - p->failed_at < SBX_PENDING_GRACE_S || now - p->checked_at < SBX_PENDING_EVERY_S) {
+		if (now - p->failed_at < SBX_PENDING_GRACE_S ||
+		    now - p->checked_at < SBX_PENDING_EVERY_S) {
 			pp = &p->next;
 			continue;
 		}
@@ -588,8 +589,8 @@ void pending_sweep(struct sbx_mount *m)
 				struct sbx_error e = SBX_ERROR_INIT;
 				struct sbx_instance *inst = NULL;
 				int rc = p->prov->attach && p->prov->kill
-						 ? p->prov->attach(&p->spec, oc.ids[i], NULL, &inst, &e)
-						 : sbx_error_set(&e, ENOTSUP, 0, "cannot attach");
+					     ? p->prov->attach(&p->spec, oc.ids[i], NULL, &inst, &e)
+					     : sbx_error_set(&e, ENOTSUP, 0, "cannot attach");
 				if (!rc) {
 					rc = p->prov->kill(inst, &e);
 					p->prov->release(inst);
@@ -715,8 +716,7 @@ static int find_sandbox(void *ctx, const struct sbx_sandbox_entry *sb)
  * the user their leases. Without a list slot the provider's word stands.
  * Called without locks; false with err set when it cannot be confirmed.
  */
-bool provider_confirms_gone(const struct sbx_provider *p, const char *id,
-				   struct sbx_error *err)
+bool provider_confirms_gone(const struct sbx_provider *p, const char *id, struct sbx_error *err)
 {
 	struct find_ctx fc = {id, false, false};
 	if (!p->list_sandboxes)
@@ -743,7 +743,7 @@ bool provider_confirms_gone(const struct sbx_provider *p, const char *id,
  * by the timer). Called without locks; takes inst (may be NULL).
  */
 void settle_state(struct sbx_lease *l, struct sbx_instance *inst, enum sbx_remote_state rs,
-			 const char *cause, const struct sbx_error *why)
+		  const char *cause, const struct sbx_error *why)
 {
 	struct sbx_instance *old = NULL;
 	if (inst)
@@ -888,17 +888,16 @@ static int gone_error_locked(struct sbx_lease *l, struct sbx_error *err)
  * Runs one provider lifecycle call as a transition: from state `via` to
  * `to` (or back to `from` on failure). Called and returns with l->lock held.
  */
-static int transition_locked(struct sbx_lease *l, enum sbx_lease_state via,
-			     enum sbx_lease_state to,
-			     int (*call)(struct sbx_instance *, struct sbx_error *), const char *cause,
-			     const char *op, struct sbx_error *err)
+static int transition_locked(struct sbx_lease *l, enum sbx_lease_state via, enum sbx_lease_state to,
+			     int (*call)(struct sbx_instance *, struct sbx_error *),
+			     const char *cause, const char *op, struct sbx_error *err)
 {
 	enum sbx_lease_state from = l->state;
 	struct sbx_instance *inst = l->inst;
 	int rc;
 	if (!call)
-		return sbx_error_set(err, ENOTSUP, SBX_E_EXECUTION_FAILED,
-				     "provider %s cannot %s", l->prov->name, op);
+		return sbx_error_set(err, ENOTSUP, SBX_E_EXECUTION_FAILED, "provider %s cannot %s",
+				     l->prov->name, op);
 	l->transition = true;
 	set_state_locked(l, via, cause);
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
@@ -1051,7 +1050,7 @@ struct sbx_instance *sbx_lease_peek(struct sbx_lease *l)
 {
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	struct sbx_instance *i =
-		(l->state == SBX_LS_RUNNING || l->state == SBX_LS_PAUSED) ? l->inst : NULL;
+	    (l->state == SBX_LS_RUNNING || l->state == SBX_LS_PAUSED) ? l->inst : NULL;
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	return i;
 }
@@ -1064,17 +1063,16 @@ json_t *sbx_lease_info(struct sbx_lease *l)
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	sbx_iso_time(l->created_at, c, sizeof(c));
 	sbx_iso_time(l->last_active, a, sizeof(a));
-	json_t *res = json_pack("{s:I, s:I, s:I, s:I}", "cpu", (json_int_t)l->spec.res.cpu,
-				"memoryMB", (json_int_t)l->spec.res.memory_mb, "diskMB",
-				(json_int_t)l->spec.res.disk_mb, "timeout",
-				(json_int_t)l->spec.res.timeout_s);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s, s:I, s:o, s:s?, s:b}", "name",
-			      l->name, "provider", l->spec.provider, "sandboxId", l->sandbox_id,
-			      "template", l->spec.template_name, "state",
-			      sbx_lease_state_name(l->state), "createdAt", c, "lastActiveAt", a,
-			      "idleTimeout", (json_int_t)l->spec.idle_timeout_s, "resources", res,
-			      "workingDirectory", l->spec.working_dir, "autoResume",
-			      l->spec.auto_resume);
+	json_t *res =
+	    json_pack("{s:I, s:I, s:I, s:I}", "cpu", (json_int_t)l->spec.res.cpu, "memoryMB",
+		      (json_int_t)l->spec.res.memory_mb, "diskMB", (json_int_t)l->spec.res.disk_mb,
+		      "timeout", (json_int_t)l->spec.res.timeout_s);
+	json_t *o = json_pack(
+	    "{s:s, s:s, s:s, s:s?, s:s, s:s, s:s, s:I, s:o, s:s?, s:b}", "name", l->name,
+	    "provider", l->spec.provider, "sandboxId", l->sandbox_id, "template",
+	    l->spec.template_name, "state", sbx_lease_state_name(l->state), "createdAt", c,
+	    "lastActiveAt", a, "idleTimeout", (json_int_t)l->spec.idle_timeout_s, "resources", res,
+	    "workingDirectory", l->spec.working_dir, "autoResume", l->spec.auto_resume);
 	json_object_set_new(o, "runs", json_integer((json_int_t)l->runs));
 	if (l->state == SBX_LS_PAUSED) {
 		char p[32];
@@ -1111,4 +1109,3 @@ void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out)
 	if (unsaved)
 		sbx_buf_addf(out, " unsaved=%zu:%s/cache", unsaved, l->dir);
 }
-

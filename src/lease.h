@@ -18,15 +18,13 @@
  * (the `status` listing reads each lease under mount.lock; never the other
  * way round). sbx_mount_save takes references under mount.lock, drops it,
  * then reads each lease under its own lock, so a save never holds the
- * table while it waits for a lease. mount.err_lock (the root `error` line) is a leaf: nothing is taken under
- * it, so a lease journal failing under lease.lock can still report there.
- * NO lock is held across a provider call (release() included: it may
- * flush over the network): lifecycle transitions set the lease's
- * `transition` flag and drop lease.lock (waiters sleep on lease.cond), so
- * `state`, `info`, `status`, `error` and the root listing never wait on a
- * provider. The lease module takes these locks through sbx_lock()
- * (base/lockorder.h): debug builds (--enable-debug, scripts/test's ASan
- * build) abort on a wrong order or a provider call with one held.
+ * table while it waits for a lease. mount.err_lock (the root `error` line) is a leaf: nothing is
+ * taken under it, so a lease journal failing under lease.lock can still report there. NO lock is
+ * held across a provider call (release() included: it may flush over the network): lifecycle
+ * transitions set the lease's `transition` flag and drop lease.lock (waiters sleep on lease.cond),
+ * so `state`, `info`, `status`, `error` and the root listing never wait on a provider. The lease
+ * module takes these locks through sbx_lock() (base/lockorder.h): debug builds (--enable-debug,
+ * scripts/test's ASan build) abort on a wrong order or a provider call with one held.
  */
 #ifndef SBX_LEASE_H
 #define SBX_LEASE_H
@@ -68,29 +66,29 @@ struct sbx_lease {
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct sbx_spec spec;               /* read-only after creation */
-	const struct sbx_provider *prov;    /* read-only */
-	struct sbx_instance *inst;          /* (L) NULL while creating or once gone */
-	struct sbx_instance **gone;         /* (L) instances of ended sandboxes: a run or open
-					       file may still hold them; released with the lease
-					       (release may flush: never under a lock) */
-	int n_gone;                         /* (L) */
-	enum sbx_lease_state state;         /* (L) */
-	bool transition;                    /* (L) a lifecycle call is in flight */
-	char sandbox_id[128];               /* (L) */
+	struct sbx_spec spec;		 /* read-only after creation */
+	const struct sbx_provider *prov; /* read-only */
+	struct sbx_instance *inst;	 /* (L) NULL while creating or once gone */
+	struct sbx_instance **gone;	 /* (L) instances of ended sandboxes: a run or open
+					    file may still hold them; released with the lease
+					    (release may flush: never under a lock) */
+	int n_gone;			 /* (L) */
+	enum sbx_lease_state state;	 /* (L) */
+	bool transition;		 /* (L) a lifecycle call is in flight */
+	char sandbox_id[128];		 /* (L) */
 	time_t created_at, last_active, paused_at; /* (L) */
-	int active;                         /* (L) operations in flight */
-	unsigned long runs;                 /* (L) runs started */
-	unsigned long results_seq;          /* (L) last N used for results/N.* */
-	char *env_text;                     /* (L) the `env` file */
-	json_t *saved;                      /* (L) provider's save() blob */
-	time_t last_probe, last_extend;     /* (L) timer bookkeeping */
-	atomic_bool probe_due;              /* a failure suggested the sandbox is gone */
-	char *dir;                          /* state_dir/leases/NAME (read-only) */
-	struct sbx_cache *cache;            /* fs/ cache (NULL for direct-I/O providers) */
-	struct sbx_kinval *kinval;          /* what the kernel caches of fs/ */
-	struct sbx_wb *wb;                  /* fs/ write-back queue (NULL: off, or direct I/O) */
-	struct sbx_runs *runtab;            /* (L) its recent runs (runs.c), made at first use */
+	int active;				   /* (L) operations in flight */
+	unsigned long runs;			   /* (L) runs started */
+	unsigned long results_seq;		   /* (L) last N used for results/N.* */
+	char *env_text;				   /* (L) the `env` file */
+	json_t *saved;				   /* (L) provider's save() blob */
+	time_t last_probe, last_extend;		   /* (L) timer bookkeeping */
+	atomic_bool probe_due;			   /* a failure suggested the sandbox is gone */
+	char *dir;				   /* state_dir/leases/NAME (read-only) */
+	struct sbx_cache *cache;		   /* fs/ cache (NULL for direct-I/O providers) */
+	struct sbx_kinval *kinval;		   /* what the kernel caches of fs/ */
+	struct sbx_wb *wb;	 /* fs/ write-back queue (NULL: off, or direct I/O) */
+	struct sbx_runs *runtab; /* (L) its recent runs (runs.c), made at first use */
 	void (*runtab_free)(struct sbx_lease *l); /* set with runtab: frees it with the lease */
 };
 
@@ -99,16 +97,16 @@ struct sbx_mount {
 	struct sbx_lease *leases; /* uthash by name, protected by lock */
 	struct sbx_config config;
 	char *state_dir;
-	char *profile; /* profile for new leases */
+	char *profile;	       /* profile for new leases */
 	char error_line[1024]; /* last mount-level error, protected by lock */
 	bool error_is_lookup;  /* error_line is a lookup miss (cleared by a create) */
 	pthread_t timer;
 	bool timer_running;
 	bool stopping;
 	pthread_cond_t timer_cond;
-	int tick_ms; /* timer period (tests shorten it) */
+	int tick_ms;			    /* timer period (tests shorten it) */
 	struct sbx_pending_create *pending; /* creates with no answer (lease.c), under lock */
-	pthread_mutex_t err_lock;  /* error_line, error_is_lookup: a leaf lock */
+	pthread_mutex_t err_lock;	    /* error_line, error_is_lookup: a leaf lock */
 	pthread_mutex_t save_lock; /* one table save at a time, taken before any other lock */
 };
 

@@ -34,8 +34,7 @@ void collect(void *ctx, struct sbx_lease *l);
 /* ---- lease.c ---- */
 int state_from_name(const char *n);
 /* Sets the root `error` line; err_lock is a leaf, so any lock may be held. */
-void mount_error_line(struct sbx_mount *m, const char *op, const struct sbx_error *e,
-		      bool lookup);
+void mount_error_line(struct sbx_mount *m, const char *op, const struct sbx_error *e, bool lookup);
 /* The lease's `error` file and journal, without the reclaim check. */
 void record_error(struct sbx_lease *l, const char *op, const struct sbx_error *e);
 struct sbx_lease *lease_new(struct sbx_mount *m, const char *name);
@@ -53,8 +52,7 @@ void pending_free(struct sbx_pending_create *p);
 /* Timer: kills what timed-out creates made once the grace is over. */
 void pending_sweep(struct sbx_mount *m);
 /* A provider's "gone" believed only when its list agrees (no locks held). */
-bool provider_confirms_gone(const struct sbx_provider *p, const char *id,
-			    struct sbx_error *err);
+bool provider_confirms_gone(const struct sbx_provider *p, const char *id, struct sbx_error *err);
 void settle_state(struct sbx_lease *l, struct sbx_instance *inst, enum sbx_remote_state rs,
 		  const char *cause, const struct sbx_error *why);
 void adopt_remote_state(struct sbx_lease *l, struct sbx_instance *inst, const char *cause);

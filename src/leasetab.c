@@ -36,11 +36,11 @@ static json_t *lease_to_json(struct sbx_lease *l, bool *skip)
 	sbx_iso_time(l->created_at, c, sizeof(c));
 	sbx_iso_time(l->last_active, a, sizeof(a));
 	sbx_iso_time(l->paused_at, p, sizeof(p));
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s}", "name", l->name,
-			      "provider", l->spec.provider, "sandboxId", l->sandbox_id, "state",
-			      sbx_lease_state_name(l->state), "createdAt", c, "lastActiveAt", a,
-			      "pausedAt", p, "spec", sbx_spec_to_json(&l->spec), "env",
-			      l->env_text);
+	json_t *o =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s}", "name", l->name, "provider",
+		      l->spec.provider, "sandboxId", l->sandbox_id, "state",
+		      sbx_lease_state_name(l->state), "createdAt", c, "lastActiveAt", a, "pausedAt",
+		      p, "spec", sbx_spec_to_json(&l->spec), "env", l->env_text);
 	json_object_set_new(o, "createdAtEpoch", json_integer(l->created_at));
 	json_object_set_new(o, "lastActiveEpoch", json_integer(l->last_active));
 	json_object_set_new(o, "pausedEpoch", json_integer(l->paused_at));
@@ -97,7 +97,6 @@ int sbx_mount_save(struct sbx_mount *m)
 	return rc;
 }
 
-
 /* ---- mount open/close ------------------------------------------------------ */
 
 /* The highest N of results/N.ext, so a remounted lease does not reuse names. */
@@ -145,7 +144,8 @@ static void load_one(struct sbx_mount *m, json_t *j)
 	}
 	l->saved = json_incref(json_object_get(j, "saved"));
 	l->results_seq = last_result_number(l);
-	l->state = state_from_name(st) < 0 ? SBX_LS_ERROR : (enum sbx_lease_state)state_from_name(st);
+	l->state =
+	    state_from_name(st) < 0 ? SBX_LS_ERROR : (enum sbx_lease_state)state_from_name(st);
 	if (l->state == SBX_LS_KILLED || l->state == SBX_LS_RECLAIMED)
 		return;
 	lease_prepare_dir(l, &e);
@@ -192,7 +192,8 @@ int sbx_mount_open(struct sbx_mount **out, const char *state_dir, const char *co
 		goto fail;
 	m->profile = sbx_xstrdup(profile ? profile : m->config.default_profile);
 	if (!sbx_config_profile(&m->config, m->profile)) {
-		rc = sbx_error_set(err, EINVAL, 0, "profile \"%s\" is not in the config", m->profile);
+		rc = sbx_error_set(err, EINVAL, 0, "profile \"%s\" is not in the config",
+				   m->profile);
 		goto fail;
 	}
 	rc = sbx_mkdir_p(state_dir, 0700);
@@ -241,8 +242,9 @@ static void save_before_exit(struct sbx_mount *m)
 		if (left && sbx_lease_peek(l))
 			left = lease_save_unsaved(l, true, deadline);
 		if (left)
-			sbx_log(SBX_LOG_WARN, "lease %s: %zu file(s) not uploaded, kept in %s/cache",
-				l->name, left, l->dir);
+			sbx_log(SBX_LOG_WARN,
+				"lease %s: %zu file(s) not uploaded, kept in %s/cache", l->name,
+				left, l->dir);
 		sbx_lease_put(l);
 	}
 	free(ll.v);
@@ -282,4 +284,3 @@ void sbx_mount_close(struct sbx_mount *m)
 	pthread_cond_destroy(&m->timer_cond);
 	free(m);
 }
-

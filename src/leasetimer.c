@@ -32,10 +32,11 @@ enum timer_action { T_NONE, T_PAUSE, T_KILL_LIFETIME, T_KILL_TTL, T_PROBE, T_EXT
 static enum timer_action timer_decide(struct sbx_lease *l, time_t now)
 {
 	enum timer_action a = T_NONE;
-	long probe_every = (l->prov->caps & SBX_CAP_DIRECT_IO) ? SBX_PROBE_LOCAL_EVERY_S
-								: SBX_PROBE_EVERY_S;
+	long probe_every =
+	    (l->prov->caps & SBX_CAP_DIRECT_IO) ? SBX_PROBE_LOCAL_EVERY_S : SBX_PROBE_EVERY_S;
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
-	if (l->state == SBX_LS_ERROR && !l->transition && now - l->last_probe >= SBX_RETRY_EVERY_S) {
+	if (l->state == SBX_LS_ERROR && !l->transition &&
+	    now - l->last_probe >= SBX_RETRY_EVERY_S) {
 		l->last_probe = now;
 		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 		return T_RETRY;
@@ -183,10 +184,10 @@ void sbx_mount_tick(struct sbx_mount *m)
 			break;
 		case T_KILL_LIFETIME:
 		case T_KILL_TTL: {
-			const char *cause = now - l->created_at >= l->spec.res.timeout_s &&
-							    l->spec.res.timeout_s
-						    ? "lifetime reached"
-						    : "paused TTL reached";
+			const char *cause =
+			    now - l->created_at >= l->spec.res.timeout_s && l->spec.res.timeout_s
+				? "lifetime reached"
+				: "paused TTL reached";
 			if (sbx_lease_kill(l, cause, &e) == 0) {
 				sbx_lock(&l->lock, SBX_LOCK_LEASE);
 				set_state_locked(l, SBX_LS_RECLAIMED, cause);
@@ -244,4 +245,3 @@ int sbx_mount_start_timer(struct sbx_mount *m)
 	m->timer_running = true;
 	return 0;
 }
-

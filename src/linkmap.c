@@ -91,8 +91,7 @@ static int expand(char *cur, size_t *verified, const char *rest, const struct sb
 }
 
 /* Resolves target from the link's directory into cur (canonical, "" for "/"). */
-static int resolve(const char *link, const char *target, const struct sbx_link_io *io,
-		   char *cur)
+static int resolve(const char *link, const char *target, const struct sbx_link_io *io, char *cur)
 {
 	char *rest = sbx_xstrdup(target), *p, *more;
 	size_t verified;
@@ -173,8 +172,8 @@ static bool safe_as_is(const char *target, size_t depth)
 	return true;
 }
 
-int sbx_link_rewrite(const char *link, const char *target, const struct sbx_link_io *io,
-		     char *out, size_t size)
+int sbx_link_rewrite(const char *link, const char *target, const struct sbx_link_io *io, char *out,
+		     size_t size)
 {
 	char dir[SBX_FS_PATH_MAX], *cur;
 	size_t len = 0, common = 0, i;

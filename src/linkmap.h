@@ -24,7 +24,7 @@ struct sbx_link_io {
  * or ".." left (".." at "/" stays at "/"; a ".." after a symlink is walked
  * through that link, asking io). 0 or -ENAMETOOLONG.
  */
-int sbx_link_rewrite(const char *link, const char *target, const struct sbx_link_io *io,
-		     char *out, size_t size);
+int sbx_link_rewrite(const char *link, const char *target, const struct sbx_link_io *io, char *out,
+		     size_t size);
 
 #endif

@@ -39,39 +39,42 @@ struct sbx_options {
 	char *cache_timeout;
 	char *writeback;
 	char *list_provider; /* --list=PROVIDER */
-	char *symlinks;      /* "rewrite" (default) or "raw" */
+	char *symlinks;	     /* "rewrite" (default) or "raw" */
 	char *share_group;   /* the one group let in besides the owner */
-	int share_fs;        /* -o share_fs: fs/ open to every user, by its modes */
-	char *log;           /* -o log=PATH|syslog|stderr */
+	int share_fs;	     /* -o share_fs: fs/ open to every user, by its modes */
+	char *log;	     /* -o log=PATH|syslog|stderr */
 	char *log_level;     /* -o log_level=error|warn|info|debug */
-	char *env_file;      /* -o env_file=[-]PATH */
+	char *env_file;	     /* -o env_file=[-]PATH */
 	char *nonopt[3];     /* [SOURCE] MOUNTPOINT, as mount.fuse3 passes them */
 	int n_nonopt;
-	int list;            /* --list or --list=PROVIDER: print sandboxes, no mount */
+	int list; /* --list or --list=PROVIDER: print sandboxes, no mount */
 	int show_help;
 	int show_version;
 };
 
-#define OPT(t, p) {t, offsetof(struct sbx_options, p), 1}
+#define OPT(t, p)                                                                                  \
+	{                                                                                          \
+		t, offsetof(struct sbx_options, p), 1                                              \
+	}
 static const struct fuse_opt option_spec[] = {
-	OPT("profile=%s", profile),
-	OPT("config=%s", config),
-	OPT("state_dir=%s", state_dir),
-	OPT("fs_cache_timeout=%s", cache_timeout),
-	OPT("writeback=%s", writeback),
-	OPT("symlinks=%s", symlinks),
-	OPT("share_group=%s", share_group),
-	OPT("share_fs", share_fs),
-	OPT("log=%s", log),
-	OPT("log_level=%s", log_level),
-	OPT("env_file=%s", env_file),
-	OPT("--list", list),
-	OPT("--list=%s", list_provider),
-	OPT("-h", show_help),
-	OPT("--help", show_help),
-	OPT("-V", show_version),
-	OPT("--version", show_version),
-	FUSE_OPT_END,
+    OPT("profile=%s", profile),
+    OPT("config=%s", config),
+    OPT("state_dir=%s", state_dir),
+    OPT("fs_cache_timeout=%s", cache_timeout),
+    OPT("writeback=%s", writeback),
+    OPT("symlinks=%s", symlinks),
+    OPT("share_group=%s", share_group),
+    OPT("share_fs", share_fs),
+    OPT("log=%s", log),
+    OPT("log_level=%s", log_level),
+    OPT("env_file=%s", env_file),
+    OPT("--list", list),
+    OPT("--list=%s", list_provider),
+    OPT("-h", show_help),
+    OPT("--help", show_help),
+    OPT("-V", show_version),
+    OPT("--version", show_version),
+    FUSE_OPT_END,
 };
 
 /*
@@ -80,8 +83,9 @@ static const struct fuse_opt option_spec[] = {
  */
 static int ignored_mount_option(const char *o)
 {
-	static const char *const ign[] = {"defaults", "auto", "noauto", "_netdev", "nofail",
-					  "user", "users", "nouser", "owner", "comment", NULL};
+	static const char *const ign[] = {"defaults", "auto",	 "noauto", "_netdev",
+					  "nofail",   "user",	 "users",  "nouser",
+					  "owner",    "comment", NULL};
 	if (!strncmp(o, "x-", 2) || !strncmp(o, "comment=", 8))
 		return 1;
 	for (const char *const *p = ign; *p; p++)
@@ -106,34 +110,36 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 
 static void usage(const char *prog)
 {
-	printf("usage: %s [-f] [-d] [-o opt,...] [sbxfs|PROFILE] MOUNTPOINT\n"
-	       "       %s --list[=PROVIDER] [-o config=PATH,state_dir=PATH]\n"
-	       "\n"
-	       "sbxfs options:\n"
-	       "    -o profile=NAME     profile for new leases (default: the config's default)\n"
-	       "    -o config=PATH      profiles file (default $XDG_CONFIG_HOME/sbxfs/config.json)\n"
-	       "    -o state_dir=PATH   lease table and caches (default $XDG_STATE_HOME/sbxfs)\n"
-	       "    -o fs_cache_timeout=S  seconds the kernel keeps fs/ attributes (default 1)\n"
-	       "    -o writeback=N      remote fs/: close() returns before the upload, at most N\n"
-	       "                        files queued per lease (default 0: close() uploads)\n"
-	       "    -o symlinks=raw     fs/ links show the sandbox's own text (default: rewritten\n"
-	       "                        so the host follows them inside the sandbox)\n"
-	       "    -o share_group=GROUP  let GROUP's members in too (default: the owner only;\n"
-	       "                        allow_other alone lets nobody else in)\n"
-	       "    -o share_fs         with allow_other: every user reaches fs/, by its files'\n"
-	       "                        modes (a shared disk); control files stay the owner's\n"
-	       "    -o log=PATH|syslog|stderr  where log lines go (default: stderr with -f, the\n"
-	       "                        journal under systemd, else syslog, else STATE_DIR/sbxfs.log)\n"
-	       "    -o log_level=error|warn|info|debug  (default info; -d: debug)\n"
-	       "    -o env_file=[-]PATH KEY=VALUE credentials (mode 0600 checked; '-': optional)\n"
-	       "\n"
-	       "    --list[=PROVIDER]   print the sandboxes the providers know, one a line:\n"
-	       "                        provider id state lease template created (no mount)\n"
-	       "\n"
-	       "The source argument mount(8) passes (fstab: sbxfs /mnt/sbx fuse.sbxfs ...) is\n"
-	       "\"sbxfs\" (ignored) or a profile name.\n"
-	       "Unmount with: umount MOUNTPOINT or fusermount3 -u MOUNTPOINT\n\n",
-	       prog, prog);
+	printf(
+	    "usage: %s [-f] [-d] [-o opt,...] [sbxfs|PROFILE] MOUNTPOINT\n"
+	    "       %s --list[=PROVIDER] [-o config=PATH,state_dir=PATH]\n"
+	    "\n"
+	    "sbxfs options:\n"
+	    "    -o profile=NAME     profile for new leases (default: the config's default)\n"
+	    "    -o config=PATH      profiles file (default $XDG_CONFIG_HOME/sbxfs/config.json)\n"
+	    "    -o state_dir=PATH   lease table and caches (default $XDG_STATE_HOME/sbxfs)\n"
+	    "    -o fs_cache_timeout=S  seconds the kernel keeps fs/ attributes (default 1)\n"
+	    "    -o writeback=N      remote fs/: close() returns before the upload, at most N\n"
+	    "                        files queued per lease (default 0: close() uploads)\n"
+	    "    -o symlinks=raw     fs/ links show the sandbox's own text (default: rewritten\n"
+	    "                        so the host follows them inside the sandbox)\n"
+	    "    -o share_group=GROUP  let GROUP's members in too (default: the owner only;\n"
+	    "                        allow_other alone lets nobody else in)\n"
+	    "    -o share_fs         with allow_other: every user reaches fs/, by its files'\n"
+	    "                        modes (a shared disk); control files stay the owner's\n"
+	    "    -o log=PATH|syslog|stderr  where log lines go (default: stderr with -f, the\n"
+	    "                        journal under systemd, else syslog, else "
+	    "STATE_DIR/sbxfs.log)\n"
+	    "    -o log_level=error|warn|info|debug  (default info; -d: debug)\n"
+	    "    -o env_file=[-]PATH KEY=VALUE credentials (mode 0600 checked; '-': optional)\n"
+	    "\n"
+	    "    --list[=PROVIDER]   print the sandboxes the providers know, one a line:\n"
+	    "                        provider id state lease template created (no mount)\n"
+	    "\n"
+	    "The source argument mount(8) passes (fstab: sbxfs /mnt/sbx fuse.sbxfs ...) is\n"
+	    "\"sbxfs\" (ignored) or a profile name.\n"
+	    "Unmount with: umount MOUNTPOINT or fusermount3 -u MOUNTPOINT\n\n",
+	    prog, prog);
 }
 
 /* $XDG_<var> or $HOME/<fallback>, then /sub. */
@@ -317,8 +323,8 @@ int main(int argc, char *argv[])
 	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0)
 		goto out_close;
 	sbx_mount_start_timer(m);
-	sbx_log(SBX_LOG_INFO, "mounted at %s (sbxfs %s, log: %s)", cmd.mountpoint,
-		PACKAGE_VERSION, log_to);
+	sbx_log(SBX_LOG_INFO, "mounted at %s (sbxfs %s, log: %s)", cmd.mountpoint, PACKAGE_VERSION,
+		log_to);
 	if (sbx_notify_when_mounted(cmd.mountpoint))
 		sbx_log(SBX_LOG_WARN, "systemd: cannot start the readiness probe");
 	/* FUSE_USE_VERSION 31 keeps the 3.10-compatible loop signature. */

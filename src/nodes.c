@@ -13,34 +13,31 @@
 #include "lease.h"
 
 static const struct sbx_node_entry root_entries[] = {
-	{"README", SBX_N_README, S_IFREG | 0444},
-	{"ctl", SBX_N_CTL, S_IFREG | 0222},
-	{"status", SBX_N_STATUS, S_IFREG | 0444},
-	{"error", SBX_N_ERROR, S_IFREG | 0444},
-	{"profiles", SBX_N_PROFILES, S_IFDIR | 0555},
-	{NULL, SBX_N_NONE, 0},
+    {"README", SBX_N_README, S_IFREG | 0444},	  {"ctl", SBX_N_CTL, S_IFREG | 0222},
+    {"status", SBX_N_STATUS, S_IFREG | 0444},	  {"error", SBX_N_ERROR, S_IFREG | 0444},
+    {"profiles", SBX_N_PROFILES, S_IFDIR | 0555}, {NULL, SBX_N_NONE, 0},
 };
 
 static const struct sbx_node_entry lease_entries[] = {
-	{"fs", SBX_N_FS, S_IFDIR | 0755},
-	{"exec", SBX_N_EXEC, S_IFREG | 0666},
-	{"code.py", SBX_N_CODE, S_IFREG | 0666},
-	{"code.js", SBX_N_CODE, S_IFREG | 0666},
-	{"code.ts", SBX_N_CODE, S_IFREG | 0666},
-	{"stdout", SBX_N_STDOUT, S_IFREG | 0444},
-	{"stderr", SBX_N_STDERR, S_IFREG | 0444},
-	{"result", SBX_N_RESULT, S_IFREG | 0444},
-	{"results", SBX_N_RESULTS, S_IFDIR | 0555},
-	{"env", SBX_N_ENV, S_IFREG | 0644},
-	{"state", SBX_N_STATE, S_IFREG | 0644},
-	{"spec", SBX_N_SPEC, S_IFREG | 0444},
-	{"info", SBX_N_INFO, S_IFREG | 0444},
-	{"ports", SBX_N_PORTS, S_IFDIR | 0555},
-	{"error", SBX_N_LEASE_ERROR, S_IFREG | 0444},
-	{"log", SBX_N_LOG, S_IFREG | 0444},
-	{"runs", SBX_N_RUNS, S_IFDIR | 0555},
-	{"tty", SBX_N_TTY, S_IFDIR | 0555},
-	{NULL, SBX_N_NONE, 0},
+    {"fs", SBX_N_FS, S_IFDIR | 0755},
+    {"exec", SBX_N_EXEC, S_IFREG | 0666},
+    {"code.py", SBX_N_CODE, S_IFREG | 0666},
+    {"code.js", SBX_N_CODE, S_IFREG | 0666},
+    {"code.ts", SBX_N_CODE, S_IFREG | 0666},
+    {"stdout", SBX_N_STDOUT, S_IFREG | 0444},
+    {"stderr", SBX_N_STDERR, S_IFREG | 0444},
+    {"result", SBX_N_RESULT, S_IFREG | 0444},
+    {"results", SBX_N_RESULTS, S_IFDIR | 0555},
+    {"env", SBX_N_ENV, S_IFREG | 0644},
+    {"state", SBX_N_STATE, S_IFREG | 0644},
+    {"spec", SBX_N_SPEC, S_IFREG | 0444},
+    {"info", SBX_N_INFO, S_IFREG | 0444},
+    {"ports", SBX_N_PORTS, S_IFDIR | 0555},
+    {"error", SBX_N_LEASE_ERROR, S_IFREG | 0444},
+    {"log", SBX_N_LOG, S_IFREG | 0444},
+    {"runs", SBX_N_RUNS, S_IFDIR | 0555},
+    {"tty", SBX_N_TTY, S_IFDIR | 0555},
+    {NULL, SBX_N_NONE, 0},
 };
 
 const struct sbx_node_entry *sbx_node_root_entries(void)
@@ -152,9 +149,9 @@ static int parse_run(const char **p, char *part, struct sbx_node *n)
 static int parse_tty(const char **p, char *part, struct sbx_node *n)
 {
 	static const struct sbx_node_entry files[] = {
-		{"data", SBX_N_TTY_DATA, 0},
-		{"ctl", SBX_N_TTY_CTL, 0},
-		{"status", SBX_N_TTY_STATUS, 0},
+	    {"data", SBX_N_TTY_DATA, 0},
+	    {"ctl", SBX_N_TTY_CTL, 0},
+	    {"status", SBX_N_TTY_STATUS, 0},
 	};
 	if (!strcmp(part, "clone")) {
 		n->kind = SBX_N_TTY_CLONE;
@@ -240,36 +237,36 @@ int sbx_node_parse(const char *path, struct sbx_node *n)
 }
 
 const char sbx_readme_text[] =
-	"sbxfs — code sandboxes as directories\n"
-	"\n"
-	"  mkdir NAME                 create a lease (a sandbox) from the default profile\n"
-	"  echo 'new NAME profile=P key=value' > ctl   ... from profile P, with overrides\n"
-	"  echo 'new NAME runTimeout=5m' > ctl   ... whose runs stop after 5 minutes (ETIMEDOUT)\n"
-	"  echo 'attach NAME SANDBOXID provider=P' > ctl   adopt an existing sandbox\n"
-	"  rmdir NAME                 kill the sandbox and forget the lease\n"
-	"                             (never `rm -r NAME`: it would delete fs/ file by file)\n"
-	"  cat status                 one line per lease: name provider state idle sandbox-id\n"
-	"  cat error                  the last mount-level error\n"
-	"  profiles/NAME.json         the configured profiles\n"
-	"\n"
-	"In a lease NAME/:\n"
-	"  fs/                        the sandbox's filesystem, rooted at its /\n"
-	"  echo 'make' > exec         run a shell command; close returns when it ends\n"
-	"  cat exec                   stdout of the last run (exit code: cat result)\n"
-	"  exec 3<>exec; echo cmd >&3; cat <&3   stream the output while it runs\n"
-	"  echo 'x = 41' > code.py    run code in the lease's persistent interpreter\n"
-	"  cat code.py                its stdout and the value of the last expression\n"
-	"  stdout stderr result       the last run's streams and result (JSON)\n"
-	"  results/                   images, SVG, HTML, JSON shown by code runs\n"
-	"  env                        KEY=VALUE lines added to every run\n"
-	"  state                      read the state; write pause, resume, kill,\n"
-	"                             restart [python|javascript|typescript]\n"
-	"  spec info                  the lease's SandboxSpec and facts (JSON)\n"
-	"  ports/PORT                 how to reach PORT inside the sandbox\n"
-	"  error log                  the last error; the journal of runs and state changes\n"
-	"  runs/N/                    run N: cmd stdout stderr result, ctl (write kill);\n"
-	"                             the last 100 runs are kept; runs/mine names yours\n"
-	"  tty/clone                  read: a terminal session N (tty/N/data, ctl, status);\n"
-	"                             `sbx shell NAME` drives it\n"
-	"exec, stdout, stderr and result answer the run started by your own process\n"
-	"(or its nearest ancestor); a run still going is followed until it ends.\n";
+    "sbxfs — code sandboxes as directories\n"
+    "\n"
+    "  mkdir NAME                 create a lease (a sandbox) from the default profile\n"
+    "  echo 'new NAME profile=P key=value' > ctl   ... from profile P, with overrides\n"
+    "  echo 'new NAME runTimeout=5m' > ctl   ... whose runs stop after 5 minutes (ETIMEDOUT)\n"
+    "  echo 'attach NAME SANDBOXID provider=P' > ctl   adopt an existing sandbox\n"
+    "  rmdir NAME                 kill the sandbox and forget the lease\n"
+    "                             (never `rm -r NAME`: it would delete fs/ file by file)\n"
+    "  cat status                 one line per lease: name provider state idle sandbox-id\n"
+    "  cat error                  the last mount-level error\n"
+    "  profiles/NAME.json         the configured profiles\n"
+    "\n"
+    "In a lease NAME/:\n"
+    "  fs/                        the sandbox's filesystem, rooted at its /\n"
+    "  echo 'make' > exec         run a shell command; close returns when it ends\n"
+    "  cat exec                   stdout of the last run (exit code: cat result)\n"
+    "  exec 3<>exec; echo cmd >&3; cat <&3   stream the output while it runs\n"
+    "  echo 'x = 41' > code.py    run code in the lease's persistent interpreter\n"
+    "  cat code.py                its stdout and the value of the last expression\n"
+    "  stdout stderr result       the last run's streams and result (JSON)\n"
+    "  results/                   images, SVG, HTML, JSON shown by code runs\n"
+    "  env                        KEY=VALUE lines added to every run\n"
+    "  state                      read the state; write pause, resume, kill,\n"
+    "                             restart [python|javascript|typescript]\n"
+    "  spec info                  the lease's SandboxSpec and facts (JSON)\n"
+    "  ports/PORT                 how to reach PORT inside the sandbox\n"
+    "  error log                  the last error; the journal of runs and state changes\n"
+    "  runs/N/                    run N: cmd stdout stderr result, ctl (write kill);\n"
+    "                             the last 100 runs are kept; runs/mine names yours\n"
+    "  tty/clone                  read: a terminal session N (tty/N/data, ctl, status);\n"
+    "                             `sbx shell NAME` drives it\n"
+    "exec, stdout, stderr and result answer the run started by your own process\n"
+    "(or its nearest ancestor); a run still going is followed until it ends.\n";

@@ -26,26 +26,26 @@ enum sbx_node_kind {
 	SBX_N_STDOUT,
 	SBX_N_STDERR,
 	SBX_N_RESULT,
-	SBX_N_RESULTS,      /* results/ */
-	SBX_N_RESULT_FILE,  /* results/N.ext; sub = the file name */
+	SBX_N_RESULTS,	   /* results/ */
+	SBX_N_RESULT_FILE, /* results/N.ext; sub = the file name */
 	SBX_N_ENV,
 	SBX_N_STATE,
 	SBX_N_SPEC,
 	SBX_N_INFO,
-	SBX_N_PORTS,        /* ports/ */
-	SBX_N_PORT,         /* ports/PORT; sub = the number */
+	SBX_N_PORTS, /* ports/ */
+	SBX_N_PORT,  /* ports/PORT; sub = the number */
 	SBX_N_LEASE_ERROR,
 	SBX_N_LOG,
-	SBX_N_RUNS,     /* runs/ */
-	SBX_N_RUN_DIR,  /* runs/N; sub = "N" */
-	SBX_N_RUN_FILE, /* runs/N/{cmd,stdout,stderr,result}; sub = "N/name" */
-	SBX_N_RUN_CTL,  /* runs/N/ctl; sub = "N/ctl" */
-	SBX_N_RUN_MINE, /* runs/mine */
-	SBX_N_TTY,         /* tty/ */
+	SBX_N_RUNS,	   /* runs/ */
+	SBX_N_RUN_DIR,	   /* runs/N; sub = "N" */
+	SBX_N_RUN_FILE,	   /* runs/N/{cmd,stdout,stderr,result}; sub = "N/name" */
+	SBX_N_RUN_CTL,	   /* runs/N/ctl; sub = "N/ctl" */
+	SBX_N_RUN_MINE,	   /* runs/mine */
+	SBX_N_TTY,	   /* tty/ */
 	SBX_N_TTY_CLONE,   /* tty/clone */
 	SBX_N_TTY_SESSION, /* tty/N/; sub = N */
-	SBX_N_TTY_DATA,    /* tty/N/data; sub = N */
-	SBX_N_TTY_CTL,     /* tty/N/ctl; sub = N */
+	SBX_N_TTY_DATA,	   /* tty/N/data; sub = N */
+	SBX_N_TTY_CTL,	   /* tty/N/ctl; sub = N */
 	SBX_N_TTY_STATUS,  /* tty/N/status; sub = N */
 };
 

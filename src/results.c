@@ -17,7 +17,8 @@ struct result_file {
 
 static int by_number_desc(const void *a, const void *b)
 {
-	unsigned long x = ((const struct result_file *)a)->n, y = ((const struct result_file *)b)->n;
+	unsigned long x = ((const struct result_file *)a)->n,
+		      y = ((const struct result_file *)b)->n;
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 

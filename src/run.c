@@ -24,9 +24,9 @@
 static const struct {
 	const char *ext, *language;
 } languages[] = {
-	{"py", "python"},
-	{"js", "javascript"},
-	{"ts", "typescript"},
+    {"py", "python"},
+    {"js", "javascript"},
+    {"ts", "typescript"},
 };
 
 const char *sbx_run_language(const char *ext)
@@ -123,8 +123,9 @@ static json_t *save_outputs(struct sbx_lease *l, const struct sbx_code_result *c
 		sbx_buf_addf(&p, "%s/%s", dir, name);
 		path = sbx_buf_detach(&p, NULL);
 		if (sbx_write_file_atomic(path, cr->outputs[i].data, cr->outputs[i].len) == 0)
-			json_array_append_new(names, sbx_xjson(json_pack("{s:s, s:s}", "file", name, "mime",
-							       cr->outputs[i].mime)));
+			json_array_append_new(names,
+					      sbx_xjson(json_pack("{s:s, s:s}", "file", name,
+								  "mime", cr->outputs[i].mime)));
 		free(path);
 	}
 	free(dir);
@@ -182,8 +183,7 @@ static json_t *run_error_json(int rc, const struct sbx_error *err)
 	return o;
 }
 
-static json_t *code_result_json(struct sbx_run *r, const struct sbx_code_result *cr,
-				json_t *files)
+static json_t *code_result_json(struct sbx_run *r, const struct sbx_code_result *cr, json_t *files)
 {
 	json_t *output = json_null(), *o = json_object();
 	if (cr->text) {
@@ -237,7 +237,7 @@ static int finish(struct sbx_run *r, json_t *result, size_t printed, int rc,
 	char *s = json_dumps(result, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	if (!s) /* only when out of memory: still a valid result */
 		s = sbx_xstrdup("{\"runError\": {\"errno\": \"ENOMEM\", \"message\": "
-			   "\"the result could not be encoded\"}}");
+				"\"the result could not be encoded\"}}");
 	size_t n = strlen(s);
 	s = sbx_xrealloc(s, n + 2);
 	s[n] = '\n';
@@ -284,11 +284,11 @@ static int stopped(struct sbx_run *r, struct sbx_instance *inst, bool cancelled,
 	const char *what = r->kind == SBX_RUN_SHELL ? "command" : "cell";
 	char why[128];
 	if (cancelled && atomic_load(&r->killed_by_ctl))
-		snprintf(why, sizeof(why), "the %s (run %lu) was stopped by `kill` on its ctl", what,
-			 r->n);
+		snprintf(why, sizeof(why), "the %s (run %lu) was stopped by `kill` on its ctl",
+			 what, r->n);
 	else if (cancelled)
-		snprintf(why, sizeof(why), "the %s was stopped: the process waiting for it was killed",
-			 what);
+		snprintf(why, sizeof(why),
+			 "the %s was stopped: the process waiting for it was killed", what);
 	else
 		snprintf(why, sizeof(why), "the %s ran past runTimeout (%ld s)", what,
 			 l->spec.run_timeout_s);
@@ -298,8 +298,9 @@ static int stopped(struct sbx_run *r, struct sbx_instance *inst, bool cancelled,
 		return sbx_error_set(err, e, code, "%s%s%s", why,
 				     re.msg[0] ? "; restarting its interpreter failed: " : "",
 				     re.msg);
-	return sbx_error_set(err, e, code, "%s; its %s interpreter was restarted, its state is lost",
-			     why, r->language);
+	return sbx_error_set(err, e, code,
+			     "%s; its %s interpreter was restarted, its state is lost", why,
+			     r->language);
 }
 
 /*
@@ -364,10 +365,12 @@ static void *run_main(void *arg)
 			if (cancelled)
 				res.exit_code = 128 + SIGKILL;
 			if (!rc || cancelled) {
-				json_object_set_new(result, "exitCode", json_integer(res.exit_code));
+				json_object_set_new(result, "exitCode",
+						    json_integer(res.exit_code));
 				json_object_set_new(result, "durationMs",
 						    json_integer((json_int_t)(sbx_now_ms() - t0)));
-				json_object_set_new(result, "timedOut", json_boolean(res.timed_out));
+				json_object_set_new(result, "timedOut",
+						    json_boolean(res.timed_out));
 				json_object_set_new(result, "interrupted", json_boolean(cancelled));
 			}
 			if (cancelled || (!rc && res.timed_out))
@@ -497,7 +500,8 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		if (pthread_create(&r->thread, &attr, run_main, r))
-			rc = sbx_error_set(err, EAGAIN, SBX_E_INTERNAL, "cannot start a run thread");
+			rc =
+			    sbx_error_set(err, EAGAIN, SBX_E_INTERNAL, "cannot start a run thread");
 		pthread_attr_destroy(&attr);
 	}
 	if (rc) {

@@ -38,20 +38,20 @@ struct sbx_run_owner {
 struct sbx_run {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int refs;                /* protected by lock */
+	int refs;		 /* protected by lock */
 	struct sbx_lease *lease; /* holds a reference */
-	unsigned long n;         /* runs/N */
-	char *dir;               /* state_dir/leases/NAME/runs/N */
+	unsigned long n;	 /* runs/N */
+	char *dir;		 /* state_dir/leases/NAME/runs/N */
 	struct sbx_run_owner owner;
 	enum sbx_run_kind kind;
-	char *language; /* code runs */
-	char *text;     /* freed when the run ends (it is in runs/N/cmd) */
-	int out_fd, err_fd;      /* the runs/N/stdout and stderr files, while it runs */
+	char *language;		 /* code runs */
+	char *text;		 /* freed when the run ends (it is in runs/N/cmd) */
+	int out_fd, err_fd;	 /* the runs/N/stdout and stderr files, while it runs */
 	size_t out_len, err_len; /* (lock) bytes in those files */
-	int save_rc;             /* (lock) first -errno of keeping the output, 0 */
-	bool done;               /* (lock) */
-	int rc;                  /* (lock) 0 or -errno: the run could not complete */
-	atomic_int cancel;       /* its waiter was killed, or `kill` on runs/N/ctl */
+	int save_rc;		 /* (lock) first -errno of keeping the output, 0 */
+	bool done;		 /* (lock) */
+	int rc;			 /* (lock) 0 or -errno: the run could not complete */
+	atomic_int cancel;	 /* its waiter was killed, or `kill` on runs/N/ctl */
 	atomic_bool killed_by_ctl;
 	pthread_t thread;
 };

@@ -64,9 +64,10 @@ static int proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start)
 	/* the command name may hold spaces and parentheses: fields follow the last ')' */
 	char *p = strrchr(buf, ')');
 	int ppid_i;
-	if (!p || sscanf(p + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-				"%*d %*d %*d %llu",
-			  &ppid_i, start) != 2)
+	if (!p || sscanf(p + 1,
+			 " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+			 "%*d %*d %*d %llu",
+			 &ppid_i, start) != 2)
 		return -1;
 	*ppid = (pid_t)ppid_i;
 	return 0;
@@ -76,8 +77,7 @@ void sbx_runs_caller(struct sbx_run_owner *o)
 {
 	pid_t pid = caller_pid ? proc_tgid(caller_pid()) : 0, ppid;
 	o->len = 0;
-	while (pid > 0 && o->len < SBX_RUN_CHAIN &&
-	       !proc_stat(pid, &ppid, &o->start[o->len])) {
+	while (pid > 0 && o->len < SBX_RUN_CHAIN && !proc_stat(pid, &ppid, &o->start[o->len])) {
 		o->chain[o->len++] = pid;
 		if (pid == 1)
 			break;
@@ -285,8 +285,9 @@ int sbx_runs_precheck(struct sbx_lease *l, struct sbx_error *err)
 		rc = sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "lease %s was killed", l->name);
 		break;
 	case SBX_LS_RECLAIMED:
-		rc = sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND,
-				   "lease %s was reclaimed (its sandbox no longer exists)", l->name);
+		rc =
+		    sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND,
+				  "lease %s was reclaimed (its sandbox no longer exists)", l->name);
 		break;
 	case SBX_LS_ERROR:
 		rc = sbx_error_set(err, ENOTCONN, SBX_E_CONNECTION_FAILED,
@@ -350,7 +351,7 @@ int sbx_runs_stat(struct sbx_lease *l, unsigned long n, const char *file, struct
 enum which { W_STDOUT, W_STDERR, W_RESULT, W_OTHER };
 
 struct sbx_run_reader {
-	int fd;              /* -1 until the file exists (result of a run going) */
+	int fd; /* -1 until the file exists (result of a run going) */
 	char *path;
 	struct sbx_run *run; /* while the run goes (a reference) */
 	enum which which;

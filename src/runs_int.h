@@ -11,7 +11,8 @@
 #include "run.h"
 #include "runs.h"
 
-/* Allocates the next N (continuing after a remount), sets r->n and r->dir, and remembers r under it. */
+/* Allocates the next N (continuing after a remount), sets r->n and r->dir, and remembers r under
+ * it. */
 unsigned long sbx_runs_add(struct sbx_lease *l, struct sbx_run *r);
 /* Removes runs past the retention policy (never a run still going, never newest). */
 void sbx_runs_prune(struct sbx_lease *l);

@@ -111,7 +111,7 @@ int sbx_tty_readdir(struct sbx_lease *l, const struct sbx_node *n, sbx_fs_fill_f
 }
 
 static __attribute__((format(printf, 3, 4))) int refuse(struct sbx_lease *l, int errnum,
-							 const char *fmt, ...)
+							const char *fmt, ...)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
 	va_list ap;

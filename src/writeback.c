@@ -33,9 +33,9 @@ struct wb_item {
 struct sbx_wb {
 	struct sbx_lease *l;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;   /* an item is done, a hold ended, a worker left */
-	struct wb_item *head;  /* in queue order; in-flight items stay until done */
-	unsigned max;          /* items queued or in flight */
+	pthread_cond_t cond;  /* an item is done, a hold ended, a worker left */
+	struct wb_item *head; /* in queue order; in-flight items stay until done */
+	unsigned max;	      /* items queued or in flight */
 	unsigned items, inflight, holds;
 	unsigned threads; /* workers taking items */
 	unsigned leaving; /* workers done with items, not yet past their lease put */

@@ -50,9 +50,9 @@ static int deadline(json_t *cfg, const char *key, long dflt, long *ms, struct sb
 	if (!v)
 		return 0;
 	if (s <= 0)
-		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL,
-				     "providers.daytona.%s: not a duration (seconds, \"90s\", \"2m\")",
-				     key);
+		return sbx_error_set(
+		    err, EINVAL, SBX_E_INTERNAL,
+		    "providers.daytona.%s: not a duration (seconds, \"90s\", \"2m\")", key);
 	*ms = s * 1000;
 	return 0;
 }
@@ -116,15 +116,17 @@ static int daytona_init(const struct sbx_provider_env *env, struct sbx_error *er
 		org = NULL; /* an API key names its organisation itself */
 	} else if (jwt && *jwt) {
 		if (!org) {
-			rc = sbx_error_set(err, EACCES, SBX_E_AUTH,
-					   "DAYTONA_ORGANIZATION_ID is required with DAYTONA_JWT_TOKEN");
+			rc = sbx_error_set(
+			    err, EACCES, SBX_E_AUTH,
+			    "DAYTONA_ORGANIZATION_ID is required with DAYTONA_JWT_TOKEN");
 			goto fail;
 		}
 		key = jwt;
 	} else {
-		rc = sbx_error_set(err, EACCES, SBX_E_AUTH,
-				   "DAYTONA_API_KEY is not set (the daytona provider needs it: export "
-				   "it, or put it in an env_file or a providers.daytona.keyFile)");
+		rc = sbx_error_set(
+		    err, EACCES, SBX_E_AUTH,
+		    "DAYTONA_API_KEY is not set (the daytona provider needs it: export "
+		    "it, or put it in an env_file or a providers.daytona.keyFile)");
 		goto fail;
 	}
 	dt_conf.auth = sbx_xasprintf("Authorization: Bearer %s", key);
@@ -208,8 +210,8 @@ static void daytona_release(struct sbx_instance *inst)
 	inst->report = NULL; /* the lease is going: a last failure is only logged */
 	/* Unmount: queued metadata changes still go in (a kill dropped them). */
 	if (di->toolbox && dt_batch_flush(di, &e))
-		sbx_log(SBX_LOG_WARN, "daytona: %s: queued changes lost at release: %s",
-			inst->id, e.msg);
+		sbx_log(SBX_LOG_WARN, "daytona: %s: queued changes lost at release: %s", inst->id,
+			e.msg);
 	dt_sessions_drop(di);
 	dt_links_clear(di);
 	dt_batch_free(&di->batch);
@@ -231,9 +233,9 @@ static int get_sandbox(const char *id, struct dt_instance *di, struct dt_sandbox
 	int rc;
 	snprintf(what, sizeof(what), "sandbox %s", id);
 	dt_sandbox_url(&url, id, NULL);
-	rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &dto, .what = what,
-				       .idempotent = true},
-		     err);
+	rc = dt_call(
+	    &(struct dt_call){.url = url.buf, .reply = &dto, .what = what, .idempotent = true},
+	    err);
 	if (!rc)
 		rc = dt_sandbox_parse(dto, sb, err);
 	if (!rc && di)
@@ -244,8 +246,7 @@ static int get_sandbox(const char *id, struct dt_instance *di, struct dt_sandbox
 }
 
 /* Sets di->toolbox from the DTO, or from /toolbox-proxy-url when it lacks one. */
-static int toolbox_setup(struct dt_instance *di, const struct dt_sandbox *sb,
-			 struct sbx_error *err)
+static int toolbox_setup(struct dt_instance *di, const struct dt_sandbox *sb, struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT, base = SBX_BUF_INIT;
 	json_t *j = NULL;
@@ -254,8 +255,10 @@ static int toolbox_setup(struct dt_instance *di, const struct dt_sandbox *sb,
 		sbx_buf_adds(&base, sb->toolbox_url);
 	} else {
 		dt_sandbox_url(&url, sb->id, "/toolbox-proxy-url");
-		rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &j,
-					       .what = "toolbox-proxy-url", .idempotent = true},
+		rc = dt_call(&(struct dt_call){.url = url.buf,
+					       .reply = &j,
+					       .what = "toolbox-proxy-url",
+					       .idempotent = true},
 			     err);
 		if (!rc && !json_is_string(json_object_get(j, "url")))
 			rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "toolbox-proxy-url: no url");
@@ -290,13 +293,11 @@ static int wait_phase(struct dt_instance *di, struct dt_sandbox *sb, enum dt_pha
 		if (ph == want)
 			return 0;
 		if (ph == DT_PHASE_FAILED)
-			return sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
-					     "sandbox %s failed with state %s%s%s", sb->id,
-					     sb->state, sb->error_reason[0] ? ": " : "",
-					     sb->error_reason);
+			return sbx_error_set(
+			    err, EIO, SBX_E_EXECUTION_FAILED, "sandbox %s failed with state %s%s%s",
+			    sb->id, sb->state, sb->error_reason[0] ? ": " : "", sb->error_reason);
 		if (ph == DT_PHASE_GONE)
-			return sbx_error_set(err, ENOENT, 0, "sandbox %s is %s", sb->id,
-					     sb->state);
+			return sbx_error_set(err, ENOENT, 0, "sandbox %s is %s", sb->id, sb->state);
 		if (sbx_now_ms() + delay > deadline)
 			return sbx_error_set(err, ETIMEDOUT, 0, "sandbox %s still %s after %ld s",
 					     sb->id, sb->state[0] ? sb->state : "unknown",
@@ -353,15 +354,16 @@ static void delete_quietly(const char *id)
 	struct sbx_buf url = SBX_BUF_INIT;
 	struct sbx_error e = SBX_ERROR_INIT;
 	dt_sandbox_url(&url, id, NULL);
-	if (dt_call(&(struct dt_call){.method = "DELETE", .url = url.buf, .what = "delete",
-				      .idempotent = true},
-		    &e))
+	if (dt_call(
+		&(struct dt_call){
+		    .method = "DELETE", .url = url.buf, .what = "delete", .idempotent = true},
+		&e))
 		sbx_log(SBX_LOG_WARN, "daytona: could not delete sandbox %s: %s", id, e.msg);
 	sbx_buf_release(&url);
 }
 
-static int daytona_create(const struct sbx_spec *spec, const char *lease,
-			  struct sbx_instance **out, struct sbx_error *err)
+static int daytona_create(const struct sbx_spec *spec, const char *lease, struct sbx_instance **out,
+			  struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT;
 	struct dt_sandbox sb;
@@ -372,11 +374,13 @@ static int daytona_create(const struct sbx_spec *spec, const char *lease,
 	*out = NULL;
 	if ((rc = dt_ready(err)))
 		return rc;
-	body = dt_create_body(spec, lease, dt_conf.target,
-			      dt_auto_stop_minutes(spec->idle_timeout_s));
+	body =
+	    dt_create_body(spec, lease, dt_conf.target, dt_auto_stop_minutes(spec->idle_timeout_s));
 	dt_sandbox_url(&url, NULL, NULL);
 	/* Not idempotent: a retried POST could make a second sandbox. */
-	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .reply = &dto,
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .body = body,
+				       .reply = &dto,
 				       .what = "create sandbox",
 				       .timeout_ms = dt_conf.state_timeout_ms},
 		     err);
@@ -434,8 +438,11 @@ static int change_state(struct sbx_instance *inst, const char *verb, enum dt_pha
 
 	snprintf(what, sizeof(what), "%s %s", verb, inst->id);
 	dt_sandbox_url(&url, inst->id, want == DT_PHASE_STOPPED ? "/stop?force=false" : "/start");
-	rc = dt_call(&(struct dt_call){.url = url.buf, .empty_post = true, .reply = &dto,
-				       .what = what, .timeout_ms = dt_conf.state_timeout_ms,
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .empty_post = true,
+				       .reply = &dto,
+				       .what = what,
+				       .timeout_ms = dt_conf.state_timeout_ms,
 				       .idempotent = true},
 		     err);
 	/* Already there is success (stop of a stopped sandbox is a 400). */
@@ -471,9 +478,9 @@ static int daytona_kill(struct sbx_instance *inst, struct sbx_error *err)
 	dt_batch_drop(dt_inst(inst)); /* nothing to apply to a deleted sandbox */
 	snprintf(what, sizeof(what), "delete %s", inst->id);
 	dt_sandbox_url(&url, inst->id, NULL);
-	rc = dt_call(&(struct dt_call){.method = "DELETE", .url = url.buf, .what = what,
-				       .idempotent = true},
-		     err);
+	rc = dt_call(
+	    &(struct dt_call){.method = "DELETE", .url = url.buf, .what = what, .idempotent = true},
+	    err);
 	sbx_buf_release(&url);
 	return rc;
 }
@@ -519,8 +526,10 @@ static int daytona_list_sandboxes(sbx_sandbox_fn fn, void *ctx, struct sbx_error
 		sbx_http_add_query(&url, "limit", "100");
 		if (*cursor)
 			sbx_http_add_query(&url, "cursor", cursor);
-		rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &reply,
-					       .what = "list sandboxes", .idempotent = true},
+		rc = dt_call(&(struct dt_call){.url = url.buf,
+					       .reply = &reply,
+					       .what = "list sandboxes",
+					       .idempotent = true},
 			     err);
 		if (!rc)
 			rc = dt_sandbox_page(reply, fn, ctx, cursor, sizeof(cursor), err);
@@ -577,15 +586,15 @@ static int daytona_get_host(struct sbx_instance *inst, int port, char *buf, size
 	snprintf(suffix, sizeof(suffix), "/ports/%d/preview-url", port);
 	snprintf(what, sizeof(what), "preview url of port %d", port);
 	dt_sandbox_url(&url, inst->id, suffix);
-	rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &j, .what = what,
-				       .idempotent = true},
-		     err);
+	rc = dt_call(
+	    &(struct dt_call){.url = url.buf, .reply = &j, .what = what, .idempotent = true}, err);
 	/* The token goes only into ports/PORT (a header line), never into a log. */
 	if (!rc && !(u = json_string_value(json_object_get(j, "url"))))
 		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "%s: no url in the reply", what);
 	tok = json_string_value(json_object_get(j, "token"));
-	if (!rc && snprintf(buf, size, "%s%s%s", u, tok && *tok ? "\nX-Daytona-Preview-Token: " : "",
-			    tok && *tok ? tok : "") >= (int)size)
+	if (!rc &&
+	    snprintf(buf, size, "%s%s%s", u, tok && *tok ? "\nX-Daytona-Preview-Token: " : "",
+		     tok && *tok ? tok : "") >= (int)size)
 		rc = sbx_error_set(err, ERANGE, 0, "%s: url too long", what);
 	json_decref(j);
 	sbx_buf_release(&url);
@@ -593,41 +602,41 @@ static int daytona_get_host(struct sbx_instance *inst, int port, char *buf, size
 }
 
 const struct sbx_provider sbx_provider_daytona = {
-	.abi = SBX_PROVIDER_ABI,
-	.name = "daytona",
-	.caps = SBX_CAP_LIST_ATTRS,
-	.init = daytona_init,
-	.shutdown = daytona_shutdown,
-	.create = daytona_create,
-	.attach = daytona_attach,
-	.release = daytona_release,
-	.pause = daytona_pause,
-	.unpause = daytona_unpause,
-	.kill = daytona_kill,
-	.probe = daytona_probe,
-	.info = daytona_info,
-	.get_host = daytona_get_host,
-	.run = dt_run,
-	.run_code = dt_run_code,
-	.code_reset = dt_code_reset,
-	.stat = dt_stat,
-	.list = dt_list,
-	.read = dt_read,
-	.write = dt_write,
-	.truncate = dt_truncate,
-	.mkdir = dt_mkdir,
-	.unlink = dt_unlink,
-	.rmdir = dt_rmdir,
-	.rename = dt_rename,
-	.chmod = dt_chmod,
-	.chown = dt_chown,
-	.utimens = dt_utimens,
-	.symlink = dt_symlink,
-	.readlink = dt_readlink,
-	.link = dt_link,
-	.mknod = dt_mknod,
-	.statfs = dt_statfs,
-	.sync = dt_sync,
-	.take_failure = dt_take_failure,
-	.list_sandboxes = daytona_list_sandboxes,
+    .abi = SBX_PROVIDER_ABI,
+    .name = "daytona",
+    .caps = SBX_CAP_LIST_ATTRS,
+    .init = daytona_init,
+    .shutdown = daytona_shutdown,
+    .create = daytona_create,
+    .attach = daytona_attach,
+    .release = daytona_release,
+    .pause = daytona_pause,
+    .unpause = daytona_unpause,
+    .kill = daytona_kill,
+    .probe = daytona_probe,
+    .info = daytona_info,
+    .get_host = daytona_get_host,
+    .run = dt_run,
+    .run_code = dt_run_code,
+    .code_reset = dt_code_reset,
+    .stat = dt_stat,
+    .list = dt_list,
+    .read = dt_read,
+    .write = dt_write,
+    .truncate = dt_truncate,
+    .mkdir = dt_mkdir,
+    .unlink = dt_unlink,
+    .rmdir = dt_rmdir,
+    .rename = dt_rename,
+    .chmod = dt_chmod,
+    .chown = dt_chown,
+    .utimens = dt_utimens,
+    .symlink = dt_symlink,
+    .readlink = dt_readlink,
+    .link = dt_link,
+    .mknod = dt_mknod,
+    .statfs = dt_statfs,
+    .sync = dt_sync,
+    .take_failure = dt_take_failure,
+    .list_sandboxes = daytona_list_sandboxes,
 };

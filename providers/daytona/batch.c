@@ -82,10 +82,11 @@ static void script_of(struct sbx_buf *s, const struct dt_batch *b, const size_t 
 		/* b I PATH NEED MSG: a refusal where the user lacks NEED (-O: owns,
 		 * -w: may write) on PATH asks for a borrow (index, our uid, its
 		 * uid gid mode); anything else fails with MSG. */
-		sbx_buf_adds(s, "b() { rc=1; if [ -e \"$2\" ] && ! [ \"-$3\" \"$2\" ]; then "
-				"printf '" DT_BORROW_TAG "%s %s %s\\n' \"$1\" \"$(id -u)\" "
-				"\"$(stat -c '%u %g %a' -- \"$2\")\"; "
-				"else printf '%s\\n' \"$4\"; " SBX_RMETA_MARK_FN " \"$1\"; fi; }\n");
+		sbx_buf_adds(s,
+			     "b() { rc=1; if [ -e \"$2\" ] && ! [ \"-$3\" \"$2\" ]; then "
+			     "printf '" DT_BORROW_TAG "%s %s %s\\n' \"$1\" \"$(id -u)\" "
+			     "\"$(stat -c '%u %g %a' -- \"$2\")\"; "
+			     "else printf '%s\\n' \"$4\"; " SBX_RMETA_MARK_FN " \"$1\"; fi; }\n");
 	for (size_t k = 0; k < n; k++) {
 		size_t i = idx ? idx[k] : k;
 		if (borrow && b->ops[i].borrow) {
@@ -219,8 +220,8 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 					   (void *)b, &e);
 		nfail += nidx;
 	} else {
-		nfail += sbx_rmeta_attribute(&di->fails, &di->base, out.buf, 0, b->n, op_of,
-					     (void *)b);
+		nfail +=
+		    sbx_rmeta_attribute(&di->fails, &di->base, out.buf, 0, b->n, op_of, (void *)b);
 	}
 	for (size_t k = 0; k < nbw; k++)
 		if (bw[k].mode >= 0 &&
@@ -360,8 +361,8 @@ static bool full_locked(const struct dt_batch *b)
 static int enqueue(struct dt_instance *di, const char *what, const struct sbx_buf *cmd,
 		   const char *path, const char *borrow, char need, struct sbx_error *err)
 {
-	struct dt_op op = {sbx_xstrdup(path), sbx_xstrdup(cmd->buf), borrow ? sbx_xstrdup(borrow) : NULL, need,
-			   what};
+	struct dt_op op = {sbx_xstrdup(path), sbx_xstrdup(cmd->buf),
+			   borrow ? sbx_xstrdup(borrow) : NULL, need, what};
 	struct dt_op *ops;
 	bool full;
 	pthread_mutex_lock(&di->lock);
@@ -376,8 +377,7 @@ static int enqueue(struct dt_instance *di, const char *what, const struct sbx_bu
 
 /* Queues a command that makes the entry path: its directory is what may be borrowed. */
 static int enqueue_new(struct dt_instance *di, const char *what, const struct sbx_buf *cmd,
-		       const char *path,
-		       struct sbx_error *err)
+		       const char *path, struct sbx_error *err)
 {
 	const char *slash = strrchr(path, '/');
 	char *dir = sbx_xstrndup(path, slash && slash > path ? (size_t)(slash - path) : 1);

@@ -87,28 +87,30 @@ static void command(struct sbx_buf *sh, const struct kernel *k, bool install, co
 		size_t len = k->js ? sbx_kernel_js_len : sbx_kernel_py_len;
 		sbx_buf_adds(sh, "[ -f \"$f\" ] || { mkdir -p " CODE_DIR " && printf '%s' '");
 		sbx_base64_encode(src, len, sh);
-		sbx_buf_adds(sh, "' | base64 -d > \"$f.$$\" && mv -f \"$f.$$\" \"$f\"; } || exit 1\n");
+		sbx_buf_adds(sh,
+			     "' | base64 -d > \"$f.$$\" && mv -f \"$f.$$\" \"$f\"; } || exit 1\n");
 	} else {
 		sbx_buf_addf(sh, "[ -f \"$f\" ] || exit %d\n", EXIT_NO_DRIVER);
 	}
 	sbx_buf_addf(sh, "command -v %s >/dev/null 2>&1 || { echo \"", k->runtime);
 	if (!strcmp(k->language, "typescript"))
-		sbx_buf_adds(sh, "no TypeScript runtime in the sandbox: node is not on PATH ($PATH)");
+		sbx_buf_adds(sh,
+			     "no TypeScript runtime in the sandbox: node is not on PATH ($PATH)");
 	else
 		sbx_buf_addf(sh, "%s is not on PATH ($PATH)", k->runtime);
 	sbx_buf_addf(sh, "\" >&2; exit %d; }\n", EXIT_NO_RUNTIME);
 	if (reqfile) {
-		sbx_buf_addf(sh, "trap 'rm -f %s' EXIT\n%s %s\"$f\" --client " CODE_DIR
-				 "/%s.sock --language %s < %s\n",
+		sbx_buf_addf(sh,
+			     "trap 'rm -f %s' EXIT\n%s %s\"$f\" --client " CODE_DIR
+			     "/%s.sock --language %s < %s\n",
 			     reqfile, k->runtime, k->js ? "" : "-u ", k->language, k->language,
 			     reqfile);
 	} else {
 		sbx_buf_adds(sh, "printf '%s' '");
 		sbx_base64_encode(request, strlen(request), sh);
-		sbx_buf_addf(sh,
-			     "' | base64 -d | %s %s\"$f\" --client " CODE_DIR
-			     "/%s.sock --language %s\n",
-			     k->runtime, k->js ? "" : "-u ", k->language, k->language);
+		sbx_buf_addf(
+		    sh, "' | base64 -d | %s %s\"$f\" --client " CODE_DIR "/%s.sock --language %s\n",
+		    k->runtime, k->js ? "" : "-u ", k->language, k->language);
 	}
 	sbx_buf_release(&path);
 }
@@ -117,8 +119,8 @@ static void command(struct sbx_buf *sh, const struct kernel *k, bool install, co
  * A request too big to ride in the command (one argument of `sh -c` is
  * bounded at 128 KiB) goes up as a file first; its path into reqfile.
  */
-static int upload_request(struct dt_instance *di, const char *request, char *reqfile,
-			  size_t size, struct sbx_error *err)
+static int upload_request(struct dt_instance *di, const char *request, char *reqfile, size_t size,
+			  struct sbx_error *err)
 {
 	char hex[17];
 	size_t len = strlen(request), off = 0;
@@ -152,7 +154,8 @@ static int code_output(void *ctx, enum sbx_stream s, const char *data, size_t le
 	if (s == SBX_STDERR) {
 		if (cr->err.len < STDERR_MAX)
 			sbx_buf_add(&cr->err, data,
-				    len < STDERR_MAX - cr->err.len ? len : STDERR_MAX - cr->err.len);
+				    len < STDERR_MAX - cr->err.len ? len
+								   : STDERR_MAX - cr->err.len);
 		return 0;
 	}
 	return sbx_code_events_feed(&cr->ev, data, len, &cr->fail);
@@ -194,7 +197,8 @@ static void one_shot_error(struct sbx_code_result *r, const char *out, int exit_
 		const char *e = strchr(p, '\n'), *end = e ? e : p + strlen(p), *c = p;
 		while (c < end && (isalnum((unsigned char)*c) || *c == '_' || *c == '.'))
 			c++;
-		if (c > p && c + 1 < end && c[0] == ':' && c[1] == ' ' && isupper((unsigned char)*p)) {
+		if (c > p && c + 1 < end && c[0] == ':' && c[1] == ' ' &&
+		    isupper((unsigned char)*p)) {
 			best = p;
 			best_len = (size_t)(end - p);
 		}
@@ -242,7 +246,9 @@ static int one_shot(struct dt_instance *di, const struct kernel *k, const struct
 	if (req->timeout_ms > 0)
 		json_object_set_new(body, "timeout", json_integer((req->timeout_ms + 999) / 1000));
 	dt_toolbox_url(di, &url, "/process/code-run");
-	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .reply = &reply,
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .body = body,
+				       .reply = &reply,
 				       .what = "code-run",
 				       .timeout_ms = req->timeout_ms > 0 ? req->timeout_ms + 30000
 									 : 3600L * 1000,
@@ -262,8 +268,8 @@ static int one_shot(struct dt_instance *di, const struct kernel *k, const struct
 	{
 		/* A chart is a display of its figure: a result event with its png. */
 		const char *png = json_string_value(json_object_get(chart, "png"));
-		json_t *r = png ? json_pack("{s:s, s:b, s:s}", "type", "result", "is_main_result", 0,
-					    "png", png)
+		json_t *r = png ? json_pack("{s:s, s:b, s:s}", "type", "result", "is_main_result",
+					    0, "png", png)
 				: NULL;
 		char *text = r ? json_dumps(r, JSON_COMPACT) : NULL;
 		if (!rc && text)
@@ -346,9 +352,10 @@ int dt_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 			sbx_code_events_init(&cr.ev, sink, result);
 			rc = one_shot(di, k, req, &cr.ev, err);
 		} else if (res.exit_code && !cr.ev.ended) {
-			rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
-					   "%s: the interpreter did not finish the run (exit %d): %s",
-					   k->language, res.exit_code, last_line(&cr.err));
+			rc = sbx_error_set(
+			    err, EIO, SBX_E_EXECUTION_FAILED,
+			    "%s: the interpreter did not finish the run (exit %d): %s", k->language,
+			    res.exit_code, last_line(&cr.err));
 		} else {
 			rc = sbx_code_events_finish(&cr.ev, k->language, err);
 		}
@@ -370,9 +377,9 @@ int dt_code_reset(struct sbx_instance *inst, const char *language, struct sbx_er
 	int code = 0, rc;
 
 	if (language && !k)
-		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
-				     "restart: no interpreter for %s (python, javascript or typescript)",
-				     language);
+		return sbx_error_set(
+		    err, EINVAL, SBX_E_EXECUTION_FAILED,
+		    "restart: no interpreter for %s (python, javascript or typescript)", language);
 	/* Only a pid whose command line names its socket is killed (pid files go stale). */
 	for (size_t i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++) {
 		if (k && k != &kernels[i])
@@ -387,8 +394,8 @@ int dt_code_reset(struct sbx_instance *inst, const char *language, struct sbx_er
 	sbx_buf_adds(&sh, "true\n");
 	rc = dt_exec(di, sh.buf, 30000, &out, &code, err);
 	if (!rc && code)
-		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED, "restart failed (exit %d): %.200s",
-				   code, out.buf);
+		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
+				   "restart failed (exit %d): %.200s", code, out.buf);
 	sbx_buf_release(&sh);
 	sbx_buf_release(&out);
 	return rc;

@@ -50,10 +50,10 @@
  * logged (http redacts Authorization), never in a URL, never in argv.
  */
 struct dt_conf {
-	char *api_url;   /* without a trailing '/' */
-	char *target;    /* NULL: the server's default region */
-	char *auth;      /* "Authorization: Bearer ..." */
-	char *org;       /* "X-Daytona-Organization-ID: ..." with a JWT, else NULL */
+	char *api_url;	       /* without a trailing '/' */
+	char *target;	       /* NULL: the server's default region */
+	char *auth;	       /* "Authorization: Bearer ..." */
+	char *org;	       /* "X-Daytona-Organization-ID: ..." with a JWT, else NULL */
 	long state_timeout_ms; /* timeout: create/start/stop waits (default 60 s) */
 	long request_ms;       /* requestTimeout: one request, retries included (60 s) */
 	long transfer_ms;      /* transferTimeout: no byte for this long ends a transfer (60 s) */
@@ -104,21 +104,21 @@ struct dt_link {
 
 struct dt_instance {
 	struct sbx_instance base; /* first: the core casts */
-	struct sbx_spec spec;     /* owned copy */
-	char *toolbox;            /* "{toolboxProxyUrl}/{id}" (set once, then read-only) */
+	struct sbx_spec spec;	  /* owned copy */
+	char *toolbox;		  /* "{toolboxProxyUrl}/{id}" (set once, then read-only) */
 
-	pthread_mutex_t lock; /* protects every field below */
-	struct dt_sandbox facts;  /* the last DTO seen (for info) */
+	pthread_mutex_t lock;	 /* protects every field below */
+	struct dt_sandbox facts; /* the last DTO seen (for info) */
 	time_t facts_at;
 	char *idle[DT_SESSIONS_IDLE_MAX]; /* sessions free for the next run */
 	size_t n_idle;
-	unsigned epoch;        /* bumps on stop/start: older sessions are gone */
-	bool no_sessions;      /* the daemon has no session API: use execute */
+	unsigned epoch;		 /* bumps on stop/start: older sessions are gone */
+	bool no_sessions;	 /* the daemon has no session API: use execute */
 	unsigned code_installed; /* code.c: kernel drivers known to be in the sandbox (bits) */
 	struct dt_batch batch;
 	struct sbx_rmeta_fails fails; /* queued ops that failed, by path (own lock; rmeta.h) */
-	bool flushing;         /* a batch is being applied (see flush_lock) */
-	struct sbx_rmeta_df df; /* statfs, cached */
+	bool flushing;		      /* a batch is being applied (see flush_lock) */
+	struct sbx_rmeta_df df;	      /* statfs, cached */
 	struct dt_link links[DT_LINKS_MAX]; /* symlinks this instance made (batch.c) */
 	size_t n_links;
 	long user_uid, user_gid; /* who runs commands (-1: not known yet) */
@@ -141,18 +141,18 @@ static inline struct dt_instance *dt_inst(struct sbx_instance *i)
 
 /* One JSON-or-nothing request; see dt_call(). */
 struct dt_call {
-	const char *method;   /* NULL: GET, or POST when body is set */
+	const char *method; /* NULL: GET, or POST when body is set */
 	const char *url;
-	json_t *body;         /* sent as application/json (not stolen) */
-	bool empty_post;      /* POST without a body */
-	json_t **reply;       /* the parsed JSON reply (new reference), or NULL */
-	struct sbx_buf *raw;  /* or the raw reply body */
-	const char *accept;   /* NULL: application/json */
-	const char *what;     /* "stat /a" — the prefix of error messages */
-	long timeout_ms;      /* 0: the client's default */
-	size_t max_body;      /* 0: DT_JSON_MAX */
+	json_t *body;	     /* sent as application/json (not stolen) */
+	bool empty_post;     /* POST without a body */
+	json_t **reply;	     /* the parsed JSON reply (new reference), or NULL */
+	struct sbx_buf *raw; /* or the raw reply body */
+	const char *accept;  /* NULL: application/json */
+	const char *what;    /* "stat /a" — the prefix of error messages */
+	long timeout_ms;     /* 0: the client's default */
+	size_t max_body;     /* 0: DT_JSON_MAX */
 	bool idempotent;
-	long *status;         /* the reply's HTTP status (0: none came), or NULL */
+	long *status; /* the reply's HTTP status (0: none came), or NULL */
 	/* Streaming (files.c): a multipart request body, a reply sink. */
 	int (*mime_fn)(void *ctx, struct curl_mime *mime);
 	void *mime_ctx;
@@ -204,8 +204,8 @@ void dt_facts_set(struct dt_instance *di, const struct dt_sandbox *sb);
  * code into *exit_code; a daemon-side timeout (408) is a success with
  * *timed_out set and exit code 137.
  */
-int dt_execute(struct dt_instance *di, const char *command, long timeout_ms,
-	       struct sbx_buf *out, int *exit_code, bool *timed_out, struct sbx_error *err);
+int dt_execute(struct dt_instance *di, const char *command, long timeout_ms, struct sbx_buf *out,
+	       int *exit_code, bool *timed_out, struct sbx_error *err);
 /*
  * Runs an internal helper command through /process/execute (one request):
  * combined output into out (bounded), exit code into *exit_code; a

@@ -52,7 +52,8 @@ static int info(struct dt_instance *di, const char *path, json_t **out, struct s
 	json_t *j = NULL;
 	int rc;
 	dt_path_url(di, &url, "/files/info", path);
-	rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &j,
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .reply = &j,
 				       .what = what(w, sizeof(w), "stat", path),
 				       .idempotent = true},
 		     err);
@@ -83,7 +84,8 @@ static int move(struct dt_instance *di, const char *from, const char *to, struct
 	dt_toolbox_url(di, &url, "/files/move");
 	sbx_http_add_query(&url, "source", from);
 	sbx_http_add_query(&url, "destination", to);
-	rc = dt_call(&(struct dt_call){.url = url.buf, .empty_post = true,
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .empty_post = true,
 				       .what = what(w, sizeof(w), "rename", from)},
 		     err);
 	sbx_buf_release(&url);
@@ -98,7 +100,8 @@ static int del(struct dt_instance *di, const char *path, bool recursive, struct 
 	dt_path_url(di, &url, "/files", path);
 	if (recursive)
 		sbx_http_add_query(&url, "recursive", "true");
-	rc = dt_call(&(struct dt_call){.method = "DELETE", .url = url.buf,
+	rc = dt_call(&(struct dt_call){.method = "DELETE",
+				       .url = url.buf,
 				       .what = what(w, sizeof(w), "delete", path),
 				       .idempotent = true},
 		     err);
@@ -145,8 +148,7 @@ out:
 
 /* --- stat, list -------------------------------------------------------------- */
 
-int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
-	    struct sbx_error *err)
+int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
 	int rc = dt_batch_settle_for(di, path, err);
@@ -183,9 +185,11 @@ int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *c
 	if ((rc = dt_batch_settle_for(di, path, err)))
 		return rc;
 	dt_path_url(di, &url, "/files", path);
-	rc = dt_call(&(struct dt_call){.url = url.buf, .reply = &arr,
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .reply = &arr,
 				       .what = what(w, sizeof(w), "list", path),
-				       .max_body = DT_LIST_MAX, .idempotent = true},
+				       .max_body = DT_LIST_MAX,
+				       .idempotent = true},
 		     err);
 	if (!rc && !json_is_array(arr))
 		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "%s: reply is not a list", w);
@@ -262,10 +266,15 @@ int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, s
 	if ((rc = dt_check_body(body, what(w, sizeof(w), "read", path), err)))
 		return rc;
 	dt_toolbox_url(di, &url, "/files/bulk-download");
-	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .accept = "multipart/form-data",
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .body = body,
+				       .accept = "multipart/form-data",
 				       .what = what(w, sizeof(w), "read", path),
-				       .on_response = read_on_response, .sink = read_sink,
-				       .sink_ctx = &r, .stream = true, .idempotent = true},
+				       .on_response = read_on_response,
+				       .sink = read_sink,
+				       .sink_ctx = &r,
+				       .stream = true,
+				       .idempotent = true},
 		     err);
 	if (r.started) {
 		/* -ECANCELED with the range complete is read_sink's early stop. */
@@ -351,8 +360,11 @@ static int upload(struct dt_instance *di, const char *dest, int fd, off_t size,
 	char w[300];
 	int rc;
 	dt_toolbox_url(di, &url, "/files/bulk-upload");
-	rc = dt_call(&(struct dt_call){.url = url.buf, .mime_fn = upload_mime, .mime_ctx = &u,
-				       .what = what(w, sizeof(w), "upload", dest), .stream = true},
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .mime_fn = upload_mime,
+				       .mime_ctx = &u,
+				       .what = what(w, sizeof(w), "upload", dest),
+				       .stream = true},
 		     err);
 	if (u.err)
 		rc = sbx_error_set(err, u.err, SBX_E_INTERNAL, "%s: reading the local copy failed",
@@ -442,7 +454,8 @@ int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sb
 	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
 	dt_path_url(di, &url, "/files/folder", path);
 	sbx_http_add_query(&url, "mode", m);
-	rc = dt_call(&(struct dt_call){.url = url.buf, .empty_post = true,
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .empty_post = true,
 				       .what = what(w, sizeof(w), "mkdir", path)},
 		     err);
 	sbx_buf_release(&url);

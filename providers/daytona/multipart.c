@@ -244,7 +244,7 @@ static int step(struct dt_multipart *mp)
 			 * for as in the preamble.
 			 */
 			size_t n = (unsigned long long)mp->part_len < b->len ? (size_t)mp->part_len
-									      : b->len;
+									     : b->len;
 			rc = emit(mp, b->buf, n);
 			sbx_buf_consume(b, n);
 			mp->part_len -= (long long)n;
@@ -315,8 +315,9 @@ static int dl_data(void *ctx, const char *p, size_t n)
 	if (d->part == DL_ERROR) {
 		if (d->errbody.len < DT_ERRBODY_MAX)
 			sbx_buf_add(&d->errbody, p,
-				    n < DT_ERRBODY_MAX - d->errbody.len ? n
-									: DT_ERRBODY_MAX - d->errbody.len);
+				    n < DT_ERRBODY_MAX - d->errbody.len
+					? n
+					: DT_ERRBODY_MAX - d->errbody.len);
 		return 0;
 	}
 	if (d->part != DL_FILE)

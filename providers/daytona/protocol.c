@@ -19,27 +19,17 @@ static const struct {
 	const char *state;
 	enum dt_phase phase;
 } dt_states[] = {
-	{"started", DT_PHASE_STARTED},
-	{"stopped", DT_PHASE_STOPPED},
-	{"archived", DT_PHASE_STOPPED},
-	{"paused", DT_PHASE_STOPPED},
-	{"destroyed", DT_PHASE_GONE},
-	{"destroying", DT_PHASE_GONE},
-	{"error", DT_PHASE_FAILED},
-	{"build_failed", DT_PHASE_FAILED},
-	{"creating", DT_PHASE_BUSY},
-	{"restoring", DT_PHASE_BUSY},
-	{"starting", DT_PHASE_BUSY},
-	{"stopping", DT_PHASE_BUSY},
-	{"pending_build", DT_PHASE_BUSY},
-	{"building_snapshot", DT_PHASE_BUSY},
-	{"pulling_snapshot", DT_PHASE_BUSY},
-	{"archiving", DT_PHASE_BUSY},
-	{"resizing", DT_PHASE_BUSY},
-	{"snapshotting", DT_PHASE_BUSY},
-	{"forking", DT_PHASE_BUSY},
-	{"pausing", DT_PHASE_BUSY},
-	{"resuming", DT_PHASE_BUSY},
+    {"started", DT_PHASE_STARTED},	 {"stopped", DT_PHASE_STOPPED},
+    {"archived", DT_PHASE_STOPPED},	 {"paused", DT_PHASE_STOPPED},
+    {"destroyed", DT_PHASE_GONE},	 {"destroying", DT_PHASE_GONE},
+    {"error", DT_PHASE_FAILED},		 {"build_failed", DT_PHASE_FAILED},
+    {"creating", DT_PHASE_BUSY},	 {"restoring", DT_PHASE_BUSY},
+    {"starting", DT_PHASE_BUSY},	 {"stopping", DT_PHASE_BUSY},
+    {"pending_build", DT_PHASE_BUSY},	 {"building_snapshot", DT_PHASE_BUSY},
+    {"pulling_snapshot", DT_PHASE_BUSY}, {"archiving", DT_PHASE_BUSY},
+    {"resizing", DT_PHASE_BUSY},	 {"snapshotting", DT_PHASE_BUSY},
+    {"forking", DT_PHASE_BUSY},		 {"pausing", DT_PHASE_BUSY},
+    {"resuming", DT_PHASE_BUSY},
 };
 
 enum dt_phase dt_state_phase(const char *state)
@@ -113,11 +103,11 @@ int dt_sandbox_page(json_t *reply, sbx_sandbox_fn fn, void *ctx, char *cursor, s
 		const char *state = str(json_object_get(dto, "state"));
 		enum dt_phase ph = dt_state_phase(state);
 		struct sbx_sandbox_entry sb = {
-			.id = str(json_object_get(dto, "id")),
-			.state = ph < sizeof(words) / sizeof(words[0]) && words[ph] ? words[ph] : state,
-			.lease = str(json_object_get(json_object_get(dto, "labels"), "sbxfs-lease")),
-			.template_name = str(json_object_get(dto, "snapshot")),
-			.created_at = str(json_object_get(dto, "createdAt")),
+		    .id = str(json_object_get(dto, "id")),
+		    .state = ph < sizeof(words) / sizeof(words[0]) && words[ph] ? words[ph] : state,
+		    .lease = str(json_object_get(json_object_get(dto, "labels"), "sbxfs-lease")),
+		    .template_name = str(json_object_get(dto, "snapshot")),
+		    .created_at = str(json_object_get(dto, "createdAt")),
 		};
 		if (sb.id && *sb.id && (rc = fn(ctx, &sb)))
 			return rc;
@@ -147,7 +137,8 @@ json_t *dt_create_body(const struct sbx_spec *spec, const char *lease, const cha
 		json_object_set_new(body, "buildInfo", bi);
 		/* The server refuses resources with a snapshot: only with an image. */
 		if (spec->res.cpu > 0)
-			json_object_set_new(body, "cpu", json_integer(ceil_div(spec->res.cpu, 1000)));
+			json_object_set_new(body, "cpu",
+					    json_integer(ceil_div(spec->res.cpu, 1000)));
 		if (spec->res.memory_mb > 0)
 			json_object_set_new(body, "memory",
 					    json_integer(ceil_div(spec->res.memory_mb, 1024)));
@@ -157,8 +148,7 @@ json_t *dt_create_body(const struct sbx_spec *spec, const char *lease, const cha
 	} else if (tmpl && *tmpl) {
 		json_object_set_new(body, "snapshot", json_string(tmpl));
 	}
-	json_object_set_new(body, "env",
-			    spec->envs ? json_deep_copy(spec->envs) : json_object());
+	json_object_set_new(body, "env", spec->envs ? json_deep_copy(spec->envs) : json_object());
 	json_object_set_new(labels, "code-toolbox-language", json_string(lang));
 	if (lease && *lease)
 		json_object_set_new(labels, "sbxfs-lease", json_string(lease));
@@ -200,17 +190,41 @@ int dt_mode_parse(const char *mode, const char *perms, bool is_dir, mode_t *out)
 		bool dev = false, chr = false;
 		for (const char *c = mode; ok && c < rwx; c++) {
 			switch (*c) {
-			case 'd': type = S_IFDIR; break;
-			case 'L': type = S_IFLNK; break;
-			case 'D': dev = true; break;
-			case 'c': chr = true; break;
-			case 'p': type = S_IFIFO; break;
-			case 'S': type = S_IFSOCK; break;
-			case 'u': m |= S_ISUID; break;
-			case 'g': m |= S_ISGID; break;
-			case 't': m |= S_ISVTX; break;
-			case '-': case 'a': case 'l': case 'T': case '?': break;
-			default: ok = false;
+			case 'd':
+				type = S_IFDIR;
+				break;
+			case 'L':
+				type = S_IFLNK;
+				break;
+			case 'D':
+				dev = true;
+				break;
+			case 'c':
+				chr = true;
+				break;
+			case 'p':
+				type = S_IFIFO;
+				break;
+			case 'S':
+				type = S_IFSOCK;
+				break;
+			case 'u':
+				m |= S_ISUID;
+				break;
+			case 'g':
+				m |= S_ISGID;
+				break;
+			case 't':
+				m |= S_ISVTX;
+				break;
+			case '-':
+			case 'a':
+			case 'l':
+			case 'T':
+			case '?':
+				break;
+			default:
+				ok = false;
 			}
 		}
 		if (dev)
@@ -244,7 +258,8 @@ int dt_time_parse(const char *s, struct timespec *ts)
 	const char *p;
 	time_t t;
 
-	if (!s || sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 ||
+	if (!s ||
+	    sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 ||
 	    !n)
 		return -EINVAL;
 	p = s + n;
@@ -345,17 +360,17 @@ static const struct {
 	const char *code;
 	int err;
 } dt_codes[] = {
-	{"FILE_NOT_FOUND", ENOENT},
-	{"PROCESS_NOT_FOUND", ENOENT},
-	{"FILE_ACCESS_DENIED", EACCES},
-	{"INVALID_FILE_PATH", EINVAL},
-	{"FILE_READ_FAILED", EIO},
-	{"REQUEST_TIMEOUT", ETIMEDOUT},
-	{"PROCESS_EXECUTION_TIMEOUT", ETIMEDOUT},
-	{"SESSION_ENDED", ESRCH},
-	{"COMMAND_ALREADY_COMPLETED", ESRCH},
-	{"SANDBOX_NOT_STARTED", ENOTCONN},
-	{"SANDBOX_NOT_RUNNING", ENOTCONN},
+    {"FILE_NOT_FOUND", ENOENT},
+    {"PROCESS_NOT_FOUND", ENOENT},
+    {"FILE_ACCESS_DENIED", EACCES},
+    {"INVALID_FILE_PATH", EINVAL},
+    {"FILE_READ_FAILED", EIO},
+    {"REQUEST_TIMEOUT", ETIMEDOUT},
+    {"PROCESS_EXECUTION_TIMEOUT", ETIMEDOUT},
+    {"SESSION_ENDED", ESRCH},
+    {"COMMAND_ALREADY_COMPLETED", ESRCH},
+    {"SANDBOX_NOT_STARTED", ENOTCONN},
+    {"SANDBOX_NOT_RUNNING", ENOTCONN},
 };
 
 /* One line of printable text from s (at most max bytes). */
@@ -439,8 +454,8 @@ int dt_error_from_reply(long status, const char *body, size_t len, const char *w
 		ec = SBX_E_NOT_FOUND;
 	}
 	/* The proxy answering for a sandbox it cannot reach (not started). */
-	if (!e && source && !strcmp(source, "DAYTONA_PROXY") && status >= 400 &&
-	    status != 401 && status != 403 && status != 404 && status != 429)
+	if (!e && source && !strcmp(source, "DAYTONA_PROXY") && status >= 400 && status != 401 &&
+	    status != 403 && status != 404 && status != 429)
 		e = ENOTCONN;
 	if (!e)
 		e = sbx_errno_from_http(status);
@@ -454,9 +469,10 @@ int dt_error_from_reply(long status, const char *body, size_t len, const char *w
 	auth = (status == 401 || status == 403) && !(source && !strcmp(source, "DAYTONA_PROXY"));
 	json_decref(j);
 	if (auth)
-		return sbx_error_set(err, EACCES, SBX_E_AUTH,
-				     "%s%sDaytona refused the API key (%ld): %s; check DAYTONA_API_KEY",
-				     what && *what ? what : "", what && *what ? ": " : "", status, msg);
+		return sbx_error_set(
+		    err, EACCES, SBX_E_AUTH,
+		    "%s%sDaytona refused the API key (%ld): %s; check DAYTONA_API_KEY",
+		    what && *what ? what : "", what && *what ? ": " : "", status, msg);
 	if (what && *what)
 		return sbx_error_set(err, e, ec, "%s: %s", what, msg);
 	return sbx_error_set(err, e, ec, "%s", msg);

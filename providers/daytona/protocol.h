@@ -27,9 +27,9 @@
 #include "provider.h"
 
 /* Upper bounds on what the remote side may make us hold in memory. */
-#define DT_JSON_MAX (4u << 20)     /* one control-plane or FileInfo reply */
-#define DT_LIST_MAX (64u << 20)    /* one directory listing */
-#define DT_LOGS_MAX (64u << 20)    /* one session-log reply (stdout+stderr so far) */
+#define DT_JSON_MAX (4u << 20)	   /* one control-plane or FileInfo reply */
+#define DT_LIST_MAX (64u << 20)	   /* one directory listing */
+#define DT_LOGS_MAX (64u << 20)	   /* one session-log reply (stdout+stderr so far) */
 #define DT_ERRBODY_MAX (16u << 10) /* an error body we keep for its message */
 
 /* --- sandboxes ----------------------------------------------------------- */
@@ -39,7 +39,7 @@ enum dt_phase {
 	DT_PHASE_BUSY = 0, /* creating, starting, stopping, pulling_snapshot ... */
 	DT_PHASE_STARTED,
 	DT_PHASE_STOPPED, /* stopped, archived, paused: `start` brings it back */
-	DT_PHASE_GONE,    /* destroyed, destroying */
+	DT_PHASE_GONE,	  /* destroyed, destroying */
 	DT_PHASE_FAILED,  /* error, build_failed */
 	DT_PHASE_UNKNOWN, /* a state string this build does not know */
 };
@@ -165,7 +165,7 @@ struct dt_multipart {
 	int state;
 	long long part_len;  /* the current part's Content-Length, -1 if none */
 	struct sbx_buf pend; /* bytes not yet known to be outside a delimiter */
-	int rc;              /* first error (sticky) */
+	int rc;		     /* first error (sticky) */
 };
 
 int dt_multipart_init(struct dt_multipart *mp, const char *boundary,
@@ -223,11 +223,11 @@ void dt_logs_release(struct dt_logs *logs);
 
 /* What one run needs around its command text. */
 struct dt_wrap {
-	const char *shell;       /* shell text, or ... */
+	const char *shell;	 /* shell text, or ... */
 	const char *const *argv; /* ... an argv */
-	const char *cwd;         /* NULL: the daemon's default */
+	const char *cwd;	 /* NULL: the daemon's default */
 	const char *const *envs; /* "K=V" list or NULL */
-	long timeout_ms;         /* > 0: killed (SIGKILL, whole group) by `timeout` */
+	long timeout_ms;	 /* > 0: killed (SIGKILL, whole group) by `timeout` */
 	/*
 	 * Or NULL: where the run writes "PID TOKEN" as it starts; PID leads
 	 * the run's own process group (`timeout` makes one even without a
@@ -247,6 +247,5 @@ void dt_kill_command(struct sbx_buf *out, const char *pidfile, const char *token
  * a key that is not a shell name.
  */
 int dt_wrap_command(struct sbx_buf *out, const struct dt_wrap *w);
-
 
 #endif

@@ -69,8 +69,11 @@ static void session_delete(struct dt_instance *di, const char *sid)
 	struct sbx_buf url = SBX_BUF_INIT;
 	struct sbx_error e = SBX_ERROR_INIT;
 	session_url(di, &url, sid, NULL);
-	if (dt_call(&(struct dt_call){.method = "DELETE", .url = url.buf, .what = "delete session",
-				      .timeout_ms = dt_short_ms(), .idempotent = true},
+	if (dt_call(&(struct dt_call){.method = "DELETE",
+				      .url = url.buf,
+				      .what = "delete session",
+				      .timeout_ms = dt_short_ms(),
+				      .idempotent = true},
 		    &e) &&
 	    e.err != ENOENT)
 		sbx_log(SBX_LOG_INFO, "daytona: %s: %s", di->base.id, e.msg);
@@ -81,8 +84,7 @@ static void session_delete(struct dt_instance *di, const char *sid)
  * An idle session of di, or a new one. *sid is malloc'd. -ENOSYS when the
  * daemon has no session API (the caller falls back to execute).
  */
-static int session_take(struct dt_instance *di, char **sid, unsigned *epoch,
-			struct sbx_error *err)
+static int session_take(struct dt_instance *di, char **sid, unsigned *epoch, struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT;
 	char id[40] = "sbxfs-";
@@ -105,7 +107,9 @@ static int session_take(struct dt_instance *di, char **sid, unsigned *epoch,
 	dt_random_hex(id + 6, 12);
 	body = sbx_xjson(json_pack("{ss}", "sessionId", id));
 	session_url(di, &url, NULL, NULL);
-	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .what = "create session",
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .body = body,
+				       .what = "create session",
 				       .timeout_ms = dt_short_ms()},
 		     err);
 	json_decref(body);
@@ -168,8 +172,11 @@ static int poll_logs(struct run_state *rs, struct sbx_buf *url, struct sbx_error
 	int rc;
 
 	sbx_buf_adds(url, "/logs");
-	rc = dt_call(&(struct dt_call){.url = url->buf, .raw = &raw, .what = "run: logs",
-				       .timeout_ms = dt_short_ms(), .max_body = DT_LOGS_MAX,
+	rc = dt_call(&(struct dt_call){.url = url->buf,
+				       .raw = &raw,
+				       .what = "run: logs",
+				       .timeout_ms = dt_short_ms(),
+				       .max_body = DT_LOGS_MAX,
 				       .idempotent = true},
 		     err);
 	if (rc == -EFBIG)
@@ -200,8 +207,11 @@ static int poll_once(struct run_state *rs, const char *sid, const char *cmd_id, 
 
 	snprintf(suffix, sizeof(suffix), "/command/%s", cmd_id);
 	session_url(rs->di, &url, sid, suffix);
-	rc = dt_call(&(struct dt_call){.url = url.buf, .raw = &raw, .what = "run: command",
-				       .timeout_ms = dt_short_ms(), .idempotent = true},
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .raw = &raw,
+				       .what = "run: command",
+				       .timeout_ms = dt_short_ms(),
+				       .idempotent = true},
 		     err);
 	if (!rc && dt_command_parse(raw.buf, raw.len, done, code))
 		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "run: command reply is not JSON");
@@ -216,8 +226,8 @@ static int poll_once(struct run_state *rs, const char *sid, const char *cmd_id, 
 }
 
 /* Sends the command; *cmd_id (malloc'd) names it. -ENOENT/-ESRCH: the session is gone. */
-static int session_exec(struct dt_instance *di, const char *sid, const char *command,
-			char **cmd_id, struct sbx_error *err)
+static int session_exec(struct dt_instance *di, const char *sid, const char *command, char **cmd_id,
+			struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT;
 	json_t *body = json_pack("{sssb}", "command", command, "runAsync", 1), *reply = NULL;
@@ -227,14 +237,18 @@ static int session_exec(struct dt_instance *di, const char *sid, const char *com
 	if ((rc = dt_check_body(body, "run", err)))
 		return rc;
 	session_url(di, &url, sid, "/exec");
-	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .reply = &reply,
-				       .what = "run", .timeout_ms = dt_short_ms()},
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .body = body,
+				       .reply = &reply,
+				       .what = "run",
+				       .timeout_ms = dt_short_ms()},
 		     err);
 	if (!rc) {
 		id = json_string_value(json_object_get(reply, "cmdId"));
 		if (!id || !*id || strchr(id, '/'))
 			rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "run: reply has no cmdId");
-		else *cmd_id = sbx_xstrdup(id);
+		else
+			*cmd_id = sbx_xstrdup(id);
 	}
 	json_decref(reply);
 	json_decref(body);
@@ -280,7 +294,9 @@ static bool kill_run(struct dt_instance *di, const char *pidfile, const char *to
 	dt_kill_command(&cmd, pidfile, token);
 	int rc = dt_execute(di, cmd.buf, dt_short_ms(), &out, &code, &timed_out, &e);
 	sbx_log(SBX_LOG_DEBUG, "daytona: %s: killing a cancelled run: %s", di->base.id,
-		rc ? e.msg : code ? "not started yet" : "done");
+		rc     ? e.msg
+		: code ? "not started yet"
+		       : "done");
 	sbx_buf_release(&cmd);
 	sbx_buf_release(&out);
 	return !rc && code == 0;
@@ -384,11 +400,11 @@ int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	char **envs = sbx_envs_merge(&di->spec, req->envs);
 	long start = sbx_now_ms();
 	struct dt_wrap w = {
-		.shell = req->shell,
-		.argv = req->argv,
-		.cwd = req->cwd ? req->cwd : di->spec.working_dir,
-		.envs = (const char *const *)envs,
-		.timeout_ms = req->timeout_ms,
+	    .shell = req->shell,
+	    .argv = req->argv,
+	    .cwd = req->cwd ? req->cwd : di->spec.working_dir,
+	    .envs = (const char *const *)envs,
+	    .timeout_ms = req->timeout_ms,
 	};
 	int rc;
 

@@ -72,11 +72,11 @@ struct fetch {
 	const struct sbx_run_sink *sink;
 	struct dt_multipart mp;
 	bool started;
-	int part;           /* -1 none/ignored, 0 stdout, 1 stderr */
-	bool error_part;    /* the current part is an `error` one */
-	long long pos;      /* bytes of the current file part so far */
-	long long total;    /* bytes of both files in this reply */
-	bool seen[2];       /* a file or error part came for each stream */
+	int part;	 /* -1 none/ignored, 0 stdout, 1 stderr */
+	bool error_part; /* the current part is an `error` one */
+	long long pos;	 /* bytes of the current file part so far */
+	long long total; /* bytes of both files in this reply */
+	bool seen[2];	 /* a file or error part came for each stream */
 	struct sbx_buf errbody;
 	struct sbx_error *err;
 };
@@ -113,8 +113,9 @@ static int f_data(void *ctx, const char *p, size_t n)
 	if (f->error_part) {
 		if (f->errbody.len < RO_ERRBODY_MAX)
 			sbx_buf_add(&f->errbody, p,
-				    n < RO_ERRBODY_MAX - f->errbody.len ? n
-									: RO_ERRBODY_MAX - f->errbody.len);
+				    n < RO_ERRBODY_MAX - f->errbody.len
+					? n
+					: RO_ERRBODY_MAX - f->errbody.len);
 		return 0;
 	}
 	f->total += (long long)n;
@@ -126,8 +127,8 @@ static int f_data(void *ctx, const char *p, size_t n)
 	if (f->pos + (long long)n > *sent) {
 		size_t skip = f->pos >= *sent ? 0 : (size_t)(*sent - f->pos);
 		if (f->sink && f->sink->output &&
-		    (rc = f->sink->output(f->sink->ctx, f->part ? SBX_STDERR : SBX_STDOUT,
-					  p + skip, n - skip)))
+		    (rc = f->sink->output(f->sink->ctx, f->part ? SBX_STDERR : SBX_STDOUT, p + skip,
+					  n - skip)))
 			return sbx_error_set(f->err, rc, 0, "run: the reader stopped the output");
 		*sent = f->pos + (long long)n;
 	}
@@ -193,14 +194,20 @@ int dt_runout_fetch(struct dt_instance *di, struct dt_runout *ro, const struct s
 	sbx_buf_init(&f.errbody);
 	ro->missing[0] = ro->missing[1] = false;
 	dt_toolbox_url(di, &url, "/files/bulk-download");
-	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .accept = "multipart/form-data",
-				       .what = "run: output", .on_response = f_on_response,
-				       .sink = f_sink, .sink_ctx = &f, .stream = true,
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .body = body,
+				       .accept = "multipart/form-data",
+				       .what = "run: output",
+				       .on_response = f_on_response,
+				       .sink = f_sink,
+				       .sink_ctx = &f,
+				       .stream = true,
 				       .idempotent = true},
 		     err);
 	if (f.started) {
 		if (!rc && !ferr.err && dt_multipart_finish(&f.mp))
-			sbx_error_set(&ferr, EIO, SBX_E_INTERNAL, "run: output reply was cut short");
+			sbx_error_set(&ferr, EIO, SBX_E_INTERNAL,
+				      "run: output reply was cut short");
 		if (!ferr.err && !rc && (!f.seen[0] || !f.seen[1]))
 			sbx_error_set(&ferr, EIO, SBX_E_INTERNAL,
 				      "run: output reply lacks a stream's part");
@@ -228,8 +235,8 @@ void dt_runout_remove(struct dt_instance *di, const struct dt_runout *ro)
 	sbx_buf_addch(&cmd, ' ');
 	sbx_buf_add_shquoted(&cmd, ro->path[1]);
 	if (dt_exec(di, cmd.buf, dt_short_ms(), &out, &code, &e))
-		sbx_log(SBX_LOG_INFO, "daytona: %s: removing a run's output files: %s",
-			di->base.id, e.msg);
+		sbx_log(SBX_LOG_INFO, "daytona: %s: removing a run's output files: %s", di->base.id,
+			e.msg);
 	sbx_buf_release(&cmd);
 	sbx_buf_release(&out);
 }

@@ -10,7 +10,7 @@
 
 struct dt_runout {
 	char path[2][128]; /* stdout, stderr files in the sandbox */
-	char glob[280];    /* every run file of the session */
+	char glob[280];	   /* every run file of the session */
 	long long sent[2]; /* bytes of each already delivered */
 	bool missing[2];   /* the last fetch found no such file */
 };

@@ -14,8 +14,8 @@
 
 #define DT_EXEC_NO_LIMIT_MS (3600L * 1000) /* transport deadline of an unlimited execute */
 
-int dt_execute(struct dt_instance *di, const char *command, long timeout_ms,
-	       struct sbx_buf *out, int *exit_code, bool *timed_out, struct sbx_error *err)
+int dt_execute(struct dt_instance *di, const char *command, long timeout_ms, struct sbx_buf *out,
+	       int *exit_code, bool *timed_out, struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT;
 	json_t *body = json_pack("{ss}", "command", command), *reply = NULL, *v;
@@ -29,11 +29,14 @@ int dt_execute(struct dt_instance *di, const char *command, long timeout_ms,
 	if (timeout_ms > 0)
 		json_object_set_new(body, "timeout", json_integer((timeout_ms + 999) / 1000 + 5));
 	dt_toolbox_url(di, &url, "/process/execute");
-	rc = dt_call(&(struct dt_call){.url = url.buf, .body = body, .reply = &reply,
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .body = body,
+				       .reply = &reply,
 				       .what = "execute",
 				       .timeout_ms = timeout_ms > 0 ? timeout_ms + dt_short_ms()
 								    : DT_EXEC_NO_LIMIT_MS,
-				       .max_body = DT_LOGS_MAX, .status = &status},
+				       .max_body = DT_LOGS_MAX,
+				       .status = &status},
 		     err);
 	if (rc == -ETIMEDOUT && status == 408 && timeout_ms > 0) {
 		/* 408 from the daemon: it killed the process group. */
@@ -68,7 +71,7 @@ int dt_exec(struct dt_instance *di, const char *cmd, long timeout_ms, struct sbx
 }
 
 int dt_perms(struct dt_instance *di, const char *path, long mode, const char *owner,
-		 const char *group, struct sbx_error *err)
+	     const char *group, struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT;
 	char m[16], w[300];
@@ -81,9 +84,9 @@ int dt_perms(struct dt_instance *di, const char *path, long mode, const char *ow
 		sbx_http_add_query(&url, "mode", m);
 	}
 	snprintf(w, sizeof(w), "chmod %s", path);
-	rc = dt_call(&(struct dt_call){.url = url.buf, .empty_post = true, .what = w,
-				       .idempotent = true},
-		     err);
+	rc = dt_call(
+	    &(struct dt_call){.url = url.buf, .empty_post = true, .what = w, .idempotent = true},
+	    err);
 	sbx_buf_release(&url);
 	return rc;
 }

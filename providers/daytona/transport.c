@@ -96,10 +96,11 @@ void dt_sandbox_url(struct sbx_buf *b, const char *id, const char *suffix)
 int dt_check_body(const json_t *body, const char *what, struct sbx_error *err)
 {
 	return body ? 0
-		    : sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
-				    "%s: not valid UTF-8 (the toolbox API speaks JSON, which carries "
-				    "UTF-8 only)",
-				    what);
+		    : sbx_error_set(
+			  err, EINVAL, SBX_E_EXECUTION_FAILED,
+			  "%s: not valid UTF-8 (the toolbox API speaks JSON, which carries "
+			  "UTF-8 only)",
+			  what);
 }
 
 int dt_call(const struct dt_call *c, struct sbx_error *err)

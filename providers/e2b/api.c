@@ -148,8 +148,7 @@ static void e2b_release(struct sbx_instance *inst)
 }
 
 /* "/sandboxes/ID" + suffix, ID escaped. */
-static void sandbox_path(struct sbx_buf *b, const char *prefix, const char *id,
-			 const char *suffix)
+static void sandbox_path(struct sbx_buf *b, const char *prefix, const char *id, const char *suffix)
 {
 	sbx_buf_adds(b, prefix);
 	sbx_http_add_escaped(b, id);
@@ -159,8 +158,8 @@ static void sandbox_path(struct sbx_buf *b, const char *prefix, const char *id,
 /* The shell text that installs spec's packages (pip, or npm for JS/TS). */
 static void install_script(struct sbx_buf *b, const struct sbx_spec *spec)
 {
-	bool js = spec->language && (!strcmp(spec->language, "javascript") ||
-				     !strcmp(spec->language, "typescript"));
+	bool js = spec->language &&
+		  (!strcmp(spec->language, "javascript") || !strcmp(spec->language, "typescript"));
 	struct sbx_buf pip = SBX_BUF_INIT, npm = SBX_BUF_INIT;
 	size_t i;
 	json_t *v;
@@ -186,7 +185,8 @@ static void install_script(struct sbx_buf *b, const struct sbx_spec *spec)
 	}
 	sbx_buf_adds(b, "true");
 	if (pip.len)
-		sbx_buf_addf(b, " && { pip install -q --disable-pip-version-check --%s; }", pip.buf);
+		sbx_buf_addf(b, " && { pip install -q --disable-pip-version-check --%s; }",
+			     pip.buf);
 	if (npm.len)
 		sbx_buf_addf(b, " && { npm install --no-audit --no-fund --%s; }", npm.buf);
 	sbx_buf_release(&pip);
@@ -299,7 +299,7 @@ static int e2b_attach(const struct sbx_spec *spec, const char *sandbox_id, json_
 int e2b_sandbox_list(const char *lease, json_t **out, struct sbx_error *e)
 {
 	static const char *const keep[] = {"sandboxID", "templateID", "state", "startedAt",
-					   "endAt", "metadata", NULL};
+					   "endAt",	"metadata",   NULL};
 	char token[512] = "";
 	int rc = 0;
 	*out = json_array();
@@ -322,10 +322,11 @@ int e2b_sandbox_list(const char *lease, json_t **out, struct sbx_error *e)
 		sbx_http_add_query(&path, "limit", "100");
 		if (*token)
 			sbx_http_add_query(&path, "nextToken", token);
-		rc = e2b_api_ex("GET", path.buf, NULL, true, &reply, &status, "X-Next-Token",
-				token, sizeof(token), "list sandboxes", e);
+		rc = e2b_api_ex("GET", path.buf, NULL, true, &reply, &status, "X-Next-Token", token,
+				sizeof(token), "list sandboxes", e);
 		if (!rc && !json_is_array(reply))
-			rc = sbx_error_set(e, EPROTO, SBX_E_INTERNAL, "list sandboxes: not an array");
+			rc = sbx_error_set(e, EPROTO, SBX_E_INTERNAL,
+					   "list sandboxes: not an array");
 		json_array_foreach(rc ? NULL : reply, i, item)
 		{
 			json_t *o = json_object();
@@ -355,12 +356,12 @@ static int e2b_list_sandboxes(sbx_sandbox_fn fn, void *ctx, struct sbx_error *er
 	json_array_foreach(rc ? NULL : all, i, o)
 	{
 		struct sbx_sandbox_entry sb = {
-			.id = json_string_value(json_object_get(o, "sandboxID")),
-			.state = json_string_value(json_object_get(o, "state")),
-			.lease = json_string_value(
-				json_object_get(json_object_get(o, "metadata"), "sbxfs_lease")),
-			.template_name = json_string_value(json_object_get(o, "templateID")),
-			.created_at = json_string_value(json_object_get(o, "startedAt")),
+		    .id = json_string_value(json_object_get(o, "sandboxID")),
+		    .state = json_string_value(json_object_get(o, "state")),
+		    .lease = json_string_value(
+			json_object_get(json_object_get(o, "metadata"), "sbxfs_lease")),
+		    .template_name = json_string_value(json_object_get(o, "templateID")),
+		    .created_at = json_string_value(json_object_get(o, "startedAt")),
 		};
 		if (sb.id && (rc = fn(ctx, &sb)))
 			break;
@@ -445,12 +446,10 @@ static int e2b_unpause(struct sbx_instance *inst, struct sbx_error *err)
 static int e2b_kill(struct sbx_instance *inst, struct sbx_error *err)
 {
 	long status = 0;
-	return sandbox_call(e2b_of(inst), "DELETE", "/sandboxes/", "", NULL, &status,
-			    "kill", err);
+	return sandbox_call(e2b_of(inst), "DELETE", "/sandboxes/", "", NULL, &status, "kill", err);
 }
 
-static int e2b_probe(struct sbx_instance *inst, enum sbx_remote_state *state,
-		     struct sbx_error *err)
+static int e2b_probe(struct sbx_instance *inst, enum sbx_remote_state *state, struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
 	struct e2b_sandbox sb;
@@ -483,7 +482,8 @@ static int e2b_probe(struct sbx_instance *inst, enum sbx_remote_state *state,
 
 static int e2b_set_timeout(struct sbx_instance *inst, long seconds, struct sbx_error *err)
 {
-	json_t *body = sbx_xjson(json_pack("{s:I}", "timeout", (json_int_t)(seconds > 0 ? seconds : 1)));
+	json_t *body =
+	    sbx_xjson(json_pack("{s:I}", "timeout", (json_int_t)(seconds > 0 ? seconds : 1)));
 	long status = 0;
 	int rc = sandbox_call(e2b_of(inst), "POST", "/sandboxes/", "/timeout", body, &status,
 			      "set timeout", err);
@@ -541,48 +541,48 @@ static int e2b_get_host(struct sbx_instance *inst, int port, char *buf, size_t s
 }
 
 const struct sbx_provider sbx_provider_e2b = {
-	.abi = SBX_PROVIDER_ABI,
-	.name = "e2b",
-	.caps = SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY,
-	.init = e2b_init,
-	.shutdown = e2b_shutdown,
-	.create = e2b_create,
-	.attach = e2b_attach,
-	.save = e2b_save,
-	.release = e2b_release,
-	.pause = e2b_pause,
-	.unpause = e2b_unpause,
-	.kill = e2b_kill,
-	.probe = e2b_probe,
-	.set_timeout = e2b_set_timeout,
-	.info = e2b_info,
-	.get_host = e2b_get_host,
-	.run = e2b_run,
-	.run_code = e2b_run_code,
-	.tty_open = e2b_tty_open,
-	.tty_write = e2b_tty_write,
-	.tty_resize = e2b_tty_resize,
-	.tty_close = e2b_tty_close,
-	.code_reset = e2b_code_reset,
-	.stat = e2b_stat,
-	.list = e2b_list,
-	.read = e2b_read,
-	.write = e2b_write,
-	.truncate = e2b_truncate,
-	.mkdir = e2b_mkdir,
-	.unlink = e2b_unlink,
-	.rmdir = e2b_rmdir,
-	.rename = e2b_rename,
-	.chmod = e2b_chmod,
-	.chown = e2b_chown,
-	.utimens = e2b_utimens,
-	.symlink = e2b_symlink,
-	.readlink = e2b_readlink,
-	.link = e2b_link,
-	.mknod = e2b_mknod,
-	.statfs = e2b_statfs,
-	.sync = e2b_sync,
-	.take_failure = e2b_take_failure,
-	.set_notify = e2b_set_notify,
-	.list_sandboxes = e2b_list_sandboxes,
+    .abi = SBX_PROVIDER_ABI,
+    .name = "e2b",
+    .caps = SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY,
+    .init = e2b_init,
+    .shutdown = e2b_shutdown,
+    .create = e2b_create,
+    .attach = e2b_attach,
+    .save = e2b_save,
+    .release = e2b_release,
+    .pause = e2b_pause,
+    .unpause = e2b_unpause,
+    .kill = e2b_kill,
+    .probe = e2b_probe,
+    .set_timeout = e2b_set_timeout,
+    .info = e2b_info,
+    .get_host = e2b_get_host,
+    .run = e2b_run,
+    .run_code = e2b_run_code,
+    .tty_open = e2b_tty_open,
+    .tty_write = e2b_tty_write,
+    .tty_resize = e2b_tty_resize,
+    .tty_close = e2b_tty_close,
+    .code_reset = e2b_code_reset,
+    .stat = e2b_stat,
+    .list = e2b_list,
+    .read = e2b_read,
+    .write = e2b_write,
+    .truncate = e2b_truncate,
+    .mkdir = e2b_mkdir,
+    .unlink = e2b_unlink,
+    .rmdir = e2b_rmdir,
+    .rename = e2b_rename,
+    .chmod = e2b_chmod,
+    .chown = e2b_chown,
+    .utimens = e2b_utimens,
+    .symlink = e2b_symlink,
+    .readlink = e2b_readlink,
+    .link = e2b_link,
+    .mknod = e2b_mknod,
+    .statfs = e2b_statfs,
+    .sync = e2b_sync,
+    .take_failure = e2b_take_failure,
+    .set_notify = e2b_set_notify,
+    .list_sandboxes = e2b_list_sandboxes,
 };

@@ -31,10 +31,10 @@
 static const char *const langs[N_LANGS] = {"python", "javascript", "typescript"};
 
 struct e2b_code {
-	pthread_mutex_t lock; /* protects everything below */
-	bool listed;          /* GET /contexts was asked (adoption done) */
-	char *ctx[N_LANGS];   /* context id per language, or NULL */
-	long count[N_LANGS];  /* the last execution count seen (0: none) */
+	pthread_mutex_t lock;  /* protects everything below */
+	bool listed;	       /* GET /contexts was asked (adoption done) */
+	char *ctx[N_LANGS];    /* context id per language, or NULL */
+	long count[N_LANGS];   /* the last execution count seen (0: none) */
 	unsigned gen[N_LANGS]; /* bumped by a restart: runs begun before it count no more */
 };
 
@@ -151,7 +151,8 @@ static void adopt(struct e2b_inst *in, struct e2b_code *c)
 		int k = lang_index(json_string_value(json_object_get(item, "language")));
 		const char *id = json_string_value(json_object_get(item, "id"));
 		const char *cwd = json_string_value(json_object_get(item, "cwd"));
-		if (k < 0 || !id || c->ctx[k] || (in->workdir && (!cwd || strcmp(cwd, in->workdir))))
+		if (k < 0 || !id || c->ctx[k] ||
+		    (in->workdir && (!cwd || strcmp(cwd, in->workdir))))
 			continue;
 		c->ctx[k] = sbx_xstrdup(id);
 	}
@@ -159,8 +160,7 @@ static void adopt(struct e2b_inst *in, struct e2b_code *c)
 }
 
 /* The context of language k (created when none); a copy in *id. c->lock held. */
-static int context(struct e2b_inst *in, struct e2b_code *c, int k, char **id,
-		   struct sbx_error *e)
+static int context(struct e2b_inst *in, struct e2b_code *c, int k, char **id, struct sbx_error *e)
 {
 	json_t *body, *reply = NULL;
 	long status;
@@ -175,7 +175,8 @@ static int context(struct e2b_inst *in, struct e2b_code *c, int k, char **id,
 		json_decref(body);
 		const char *s = json_string_value(json_object_get(reply, "id"));
 		if (!rc && !s)
-			rc = sbx_error_set(e, EPROTO, SBX_E_INTERNAL, "create context: no id in reply");
+			rc = sbx_error_set(e, EPROTO, SBX_E_INTERNAL,
+					   "create context: no id in reply");
 		if (!rc)
 			c->ctx[k] = sbx_xstrdup(s);
 		c->count[k] = 0;
@@ -313,9 +314,9 @@ int e2b_code_reset(struct sbx_instance *inst, const char *language, struct sbx_e
 	int k = language ? lang_index(language) : -1, rc = 0;
 
 	if (language && k < 0)
-		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
-				     "restart: no interpreter for %s (python, javascript or typescript)",
-				     language);
+		return sbx_error_set(
+		    err, EINVAL, SBX_E_EXECUTION_FAILED,
+		    "restart: no interpreter for %s (python, javascript or typescript)", language);
 	pthread_mutex_lock(&c->lock);
 	adopt(in, c);
 	for (int i = 0; i < N_LANGS && !rc; i++) {

@@ -108,23 +108,23 @@ static const struct {
 	const char *code;
 	int err;
 } codes[] = {
-	{"canceled", ECANCELED},
-	{"unknown", EIO},
-	{"invalid_argument", EINVAL},
-	{"deadline_exceeded", ETIMEDOUT},
-	{"not_found", ENOENT},
-	{"already_exists", EEXIST},
-	{"permission_denied", EACCES},
-	{"resource_exhausted", EAGAIN},
-	/* envd uses it for a symlink loop only */
-	{"failed_precondition", ELOOP},
-	{"aborted", EIO},
-	{"out_of_range", EINVAL},
-	{"unimplemented", ENOTSUP},
-	{"internal", EIO},
-	{"unavailable", ENOTCONN},
-	{"data_loss", EIO},
-	{"unauthenticated", EACCES},
+    {"canceled", ECANCELED},
+    {"unknown", EIO},
+    {"invalid_argument", EINVAL},
+    {"deadline_exceeded", ETIMEDOUT},
+    {"not_found", ENOENT},
+    {"already_exists", EEXIST},
+    {"permission_denied", EACCES},
+    {"resource_exhausted", EAGAIN},
+    /* envd uses it for a symlink loop only */
+    {"failed_precondition", ELOOP},
+    {"aborted", EIO},
+    {"out_of_range", EINVAL},
+    {"unimplemented", ENOTSUP},
+    {"internal", EIO},
+    {"unavailable", ENOTCONN},
+    {"data_loss", EIO},
+    {"unauthenticated", EACCES},
 };
 
 int e2b_connect_code_errno(const char *code)
@@ -156,8 +156,8 @@ const char *e2b_connect_code_from_http(long status)
 	}
 }
 
-int e2b_connect_unary_error(long status, const char *content_type, const char *body,
-			    size_t len, const char *what, struct sbx_error *e)
+int e2b_connect_unary_error(long status, const char *content_type, const char *body, size_t len,
+			    const char *what, struct sbx_error *e)
 {
 	json_t *root = NULL;
 	const char *code = NULL, *msg = NULL;

@@ -32,10 +32,10 @@ struct e2b_connect_decoder {
 	e2b_connect_msg_fn on_message;
 	void *ctx;
 	struct sbx_buf pending; /* bytes of an incomplete frame */
-	bool ended;             /* the end-of-stream frame arrived */
-	int end_err;            /* its error as a positive errno, 0 if none */
-	char end_code[32];      /* its Connect code ("" if none) */
-	char end_msg[256];      /* its message */
+	bool ended;		/* the end-of-stream frame arrived */
+	int end_err;		/* its error as a positive errno, 0 if none */
+	char end_code[32];	/* its Connect code ("" if none) */
+	char end_msg[256];	/* its message */
 };
 
 void e2b_connect_decoder_init(struct e2b_connect_decoder *d, e2b_connect_msg_fn fn, void *ctx);
@@ -63,7 +63,7 @@ const char *e2b_connect_code_from_http(long status);
  * when it is Connect error JSON, else the HTTP status (502 = the sandbox
  * is gone or paused: ENOTCONN with SBX_E_NOT_FOUND). Returns -errno.
  */
-int e2b_connect_unary_error(long status, const char *content_type, const char *body,
-			    size_t len, const char *what, struct sbx_error *e);
+int e2b_connect_unary_error(long status, const char *content_type, const char *body, size_t len,
+			    const char *what, struct sbx_error *e);
 
 #endif

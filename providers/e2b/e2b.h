@@ -43,22 +43,22 @@ extern const struct sbx_provider sbx_provider_e2b;
 
 struct e2b_inst {
 	struct sbx_instance base; /* first: the core casts */
-	pthread_mutex_t lock;     /* protects the fields marked (L) */
-	struct e2b_sandbox sb;    /* (L) ids, tokens, domain; replaced on unpause */
-	bool paused;              /* (L) */
-	char *workdir;            /* spec workingDirectory or NULL (immutable) */
-	long ttl_s;               /* lifetime asked for on create and resume (immutable) */
+	pthread_mutex_t lock;	  /* protects the fields marked (L) */
+	struct e2b_sandbox sb;	  /* (L) ids, tokens, domain; replaced on unpause */
+	bool paused;		  /* (L) */
+	char *workdir;		  /* spec workingDirectory or NULL (immutable) */
+	long ttl_s;		  /* lifetime asked for on create and resume (immutable) */
 
 	/* Metadata batch (meta.h). */
-	struct e2b_meta_queue queue;    /* (L) waiting */
+	struct e2b_meta_queue queue;	/* (L) waiting */
 	struct e2b_meta_queue inflight; /* (L) being applied by a flush */
-	pthread_mutex_t flush_lock;     /* serialises flushes; taken before lock */
-	struct sbx_rmeta_fails fails;   /* queued ops that failed, by path (rmeta.h) */
-	pthread_t flusher;              /* the timer thread (started with the first op) */
-	bool flusher_on;                /* (L) */
-	bool stopping;                  /* (L) release in progress */
-	pthread_cond_t wake;            /* signals the flusher (with lock) */
-	long last_op_ms;                /* (L) */
+	pthread_mutex_t flush_lock;	/* serialises flushes; taken before lock */
+	struct sbx_rmeta_fails fails;	/* queued ops that failed, by path (rmeta.h) */
+	pthread_t flusher;		/* the timer thread (started with the first op) */
+	bool flusher_on;		/* (L) */
+	bool stopping;			/* (L) release in progress */
+	pthread_cond_t wake;		/* signals the flusher (with lock) */
+	long last_op_ms;		/* (L) */
 
 	struct sbx_rmeta_df df; /* statfs cache (its own lock) */
 
@@ -68,7 +68,7 @@ struct e2b_inst {
 		struct sbx_stat st;
 		long at_ms;
 	} recent[E2B_RECENT_MAX]; /* (L) */
-	unsigned recent_next;     /* (L) the slot the next one replaces */
+	unsigned recent_next;	  /* (L) the slot the next one replaces */
 
 	pthread_mutex_t watch_lock; /* protects watch */
 	struct e2b_watch *watch;
@@ -106,9 +106,9 @@ int e2b_api(const char *method, const char *path, json_t *body, bool idempotent,
 
 /* e2b_api, also copying the reply's header `header` into value (""
  * when absent). */
-int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempotent,
-	       json_t **out, long *status, const char *header, char *value, size_t size,
-	       const char *what, struct sbx_error *e);
+int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempotent, json_t **out,
+	       long *status, const char *header, char *value, size_t size, const char *what,
+	       struct sbx_error *e);
 
 /*
  * Lists the sandboxes (running and paused) of this API key, all pages of
@@ -119,27 +119,27 @@ int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempote
 int e2b_sandbox_list(const char *lease, json_t **out, struct sbx_error *e);
 
 /* Unary envd RPC ("filesystem.Filesystem/Stat"); *out = reply (owned). */
-int e2b_rpc(struct e2b_inst *in, const char *method, json_t *req, bool idempotent,
-	    size_t max_reply, json_t **out, const char *what, struct sbx_error *e);
+int e2b_rpc(struct e2b_inst *in, const char *method, json_t *req, bool idempotent, size_t max_reply,
+	    json_t **out, const char *what, struct sbx_error *e);
 
 struct e2b_stream_opts {
-	long timeout_ms;          /* Connect-Timeout-Ms (0: none) and the total deadline */
-	long idle_ms;             /* no byte for this long ends the stream */
+	long timeout_ms; /* Connect-Timeout-Ms (0: none) and the total deadline */
+	long idle_ms;	 /* no byte for this long ends the stream */
 	const atomic_int *cancel;
-	const char *auth;         /* an "Authorization: Basic ..." line (the user), or NULL */
+	const char *auth; /* an "Authorization: Basic ..." line (the user), or NULL */
 };
 /* Streaming envd RPC: each data message goes to fn; 0 after a clean
  * end-of-stream frame, else -errno (the end frame's error included). */
 int e2b_rpc_stream(struct e2b_inst *in, const char *method, json_t *req,
-		   const struct e2b_stream_opts *o, int (*fn)(void *ctx, const char *json, size_t len),
-		   void *ctx, const char *what, struct sbx_error *e);
+		   const struct e2b_stream_opts *o,
+		   int (*fn)(void *ctx, const char *json, size_t len), void *ctx, const char *what,
+		   struct sbx_error *e);
 
 /* GET /files?path=P with an optional Range, 2xx body into sink. */
-int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len,
-		  sbx_sink_fn sink, void *ctx, long *status, struct sbx_error *e);
+int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len, sbx_sink_fn sink,
+		  void *ctx, long *status, struct sbx_error *e);
 /* POST /files?path=P, body streamed from fd (octet-stream). */
-int e2b_files_put(struct e2b_inst *in, const char *path, int fd, off_t size,
-		  struct sbx_error *e);
+int e2b_files_put(struct e2b_inst *in, const char *path, int fd, off_t size, struct sbx_error *e);
 
 /* --- code.c -------------------------------------------------------------- */
 int e2b_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
@@ -176,8 +176,7 @@ int e2b_tty_resize(struct sbx_tty_session *s, unsigned cols, unsigned rows, stru
 void e2b_tty_close(struct sbx_tty_session *s);
 /* run.c: the run slot (applies the metadata batch first), statfs. */
 int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
-	    const struct sbx_run_sink *sink, struct sbx_run_result *result,
-	    struct sbx_error *err);
+	    const struct sbx_run_sink *sink, struct sbx_run_result *result, struct sbx_error *err);
 int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	       struct sbx_error *err);
 
@@ -185,7 +184,7 @@ int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 
 /* Which waiting metadata ops an operation on a path cannot do without. */
 enum e2b_flush_need {
-	E2B_FLUSH_ALL,      /* all of them (sync, before a run or a pause); path unused */
+	E2B_FLUSH_ALL,	    /* all of them (sync, before a run or a pause); path unused */
 	E2B_FLUSH_TOUCH,    /* any op on path or below it (rename, remove) */
 	E2B_FLUSH_ENTRY,    /* ops creating path (stat, readlink, mkdir) */
 	E2B_FLUSH_CHILDREN, /* ops creating path or an entry in it (list) */
@@ -200,8 +199,7 @@ enum e2b_flush_need {
  * An op that fails is recorded against its path (in->fails, reported to
  * the lease): it is not the caller's failure, so this returns 0 then.
  */
-int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need,
-	      struct sbx_error *e);
+int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, struct sbx_error *e);
 /* Forgets the recent entries at or under path (lock held; it changed). */
 void e2b_recent_drop_locked(struct e2b_inst *in, const char *path);
 /* Frees the recent entries (release). */
@@ -215,8 +213,8 @@ int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	     struct sbx_error *err);
 int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
 	     struct sbx_error *err);
-int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len,
-	     sbx_sink_fn sink, void *ctx, struct sbx_error *err);
+int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, sbx_sink_fn sink,
+	     void *ctx, struct sbx_error *err);
 int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 	      struct sbx_error *err);
 int e2b_truncate(struct sbx_instance *inst, const char *path, off_t size, struct sbx_error *err);
@@ -241,8 +239,7 @@ int e2b_sync(struct sbx_instance *inst, struct sbx_error *err);
 int e2b_take_failure(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 
 /* --- watch.c ------------------------------------------------------------- */
-void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char *path),
-		    void *ctx);
+void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char *path), void *ctx);
 void e2b_watch_stop(struct e2b_inst *in);
 
 #endif

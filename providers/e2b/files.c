@@ -57,8 +57,8 @@ static void apply(struct e2b_inst *in, struct e2b_meta_queue *q)
 		if (!sbx_rmeta_attribute(&in->fails, &in->base, err.buf, first, next, op_of, q) &&
 		    code) {
 			err.buf[strcspn(err.buf, "\n")] = '\0';
-			sbx_error_set(&e, EIO, SBX_E_EXECUTION_FAILED, "the script ended %d: %s", code,
-				      err.buf);
+			sbx_error_set(&e, EIO, SBX_E_EXECUTION_FAILED, "the script ended %d: %s",
+				      code, err.buf);
 			sbx_rmeta_fail_all(&in->fails, &in->base, first, next, op_of, q, &e);
 		}
 	}
@@ -84,8 +84,7 @@ static bool needs(const struct e2b_meta_queue *q, const char *path, enum e2b_flu
 	return true;
 }
 
-int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need,
-	      struct sbx_error *e)
+int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, struct sbx_error *e)
 {
 	bool wait;
 	(void)e;
@@ -204,8 +203,8 @@ int e2b_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct s
 int e2b_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
 	      struct sbx_error *err)
 {
-	struct e2b_meta_op op = {.kind = E2B_META_CHOWN, .path = (char *)path, .uid = uid,
-				 .gid = gid};
+	struct e2b_meta_op op = {
+	    .kind = E2B_META_CHOWN, .path = (char *)path, .uid = uid, .gid = gid};
 	if (uid == (uid_t)-1 && gid == (gid_t)-1)
 		return 0;
 	return enqueue(e2b_of(inst), &op);
@@ -229,8 +228,8 @@ int e2b_utimens(struct sbx_instance *inst, const char *path, const struct timesp
 int e2b_symlink(struct sbx_instance *inst, const char *target, const char *path,
 		struct sbx_error *err)
 {
-	struct e2b_meta_op op = {.kind = E2B_META_SYMLINK, .path = (char *)path,
-				 .arg = (char *)target};
+	struct e2b_meta_op op = {
+	    .kind = E2B_META_SYMLINK, .path = (char *)path, .arg = (char *)target};
 	return enqueue(e2b_of(inst), &op);
 }
 
@@ -251,8 +250,8 @@ int e2b_link(struct sbx_instance *inst, const char *from, const char *to, struct
 int e2b_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
 	      struct sbx_error *err)
 {
-	struct e2b_meta_op op = {.kind = E2B_META_MKNOD, .path = (char *)path, .mode = mode,
-				 .dev = dev};
+	struct e2b_meta_op op = {
+	    .kind = E2B_META_MKNOD, .path = (char *)path, .mode = mode, .dev = dev};
 	if (S_ISSOCK(mode))
 		return sbx_error_set(err, ENOTSUP, SBX_E_INTERNAL,
 				     "mknod %s: sockets are not supported", path);
@@ -349,8 +348,8 @@ static int rpc_path(struct e2b_inst *in, const char *method, const char *path, j
 	return rc;
 }
 
-static int stat_raw(struct e2b_inst *in, const char *path, struct sbx_stat *st,
-		    json_t **entry_out, struct sbx_error *err)
+static int stat_raw(struct e2b_inst *in, const char *path, struct sbx_stat *st, json_t **entry_out,
+		    struct sbx_error *err)
 {
 	json_t *out = NULL, *entry;
 	int rc = rpc_path(in, "filesystem.Filesystem/Stat", path, &out, true, "stat", err);
@@ -482,8 +481,8 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 	return 0;
 }
 
-int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len,
-	     sbx_sink_fn sink, void *ctx, struct sbx_error *err)
+int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, sbx_sink_fn sink,
+	     void *ctx, struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
 	long status = 0;
@@ -565,8 +564,8 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 	}
 	/* Uploads arrive 0644; anything else is a (batched) chmod. */
 	if (!rc && (mode & 07777) && (mode & 07777) != 0644) {
-		struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .path = (char *)path,
-					 .mode = mode};
+		struct e2b_meta_op op = {
+		    .kind = E2B_META_CHMOD, .path = (char *)path, .mode = mode};
 		enqueue(in, &op);
 	}
 	sbx_buf_release(&tmp);
@@ -586,8 +585,8 @@ int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct s
 	if (rc == -EINVAL)
 		rc = refine(err, ENOTDIR); /* a parent is a file */
 	if (!rc && (mode & 07777) && (mode & 07777) != 0755) {
-		struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .path = (char *)path,
-					 .mode = mode};
+		struct e2b_meta_op op = {
+		    .kind = E2B_META_CHMOD, .path = (char *)path, .mode = mode};
 		enqueue(in, &op);
 	}
 	return rc;

@@ -172,8 +172,8 @@ void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct s
 
 const char *e2b_meta_name(enum e2b_meta_kind kind)
 {
-	static const char *const names[] = {"chmod", "chown", "utimens", "symlink",
-					    "truncate", "link", "mknod"};
+	static const char *const names[] = {"chmod",	"chown", "utimens", "symlink",
+					    "truncate", "link",	 "mknod"};
 	return kind <= E2B_META_MKNOD ? names[kind] : "metadata change";
 }
 
@@ -275,8 +275,8 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 		} else if (S_ISCHR(op->mode) || S_ISBLK(op->mode)) {
 			sbx_buf_addf(b, "mknod -m %04o --", (unsigned)(op->mode & 07777));
 			add_path(b, op->path);
-			sbx_buf_addf(b, " %c %u %u", S_ISCHR(op->mode) ? 'c' : 'b',
-				     major(op->dev), minor(op->dev));
+			sbx_buf_addf(b, " %c %u %u", S_ISCHR(op->mode) ? 'c' : 'b', major(op->dev),
+				     minor(op->dev));
 			add_owner(b, op->path);
 		} else if (S_ISREG(op->mode) || !(op->mode & S_IFMT)) {
 			/* noclobber in a subshell: EEXIST semantics, no leak */

@@ -41,8 +41,8 @@ struct e2b_meta_op {
 	uid_t uid;   /* chown: (uid_t)-1 = keep */
 	gid_t gid;
 	struct timespec ts[2]; /* utimens: atime, mtime; UTIME_NOW / UTIME_OMIT */
-	off_t size;            /* truncate */
-	dev_t dev;             /* mknod */
+	off_t size;	       /* truncate */
+	dev_t dev;	       /* mknod */
 };
 
 struct e2b_meta_queue {

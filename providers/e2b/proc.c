@@ -55,8 +55,8 @@ static int run_message(void *ctx, const char *json, size_t len)
 void e2b_proc_kill(struct e2b_inst *in, unsigned pid)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
-	json_t *req = sbx_xjson(json_pack("{s:{s:i},s:s}", "process", "pid", (int)pid, "signal",
-				"SIGNAL_SIGKILL"));
+	json_t *req = sbx_xjson(
+	    json_pack("{s:{s:i},s:s}", "process", "pid", (int)pid, "signal", "SIGNAL_SIGKILL"));
 	json_t *out = NULL;
 	if (e2b_rpc(in, "process.Process/SendSignal", req, true, 0, &out, "kill", &e))
 		sbx_log(SBX_LOG_INFO, "e2b: %s: %s", in->base.id, e.msg);

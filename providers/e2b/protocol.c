@@ -57,24 +57,24 @@ static int deadline(json_t *cfg, const char *key, long dflt, long *ms, struct sb
 	else if (json_is_string(v))
 		s = (double)sbx_duration_parse(json_string_value(v));
 	if (!(s > 0) || s > 86400)
-		return sbx_error_set(e, EINVAL, SBX_E_INTERNAL,
-				     "providers.e2b.%s: not a duration (seconds, or \"90s\", \"2m\")",
-				     key);
+		return sbx_error_set(
+		    e, EINVAL, SBX_E_INTERNAL,
+		    "providers.e2b.%s: not a duration (seconds, or \"90s\", \"2m\")", key);
 	*ms = (long)(s * 1000 + 0.5);
 	return 0;
 }
 
-int e2b_settings_load(struct e2b_settings *s, json_t *cfg, e2b_getenv_fn get,
-		      struct sbx_error *e)
+int e2b_settings_load(struct e2b_settings *s, json_t *cfg, e2b_getenv_fn get, struct sbx_error *e)
 {
 	const char *key = get ? get("E2B_API_KEY") : NULL;
 	const char *domain = setting(cfg, "domain", get, "E2B_DOMAIN");
 	int rc = 0;
 	memset(s, 0, sizeof(*s));
 	if (!key || !*key)
-		return sbx_error_set(e, EACCES, SBX_E_AUTH,
-				     "E2B_API_KEY is not set (the e2b provider needs it: "
-				     "export it, or put it in an env_file or a providers.e2b.keyFile)");
+		return sbx_error_set(
+		    e, EACCES, SBX_E_AUTH,
+		    "E2B_API_KEY is not set (the e2b provider needs it: "
+		    "export it, or put it in an env_file or a providers.e2b.keyFile)");
 	s->api_key = xstrdup(key);
 	s->domain = xstrdup(domain ? domain : E2B_DEFAULT_DOMAIN);
 	s->api_url = base_url(setting(cfg, "apiUrl", get, "E2B_API_URL"), e, "E2B_API_URL", &rc);
@@ -141,8 +141,8 @@ bool e2b_is_temp_name(const char *path)
 	return strspn(base + n, "0123456789abcdef") == 8;
 }
 
-void e2b_host(struct sbx_buf *b, const struct e2b_settings *s, const char *id,
-	      const char *domain, int port)
+void e2b_host(struct sbx_buf *b, const struct e2b_settings *s, const char *id, const char *domain,
+	      int port)
 {
 	sbx_buf_addf(b, "https://%d-%s.%s", port, id, domain && *domain ? domain : s->domain);
 }
@@ -223,8 +223,7 @@ void e2b_sandbox_free(struct e2b_sandbox *sb)
 	memset(sb, 0, sizeof(*sb));
 }
 
-int e2b_api_error(long status, const char *body, size_t len, const char *what,
-		  struct sbx_error *e)
+int e2b_api_error(long status, const char *body, size_t len, const char *what, struct sbx_error *e)
 {
 	json_t *root = len ? json_loadb(body, len, 0, NULL) : NULL;
 	const char *msg = json_string_value(json_object_get(root, "message"));
@@ -238,8 +237,8 @@ int e2b_api_error(long status, const char *body, size_t len, const char *what,
 	} else if (status == 401 || status == 403) {
 		/* What to fix, whatever the server's own words were. */
 		ret = sbx_error_set(e, EACCES, SBX_E_AUTH,
-				    "%s: E2B refused the API key (%ld)%s%s; check E2B_API_KEY", what,
-				    status, msg ? ": " : "", msg ? msg : "");
+				    "%s: E2B refused the API key (%ld)%s%s; check E2B_API_KEY",
+				    what, status, msg ? ": " : "", msg ? msg : "");
 		json_decref(root);
 		return ret;
 	}
@@ -259,8 +258,10 @@ int e2b_parse_time(const char *s, struct timespec *ts)
 	int n = 0, sign;
 	long nsec = 0, scale = 100000000L, off = 0;
 	const char *p;
-	if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-			 &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 19)
+	if (!s ||
+	    sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+		   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+	    n != 19)
 		return -EINVAL;
 	p = s + n;
 	if (*p == '.') {
@@ -442,11 +443,18 @@ static int signal_number(const char *status)
 	static const struct {
 		const char *name;
 		int sig;
-	} sigs[] = {{"killed", SIGKILL},   {"terminated", SIGTERM}, {"interrupt", SIGINT},
-		    {"hangup", SIGHUP},    {"aborted", SIGABRT},    {"quit", SIGQUIT},
-		    {"segmentation fault", SIGSEGV}, {"broken pipe", SIGPIPE},
-		    {"bus error", SIGBUS}, {"floating point exception", SIGFPE},
-		    {"user defined signal 1", SIGUSR1}, {"user defined signal 2", SIGUSR2},
+	} sigs[] = {{"killed", SIGKILL},
+		    {"terminated", SIGTERM},
+		    {"interrupt", SIGINT},
+		    {"hangup", SIGHUP},
+		    {"aborted", SIGABRT},
+		    {"quit", SIGQUIT},
+		    {"segmentation fault", SIGSEGV},
+		    {"broken pipe", SIGPIPE},
+		    {"bus error", SIGBUS},
+		    {"floating point exception", SIGFPE},
+		    {"user defined signal 1", SIGUSR1},
+		    {"user defined signal 2", SIGUSR2},
 		    {"alarm clock", SIGALRM}};
 	const char *p = strncmp(status, "signal: ", 8) ? NULL : status + 8;
 	for (size_t i = 0; p && i < sizeof(sigs) / sizeof(sigs[0]); i++)

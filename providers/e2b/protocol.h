@@ -30,14 +30,15 @@
 
 /* Where and how to reach E2B. Strings are owned (e2b_settings_free). */
 struct e2b_settings {
-	char *api_key;     /* secret: never logged, never shown */
-	char *api_url;     /* control plane base, no trailing '/' */
+	char *api_key;	   /* secret: never logged, never shown */
+	char *api_url;	   /* control plane base, no trailing '/' */
 	char *sandbox_url; /* envd base override (tests), or NULL */
 	char *domain;
 	/* Deadlines in ms (0: the defaults below); config only, no SDK variable. */
-	long request_ms;  /* requestTimeout: one unary call, retries included */
-	long transfer_ms; /* transferTimeout: no byte for this long ends a file transfer or stream */
-	long connect_ms;  /* connectTimeout: TCP + TLS set-up */
+	long request_ms; /* requestTimeout: one unary call, retries included */
+	long
+	    transfer_ms; /* transferTimeout: no byte for this long ends a file transfer or stream */
+	long connect_ms; /* connectTimeout: TCP + TLS set-up */
 };
 
 #define E2B_REQUEST_TIMEOUT_MS 60000L
@@ -56,8 +57,7 @@ typedef const char *(*e2b_getenv_fn)(const char *name);
  * number of seconds (fractions allowed) or a duration string ("90s",
  * "2m"); anything else, or <= 0, is EINVAL naming the key.
  */
-int e2b_settings_load(struct e2b_settings *s, json_t *cfg, e2b_getenv_fn get,
-		      struct sbx_error *e);
+int e2b_settings_load(struct e2b_settings *s, json_t *cfg, e2b_getenv_fn get, struct sbx_error *e);
 void e2b_settings_free(struct e2b_settings *s);
 
 /*
@@ -73,8 +73,8 @@ void e2b_envd_base(struct sbx_buf *b, const struct e2b_settings *s, const char *
 /* Whether the last component of path is such a temporary upload name. */
 bool e2b_is_temp_name(const char *path);
 /* `https://PORT-ID.DOMAIN`: the SDK's getHost() with its scheme. */
-void e2b_host(struct sbx_buf *b, const struct e2b_settings *s, const char *id,
-	      const char *domain, int port);
+void e2b_host(struct sbx_buf *b, const struct e2b_settings *s, const char *id, const char *domain,
+	      int port);
 
 /* The NewSandboxV2 body for spec (new reference). */
 json_t *e2b_create_body(const struct sbx_spec *spec, const char *lease);
@@ -84,7 +84,7 @@ struct e2b_sandbox {
 	char *id, *template_id, *envd_version, *domain;
 	char *access_token;  /* envdAccessToken: secret */
 	char *traffic_token; /* trafficAccessToken: secret */
-	char *state;         /* "running" | "paused" (detail only) */
+	char *state;	     /* "running" | "paused" (detail only) */
 	char *started_at, *end_at;
 	long cpu_count, memory_mb, disk_mb;
 };
@@ -98,8 +98,7 @@ void e2b_sandbox_free(struct e2b_sandbox *sb);
  * EAGAIN (service busy), 502 ENOTCONN, 504 ETIMEDOUT, 507 ENOSPC, 400
  * EINVAL, other EIO. Text: "what: STATUS message" (never the key).
  */
-int e2b_api_error(long status, const char *body, size_t len, const char *what,
-		  struct sbx_error *e);
+int e2b_api_error(long status, const char *body, size_t len, const char *what, struct sbx_error *e);
 
 /* RFC 3339 ("2024-01-01T00:00:00.5Z", offsets allowed) to a timespec; 0 or -EINVAL. */
 int e2b_parse_time(const char *s, struct timespec *ts);
@@ -114,22 +113,26 @@ int e2b_json_int64(json_t *v, long long *out);
  */
 int e2b_entry_to_stat(json_t *entry, struct sbx_stat *st);
 
-
 /* The StartRequest of `bash -l -c TEXT` or an argv (exactly one set). */
 json_t *e2b_start_body(const char *shell, const char *const *argv, const char *const *envs,
 		       const char *cwd);
 
-enum e2b_proc_kind { E2B_PROC_OTHER = 0, E2B_PROC_START, E2B_PROC_DATA, E2B_PROC_END,
-		     E2B_PROC_KEEPALIVE };
+enum e2b_proc_kind {
+	E2B_PROC_OTHER = 0,
+	E2B_PROC_START,
+	E2B_PROC_DATA,
+	E2B_PROC_END,
+	E2B_PROC_KEEPALIVE
+};
 
 struct e2b_proc_event {
 	enum e2b_proc_kind kind;
-	unsigned pid;            /* start */
-	int stream;              /* data: SBX_STDOUT or SBX_STDERR (0: pty, ignored) */
-	struct sbx_buf data;     /* data: decoded bytes */
-	int exit_code;           /* end: exitCode, or 128+N when killed by signal N */
+	unsigned pid;	     /* start */
+	int stream;	     /* data: SBX_STDOUT or SBX_STDERR (0: pty, ignored) */
+	struct sbx_buf data; /* data: decoded bytes */
+	int exit_code;	     /* end: exitCode, or 128+N when killed by signal N */
 	bool exited;
-	char status[64];         /* end: "exit status 3", "signal: killed" */
+	char status[64]; /* end: "exit status 3", "signal: killed" */
 };
 
 void e2b_proc_event_init(struct e2b_proc_event *ev);
@@ -138,14 +141,12 @@ void e2b_proc_event_release(struct e2b_proc_event *ev);
 int e2b_proc_event_parse(const char *json, size_t len, struct e2b_proc_event *ev,
 			 struct sbx_error *e);
 
-enum e2b_watch_kind { E2B_WATCH_OTHER = 0, E2B_WATCH_START, E2B_WATCH_EVENT,
-		      E2B_WATCH_KEEPALIVE };
+enum e2b_watch_kind { E2B_WATCH_OTHER = 0, E2B_WATCH_START, E2B_WATCH_EVENT, E2B_WATCH_KEEPALIVE };
 /*
  * Parses one WatchDirResponse: for an event, the changed name (relative to
  * the watched directory) is copied into name. 0 or -EPROTO.
  */
 int e2b_watch_event_parse(const char *json, size_t len, enum e2b_watch_kind *kind, char *name,
 			  size_t size);
-
 
 #endif

@@ -12,10 +12,8 @@
 #include "base/df.h"
 #include "base/log.h"
 
-
 int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
-	    const struct sbx_run_sink *sink, struct sbx_run_result *result,
-	    struct sbx_error *err)
+	    const struct sbx_run_sink *sink, struct sbx_run_result *result, struct sbx_error *err)
 {
 	/* Queued metadata: the core's sync() applied it before the run. */
 	return e2b_proc_start(e2b_of(inst), req, false, sink, result, err);

@@ -81,9 +81,9 @@ int e2b_api(const char *method, const char *path, json_t *body, bool idempotent,
 	return e2b_api_ex(method, path, body, idempotent, out, status, NULL, NULL, 0, what, e);
 }
 
-int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempotent,
-	       json_t **out, long *status, const char *header, char *value, size_t size,
-	       const char *what, struct sbx_error *e)
+int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempotent, json_t **out,
+	       long *status, const char *header, char *value, size_t size, const char *what,
+	       struct sbx_error *e)
 {
 	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
@@ -132,8 +132,8 @@ int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempote
 		json_error_t jerr;
 		*out = json_loadb(resp.body.buf, resp.body.len, 0, &jerr);
 		if (!*out)
-			rc = sbx_error_set(e, EPROTO, SBX_E_INTERNAL, "%s: bad JSON reply: %s", what,
-					   jerr.text);
+			rc = sbx_error_set(e, EPROTO, SBX_E_INTERNAL, "%s: bad JSON reply: %s",
+					   what, jerr.text);
 	}
 out_resp:
 	sbx_http_resp_release(&resp);
@@ -152,9 +152,9 @@ out:
 static int bad_request(json_t *reqj, const char *what, struct sbx_error *e)
 {
 	if (!reqj)
-		return sbx_error_set(e, EINVAL, SBX_E_INTERNAL,
-				     "%s: not valid UTF-8 (envd speaks JSON, which carries UTF-8 only)",
-				     what);
+		return sbx_error_set(
+		    e, EINVAL, SBX_E_INTERNAL,
+		    "%s: not valid UTF-8 (envd speaks JSON, which carries UTF-8 only)", what);
 	return sbx_error_set(e, ENOMEM, SBX_E_INTERNAL, "%s: out of memory", what);
 }
 
@@ -227,8 +227,9 @@ static int stream_sink(void *ctx, const char *data, size_t len)
 }
 
 int e2b_rpc_stream(struct e2b_inst *in, const char *method, json_t *reqj,
-		   const struct e2b_stream_opts *o, int (*fn)(void *ctx, const char *json, size_t len),
-		   void *ctx, const char *what, struct sbx_error *e)
+		   const struct e2b_stream_opts *o,
+		   int (*fn)(void *ctx, const char *json, size_t len), void *ctx, const char *what,
+		   struct sbx_error *e)
 {
 	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
@@ -313,7 +314,7 @@ struct range_sink {
 	void *ctx;
 	long status;
 	off_t skip, left; /* for a 200 that ignored our Range; left < 0: unbounded */
-	bool done;        /* stopped early on purpose */
+	bool done;	  /* stopped early on purpose */
 };
 
 static int range_response(void *ctx, const struct sbx_http_resp *resp)
@@ -352,8 +353,8 @@ static int range_write(void *ctx, const char *data, size_t len)
 	return 0;
 }
 
-int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len,
-		  sbx_sink_fn sink, void *ctx, long *status, struct sbx_error *e)
+int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len, sbx_sink_fn sink,
+		  void *ctx, long *status, struct sbx_error *e)
 {
 	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
@@ -390,16 +391,14 @@ int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len,
 		sbx_error_clear(e);
 	} else if (rc) {
 		sbx_error_prefix(e, "read");
-	}
-	else if (resp.status < 200 || resp.status > 299)
+	} else if (resp.status < 200 || resp.status > 299)
 		rc = resp.status == 416 ? 0 : files_error(resp.status, &resp, "read", path, e);
 	sbx_http_resp_release(&resp);
 	e2b_conn_release(&c);
 	return rc;
 }
 
-int e2b_files_put(struct e2b_inst *in, const char *path, int fd, off_t size,
-		  struct sbx_error *e)
+int e2b_files_put(struct e2b_inst *in, const char *path, int fd, off_t size, struct sbx_error *e)
 {
 	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;

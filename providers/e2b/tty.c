@@ -117,9 +117,9 @@ int e2b_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
 	pthread_cond_init(&s->cond, NULL);
 	e2b_proc_event_init(&s->ev);
 	s->body = e2b_start_body(NULL, shell, req->envs, req->cwd ? req->cwd : in->workdir);
-	json_object_set_new(
-	    s->body, "pty",
-	    sbx_xjson(json_pack("{s:{s:i, s:i}}", "size", "cols", (int)req->cols, "rows", (int)req->rows)));
+	json_object_set_new(s->body, "pty",
+			    sbx_xjson(json_pack("{s:{s:i, s:i}}", "size", "cols", (int)req->cols,
+						"rows", (int)req->rows)));
 	if (pthread_create(&s->thread, NULL, tty_main, s)) {
 		session_free(s);
 		return sbx_error_set(err, EAGAIN, SBX_E_INTERNAL, "cannot start a terminal thread");
@@ -165,15 +165,16 @@ int e2b_tty_write(struct sbx_tty_session *s, const char *data, size_t len, struc
 	struct sbx_buf b64 = SBX_BUF_INIT;
 	sbx_base64_encode(data, len, &b64);
 	json_t *req = sbx_xjson(json_pack("{s:{s:i}, s:{s:s%}}", "process", "pid", (int)s->pid,
-									"input", "pty", b64.buf, b64.len));
+					  "input", "pty", b64.buf, b64.len));
 	sbx_buf_release(&b64);
 	return tty_call(s, "process.Process/SendInput", req, err);
 }
 
 int e2b_tty_resize(struct sbx_tty_session *s, unsigned cols, unsigned rows, struct sbx_error *err)
 {
-	json_t *req = sbx_xjson(json_pack("{s:{s:i}, s:{s:{s:i, s:i}}}", "process", "pid",
-									(int)s->pid, "pty", "size", "cols", (int)cols, "rows", (int)rows));
+	json_t *req =
+	    sbx_xjson(json_pack("{s:{s:i}, s:{s:{s:i, s:i}}}", "process", "pid", (int)s->pid, "pty",
+				"size", "cols", (int)cols, "rows", (int)rows));
 	return tty_call(s, "process.Process/Update", req, err);
 }
 

@@ -32,7 +32,7 @@ struct e2b_watch {
 	void *ctx;
 	char root[PATH_MAX];
 	bool had_stream; /* a stream was up before: a new one means a resync */
-	bool up;         /* the current stream started */
+	bool up;	 /* the current stream started */
 };
 
 static void nap(struct e2b_watch *w, long ms)
@@ -106,8 +106,8 @@ static void *watch_main(void *arg)
 		if (rc)
 			sbx_log(SBX_LOG_DEBUG, "e2b: %s: %s", w->in->base.id, e.msg);
 		nap(w, backoff);
-		backoff = backoff * 2 > E2B_WATCH_BACKOFF_MAX_MS ? E2B_WATCH_BACKOFF_MAX_MS
-								 : backoff * 2;
+		backoff =
+		    backoff * 2 > E2B_WATCH_BACKOFF_MAX_MS ? E2B_WATCH_BACKOFF_MAX_MS : backoff * 2;
 	}
 	return NULL;
 }
@@ -129,8 +129,7 @@ void e2b_watch_stop(struct e2b_inst *in)
 	pthread_mutex_unlock(&in->watch_lock);
 }
 
-void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char *path),
-		    void *ctx)
+void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char *path), void *ctx)
 {
 	struct e2b_inst *in = e2b_of(inst);
 	struct e2b_watch *w;
@@ -141,7 +140,8 @@ void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char 
 		w->in = in;
 		w->cb = cb;
 		w->ctx = ctx;
-		snprintf(w->root, sizeof(w->root), "%s", in->workdir ? in->workdir : E2B_WATCH_ROOT);
+		snprintf(w->root, sizeof(w->root), "%s",
+			 in->workdir ? in->workdir : E2B_WATCH_ROOT);
 		if (pthread_create(&w->th, NULL, watch_main, w))
 			free(w);
 		else

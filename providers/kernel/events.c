@@ -30,8 +30,9 @@ void sbx_code_events_release(struct sbx_code_events *ev)
 const char *sbx_code_language(const char *name)
 {
 	static const char *const names[][2] = {
-	    {"python", "python"},	  {"py", "python"},	 {"javascript", "javascript"},
-	    {"js", "javascript"},	  {"typescript", "typescript"}, {"ts", "typescript"},
+	    {"python", "python"},	  {"py", "python"},
+	    {"javascript", "javascript"}, {"js", "javascript"},
+	    {"typescript", "typescript"}, {"ts", "typescript"},
 	};
 	for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcasecmp(name, names[i][0]))
@@ -132,9 +133,9 @@ static const struct {
 	const char *key, *mime;
 	bool base64;
 } formats[] = {
-    {"png", "image/png", true},	    {"jpeg", "image/jpeg", true}, {"svg", "image/svg+xml", false},
-    {"html", "text/html", false},    {"pdf", "application/pdf", true},
-    {"json", "application/json", false},
+    {"png", "image/png", true},	      {"jpeg", "image/jpeg", true},
+    {"svg", "image/svg+xml", false},  {"html", "text/html", false},
+    {"pdf", "application/pdf", true}, {"json", "application/json", false},
 };
 
 static void apply_result(struct sbx_code_events *ev, json_t *o)
@@ -160,8 +161,7 @@ static void apply_result(struct sbx_code_events *ev, json_t *o)
 		} else if (!json_is_string(v)) {
 			continue;
 		} else if (formats[i].base64) {
-			if (sbx_base64_decode(json_string_value(v), json_string_length(v),
-						   &data)) {
+			if (sbx_base64_decode(json_string_value(v), json_string_length(v), &data)) {
 				sbx_buf_release(&data);
 				continue;
 			}
@@ -264,7 +264,8 @@ int sbx_code_events_line(struct sbx_code_events *ev, const char *line, size_t le
 	} else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
 		json_t *t = json_object_get(o, "text");
 		if (json_string_length(t) && ev->sink && ev->sink->output) {
-			rc = ev->sink->output(ev->sink->ctx, type[3] == 'o' ? SBX_STDOUT : SBX_STDERR,
+			rc = ev->sink->output(ev->sink->ctx,
+					      type[3] == 'o' ? SBX_STDOUT : SBX_STDERR,
 					      json_string_value(t), json_string_length(t));
 			if (rc)
 				rc = sbx_error_set(err, rc < 0 ? -rc : rc, 0,
@@ -317,8 +318,7 @@ int sbx_code_events_feed(struct sbx_code_events *ev, const char *data, size_t le
 	return 0;
 }
 
-int sbx_code_events_finish(struct sbx_code_events *ev, const char *language,
-			   struct sbx_error *err)
+int sbx_code_events_finish(struct sbx_code_events *ev, const char *language, struct sbx_error *err)
 {
 	int rc = 0;
 	if (ev->line.len) {
@@ -328,9 +328,10 @@ int sbx_code_events_finish(struct sbx_code_events *ev, const char *language,
 	if (!rc && !ev->ended && ev->res->success) {
 		struct sbx_code_result *r = ev->res;
 		struct sbx_buf msg = SBX_BUF_INIT;
-		sbx_buf_addf(&msg,
-			     "the %s interpreter exited during the run; the next run starts a fresh one",
-			     language ? language : "code");
+		sbx_buf_addf(
+		    &msg,
+		    "the %s interpreter exited during the run; the next run starts a fresh one",
+		    language ? language : "code");
 		r->success = false;
 		r->err_name = sbx_xstrdup("UnexpectedEndOfExecution");
 		r->err_value = sbx_buf_detach(&msg, NULL);

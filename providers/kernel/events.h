@@ -35,11 +35,11 @@
 
 struct sbx_code_events {
 	const struct sbx_run_sink *sink; /* may be NULL */
-	struct sbx_code_result *res;     /* filled as events arrive (not owned) */
-	struct sbx_buf line;             /* a partial line */
-	bool ended;                      /* end_of_execution seen */
-	long execution_count;            /* -1: none seen */
-	size_t ignored;                  /* lines that were not JSON objects */
+	struct sbx_code_result *res;	 /* filled as events arrive (not owned) */
+	struct sbx_buf line;		 /* a partial line */
+	bool ended;			 /* end_of_execution seen */
+	long execution_count;		 /* -1: none seen */
+	size_t ignored;			 /* lines that were not JSON objects */
 };
 
 /* Starts a parse into res (zeroed here, success = true). */
@@ -62,8 +62,7 @@ int sbx_code_events_line(struct sbx_code_events *ev, const char *line, size_t le
  * end_of_execution came, records the interpreter's death as the run's
  * error (UnexpectedEndOfExecution) naming language. 0 or -errno.
  */
-int sbx_code_events_finish(struct sbx_code_events *ev, const char *language,
-			   struct sbx_error *err);
+int sbx_code_events_finish(struct sbx_code_events *ev, const char *language, struct sbx_error *err);
 
 /* envs ("K=V" strings, NULL-terminated, may be NULL) as a JSON object (new reference). */
 json_t *sbx_code_env_json(const char *const *envs);
@@ -79,7 +78,6 @@ char *sbx_code_request_line(const struct sbx_code_req *req, size_t *len);
 const char *sbx_code_language(const char *name);
 /* The same as an index: 0 python, 1 javascript, 2 typescript, -1 none. */
 int sbx_code_language_index(const char *name);
-
 
 /* Removes ANSI escape sequences (tracebacks from Jupyter carry colours), in place. */
 void sbx_code_strip_ansi(char *s);

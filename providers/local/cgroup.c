@@ -380,8 +380,8 @@ json_t *lcl_cg_caps(const struct lcl_cgroup *cg)
 		cpu = strstr(buf, "cpu") != NULL;
 		pids = strstr(buf, "pids") != NULL;
 	}
-	return sbx_xjson(json_pack("{s:b,s:b,s:b,s:b}", "memory", mem, "cpu", cpu, "pids", pids, "freezer",
-			 cg->freezer != NULL));
+	return sbx_xjson(json_pack("{s:b,s:b,s:b,s:b}", "memory", mem, "cpu", cpu, "pids", pids,
+				   "freezer", cg->freezer != NULL));
 }
 
 json_t *lcl_cg_to_json(const struct lcl_cgroup *cg)

@@ -168,13 +168,15 @@ static int kernel_start(struct local_inst *li, int dfd, const struct kernel *k,
 				     strerror(-e));
 	sbx_buf_adds(&sh, "cd -- ");
 	sbx_buf_add_shquoted(&sh, li->workdir ? li->workdir : "/root");
-	sbx_buf_addf(&sh, " 2>/dev/null || cd /\n"
-			  "if ! command -v %s >/dev/null 2>&1; then\n",
+	sbx_buf_addf(&sh,
+		     " 2>/dev/null || cd /\n"
+		     "if ! command -v %s >/dev/null 2>&1; then\n",
 		     k->runtime);
 	if (!strcmp(k->language, "typescript"))
-		sbx_buf_adds(&sh, "  echo \"no TypeScript runtime in the sandbox: node is not on PATH "
-				  "($PATH); sbxfs runs TypeScript in node (its own type stripping "
-				  "from node 22.13, the typescript package, or sbxfs's stripper)\" >&2\n");
+		sbx_buf_adds(
+		    &sh, "  echo \"no TypeScript runtime in the sandbox: node is not on PATH "
+			 "($PATH); sbxfs runs TypeScript in node (its own type stripping "
+			 "from node 22.13, the typescript package, or sbxfs's stripper)\" >&2\n");
 	else
 		sbx_buf_addf(&sh, "  echo \"%s is not on PATH ($PATH)\" >&2\n", k->runtime);
 	sbx_buf_addf(&sh,
@@ -214,7 +216,8 @@ static int execute(int fd, const struct sbx_code_req *req, const struct kernel *
 
 	if (!line)
 		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
-				     "%s: the code or an env value is not valid UTF-8", k->language);
+				     "%s: the code or an env value is not valid UTF-8",
+				     k->language);
 	e = sbx_send_all(fd, line, len);
 	free(line);
 	if (e < 0 && e != -EPIPE && e != -ECONNRESET)
@@ -334,9 +337,9 @@ int lcl_code_reset(struct sbx_instance *inst, const char *language, struct sbx_e
 	int dfd, e = 0;
 
 	if (language && !k)
-		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
-				     "restart: no interpreter for %s (python, javascript or typescript)",
-				     language);
+		return sbx_error_set(
+		    err, EINVAL, SBX_E_EXECUTION_FAILED,
+		    "restart: no interpreter for %s (python, javascript or typescript)", language);
 	if ((dfd = run_dir(li, false)) == -ENOENT)
 		return 0; /* no interpreter was ever started */
 	if (dfd < 0)

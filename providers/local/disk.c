@@ -113,7 +113,7 @@ static bool state_dir_full(int img)
 {
 	struct statvfs sv;
 	return fstatvfs(img, &sv) == 0 && (unsigned long long)sv.f_bavail * sv.f_frsize <
-						  (unsigned long long)SBX_DISK_ROOM_MIN;
+					      (unsigned long long)SBX_DISK_ROOM_MIN;
 }
 
 static int mount_ext4(const char *dir, const char *rw, long disk_mb, struct sbx_error *err)

@@ -70,7 +70,7 @@ static int open_parent(const struct local_inst *li, const char *path, char *pare
 
 /* Declares `pfd` and `name` for path, or returns the error. */
 #define PARENT(li, path, op)                                                                       \
-	char parent_buf_[SBX_FS_PATH_MAX];                                                                  \
+	char parent_buf_[SBX_FS_PATH_MAX];                                                         \
 	const char *name;                                                                          \
 	int pfd = open_parent(li, path, parent_buf_, sizeof(parent_buf_), &name);                  \
 	if (pfd < 0)                                                                               \

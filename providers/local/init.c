@@ -253,8 +253,8 @@ static void own_net_setup(void)
 static void drop_caps(void)
 {
 	static const int keep[] = {
-	    CAP_CHOWN,	CAP_DAC_OVERRIDE, CAP_FOWNER,	    CAP_FSETID,	    CAP_KILL,
-	    CAP_SETGID, CAP_SETUID,	  CAP_SETPCAP,	    CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT,
+	    CAP_CHOWN,	 CAP_DAC_OVERRIDE, CAP_FOWNER,	CAP_FSETID,	      CAP_KILL,
+	    CAP_SETGID,	 CAP_SETUID,	   CAP_SETPCAP, CAP_NET_BIND_SERVICE, CAP_SYS_CHROOT,
 	    CAP_SETFCAP,
 	};
 	for (int c = 0; c <= CAP_LAST_CAP || prctl(PR_CAPBSET_READ, c, 0, 0, 0) >= 0; c++) {
@@ -658,7 +658,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!dir || ready < 0) {
-		fprintf(stderr, "usage: sbxfs-init -d LEASE_DIR -h HOSTNAME -r READY_FD [-l LOG_FD] [-n]\n");
+		fprintf(
+		    stderr,
+		    "usage: sbxfs-init -d LEASE_DIR -h HOSTNAME -r READY_FD [-l LOG_FD] [-n]\n");
 		return 2;
 	}
 	const char *why = "not PID 1 of a pid namespace";

@@ -35,21 +35,45 @@
 #error "sbxfs-init: add this architecture's AUDIT_ARCH"
 #endif
 
-#define CLONE_NEW_ANY                                                                            \
-	(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |           \
+#define CLONE_NEW_ANY                                                                              \
+	(CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER |             \
 	 CLONE_NEWPID | CLONE_NEWNET | 0x00000080 /* CLONE_NEWTIME */)
 
 static const int denied[] = {
-    SYS_keyctl,		  SYS_add_key,		 SYS_request_key,   SYS_bpf,
-    SYS_userfaultfd,	  SYS_perf_event_open,	 SYS_init_module,   SYS_finit_module,
-    SYS_delete_module,	  SYS_mount,		 SYS_umount2,	    SYS_pivot_root,
-    SYS_open_tree,	  SYS_move_mount,	 SYS_fsopen,	    SYS_fsconfig,
-    SYS_fsmount,	  SYS_fspick,		 SYS_mount_setattr, SYS_unshare,
-    SYS_setns,		  SYS_open_by_handle_at, SYS_kexec_load,    SYS_kexec_file_load,
-    SYS_swapon,		  SYS_swapoff,		 SYS_acct,	    SYS_quotactl,
-    SYS_io_uring_setup,	  SYS_io_uring_enter,	 SYS_io_uring_register,
+    SYS_keyctl,
+    SYS_add_key,
+    SYS_request_key,
+    SYS_bpf,
+    SYS_userfaultfd,
+    SYS_perf_event_open,
+    SYS_init_module,
+    SYS_finit_module,
+    SYS_delete_module,
+    SYS_mount,
+    SYS_umount2,
+    SYS_pivot_root,
+    SYS_open_tree,
+    SYS_move_mount,
+    SYS_fsopen,
+    SYS_fsconfig,
+    SYS_fsmount,
+    SYS_fspick,
+    SYS_mount_setattr,
+    SYS_unshare,
+    SYS_setns,
+    SYS_open_by_handle_at,
+    SYS_kexec_load,
+    SYS_kexec_file_load,
+    SYS_swapon,
+    SYS_swapoff,
+    SYS_acct,
+    SYS_quotactl,
+    SYS_io_uring_setup,
+    SYS_io_uring_enter,
+    SYS_io_uring_register,
 #ifdef SYS_iopl
-    SYS_iopl,		  SYS_ioperm,
+    SYS_iopl,
+    SYS_ioperm,
 #endif
 #ifdef SYS_umount
     SYS_umount,

@@ -279,10 +279,11 @@ static int local_create(const struct sbx_spec *spec, const char *lease, struct s
 		return e;
 	/* Mount, pid and cgroup namespaces, overlayfs and loop disks: not rootless (yet). */
 	if (geteuid() != 0)
-		return sbx_error_set(err, EPERM, 0,
-				     "the local provider needs root (or user namespaces: see "
-				     "ROOTLESS in sbxfs(1)); as uid %u use the e2b or daytona provider",
-				     (unsigned)geteuid());
+		return sbx_error_set(
+		    err, EPERM, 0,
+		    "the local provider needs root (or user namespaces: see "
+		    "ROOTLESS in sbxfs(1)); as uid %u use the e2b or daytona provider",
+		    (unsigned)geteuid());
 	if ((e = sbx_random_bytes(rnd, sizeof(rnd))) < 0)
 		return sbx_error_set(err, -e, 0, "getrandom failed");
 	snprintf(id, sizeof(id), "lcl-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],
@@ -308,8 +309,7 @@ static int local_create(const struct sbx_spec *spec, const char *lease, struct s
 		goto fail;
 	}
 	if ((e = lcl_spawn_init(li, err)) < 0 || (e = lcl_net_start(li, err)) < 0 ||
-	    (e = save_lease(li, err)) < 0 ||
-	    (e = lcl_install_packages(li, spec, err)) < 0)
+	    (e = save_lease(li, err)) < 0 || (e = lcl_install_packages(li, spec, err)) < 0)
 		goto fail;
 	sbx_log(SBX_LOG_INFO, "local: created %s (lease %s, init %d, cgroup %s)", id, li->lease,
 		(int)li->init_pid, lcl_cg_kind_name(li->cg.kind));
@@ -500,7 +500,9 @@ static int local_info(struct sbx_instance *inst, json_t **out, struct sbx_error 
 			      li->dir, "init_pid", (int)li->init_pid, "cgroup",
 			      lcl_cg_kind_name(li->cg.kind), "template", li->template_name, "caps",
 			      lcl_cg_caps(&li->cg), "network",
-			      li->net_none ? "none" : li->net_host ? "host" : "isolated",
+			      li->net_none   ? "none"
+			      : li->net_host ? "host"
+					     : "isolated",
 			      "disk", lcl_disk_name(li->disk));
 	if (!j)
 		return sbx_error_set(err, ENOMEM, 0, "info: out of memory");

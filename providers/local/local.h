@@ -58,8 +58,8 @@ struct local_inst {
 	enum lcl_disk disk;   /* tmpfs or ext4 (never auto) */
 	struct sbx_spec spec; /* a copy: envs for every run */
 	struct lcl_cgroup cg;
-	int logfd; /* read end of init's stderr pipe (-1 after a re-attach) */
-	int net_exit_fd; /* until the stack starts: the read end of a pipe init holds open */
+	int logfd;	     /* read end of init's stderr pipe (-1 after a re-attach) */
+	int net_exit_fd;     /* until the stack starts: the read end of a pipe init holds open */
 	struct lcl_fwd *fwd; /* ports/PORT forwarders (forward.c), NULL until one */
 };
 

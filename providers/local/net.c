@@ -47,7 +47,7 @@ static int write_resolv(struct local_inst *li)
 	static const char text[] = "# sbxfs: the host's resolver, through slirp4netns\n"
 				   "nameserver " LCL_NET_DNS "\n";
 	int fd = lcl_resolve_open(li->rootfd, "/etc/resolv.conf",
-			     O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+				  O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return fd;
 	ssize_t n = write(fd, text, sizeof(text) - 1);
@@ -57,8 +57,8 @@ static int write_resolv(struct local_inst *li)
 
 int lcl_net_start(struct local_inst *li, struct sbx_error *err)
 {
-	static char *const envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-				     NULL};
+	static char *const envp[] = {
+	    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 	char netns[64], api[4096], readyfd[16], exitfd[24], buf[8];
 	int cgfds[LCL_CG_MAX_DIRS], ncg, st, e, readyp[2];
 	pid_t pid;
@@ -80,9 +80,20 @@ int lcl_net_start(struct local_inst *li, struct sbx_error *err)
 	}
 	snprintf(readyfd, sizeof(readyfd), "--ready-fd=%d", readyp[1]);
 	snprintf(exitfd, sizeof(exitfd), "--exit-fd=%d", li->net_exit_fd);
-	char *argv[] = {"slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
-			"--enable-sandbox", "--enable-seccomp", "--cidr=" LCL_NET_CIDR,
-			"--api-socket", api, readyfd, exitfd, "--netns-type=path", netns, "eth0",
+	char *argv[] = {"slirp4netns",
+			"--configure",
+			"--mtu=65520",
+			"--disable-host-loopback",
+			"--enable-sandbox",
+			"--enable-seccomp",
+			"--cidr=" LCL_NET_CIDR,
+			"--api-socket",
+			api,
+			readyfd,
+			exitfd,
+			"--netns-type=path",
+			netns,
+			"eth0",
 			NULL};
 	pid = fork();
 	if (pid == 0) {

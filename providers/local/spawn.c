@@ -168,7 +168,6 @@ void lcl_log_drain(struct local_inst *li)
 		close(out);
 }
 
-
 int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 {
 	static char *const envp[] = {
@@ -205,8 +204,9 @@ int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 		exitp[0] = exitp[1] = -1;
 	snprintf(readyfd, sizeof(readyfd), "%d", readyp[1]);
 	snprintf(logfd, sizeof(logfd), "%d", logp[1]);
-	char *argv[] = {"sbxfs-init", "-d",    li->dir, "-h", li->lease, "-r", readyfd,
-			"-l",	      logfd, li->net_host ? NULL : "-n", NULL};
+	char *argv[] = {"sbxfs-init", "-d",    li->dir, "-h",  li->lease,
+			"-r",	      readyfd, "-l",	logfd, li->net_host ? NULL : "-n",
+			NULL};
 
 	mid = fork();
 	if (mid == 0) {

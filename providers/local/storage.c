@@ -50,7 +50,6 @@ const char *lcl_template_lower(const char *template_name)
 	return faccessat(AT_FDCWD, sh, X_OK, AT_EACCESS) == 0 ? template_name : NULL;
 }
 
-
 /*
  * Hides the host directory `path` (absolute, inside the lower "/") unless it
  * already lies below a masked directory: its parents are created in upper/

@@ -19,7 +19,10 @@ struct sbx_buf {
 };
 
 extern char sbx_buf_empty[];
-#define SBX_BUF_INIT {sbx_buf_empty, 0, 0}
+#define SBX_BUF_INIT                                                                               \
+	{                                                                                          \
+		sbx_buf_empty, 0, 0                                                                \
+	}
 
 void sbx_buf_init(struct sbx_buf *b);
 /* Frees the storage and leaves b as SBX_BUF_INIT. */

@@ -22,8 +22,7 @@ static void flatten(char *s)
 			*s = ' ';
 }
 
-int sbx_error_vset(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt,
-		   va_list ap)
+int sbx_error_vset(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt, va_list ap)
 {
 	if (err < 0)
 		err = -err;

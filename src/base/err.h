@@ -27,11 +27,14 @@ enum sbx_errcode {
 
 struct sbx_error {
 	enum sbx_errcode code;
-	int err;                   /* positive errno, 0 when no error */
+	int err;		   /* positive errno, 0 when no error */
 	char msg[SBX_ERR_MSG_MAX]; /* one line, no secrets */
 };
 
-#define SBX_ERROR_INIT {SBX_E_NONE, 0, ""}
+#define SBX_ERROR_INIT                                                                             \
+	{                                                                                          \
+		SBX_E_NONE, 0, ""                                                                  \
+	}
 
 void sbx_error_clear(struct sbx_error *e);
 /*
@@ -41,10 +44,10 @@ void sbx_error_clear(struct sbx_error *e);
  * A NULL e is allowed. Newlines in the message are replaced by spaces.
  */
 int sbx_error_set(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 /* sbx_error_set with a va_list, for helpers that take a format themselves. */
-int sbx_error_vset(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt,
-		   va_list ap) __attribute__((format(printf, 4, 0)));
+int sbx_error_vset(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 /* Prefixes the message with "what: " (keeps code and errno). */
 void sbx_error_prefix(struct sbx_error *e, const char *what);
 const char *sbx_errcode_name(enum sbx_errcode code);

@@ -43,11 +43,11 @@ struct sbx_http_client {
 struct xfer {
 	const struct sbx_http_req *req;
 	struct sbx_http_resp *resp;
-	off_t read_pos;    /* fd body: bytes already handed to curl */
-	bool in_headers;   /* a header block is being received */
-	bool final_2xx;    /* the final reply's headers are complete and 2xx */
-	bool delivered;    /* a byte reached the sink: no retry */
-	int cb_err;        /* positive errno a callback stopped with */
+	off_t read_pos;	 /* fd body: bytes already handed to curl */
+	bool in_headers; /* a header block is being received */
+	bool final_2xx;	 /* the final reply's headers are complete and 2xx */
+	bool delivered;	 /* a byte reached the sink: no retry */
+	int cb_err;	 /* positive errno a callback stopped with */
 	const char *cb_msg;
 	/* Streams: when a byte last moved either way (see on_progress). */
 	long idle_ms, moved_ms;
@@ -177,7 +177,8 @@ struct sbx_http_client *sbx_http_client_new(const struct sbx_http_settings *s)
 	c = sbx_xcalloc(1, sizeof(*c));
 	if (s)
 		c->set = *s;
-	c->user_agent = sbx_xstrdup(c->set.user_agent ? c->set.user_agent : "sbxfs/" PACKAGE_VERSION);
+	c->user_agent =
+	    sbx_xstrdup(c->set.user_agent ? c->set.user_agent : "sbxfs/" PACKAGE_VERSION);
 	c->ca_file = c->set.ca_file ? sbx_xstrdup(c->set.ca_file) : NULL;
 	c->set.user_agent = c->user_agent;
 	c->set.ca_file = c->ca_file;
@@ -343,7 +344,8 @@ static size_t on_write(char *data, size_t size, size_t n, void *ctx)
 			return xfer_stop(x, rc, "stopped by the receiver");
 		return len;
 	}
-	max = req->sink ? SBX_HTTP_MAX_ERROR_BODY : (req->max_body ? req->max_body : SBX_HTTP_MAX_BODY);
+	max = req->sink ? SBX_HTTP_MAX_ERROR_BODY
+			: (req->max_body ? req->max_body : SBX_HTTP_MAX_BODY);
 	if (x->final_2xx && !req->sink && x->resp->body.len + len > max)
 		return xfer_stop(x, EFBIG, "reply larger than the limit");
 	if (!x->final_2xx && x->resp->body.len + len > max) {
@@ -586,7 +588,8 @@ int sbx_http_perform(struct sbx_http_client *c, const struct sbx_http_req *req,
 
 		if (deadline && remaining <= 0) {
 			ret = sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT,
-					    "%s: deadline passed after %d attempts", req->url, attempt);
+					    "%s: deadline passed after %d attempts", req->url,
+					    attempt);
 			break;
 		}
 		resp_reset(resp);
@@ -614,17 +617,16 @@ int sbx_http_perform(struct sbx_http_client *c, const struct sbx_http_req *req,
 		} else {
 			if (x.cb_err) {
 				ret = sbx_error_set(err, x.cb_err,
-						    x.cb_err == ETIMEDOUT ? SBX_E_TIMEOUT : SBX_E_NONE,
-						    "%s: %s", req->url,
-						    x.cb_msg);
+						    x.cb_err == ETIMEDOUT ? SBX_E_TIMEOUT
+									  : SBX_E_NONE,
+						    "%s: %s", req->url, x.cb_msg);
 				break;
 			}
 			kind = sbx_http_curl_retryable(rc);
 			if (!x.delivered && attempt + 1 < max_attempts &&
 			    (kind == 1 || (kind == 2 && req->idempotent)))
-				delay = sbx_http_retry_delay_ms(attempt, -1,
-								deadline ? deadline - sbx_now_ms() : -1,
-								jitter());
+				delay = sbx_http_retry_delay_ms(
+				    attempt, -1, deadline ? deadline - sbx_now_ms() : -1, jitter());
 			if (delay < 0) {
 				ret = sbx_http_error_from_curl(rc, req->url, err);
 				break;

@@ -40,23 +40,23 @@ struct curl_mime;
 
 /* Defaults used when a setting or request field is 0. */
 #define SBX_HTTP_CONNECT_TIMEOUT_MS 10000L
-#define SBX_HTTP_TIMEOUT_MS 60000L       /* total, unary calls */
-#define SBX_HTTP_IDLE_MS 120000L         /* no byte for this long ends a stream */
+#define SBX_HTTP_TIMEOUT_MS 60000L /* total, unary calls */
+#define SBX_HTTP_IDLE_MS 120000L   /* no byte for this long ends a stream */
 #define SBX_HTTP_MAX_ATTEMPTS 4
-#define SBX_HTTP_MAX_BODY (8u << 20)     /* reply kept in memory */
+#define SBX_HTTP_MAX_BODY (8u << 20)	    /* reply kept in memory */
 #define SBX_HTTP_MAX_ERROR_BODY (64u << 10) /* non-2xx reply of a sinked request */
 #define SBX_HTTP_MAX_HEADERS (64u << 10)
-#define SBX_HTTP_RETRY_AFTER_MAX_S 30    /* a longer Retry-After is not waited for */
+#define SBX_HTTP_RETRY_AFTER_MAX_S 30 /* a longer Retry-After is not waited for */
 
 struct sbx_http_client;
 
 struct sbx_http_settings {
-	const char *user_agent;  /* NULL: "sbxfs/VERSION" */
-	long connect_timeout_ms; /* 0: SBX_HTTP_CONNECT_TIMEOUT_MS */
-	long timeout_ms;         /* 0: SBX_HTTP_TIMEOUT_MS (unary total) */
-	long idle_ms;            /* 0: SBX_HTTP_IDLE_MS (streams) */
-	int max_attempts;        /* 0: SBX_HTTP_MAX_ATTEMPTS (1 = no retry) */
-	const char *ca_file;     /* extra CA bundle (PEM), or NULL for the system's */
+	const char *user_agent;	   /* NULL: "sbxfs/VERSION" */
+	long connect_timeout_ms;   /* 0: SBX_HTTP_CONNECT_TIMEOUT_MS */
+	long timeout_ms;	   /* 0: SBX_HTTP_TIMEOUT_MS (unary total) */
+	long idle_ms;		   /* 0: SBX_HTTP_IDLE_MS (streams) */
+	int max_attempts;	   /* 0: SBX_HTTP_MAX_ATTEMPTS (1 = no retry) */
+	const char *ca_file;	   /* extra CA bundle (PEM), or NULL for the system's */
 	unsigned max_idle_handles; /* 0: 16 handles kept in the pool */
 };
 
@@ -66,16 +66,16 @@ typedef int (*sbx_http_sink_fn)(void *ctx, const char *data, size_t len);
 struct sbx_http_resp;
 
 struct sbx_http_req {
-	const char *method;           /* NULL: GET without a body, POST with one */
+	const char *method; /* NULL: GET without a body, POST with one */
 	const char *url;
-	const char *const *headers;   /* NULL-terminated "Name: value" list, or NULL */
+	const char *const *headers; /* NULL-terminated "Name: value" list, or NULL */
 
 	/* Request body: at most one of these three. Each attempt re-reads it. */
-	const void *body;             /* in memory, body_len bytes (kept by the caller) */
+	const void *body; /* in memory, body_len bytes (kept by the caller) */
 	size_t body_len;
-	bool has_body;                /* send body/body_len even when body_len is 0 */
-	int body_fd;                  /* >= 0: body_size bytes from body_fd at body_off, */
-	off_t body_off, body_size;    /*   read with pread (fd's offset untouched) */
+	bool has_body;		   /* send body/body_len even when body_len is 0 */
+	int body_fd;		   /* >= 0: body_size bytes from body_fd at body_off, */
+	off_t body_off, body_size; /*   read with pread (fd's offset untouched) */
 	/* Builds a multipart body into mime (called per attempt); 0 or -errno. */
 	int (*mime_fn)(void *ctx, struct curl_mime *mime);
 	void *mime_ctx;
@@ -88,7 +88,7 @@ struct sbx_http_req {
 	 */
 	sbx_http_sink_fn sink;
 	void *sink_ctx;
-	size_t max_body;              /* 0: SBX_HTTP_MAX_BODY */
+	size_t max_body; /* 0: SBX_HTTP_MAX_BODY */
 	/* Called with sink_ctx once a 2xx reply's headers are complete,
 	 * before any sink call; return -errno to abort with that errno. */
 	int (*on_response)(void *ctx, const struct sbx_http_resp *resp);
@@ -110,23 +110,26 @@ struct sbx_http_req {
 	 * sink. Retry-After (seconds) is honoured when it fits the deadline.
 	 */
 	bool idempotent;
-	int max_attempts;             /* 0: the client's */
+	int max_attempts; /* 0: the client's */
 
-	const atomic_int *cancel;     /* becomes non-zero: abort with ECANCELED */
-	bool decompress;              /* send Accept-Encoding and decode gzip/deflate */
+	const atomic_int *cancel; /* becomes non-zero: abort with ECANCELED */
+	bool decompress;	  /* send Accept-Encoding and decode gzip/deflate */
 };
 
-#define SBX_HTTP_REQ_INIT {.body_fd = -1}
+#define SBX_HTTP_REQ_INIT                                                                          \
+	{                                                                                          \
+		.body_fd = -1                                                                      \
+	}
 
 struct sbx_http_resp {
-	long status;                /* the final reply's status; 0 if none came */
-	char content_type[128];     /* as sent (with parameters), "" if absent */
-	long retry_after_s;         /* Retry-After in seconds, -1 absent/not a number */
-	char content_range[128];    /* "" if absent */
-	off_t content_length;       /* -1 unknown */
-	struct sbx_buf headers;     /* the final reply's header lines, "Name: value\r\n" */
-	struct sbx_buf body;        /* see sbx_http_req */
-	int attempts;               /* how many were made */
+	long status;		 /* the final reply's status; 0 if none came */
+	char content_type[128];	 /* as sent (with parameters), "" if absent */
+	long retry_after_s;	 /* Retry-After in seconds, -1 absent/not a number */
+	char content_range[128]; /* "" if absent */
+	off_t content_length;	 /* -1 unknown */
+	struct sbx_buf headers;	 /* the final reply's header lines, "Name: value\r\n" */
+	struct sbx_buf body;	 /* see sbx_http_req */
+	int attempts;		 /* how many were made */
 };
 
 void sbx_http_resp_init(struct sbx_http_resp *r);
@@ -168,11 +171,9 @@ void sbx_http_add_query(struct sbx_buf *b, const char *name, const char *value);
  * lines; copies the trimmed value into out (NUL-terminated, truncated to
  * size-1). Returns the value's full length, or -1 if absent.
  */
-long sbx_http_header_find(const char *block, size_t len, const char *name, char *out,
-			  size_t size);
+long sbx_http_header_find(const char *block, size_t len, const char *name, char *out, size_t size);
 /* sbx_http_header_find over resp->headers. */
-long sbx_http_resp_header(const struct sbx_http_resp *r, const char *name, char *out,
-			  size_t size);
+long sbx_http_resp_header(const struct sbx_http_resp *r, const char *name, char *out, size_t size);
 /* Parses "HTTP/1.1 206 Partial Content" / "HTTP/2 200"; the status or -1. */
 long sbx_http_parse_status_line(const char *line, size_t len);
 /* Retry-After as delay-seconds; -1 when absent, negative or an HTTP-date. */

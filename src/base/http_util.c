@@ -48,8 +48,7 @@ static size_t trim_len(const char **s, size_t len)
 	return len;
 }
 
-long sbx_http_header_find(const char *block, size_t len, const char *name, char *out,
-			  size_t size)
+long sbx_http_header_find(const char *block, size_t len, const char *name, char *out, size_t size)
 {
 	size_t nl = strlen(name);
 	const char *p = block, *end = block + len;
@@ -71,8 +70,7 @@ long sbx_http_header_find(const char *block, size_t len, const char *name, char 
 	return -1;
 }
 
-long sbx_http_resp_header(const struct sbx_http_resp *r, const char *name, char *out,
-			  size_t size)
+long sbx_http_resp_header(const struct sbx_http_resp *r, const char *name, char *out, size_t size)
 {
 	return sbx_http_header_find(r->headers.buf, r->headers.len, name, out, size);
 }
@@ -177,4 +175,3 @@ long sbx_http_retry_delay_ms(int attempt, long retry_after_s, long remaining_ms,
 		return -1;
 	return d;
 }
-

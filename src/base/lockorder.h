@@ -33,15 +33,15 @@ void sbx_lockorder_none(const char *where);
 #define SBX_LOCK_HERE __FILE__ ":" SBX_LOCK_STR(__LINE__)
 
 #ifdef SBX_LOCK_DEBUG
-#define sbx_lock(mu, level)                                                                      \
-	do {                                                                                     \
-		sbx_lockorder_take((level), SBX_LOCK_HERE);                                      \
-		pthread_mutex_lock(mu);                                                          \
+#define sbx_lock(mu, level)                                                                        \
+	do {                                                                                       \
+		sbx_lockorder_take((level), SBX_LOCK_HERE);                                        \
+		pthread_mutex_lock(mu);                                                            \
 	} while (0)
-#define sbx_unlock(mu, level)                                                                    \
-	do {                                                                                     \
-		pthread_mutex_unlock(mu);                                                        \
-		sbx_lockorder_drop(level);                                                       \
+#define sbx_unlock(mu, level)                                                                      \
+	do {                                                                                       \
+		pthread_mutex_unlock(mu);                                                          \
+		sbx_lockorder_drop(level);                                                         \
 	} while (0)
 #define sbx_lock_assert_none() sbx_lockorder_none(SBX_LOCK_HERE)
 #else

@@ -182,15 +182,16 @@ static int check_string_map(json_t *v, const char *key, struct sbx_error *e)
 	const char *k;
 	json_t *x;
 	if (!json_is_object(v))
-		return sbx_error_set(e, EINVAL, 0, "spec: \"%s\" must be an object of strings", key);
+		return sbx_error_set(e, EINVAL, 0, "spec: \"%s\" must be an object of strings",
+				     key);
 	json_object_foreach(v, k, x)
 	{
 		if (!json_is_string(x))
 			return sbx_error_set(e, EINVAL, 0, "spec: \"%s.%s\" must be a string", key,
 					     k);
 		if (!*k || strchr(k, '='))
-			return sbx_error_set(e, EINVAL, 0, "spec: bad variable name \"%s\" in \"%s\"",
-					     k, key);
+			return sbx_error_set(e, EINVAL, 0,
+					     "spec: bad variable name \"%s\" in \"%s\"", k, key);
 	}
 	return 0;
 }
@@ -206,8 +207,8 @@ int sbx_spec_apply_json(struct sbx_spec *s, json_t *j, struct sbx_error *e)
 		int rc = 0;
 		if (!strcmp(k, "provider")) {
 			if (!json_is_string(v) || !*json_string_value(v))
-				return sbx_error_set(e, EINVAL, 0,
-						     "spec: \"provider\" must be a non-empty string");
+				return sbx_error_set(
+				    e, EINVAL, 0, "spec: \"provider\" must be a non-empty string");
 			rc = set_str(&s->provider, v, k, e);
 		} else if (!strcmp(k, "template")) {
 			rc = set_str(&s->template_name, v, k, e);
@@ -229,10 +230,10 @@ int sbx_spec_apply_json(struct sbx_spec *s, json_t *j, struct sbx_error *e)
 			size_t i;
 			json_t *p;
 			if (!json_is_array(v))
-				return sbx_error_set(e, EINVAL, 0,
-						     "spec: \"packages\" must be an array of strings");
+				return sbx_error_set(
+				    e, EINVAL, 0, "spec: \"packages\" must be an array of strings");
 			json_array_foreach(v, i, p) if (!json_is_string(p)) return sbx_error_set(
-				e, EINVAL, 0, "spec: \"packages[%zu]\" must be a string", i);
+			    e, EINVAL, 0, "spec: \"packages[%zu]\" must be a string", i);
 			json_decref(s->packages);
 			s->packages = json_deep_copy(v);
 		} else if (!strcmp(k, "workingDirectory")) {
@@ -268,8 +269,7 @@ int sbx_spec_apply_json(struct sbx_spec *s, json_t *j, struct sbx_error *e)
 	return 0;
 }
 
-int sbx_spec_apply_kv(struct sbx_spec *s, const char *key, const char *value,
-		      struct sbx_error *e)
+int sbx_spec_apply_kv(struct sbx_spec *s, const char *key, const char *value, struct sbx_error *e)
 {
 	json_t *obj = json_object(), *v;
 	int rc;
@@ -387,7 +387,8 @@ int sbx_config_parse(struct sbx_config *c, json_t *root, struct sbx_error *e)
 		return sbx_error_set(e, EINVAL, 0, "config: top level must be a JSON object");
 	json_object_foreach(root, k, v)
 	{
-		if (strcmp(k, "defaultProfile") && strcmp(k, "profiles") && strcmp(k, "providers")) {
+		if (strcmp(k, "defaultProfile") && strcmp(k, "profiles") &&
+		    strcmp(k, "providers")) {
 			rc = sbx_error_set(e, EINVAL, 0, "config: unknown key \"%s\"", k);
 			goto fail;
 		}

@@ -15,7 +15,7 @@
 #include "base/err.h"
 
 struct sbx_resources {
-	long cpu;       /* millicores */
+	long cpu; /* millicores */
 	long memory_mb;
 	long disk_mb;
 	long timeout_s; /* hard wall-clock lifetime */
@@ -28,13 +28,13 @@ struct sbx_spec {
 	long idle_timeout_s; /* 0: never idle-pause */
 	long reclaim_ttl_s;  /* paused longer than this: killed; 0 = never */
 	long run_timeout_s;  /* each run's deadline (exec, code.*); 0: none */
-	json_t *envs;        /* object of string values (owned, never NULL) */
+	json_t *envs;	     /* object of string values (owned, never NULL) */
 	json_t *packages;    /* array of strings (owned, never NULL) */
 	char *working_dir;   /* NULL: provider default */
 	bool auto_resume;
-	char *network;       /* NULL/"default" or "none" */
-	char *language;      /* default code language (NULL: python) */
-	char *shell;         /* runs commands under SHELL -c (NULL: bash where present, else sh) */
+	char *network;	/* NULL/"default" or "none" */
+	char *language; /* default code language (NULL: python) */
+	char *shell;	/* runs commands under SHELL -c (NULL: bash where present, else sh) */
 };
 
 void sbx_spec_init(struct sbx_spec *s);

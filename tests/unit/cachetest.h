@@ -27,7 +27,7 @@ int gattr(const char *path, struct stat *st);
 struct sbx_fs_file *xopen(const char *path, int flags, mode_t mode);
 void xwrite(struct sbx_fs_file *f, const char *text, off_t off);
 char *slurp(struct sbx_fs_file *f); /* a whole open file (caller frees) */
-char *cat(const char *path);        /* open, read, close (caller frees) */
+char *cat(const char *path);	    /* open, read, close (caller frees) */
 void ck_remote(const char *path, const char *want);
 void ck_cat(const char *path, const char *want);
 void ck_no_error(void);

@@ -66,9 +66,13 @@ END_TEST
 START_TEST(buf_utf8_escaped)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
-	/* valid 2-, 3- and 4-byte sequences kept; a lone 0xff, an overlong '/', a surrogate and a cut sequence escaped */
-	sbx_buf_add_utf8_escaped(&b, "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\xff|\xc0\xaf|\xed\xa0\x80|\xe2\x82");
-	ck_assert_str_eq(b.buf, "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\\xff|\\xc0\\xaf|\\xed\\xa0\\x80|\\xe2\\x82");
+	/* valid 2-, 3- and 4-byte sequences kept; a lone 0xff, an overlong '/', a surrogate and a
+	 * cut sequence escaped */
+	sbx_buf_add_utf8_escaped(
+	    &b, "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\xff|\xc0\xaf|\xed\xa0\x80|\xe2\x82");
+	ck_assert_str_eq(
+	    b.buf,
+	    "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\\xff|\\xc0\\xaf|\\xed\\xa0\\x80|\\xe2\\x82");
 	json_t *j = json_string(b.buf);
 	ck_assert_ptr_nonnull(j); /* jansson takes it */
 	json_decref(j);
@@ -248,9 +252,8 @@ START_TEST(ctl_words)
 {
 	struct sbx_ctl_cmd cmd;
 	struct sbx_error e = SBX_ERROR_INIT;
-	ck_assert_int_eq(sbx_ctl_parse(SBX_CTL_FILE_ROOT, "new work profile=py envs.A=\"x y\"\n",
-				       &cmd, &e),
-			 0);
+	ck_assert_int_eq(
+	    sbx_ctl_parse(SBX_CTL_FILE_ROOT, "new work profile=py envs.A=\"x y\"\n", &cmd, &e), 0);
 	ck_assert_int_eq(cmd.word, SBX_CTL_NEW);
 	ck_assert_int_eq(cmd.argc, 3);
 	ck_assert_str_eq(cmd.argv[0], "work");

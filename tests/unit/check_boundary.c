@@ -17,8 +17,8 @@
 /* The sandbox: directories and links (path, target); anything else is missing. */
 static const char *const dirs[] = {"/root", "/root/sub", "/x", "/x/y", "/x/y/z", "/tmp", NULL};
 static const char *const links[][2] = {
-    {"/root/up", "/"},	     {"/root/deep", "/x/y/z"}, {"/root/rel", "sub"},
-    {"/root/loop", "loop"}, {"/x/y/back", "../.."},	 {NULL, NULL},
+    {"/root/up", "/"},	    {"/root/deep", "/x/y/z"}, {"/root/rel", "sub"},
+    {"/root/loop", "loop"}, {"/x/y/back", "../.."},   {NULL, NULL},
 };
 
 static int t_lstat(void *ctx, const char *path, mode_t *mode)

@@ -298,8 +298,9 @@ START_TEST(test_cache_free_keeps_dirty_files)
 	L->cache = NULL;
 	/* The cache directory holds the data and a note naming its path. */
 	char cmd[512];
-	snprintf(cmd, sizeof(cmd), "grep -q '^keep me$' %s/cache/c* && grep -qx /unsaved %s/cache/*.path",
-		 L->dir, L->dir);
+	snprintf(cmd, sizeof(cmd),
+		 "grep -q '^keep me$' %s/cache/c* && grep -qx /unsaved %s/cache/*.path", L->dir,
+		 L->dir);
 	ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
@@ -332,7 +333,7 @@ START_TEST(test_dirty_files_survive_remount)
 	memprov_fail(mp, MP_WRITE, ENOTCONN, -1);
 	ck_assert_int_eq(F->flush(f, &E), -ENOTCONN);
 	F->release(f);
-	sbx_cache_free(L->cache); /* unmount */
+	sbx_cache_free(L->cache);      /* unmount */
 	L->cache = sbx_cache_new(dir); /* mount again */
 	ck_assert_int_eq(gattr("/unsaved", &st), 0);
 	ck_assert_int_eq(st.st_size, 7);
@@ -344,7 +345,8 @@ START_TEST(test_dirty_files_survive_remount)
 }
 END_TEST
 
-/* ---- threads ------------------------------------------------------------------------------------ */
+/* ---- threads ------------------------------------------------------------------------------------
+ */
 
 static void *worker(void *arg)
 {
@@ -358,7 +360,8 @@ static void *worker(void *arg)
 		struct sbx_error e = SBX_ERROR_INIT;
 		if (F->open(L, path, O_CREAT | O_WRONLY | O_TRUNC, 0644, &f, &e))
 			return (void *)1;
-		if (F->write(f, text, strlen(text), 0, &e) != (ssize_t)strlen(text) || F->flush(f, &e))
+		if (F->write(f, text, strlen(text), 0, &e) != (ssize_t)strlen(text) ||
+		    F->flush(f, &e))
 			return (void *)2;
 		F->release(f);
 		if (F->getattr(L, path, NULL, &st, &e) || st.st_size != (off_t)strlen(text))

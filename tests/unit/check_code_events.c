@@ -173,7 +173,8 @@ START_TEST(died_without_end)
 
 	/* an error already reported is kept as it is */
 	fx_init(&f);
-	ck_assert_int_eq(feed(&f, "{\"type\":\"error\",\"name\":\"MemoryError\",\"value\":\"\"}\n", 0), 0);
+	ck_assert_int_eq(
+	    feed(&f, "{\"type\":\"error\",\"name\":\"MemoryError\",\"value\":\"\"}\n", 0), 0);
 	ck_assert_int_eq(sbx_code_events_finish(&f.ev, "python", &f.err), 0);
 	ck_assert_str_eq(f.res.err_name, "MemoryError");
 	fx_free(&f);
@@ -196,7 +197,8 @@ START_TEST(state_lost_and_junk)
 	ck_assert_int_eq(sbx_code_events_finish(&f.ev, "python", &f.err), 0);
 	ck_assert(f.res.state_lost);
 	ck_assert(f.res.success);
-	ck_assert_uint_eq(f.ev.ignored, 2); /* the shell's line and the array; empty lines skipped */
+	ck_assert_uint_eq(f.ev.ignored,
+			  2); /* the shell's line and the array; empty lines skipped */
 	fx_free(&f);
 }
 END_TEST
@@ -211,16 +213,19 @@ START_TEST(lone_surrogates_and_nul)
 	 */
 	struct fixture f;
 	fx_init(&f);
-	ck_assert_int_eq(feed(&f,
-			      "{\"type\":\"stdout\",\"text\":\"a\\udcffb\\ud800\\n\"}\n"
-			      "{\"type\":\"stdout\",\"text\":\"\\ud83d\\ude00 \\\\udcff \\ud83d\\u0041\\n\"}\n"
-			      "{\"type\":\"stderr\",\"text\":\"x\\u0000y\"}\n"
-			      "{\"type\":\"end_of_execution\"}\n",
-			      0),
-			 0);
+	ck_assert_int_eq(
+	    feed(&f,
+		 "{\"type\":\"stdout\",\"text\":\"a\\udcffb\\ud800\\n\"}\n"
+		 "{\"type\":\"stdout\",\"text\":\"\\ud83d\\ude00 \\\\udcff \\ud83d\\u0041\\n\"}\n"
+		 "{\"type\":\"stderr\",\"text\":\"x\\u0000y\"}\n"
+		 "{\"type\":\"end_of_execution\"}\n",
+		 0),
+	    0);
 	ck_assert_int_eq(sbx_code_events_finish(&f.ev, "python", &f.err), 0);
-	ck_assert_str_eq(f.cap.out.buf, "a\xef\xbf\xbd" "b\xef\xbf\xbd\n"
-					"\xf0\x9f\x98\x80 \\udcff \xef\xbf\xbd" "A\n");
+	ck_assert_str_eq(f.cap.out.buf, "a\xef\xbf\xbd"
+					"b\xef\xbf\xbd\n"
+					"\xf0\x9f\x98\x80 \\udcff \xef\xbf\xbd"
+					"A\n");
 	ck_assert_uint_eq(f.cap.err.len, 3);
 	ck_assert_int_eq(memcmp(f.cap.err.buf, "x\0y", 3), 0);
 	ck_assert_uint_eq(f.ev.ignored, 0);

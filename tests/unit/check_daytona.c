@@ -108,9 +108,8 @@ START_TEST(test_fileinfo_dir_link_special)
 	ck_assert_int_eq(st.mode, S_IFDIR | 01777);
 	json_decref(j);
 
-	ck_assert_int_eq(fi("{\"name\":\"null\",\"mode\":\"Dcrw-rw-rw-\",\"isDir\":false}", &st,
-			    &name, &j),
-			 0);
+	ck_assert_int_eq(
+	    fi("{\"name\":\"null\",\"mode\":\"Dcrw-rw-rw-\",\"isDir\":false}", &st, &name, &j), 0);
 	ck_assert_int_eq(st.mode, S_IFCHR | 0666);
 	json_decref(j);
 
@@ -133,9 +132,8 @@ START_TEST(test_fileinfo_dir_link_special)
 	json_decref(j);
 
 	/* permissions alone (an old daemon without mode) */
-	ck_assert_int_eq(fi("{\"name\":\"d\",\"permissions\":\"0700\",\"isDir\":true}", &st, &name,
-			    &j),
-			 0);
+	ck_assert_int_eq(
+	    fi("{\"name\":\"d\",\"permissions\":\"0700\",\"isDir\":true}", &st, &name, &j), 0);
 	ck_assert_int_eq(st.mode, S_IFDIR | 0700);
 	json_decref(j);
 
@@ -203,14 +201,14 @@ static int sink_fn(void *ctx, const char *p, size_t n)
 #define CT "multipart/form-data; boundary=DAYTONA-FILE-BOUNDARY"
 
 static const char one_file[] =
-	"--DAYTONA-FILE-BOUNDARY\r\n"
-	"Content-Disposition: form-data; name=\"file\"; filename=\"/home/daytona/a.txt\"; "
-	"filename*=utf-8''%2Fhome%2Fdaytona%2Fa.txt\r\n"
-	"Content-Length: 12\r\n"
-	"Content-Type: text/plain; charset=utf-8\r\n"
-	"\r\n"
-	"hello\nworld\n\r\n"
-	"--DAYTONA-FILE-BOUNDARY--\r\n";
+    "--DAYTONA-FILE-BOUNDARY\r\n"
+    "Content-Disposition: form-data; name=\"file\"; filename=\"/home/daytona/a.txt\"; "
+    "filename*=utf-8''%2Fhome%2Fdaytona%2Fa.txt\r\n"
+    "Content-Length: 12\r\n"
+    "Content-Type: text/plain; charset=utf-8\r\n"
+    "\r\n"
+    "hello\nworld\n\r\n"
+    "--DAYTONA-FILE-BOUNDARY--\r\n";
 
 /* Feeds body in chunks of `chunk` bytes; returns finish's result. */
 static int download(const char *ct, const char *path, const char *body, size_t len, size_t chunk,
@@ -232,9 +230,9 @@ START_TEST(test_multipart_one_file)
 {
 	struct sink s = {SBX_BUF_INIT, 0};
 	struct sbx_error err = SBX_ERROR_INIT;
-	ck_assert_int_eq(download(CT, "/home/daytona/a.txt", one_file, strlen(one_file), 4096, 0, -1,
-				  &s, &err),
-			 0);
+	ck_assert_int_eq(
+	    download(CT, "/home/daytona/a.txt", one_file, strlen(one_file), 4096, 0, -1, &s, &err),
+	    0);
 	ck_assert_str_eq(s.b.buf, "hello\nworld\n");
 	sbx_buf_release(&s.b);
 
@@ -247,9 +245,9 @@ START_TEST(test_multipart_one_file)
 	sbx_buf_release(&s.b);
 
 	/* empty range: nothing needed */
-	ck_assert_int_eq(download(CT, "/home/daytona/a.txt", one_file, strlen(one_file), 4096, 0, 0,
-				  &s, &err),
-			 0);
+	ck_assert_int_eq(
+	    download(CT, "/home/daytona/a.txt", one_file, strlen(one_file), 4096, 0, 0, &s, &err),
+	    0);
 	ck_assert_int_eq(s.b.len, 0);
 }
 END_TEST
@@ -272,20 +270,20 @@ END_TEST
 START_TEST(test_multipart_error_part)
 {
 	static const char body[] =
-		"--DAYTONA-FILE-BOUNDARY\r\n"
-		"Content-Disposition: form-data; name=\"error\"; filename=\"/missing\"; "
-		"filename*=utf-8''%2Fmissing\r\n"
-		"Content-Type: application/json; charset=utf-8\r\n"
-		"\r\n"
-		"{\"statusCode\":404,\"message\":\"file not found: /missing\","
-		"\"code\":\"FILE_NOT_FOUND\",\"timestamp\":\"x\",\"path\":\"/missing\","
-		"\"method\":\"POST\"}\r\n"
-		"--DAYTONA-FILE-BOUNDARY--\r\n";
+	    "--DAYTONA-FILE-BOUNDARY\r\n"
+	    "Content-Disposition: form-data; name=\"error\"; filename=\"/missing\"; "
+	    "filename*=utf-8''%2Fmissing\r\n"
+	    "Content-Type: application/json; charset=utf-8\r\n"
+	    "\r\n"
+	    "{\"statusCode\":404,\"message\":\"file not found: /missing\","
+	    "\"code\":\"FILE_NOT_FOUND\",\"timestamp\":\"x\",\"path\":\"/missing\","
+	    "\"method\":\"POST\"}\r\n"
+	    "--DAYTONA-FILE-BOUNDARY--\r\n";
 	for (size_t chunk = 1; chunk <= sizeof(body); chunk += 7) {
 		struct sink s = {SBX_BUF_INIT, 0};
 		struct sbx_error err = SBX_ERROR_INIT;
-		ck_assert_int_eq(download(CT, "/missing", body, strlen(body), chunk, 0, -1, &s, &err),
-				 -ENOENT);
+		ck_assert_int_eq(
+		    download(CT, "/missing", body, strlen(body), chunk, 0, -1, &s, &err), -ENOENT);
 		ck_assert_str_eq(err.msg, "read /missing: file not found: /missing");
 		ck_assert_int_eq(s.b.len, 0);
 	}
@@ -329,7 +327,8 @@ END_TEST
 START_TEST(test_multipart_counted)
 {
 	/* The file holds the daemon's own delimiter: only Content-Length saves it. */
-	static const char data[] = "a\r\n--DAYTONA-FILE-BOUNDARY\r\nb\r\n--DAYTONA-FILE-BOUNDARY--\r\n";
+	static const char data[] =
+	    "a\r\n--DAYTONA-FILE-BOUNDARY\r\nb\r\n--DAYTONA-FILE-BOUNDARY--\r\n";
 	size_t dlen = sizeof(data) - 1;
 	struct sbx_buf body = SBX_BUF_INIT;
 	sbx_buf_addf(&body,
@@ -357,31 +356,31 @@ START_TEST(test_multipart_bad)
 	struct sbx_error err = SBX_ERROR_INIT;
 	/* filename must equal the requested path */
 	ck_assert_int_eq(
-		download(CT, "/home/daytona/b.txt", one_file, strlen(one_file), 100, 0, -1, &s, &err),
-		-EIO);
+	    download(CT, "/home/daytona/b.txt", one_file, strlen(one_file), 100, 0, -1, &s, &err),
+	    -EIO);
 	ck_assert(strstr(err.msg, "another path"));
 	/* cut short */
-	ck_assert_int_eq(download(CT, "/home/daytona/a.txt", one_file, strlen(one_file) - 30, 100, 0,
-				  -1, &s, &err),
+	ck_assert_int_eq(download(CT, "/home/daytona/a.txt", one_file, strlen(one_file) - 30, 100,
+				  0, -1, &s, &err),
 			 -EIO);
 	sbx_buf_release(&s.b);
 	/* not multipart */
 	ck_assert_int_eq(download("application/json", "/a", "{}", 2, 2, 0, -1, &s, &err), -EIO);
 	/* no part at all */
-	ck_assert_int_eq(download(CT, "/a", "--DAYTONA-FILE-BOUNDARY--\r\n", 27, 5, 0, -1, &s, &err),
-			 -EIO);
+	ck_assert_int_eq(
+	    download(CT, "/a", "--DAYTONA-FILE-BOUNDARY--\r\n", 27, 5, 0, -1, &s, &err), -EIO);
 	ck_assert(strstr(err.msg, "no file part"));
 	/* the sink refuses */
 	s.fail_after = 3;
-	ck_assert_int_eq(download(CT, "/home/daytona/a.txt", one_file, strlen(one_file), 4096, 0, -1,
-				  &s, &err),
-			 -ENOSPC);
+	ck_assert_int_eq(
+	    download(CT, "/home/daytona/a.txt", one_file, strlen(one_file), 4096, 0, -1, &s, &err),
+	    -ENOSPC);
 	sbx_buf_release(&s.b);
 	/* garbage after a delimiter */
 	static const char junk[] = "--X\r\n\r\nab\r\n--Xjunk";
-	ck_assert_int_eq(
-		download("multipart/form-data; boundary=X", "/a", junk, strlen(junk), 3, 0, -1, &s, &err),
-		-EIO);
+	ck_assert_int_eq(download("multipart/form-data; boundary=X", "/a", junk, strlen(junk), 3, 0,
+				  -1, &s, &err),
+			 -EIO);
 	sbx_buf_release(&s.b);
 
 	char b[8];
@@ -401,12 +400,12 @@ START_TEST(test_dto)
 	struct dt_sandbox sb;
 	struct sbx_error err = SBX_ERROR_INIT;
 	json_t *j = json_loads(
-		"{\"id\":\"sbx-1\",\"organizationId\":\"org\",\"name\":\"n\",\"user\":\"daytona\","
-		"\"env\":{},\"labels\":{\"code-toolbox-language\":\"typescript\"},\"public\":false,"
-		"\"target\":\"us\",\"cpu\":2,\"gpu\":0,\"memory\":4,\"disk\":8,\"snapshot\":\"snap\","
-		"\"state\":\"build_failed\",\"errorReason\":\"boom\","
-		"\"toolboxProxyUrl\":\"http://127.0.0.1:9/toolbox/\"}",
-		0, NULL);
+	    "{\"id\":\"sbx-1\",\"organizationId\":\"org\",\"name\":\"n\",\"user\":\"daytona\","
+	    "\"env\":{},\"labels\":{\"code-toolbox-language\":\"typescript\"},\"public\":false,"
+	    "\"target\":\"us\",\"cpu\":2,\"gpu\":0,\"memory\":4,\"disk\":8,\"snapshot\":\"snap\","
+	    "\"state\":\"build_failed\",\"errorReason\":\"boom\","
+	    "\"toolboxProxyUrl\":\"http://127.0.0.1:9/toolbox/\"}",
+	    0, NULL);
 	ck_assert_int_eq(dt_sandbox_parse(j, &sb, &err), 0);
 	ck_assert_str_eq(sb.id, "sbx-1");
 	ck_assert_str_eq(sb.state, "build_failed");
@@ -451,12 +450,12 @@ START_TEST(test_list_page)
 	struct sbx_buf b = SBX_BUF_INIT;
 	char cursor[16] = "old";
 	json_t *j = json_loads(
-		"{\"items\":[{\"id\":\"s1\",\"state\":\"started\",\"snapshot\":\"snap\","
-		"\"labels\":{\"sbxfs-lease\":\"work\"},\"createdAt\":\"2025-01-02T03:04:05Z\"},"
-		"{\"id\":\"s2\",\"state\":\"archived\"},{\"state\":\"started\"},"
-		"{\"id\":\"s3\",\"state\":\"destroying\"},{\"id\":\"s4\",\"state\":\"creating\"}],"
-		"\"nextCursor\":\"100\"}",
-		0, NULL);
+	    "{\"items\":[{\"id\":\"s1\",\"state\":\"started\",\"snapshot\":\"snap\","
+	    "\"labels\":{\"sbxfs-lease\":\"work\"},\"createdAt\":\"2025-01-02T03:04:05Z\"},"
+	    "{\"id\":\"s2\",\"state\":\"archived\"},{\"state\":\"started\"},"
+	    "{\"id\":\"s3\",\"state\":\"destroying\"},{\"id\":\"s4\",\"state\":\"creating\"}],"
+	    "\"nextCursor\":\"100\"}",
+	    0, NULL);
 	ck_assert_int_eq(dt_sandbox_page(j, page_line, &b, cursor, sizeof(cursor), &err), 0);
 	ck_assert_str_eq(b.buf, "s1 running work snap 2025-01-02T03:04:05Z;s2 paused - - -;"
 				"s3 gone - - -;s4 creating - - -;");
@@ -525,36 +524,42 @@ static int map(long status, const char *body, struct sbx_error *err)
 START_TEST(test_error_bodies)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
-	ck_assert_int_eq(map(404,
-			     "{\"path\":\"/api/sandbox/nope\",\"timestamp\":\"2026-06-01T12:00:00.000Z\","
-			     "\"statusCode\":404,\"error\":\"Not Found\",\"message\":\"Sandbox with ID or "
-			     "name nope not found\"}",
-			     &err),
-			 -ENOENT);
+	ck_assert_int_eq(
+	    map(404,
+		"{\"path\":\"/api/sandbox/nope\",\"timestamp\":\"2026-06-01T12:00:00.000Z\","
+		"\"statusCode\":404,\"error\":\"Not Found\",\"message\":\"Sandbox with ID or "
+		"name nope not found\"}",
+		&err),
+	    -ENOENT);
 	ck_assert_str_eq(err.msg, "get sbx-1: Sandbox with ID or name nope not found");
 	ck_assert_int_eq(err.code, SBX_E_NOT_FOUND);
 
 	/* NestJS validation: message is an array */
-	ck_assert_int_eq(map(400, "{\"statusCode\":400,\"message\":[\"cpu must be an integer\","
-				  "\"memory must not be less than 1\"],\"error\":\"Bad Request\"}",
+	ck_assert_int_eq(map(400,
+			     "{\"statusCode\":400,\"message\":[\"cpu must be an integer\","
+			     "\"memory must not be less than 1\"],\"error\":\"Bad Request\"}",
 			     &err),
 			 -EINVAL);
-	ck_assert_str_eq(err.msg, "get sbx-1: cpu must be an integer; memory must not be less than 1");
+	ck_assert_str_eq(err.msg,
+			 "get sbx-1: cpu must be an integer; memory must not be less than 1");
 
 	/* daemon ErrorResponse: the code decides, not the status */
-	ck_assert_int_eq(map(400, "{\"statusCode\":400,\"message\":\"nope\",\"code\":\"FILE_NOT_FOUND\","
-				  "\"source\":\"DAYTONA_DAEMON\"}",
+	ck_assert_int_eq(map(400,
+			     "{\"statusCode\":400,\"message\":\"nope\",\"code\":\"FILE_NOT_FOUND\","
+			     "\"source\":\"DAYTONA_DAEMON\"}",
 			     &err),
 			 -ENOENT);
-	ck_assert_int_eq(map(408, "{\"statusCode\":408,\"message\":\"request timeout: command execution "
-				  "timeout\",\"code\":\"REQUEST_TIMEOUT\"}",
+	ck_assert_int_eq(map(408,
+			     "{\"statusCode\":408,\"message\":\"request timeout: command execution "
+			     "timeout\",\"code\":\"REQUEST_TIMEOUT\"}",
 			     &err),
 			 -ETIMEDOUT);
 	ck_assert_int_eq(err.code, SBX_E_TIMEOUT);
 	ck_assert_int_eq(map(403, "{\"message\":\"denied\",\"code\":\"FILE_ACCESS_DENIED\"}", &err),
 			 -EACCES);
 	ck_assert_int_eq(map(409, "{\"message\":\"exists\"}", &err), -EEXIST);
-	ck_assert_int_eq(map(401, "{\"message\":\"Unauthorized\",\"statusCode\":401}", &err), -EACCES);
+	ck_assert_int_eq(map(401, "{\"message\":\"Unauthorized\",\"statusCode\":401}", &err),
+			 -EACCES);
 	ck_assert_int_eq(map(429, "{\"message\":\"ThrottlerException: Too Many Requests\"}", &err),
 			 -EAGAIN);
 	ck_assert_int_eq(map(500, "{\"message\":\"boom\"}", &err), -EIO);
@@ -562,18 +567,19 @@ START_TEST(test_error_bodies)
 	ck_assert_int_eq(map(502, NULL, &err), -ENOTCONN);
 	ck_assert_int_eq(err.code, SBX_E_CONNECTION_FAILED);
 	/* the proxy speaking for a sandbox that is not running */
-	ck_assert_int_eq(map(400, "{\"message\":\"sandbox is not started\",\"source\":\"DAYTONA_PROXY\"}",
-			     &err),
-			 -ENOTCONN);
+	ck_assert_int_eq(
+	    map(400, "{\"message\":\"sandbox is not started\",\"source\":\"DAYTONA_PROXY\"}", &err),
+	    -ENOTCONN);
 
 	/* the proxy knows no such sandbox: unreachable (not "no such file"), code NOT_FOUND */
-	ck_assert_int_eq(map(404, "{\"statusCode\":404,\"message\":\"sandbox x not found\","
-				  "\"code\":\"SANDBOX_NOT_FOUND\",\"source\":\"DAYTONA_PROXY\"}",
+	ck_assert_int_eq(map(404,
+			     "{\"statusCode\":404,\"message\":\"sandbox x not found\","
+			     "\"code\":\"SANDBOX_NOT_FOUND\",\"source\":\"DAYTONA_PROXY\"}",
 			     &err),
 			 -ENOTCONN);
 	ck_assert_int_eq(err.code, SBX_E_NOT_FOUND);
-	ck_assert_int_eq(map(404, "{\"message\":\"no sandbox\",\"source\":\"DAYTONA_PROXY\"}", &err),
-			 -ENOTCONN);
+	ck_assert_int_eq(
+	    map(404, "{\"message\":\"no sandbox\",\"source\":\"DAYTONA_PROXY\"}", &err), -ENOTCONN);
 
 	/* empty and non-JSON bodies */
 	ck_assert_int_eq(map(404, "", &err), -ENOENT);
@@ -686,7 +692,8 @@ START_TEST(test_wrap_quoting)
 	ck_assert_str_eq(out.buf, "");
 
 	/* bad env entries */
-	const char *bad1[] = {"NOEQUALS", NULL}, *bad2[] = {"1X=y", NULL}, *bad3[] = {"A-B=y", NULL};
+	const char *bad1[] = {"NOEQUALS", NULL}, *bad2[] = {"1X=y", NULL},
+		   *bad3[] = {"A-B=y", NULL};
 	struct dt_wrap wb = {.shell = "true", .envs = bad1};
 	sbx_buf_reset(&cmd);
 	ck_assert_int_eq(dt_wrap_command(&cmd, &wb), -EINVAL);
@@ -719,7 +726,8 @@ START_TEST(test_wrap_pidfile_kill)
 	/* A "session shell" with a background job, then a run that is killed. */
 	char pidfile[] = "/tmp/sbx-dt-pid-XXXXXX", bgfile[] = "/tmp/sbx-dt-bg-XXXXXX";
 	char mark[] = "/tmp/sbx-dt-mark-XXXXXX";
-	struct sbx_buf cmd = SBX_BUF_INIT, text = SBX_BUF_INIT, out = SBX_BUF_INIT, bg = SBX_BUF_INIT;
+	struct sbx_buf cmd = SBX_BUF_INIT, text = SBX_BUF_INIT, out = SBX_BUF_INIT,
+		       bg = SBX_BUF_INIT;
 	struct sh_job job = {.out = SBX_BUF_INIT};
 	struct stat st;
 	pthread_t t;
@@ -731,7 +739,8 @@ START_TEST(test_wrap_pidfile_kill)
 	struct dt_wrap w = {.shell = text.buf, .pidfile = pidfile, .token = "0123abcd"};
 	ck_assert_int_eq(dt_wrap_command(&cmd, &w), 0);
 	sbx_buf_reset(&text);
-	sbx_buf_addf(&text, "exec 2>/dev/null; sleep 31 >/dev/null 2>&1 & echo $! > %s; %s; echo rc=$?",
+	sbx_buf_addf(&text,
+		     "exec 2>/dev/null; sleep 31 >/dev/null 2>&1 & echo $! > %s; %s; echo rc=$?",
 		     bgfile, cmd.buf);
 	job.text = text.buf;
 	ck_assert_int_eq(pthread_create(&t, NULL, sh_job_main, &job), 0);
@@ -768,7 +777,8 @@ END_TEST
 START_TEST(test_wrap_timeout)
 {
 	struct sbx_buf cmd = SBX_BUF_INIT, out = SBX_BUF_INIT;
-	struct dt_wrap w = {.shell = "echo start; sleep 5 & sleep 5; echo never", .timeout_ms = 300};
+	struct dt_wrap w = {.shell = "echo start; sleep 5 & sleep 5; echo never",
+			    .timeout_ms = 300};
 	if (system("command -v timeout >/dev/null 2>&1") != 0)
 		return; /* the wrapper then runs without a limit: nothing to prove */
 	ck_assert_int_eq(dt_wrap_command(&cmd, &w), 0);

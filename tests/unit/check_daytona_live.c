@@ -68,8 +68,7 @@ static long total_requests(void)
 	json_t *j = admin_call("GET", "/_fake/counters", NULL), *v;
 	const char *k;
 	long n = 0;
-	json_object_foreach(j, k, v)
-	n += (long)json_integer_value(v);
+	json_object_foreach(j, k, v) n += (long)json_integer_value(v);
 	json_decref(j);
 	return n;
 }
@@ -189,8 +188,8 @@ START_TEST(test_init_and_create)
 	ck_assert_int_eq(P->init(&env, &err), -EACCES);
 	/* ... and says where a key can come from (one line, as in the lease's error file) */
 	ck_assert_msg(!strncmp(err.msg, "DAYTONA_API_KEY is not set (", 28) &&
-			      strstr(err.msg, "env_file") && strstr(err.msg, "keyFile") &&
-			      !strchr(err.msg, '\n'),
+			  strstr(err.msg, "env_file") && strstr(err.msg, "keyFile") &&
+			  !strchr(err.msg, '\n'),
 		      "%s", err.msg);
 	ck_assert_int_eq(err.code, SBX_E_AUTH);
 	/* A JWT needs its organisation. */
@@ -300,8 +299,8 @@ START_TEST(test_run_parallel)
 	 * leaves its mark and waits up to 20 s for the other's, so run one after the
 	 * other the first would give up and print nothing. */
 	static const char fmt[] =
-		"touch /tmp/par.%d.%s; i=0; while [ $i -lt 200 ] && [ ! -e /tmp/par.%d.%s ]; do "
-		"sleep 0.1; i=$((i+1)); done; [ -e /tmp/par.%d.%s ] && echo %s%s";
+	    "touch /tmp/par.%d.%s; i=0; while [ $i -lt 200 ] && [ ! -e /tmp/par.%d.%s ]; do "
+	    "sleep 0.1; i=$((i+1)); done; [ -e /tmp/par.%d.%s ] && echo %s%s";
 	char ta_text[512], tb_text[512];
 	int me = (int)getpid();
 	struct par a = {ta_text}, b = {tb_text};
@@ -589,7 +588,8 @@ START_TEST(test_faults_and_facts)
 	fault("{\"faults\":[{\"kind\":\"429\",\"retryAfter\":0,\"count\":1,"
 	      "\"key\":\"GET /toolbox/:id/files/info\"}]}");
 	ck_assert_int_eq(P->stat(inst, "/tmp", &st, &err), 0);
-	fault("{\"faults\":[{\"kind\":\"drop\",\"count\":1,\"key\":\"GET /toolbox/:id/files/info\"}]}");
+	fault("{\"faults\":[{\"kind\":\"drop\",\"count\":1,\"key\":\"GET "
+	      "/toolbox/:id/files/info\"}]}");
 	ck_assert_int_eq(P->stat(inst, "/tmp", &st, &err), 0);
 	/* a 502 from the proxy is not retried: the sandbox is unreachable */
 	fault("{\"faults\":[{\"kind\":\"5xx\",\"status\":502,\"count\":10,"

@@ -91,8 +91,9 @@ START_TEST(test_decode_end_error)
 	struct msgs m = {0};
 	struct e2b_connect_decoder d;
 	struct sbx_error e = SBX_ERROR_INIT;
-	const char *end = "{\"error\":{\"code\":\"deadline_exceeded\",\"message\":\"context deadline "
-			  "exceeded\"}}";
+	const char *end =
+	    "{\"error\":{\"code\":\"deadline_exceeded\",\"message\":\"context deadline "
+	    "exceeded\"}}";
 	e2b_connect_frame(&b, 0, "{\"event\":{\"start\":{\"pid\":3}}}", 30);
 	e2b_connect_frame(&b, E2B_CONNECT_FLAG_END, end, strlen(end));
 	e2b_connect_decoder_init(&d, collect, &m);
@@ -104,7 +105,8 @@ START_TEST(test_decode_end_error)
 
 	/* an error as the only frame: invalid cwd */
 	sbx_buf_reset(&b);
-	end = "{\"error\":{\"code\":\"invalid_argument\",\"message\":\"cwd '/nope' does not exist\"}}";
+	end = "{\"error\":{\"code\":\"invalid_argument\",\"message\":\"cwd '/nope' does not "
+	      "exist\"}}";
 	e2b_connect_frame(&b, E2B_CONNECT_FLAG_END, end, strlen(end));
 	e2b_connect_decoder_init(&d, collect, &m);
 	ck_assert_int_eq(e2b_connect_feed(&d, b.buf, b.len, &e), 0);
@@ -173,18 +175,16 @@ START_TEST(test_unary_errors)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
 	const char *nf = "{\"code\":\"not_found\",\"message\":\"file not found\"}";
-	ck_assert_int_eq(e2b_connect_unary_error(404, "application/json", nf, strlen(nf), "stat",
-						 &e),
-			 -ENOENT);
+	ck_assert_int_eq(
+	    e2b_connect_unary_error(404, "application/json", nf, strlen(nf), "stat", &e), -ENOENT);
 	ck_assert_str_eq(e.msg, "stat: [not_found] file not found");
 	/* the body's code wins over the status */
 	ck_assert_int_eq(e2b_connect_unary_error(500, "application/json; charset=utf-8", nf,
 						 strlen(nf), "stat", &e),
 			 -ENOENT);
 	const char *ae = "{\"code\":\"already_exists\",\"message\":\"x\"}";
-	ck_assert_int_eq(e2b_connect_unary_error(409, "application/json", ae, strlen(ae), "mkdir",
-						 &e),
-			 -EEXIST);
+	ck_assert_int_eq(
+	    e2b_connect_unary_error(409, "application/json", ae, strlen(ae), "mkdir", &e), -EEXIST);
 	/* the proxy's 502: numeric code, the sandbox is gone */
 	const char *gone = "{\"sandboxId\":\"abc\",\"message\":\"The sandbox was not found\","
 			   "\"code\":502}";
@@ -200,9 +200,8 @@ START_TEST(test_unary_errors)
 	ck_assert_int_eq(e2b_connect_unary_error(503, NULL, "", 0, "stat", &e), -ENOTCONN);
 	/* rate-limited (the transport's retries are spent): EAGAIN, not "unavailable" */
 	const char *rl = "{\"code\":429,\"message\":\"slow down\"}";
-	ck_assert_int_eq(e2b_connect_unary_error(429, "application/json", rl, strlen(rl), "stat",
-						 &e),
-			 -EAGAIN);
+	ck_assert_int_eq(
+	    e2b_connect_unary_error(429, "application/json", rl, strlen(rl), "stat", &e), -EAGAIN);
 	ck_assert_str_eq(e.msg, "stat: HTTP 429 slow down");
 	ck_assert_int_eq(e2b_connect_unary_error(507, NULL, "", 0, "write", &e), -ENOSPC);
 	ck_assert_int_eq(e2b_connect_code_errno("unauthenticated"), EACCES);
@@ -218,12 +217,12 @@ START_TEST(test_api_errors)
 	struct sbx_error e = SBX_ERROR_INIT;
 	const char *b401 = "{\"code\":401,\"message\":\"Invalid API key\"}";
 	ck_assert_int_eq(e2b_api_error(401, b401, strlen(b401), "create", &e), -EACCES);
-	ck_assert_str_eq(e.msg,
-			 "create: E2B refused the API key (401): Invalid API key; check E2B_API_KEY");
+	ck_assert_str_eq(
+	    e.msg, "create: E2B refused the API key (401): Invalid API key; check E2B_API_KEY");
 	ck_assert_int_eq(e.code, SBX_E_AUTH);
-	ck_assert_int_eq(e2b_api_error(404, "{\"code\":404,\"message\":\"sandbox not found\"}", 42,
-				       "kill", &e),
-			 -ENOENT);
+	ck_assert_int_eq(
+	    e2b_api_error(404, "{\"code\":404,\"message\":\"sandbox not found\"}", 42, "kill", &e),
+	    -ENOENT);
 	ck_assert_int_eq(e.code, SBX_E_NOT_FOUND);
 	ck_assert_int_eq(e2b_api_error(429, "", 0, "create", &e), -EAGAIN);
 	ck_assert_int_eq(e2b_api_error(503, "", 0, "create", &e), -EAGAIN);
@@ -397,11 +396,12 @@ END_TEST
 START_TEST(test_entry_to_stat)
 {
 	struct sbx_stat st;
-	json_t *j = json_loads("{\"name\":\"hello.txt\",\"type\":\"FILE_TYPE_FILE\","
-			       "\"path\":\"/home/user/hello.txt\",\"size\":\"12\",\"mode\":420,"
-			       "\"permissions\":\"-rw-r--r--\",\"owner\":\"user\",\"group\":\"user\","
-			       "\"modifiedTime\":\"1970-01-01T00:01:00.25Z\"}",
-			       0, NULL);
+	json_t *j =
+	    json_loads("{\"name\":\"hello.txt\",\"type\":\"FILE_TYPE_FILE\","
+		       "\"path\":\"/home/user/hello.txt\",\"size\":\"12\",\"mode\":420,"
+		       "\"permissions\":\"-rw-r--r--\",\"owner\":\"user\",\"group\":\"user\","
+		       "\"modifiedTime\":\"1970-01-01T00:01:00.25Z\"}",
+		       0, NULL);
 	ck_assert_int_eq(e2b_entry_to_stat(j, &st), 0);
 	ck_assert_int_eq(st.mode, S_IFREG | 0644);
 	ck_assert_int_eq(st.size, 12);
@@ -423,8 +423,9 @@ START_TEST(test_entry_to_stat)
 	json_decref(j);
 
 	/* a symlink: lstat view; missing size/mode are zero values */
-	j = json_loads("{\"name\":\"l\",\"type\":\"FILE_TYPE_FILE\",\"symlinkTarget\":\"/etc/hosts\"}",
-		       0, NULL);
+	j = json_loads(
+	    "{\"name\":\"l\",\"type\":\"FILE_TYPE_FILE\",\"symlinkTarget\":\"/etc/hosts\"}", 0,
+	    NULL);
 	ck_assert_int_eq(e2b_entry_to_stat(j, &st), 0);
 	ck_assert_int_eq(st.mode, S_IFLNK | 0777);
 	ck_assert_int_eq(st.size, 10);
@@ -536,8 +537,8 @@ START_TEST(test_meta_render)
 	e2b_meta_add(&q, &op);
 	op = (struct e2b_meta_op){.kind = E2B_META_SYMLINK, .path = "/a/l", .arg = "../t t"};
 	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_CHOWN, .path = "/a/f", .uid = 0,
-				  .gid = (gid_t)-1};
+	op = (struct e2b_meta_op){
+	    .kind = E2B_META_CHOWN, .path = "/a/f", .uid = 0, .gid = (gid_t)-1};
 	e2b_meta_add(&q, &op);
 	op = (struct e2b_meta_op){.kind = E2B_META_TRUNCATE, .path = "/a/f", .size = 5};
 	e2b_meta_add(&q, &op);
@@ -557,7 +558,7 @@ START_TEST(test_meta_render)
 			 "ln -- '/a/f' '/a/h' || sbx_f 7\n"
 			 "mkfifo -m 0600 -- '/a/p' && chown -h user: -- '/a/p' || sbx_f 8\n");
 	ck_assert(e2b_meta_touches(&q, "/a/f", false));
-	ck_assert(e2b_meta_touches(&q, "/a", false));  /* a listing of the parent */
+	ck_assert(e2b_meta_touches(&q, "/a", false)); /* a listing of the parent */
 	ck_assert(!e2b_meta_touches(&q, "/", false));
 	ck_assert(e2b_meta_touches(&q, "/", true));
 	ck_assert(!e2b_meta_touches(&q, "/a/g", false));
@@ -574,8 +575,8 @@ START_TEST(test_meta_overlay)
 	struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .path = "/d/f", .mode = 0100700};
 	e2b_meta_init(&q);
 	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_CHOWN, .path = "/d/f", .uid = (uid_t)-1,
-				  .gid = 5};
+	op = (struct e2b_meta_op){
+	    .kind = E2B_META_CHOWN, .path = "/d/f", .uid = (uid_t)-1, .gid = 5};
 	e2b_meta_add(&q, &op);
 	op = (struct e2b_meta_op){.kind = E2B_META_UTIMENS, .path = "/d/f"};
 	op.ts[0].tv_nsec = UTIME_OMIT;
@@ -638,9 +639,8 @@ START_TEST(test_rmeta_attribute)
 	sbx_rmeta_fail_forget(&f, "/b");
 	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/b/p", &e), 0);
 	/* a mark whose message names none of its paths blames them all */
-	ck_assert_int_eq(sbx_rmeta_attribute(&f, NULL, "boom\n@sbxfs-failed@0-2\n", 0, 4, attr_op,
-					     NULL),
-			 2);
+	ck_assert_int_eq(
+	    sbx_rmeta_attribute(&f, NULL, "boom\n@sbxfs-failed@0-2\n", 0, 4, attr_op, NULL), 2);
 	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/x", &e), -EIO);
 	ck_assert(strstr(e.msg, "boom"));
 	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/y", &e), -EIO);

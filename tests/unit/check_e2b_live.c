@@ -91,7 +91,8 @@ START_TEST(t02_run)
 	const char *envs[] = {"EXTRA=x y", NULL};
 	struct sbx_run_sink sink = {&o, out_fn};
 	struct sbx_run_req req = {.shell = "echo $GREETING $EXTRA; pwd; echo oops >&2; exit 3",
-				  .envs = envs, .timeout_ms = 20000};
+				  .envs = envs,
+				  .timeout_ms = 20000};
 	struct sbx_run_result res;
 	struct sbx_error e = SBX_ERROR_INIT;
 	ck_assert_msg(P->run(inst, &req, &sink, &res, &e) == 0, "%s", e.msg);
@@ -268,8 +269,7 @@ START_TEST(t04c_http_multipart)
 END_TEST
 
 /* An envd GET /health through the http layer, with a deadline and retries. */
-static int health(const struct sbx_http_req *tmpl, struct sbx_http_resp *resp,
-		  struct sbx_error *e)
+static int health(const struct sbx_http_req *tmpl, struct sbx_http_resp *resp, struct sbx_error *e)
 {
 	struct sbx_http_req req = *tmpl;
 	struct e2b_conn c;
@@ -595,9 +595,10 @@ START_TEST(t12_faults)
 	struct sbx_stat st;
 	enum sbx_remote_state rs;
 	reset_counters();
-	json_decref(admin("POST", "/_fake/faults",
-			  "{\"faults\":[{\"kind\":\"429\",\"count\":1,\"key\":\"POST /v2/sandboxes\","
-			  "\"retryAfter\":1}]}"));
+	json_decref(
+	    admin("POST", "/_fake/faults",
+		  "{\"faults\":[{\"kind\":\"429\",\"count\":1,\"key\":\"POST /v2/sandboxes\","
+		  "\"retryAfter\":1}]}"));
 	ck_assert_msg(P->create(&spec, "other", &other, &e) == 0, "%s", e.msg);
 	ck_assert_int_eq(counter("POST /v2/sandboxes"), 2);
 	/* a dropped connection on an idempotent read is retried */
@@ -662,7 +663,8 @@ END_TEST
 /* list_sandboxes: {id: "state lease"} into the object ctx (stops at "stop"). */
 static int collect(void *ctx, const struct sbx_sandbox_entry *sb)
 {
-	json_object_set_new(ctx, sb->id, json_sprintf("%s %s", sb->state, sb->lease ? sb->lease : "-"));
+	json_object_set_new(ctx, sb->id,
+			    json_sprintf("%s %s", sb->state, sb->lease ? sb->lease : "-"));
 	ck_assert_ptr_nonnull(sb->template_name);
 	ck_assert_ptr_nonnull(sb->created_at);
 	return json_object_get(ctx, "stop") ? 1 : 0;

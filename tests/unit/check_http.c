@@ -134,7 +134,8 @@ END_TEST
 START_TEST(test_curl_errors)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
-	ck_assert_int_eq(sbx_http_error_from_curl(CURLE_OPERATION_TIMEDOUT, "GET x", &e), -ETIMEDOUT);
+	ck_assert_int_eq(sbx_http_error_from_curl(CURLE_OPERATION_TIMEDOUT, "GET x", &e),
+			 -ETIMEDOUT);
 	ck_assert_int_eq(e.code, SBX_E_TIMEOUT);
 	ck_assert_ptr_nonnull(strstr(e.msg, "GET x: "));
 	ck_assert_int_eq(sbx_http_error_from_curl(CURLE_COULDNT_CONNECT, NULL, &e), -ENOTCONN);

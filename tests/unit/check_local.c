@@ -582,7 +582,8 @@ START_TEST(test_big_io_and_concurrency)
 		ck_assert_int_eq(waitpid(kids[i], &st, 0), kids[i]);
 		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
-	ck_assert_msg(sbx_now_ms() - t0 < 2500, "3 parallel 1 s runs took %lld ms", sbx_now_ms() - t0);
+	ck_assert_msg(sbx_now_ms() - t0 < 2500, "3 parallel 1 s runs took %lld ms",
+		      sbx_now_ms() - t0);
 }
 END_TEST
 

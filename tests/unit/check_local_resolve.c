@@ -440,7 +440,9 @@ START_TEST(test_long_paths)
 	ck_assert_int_eq(symlinkat("/etc/hostname", dfd, "abs"), 0);
 	ck_assert_int_eq(symlinkat("../../../../../../../../../../../../../../../../../../../../"
 				   "../../../../../../../../../../../../../../../../../../../../"
-				   "etc/passwd", dfd, "up"), 0);
+				   "etc/passwd",
+				   dfd, "up"),
+			 0);
 	ck_assert_int_eq(symlinkat(outside, dfd, "host"), 0);
 	close(dfd);
 	ck_assert_int_gt(strlen(path), PATH_MAX);

@@ -55,13 +55,13 @@ END_TEST
 
 START_TEST(broken_ones_refused)
 {
-	static const struct sbx_provider old_abi = {.name = "oldabi", .abi = SBX_PROVIDER_ABI + 1, SLOTS,
-						    .kill = fake_kill};
+	static const struct sbx_provider old_abi = {
+	    .name = "oldabi", .abi = SBX_PROVIDER_ABI + 1, SLOTS, .kill = fake_kill};
 	static const struct sbx_provider no_io = {GOOD("noio"), .caps = SBX_CAP_DIRECT_IO};
 	static const struct sbx_provider no_list = {GOOD("nolist"), .caps = SBX_CAP_LIST_ATTRS};
-	static const struct sbx_provider no_pause = {GOOD("nopause"),
-						     .caps = SBX_CAP_PAUSE_MEMORY};
-	static const struct sbx_provider no_kill = {.name = "nokill", .abi = SBX_PROVIDER_ABI, SLOTS};
+	static const struct sbx_provider no_pause = {GOOD("nopause"), .caps = SBX_CAP_PAUSE_MEMORY};
+	static const struct sbx_provider no_kill = {
+	    .name = "nokill", .abi = SBX_PROVIDER_ABI, SLOTS};
 	static const struct sbx_provider half_tty = {GOOD("halftty"), .tty_open = fake_tty_open};
 	static const struct sbx_provider no_name = {GOOD("")};
 	static const struct sbx_provider good = {GOOD("good")};

@@ -121,10 +121,7 @@ long counter(const char *key)
 	json_t *c = admin("GET", "/_fake/counters", NULL), *v;
 	const char *k;
 	long n = 0;
-	json_object_foreach(c, k, v)
-	if (!key || !strcmp(k, key))
-		n += (long)json_integer_value(v);
+	json_object_foreach(c, k, v) if (!key || !strcmp(k, key)) n += (long)json_integer_value(v);
 	json_decref(c);
 	return n;
 }
-

@@ -24,7 +24,7 @@ struct mfile {
 struct mstate {
 	pthread_mutex_t lock; /* protects everything below */
 	struct mfile *files;
-	long clock;           /* logical mtime source */
+	long clock; /* logical mtime source */
 	int calls[MP_NOPS];
 	int fail_err[MP_NOPS];
 	int fail_times[MP_NOPS];
@@ -49,16 +49,16 @@ static int enter_locked(struct mstate *ms, enum memprov_op op, struct sbx_error 
 			     (int)op);
 }
 
-#define ENTER(inst, op, err)                                                                     \
-	struct mstate *ms = MS(inst);                                                            \
-	pthread_mutex_lock(&ms->lock);                                                           \
-	int rc = enter_locked(ms, op, err);                                                      \
-	if (rc)                                                                                  \
+#define ENTER(inst, op, err)                                                                       \
+	struct mstate *ms = MS(inst);                                                              \
+	pthread_mutex_lock(&ms->lock);                                                             \
+	int rc = enter_locked(ms, op, err);                                                        \
+	if (rc)                                                                                    \
 		goto out;
 
-#define LEAVE()                                                                                  \
-	out:                                                                                     \
-	pthread_mutex_unlock(&ms->lock);                                                         \
+#define LEAVE()                                                                                    \
+	out:                                                                                       \
+	pthread_mutex_unlock(&ms->lock);                                                           \
 	return rc;
 
 static struct mfile *find(struct mstate *ms, const char *path)
@@ -150,8 +150,8 @@ static int mp_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, 
 		goto out;
 	}
 	HASH_ITER(hh, ms->files, f, tmp)
-		if (is_child(f->path, path) && fn(ctx, strrchr(f->path, '/') + 1, &f->st))
-			break;
+	if (is_child(f->path, path) && fn(ctx, strrchr(f->path, '/') + 1, &f->st))
+		break;
 	LEAVE();
 }
 
@@ -164,8 +164,8 @@ static int mp_read(struct sbx_instance *inst, const char *path, off_t off, off_t
 		rc = sbx_error_set(err, f ? EISDIR : ENOENT, SBX_E_NONE, "cannot read %s", path);
 		goto out;
 	}
-	size_t end = len < 0 || (size_t)(off + len) > f->data.len ? f->data.len
-								  : (size_t)(off + len);
+	size_t end =
+	    len < 0 || (size_t)(off + len) > f->data.len ? f->data.len : (size_t)(off + len);
 	/* Small chunks, as a network stream would come. */
 	for (size_t at = (size_t)off; at < end && !rc; at += 4096)
 		rc = sink(ctx, f->data.buf + at, end - at < 4096 ? end - at : 4096);
@@ -215,8 +215,7 @@ static int mp_truncate(struct sbx_instance *inst, const char *path, off_t size,
 	LEAVE();
 }
 
-static int mp_mkdir(struct sbx_instance *inst, const char *path, mode_t mode,
-		    struct sbx_error *err)
+static int mp_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
 {
 	ENTER(inst, MP_MKDIR, err);
 	rc = add(ms, path, S_IFDIR | (mode & 07777), NULL);
@@ -245,10 +244,10 @@ static int mp_rmdir(struct sbx_instance *inst, const char *path, struct sbx_erro
 		goto out;
 	}
 	HASH_ITER(hh, ms->files, x, tmp)
-		if (is_child(x->path, path)) {
-			rc = sbx_error_set(err, ENOTEMPTY, SBX_E_NONE, "rmdir %s", path);
-			goto out;
-		}
+	if (is_child(x->path, path)) {
+		rc = sbx_error_set(err, ENOTEMPTY, SBX_E_NONE, "rmdir %s", path);
+		goto out;
+	}
 	drop(ms, f);
 	LEAVE();
 }
@@ -265,7 +264,8 @@ static int mp_rename(struct sbx_instance *inst, const char *from, const char *to
 	}
 	if (t)
 		drop(ms, t);
-	HASH_ITER(hh, ms->files, x, tmp) {
+	HASH_ITER(hh, ms->files, x, tmp)
+	{
 		if (strncmp(x->path, from, n) || (x->path[n] && x->path[n] != '/'))
 			continue;
 		struct sbx_buf b = SBX_BUF_INIT;
@@ -278,8 +278,7 @@ static int mp_rename(struct sbx_instance *inst, const char *from, const char *to
 	LEAVE();
 }
 
-static int mp_chmod(struct sbx_instance *inst, const char *path, mode_t mode,
-		    struct sbx_error *err)
+static int mp_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
 {
 	ENTER(inst, MP_CHMOD, err);
 	struct mfile *f = find(ms, path);
@@ -419,30 +418,30 @@ static void mp_release(struct sbx_instance *inst)
 }
 
 static const struct sbx_provider memprov_ops = {
-	.abi = SBX_PROVIDER_ABI,
-	.name = "memprov",
-	.caps = SBX_CAP_LIST_ATTRS,
-	.release = mp_release,
-	.pause = mp_pause,
-	.unpause = mp_unpause,
-	.stat = mp_stat,
-	.list = mp_list,
-	.read = mp_read,
-	.write = mp_write,
-	.truncate = mp_truncate,
-	.mkdir = mp_mkdir,
-	.unlink = mp_unlink,
-	.rmdir = mp_rmdir,
-	.rename = mp_rename,
-	.chmod = mp_chmod,
-	.chown = mp_chown,
-	.utimens = mp_utimens,
-	.symlink = mp_symlink,
-	.readlink = mp_readlink,
-	.link = mp_link,
-	.mknod = mp_mknod,
-	.statfs = mp_statfs,
-	.sync = mp_sync,
+    .abi = SBX_PROVIDER_ABI,
+    .name = "memprov",
+    .caps = SBX_CAP_LIST_ATTRS,
+    .release = mp_release,
+    .pause = mp_pause,
+    .unpause = mp_unpause,
+    .stat = mp_stat,
+    .list = mp_list,
+    .read = mp_read,
+    .write = mp_write,
+    .truncate = mp_truncate,
+    .mkdir = mp_mkdir,
+    .unlink = mp_unlink,
+    .rmdir = mp_rmdir,
+    .rename = mp_rename,
+    .chmod = mp_chmod,
+    .chown = mp_chown,
+    .utimens = mp_utimens,
+    .symlink = mp_symlink,
+    .readlink = mp_readlink,
+    .link = mp_link,
+    .mknod = mp_mknod,
+    .statfs = mp_statfs,
+    .sync = mp_sync,
 };
 
 /* ---- the test-side API ---------------------------------------------------------- */
@@ -470,7 +469,7 @@ void memprov_free(struct memprov *mp)
 		return;
 	ms = mp->priv;
 	HASH_ITER(hh, ms->files, f, tmp)
-		drop(ms, f);
+	drop(ms, f);
 	pthread_mutex_destroy(&ms->lock);
 	free(ms);
 	free(mp);
@@ -535,8 +534,7 @@ void memprov_mkdirs(struct memprov *mp, const char *path)
 	pthread_mutex_unlock(&ms->lock);
 }
 
-void memprov_put(struct memprov *mp, const char *path, const void *data, size_t len,
-		 mode_t mode)
+void memprov_put(struct memprov *mp, const char *path, const void *data, size_t len, mode_t mode)
 {
 	struct mstate *ms = mp->priv;
 	char pbuf[4096];

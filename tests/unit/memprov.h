@@ -61,8 +61,7 @@ void memprov_reset_calls(struct memprov *mp);
 void memprov_fail(struct memprov *mp, enum memprov_op op, int err, int times);
 
 /* Puts a file (parents created as needed), bumping its mtime; mode 0: 0644. */
-void memprov_put(struct memprov *mp, const char *path, const void *data, size_t len,
-		 mode_t mode);
+void memprov_put(struct memprov *mp, const char *path, const void *data, size_t len, mode_t mode);
 void memprov_mkdirs(struct memprov *mp, const char *path);
 /* A copy of the content (caller frees; *len set), or NULL if no such file. */
 char *memprov_get(struct memprov *mp, const char *path, size_t *len);
