@@ -254,23 +254,6 @@ static int add_lease_file(struct sbx_open *o, const char *file)
 	return rc == -ENOENT || rc == -EFBIG ? 0 : rc;
 }
 
-/* A control-file misuse: the lease's (or the mount's) error file says why. */
-static __attribute__((format(printf, 5, 6))) int
-refuse(struct sbx_mount *m, struct sbx_lease *l, int errnum, const char *op, const char *fmt, ...)
-{
-	struct sbx_error e = SBX_ERROR_INIT;
-	va_list ap;
-	int rc;
-	va_start(ap, fmt);
-	rc = sbx_error_vset(&e, errnum, SBX_E_EXECUTION_FAILED, fmt, ap);
-	va_end(ap);
-	if (l)
-		sbx_lease_error(l, op, &e);
-	else
-		sbx_mount_error(m, op, &e);
-	return rc;
-}
-
 static int snapshot(struct sbx_mount *m, struct sbx_open *o, const struct sbx_node *n)
 {
 	struct sbx_lease *l = o->lease;
@@ -352,7 +335,8 @@ static int snapshot(struct sbx_mount *m, struct sbx_open *o, const struct sbx_no
 		char host[512];
 		int rc;
 		if (!l->prov->get_host)
-			return refuse(m, l, ENOTSUP, "ports", "provider cannot reach ports%s", "");
+			return sbx_refuse(m, l, ENOTSUP, "ports", "provider cannot reach ports%s",
+					  "");
 		rc = sbx_lease_use(l, &inst, &e);
 		if (!rc) {
 			rc = l->prov->get_host(inst, atoi(n->sub), host, sizeof(host), &e);
@@ -395,9 +379,10 @@ int sbx_ctl_open(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease
 	}
 	if (acc != O_RDONLY && !writable(n->kind)) {
 		/* spec: EBUSY, the answer for "fixed once the lease is created". */
-		rc = refuse(m, l, n->kind == SBX_N_SPEC ? EBUSY : EACCES, "open", "%s is read-only",
-			    n->kind == SBX_N_SPEC ? "spec (once the lease is created)"
-						  : "this control file");
+		rc = sbx_refuse(m, l, n->kind == SBX_N_SPEC ? EBUSY : EACCES, "open",
+				"%s is read-only",
+				n->kind == SBX_N_SPEC ? "spec (once the lease is created)"
+						      : "this control file");
 		sbx_lease_put(l);
 		return rc;
 	}
@@ -553,8 +538,8 @@ static int do_state_word(struct sbx_mount *m, struct sbx_lease *l, const char *l
 		return sbx_lease_kill(l, "user", &e);
 	case SBX_CTL_RESTART:
 		if (!l->prov->code_reset)
-			return refuse(m, l, ENOTSUP, "state", "provider %s has no code interpreter",
-				      l->prov->name);
+			return sbx_refuse(m, l, ENOTSUP, "state",
+					  "provider %s has no code interpreter", l->prov->name);
 		rc = sbx_lease_use(l, &inst, &e);
 		if (!rc) {
 			rc = l->prov->code_reset(inst, cmd.argc ? cmd.argv[0] : NULL, &e);
@@ -567,7 +552,7 @@ static int do_state_word(struct sbx_mount *m, struct sbx_lease *l, const char *l
 						       cmd.argc ? cmd.argv[0] : "all"));
 		return rc;
 	default:
-		return refuse(m, l, EINVAL, "state", "unexpected word %s", line);
+		return sbx_refuse(m, l, EINVAL, "state", "unexpected word %s", line);
 	}
 }
 
@@ -618,8 +603,8 @@ static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 				char line[128];
 				snprintf(line, sizeof(line), "%.*s",
 					 (int)(end - p > 100 ? 100 : end - p), p);
-				return refuse(m, l, EINVAL, "env", "expected KEY=VALUE, got \"%s\"",
-					      line);
+				return sbx_refuse(m, l, EINVAL, "env",
+						  "expected KEY=VALUE, got \"%s\"", line);
 			}
 			/* The lease table keeps env as JSON text: it must be UTF-8. */
 			json_t *utf8 = json_stringn(p, (size_t)(end - p));
@@ -627,7 +612,7 @@ static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 				char key[104];
 				snprintf(key, sizeof(key), "%.*s",
 					 (int)(eq - p > 100 ? 100 : eq - p), p);
-				return refuse(
+				return sbx_refuse(
 				    m, l, EINVAL, "env",
 				    "%s: the value is not UTF-8 text (the lease table could "
 				    "not keep it)",
@@ -671,9 +656,9 @@ static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const cha
 	int rc;
 	if (memchr(buf, '\0', size)) {
 		o->refused = true;
-		return refuse(m, o->lease, EINVAL, "exec",
-			      "%s contains a NUL byte: nothing was run",
-			      o->kind == SBX_N_EXEC ? "the command" : "the code");
+		return sbx_refuse(m, o->lease, EINVAL, "exec",
+				  "%s contains a NUL byte: nothing was run",
+				  o->kind == SBX_N_EXEC ? "the command" : "the code");
 	}
 	if (o->data.len || o->wrote)
 		return 0;
@@ -682,8 +667,8 @@ static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const cha
 		blank++;
 	if (size && buf[size - 1] == '\n' && blank == size) {
 		o->refused = true;
-		return refuse(m, o->lease, EINVAL, "exec", "%s is empty: nothing was run",
-			      o->kind == SBX_N_EXEC ? "the command" : "the code");
+		return sbx_refuse(m, o->lease, EINVAL, "exec", "%s is empty: nothing was run",
+				  o->kind == SBX_N_EXEC ? "the command" : "the code");
 	}
 	sbx_runs_caller(&o->owner);
 	rc = sbx_runs_precheck(o->lease, &e);
@@ -708,7 +693,7 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 	if (o->tty)
 		return sbx_tty_write(o, buf, size);
 	if (o->data.len + size > SBX_CTL_MAX_TEXT)
-		return refuse(m, o->lease, EFBIG, "write", "text larger than %s", "16 MiB");
+		return sbx_refuse(m, o->lease, EFBIG, "write", "text larger than %s", "16 MiB");
 	if (o->kind == SBX_N_ENV && !(o->flags & O_APPEND) && (size_t)off < o->data.len)
 		o->data.len = (size_t)off; /* rewriting from an offset */
 	if (sbx_node_is_runner(o->kind)) {
@@ -812,5 +797,5 @@ int sbx_ctl_truncate(struct sbx_mount *m, const struct sbx_node *n, struct sbx_l
 		return 0;
 	return sbx_node_is_dir(n->kind)
 		   ? -EISDIR
-		   : refuse(m, l, EACCES, "truncate", "%s is read-only", "this control file");
+		   : sbx_refuse(m, l, EACCES, "truncate", "%s is read-only", "this control file");
 }

@@ -733,7 +733,7 @@ static int op_utimens(const char *path, const struct timespec tv[2], struct fuse
 	struct sbx_open *o = of(fi);
 	int rc;
 	if (!path && o && o->fsf) {
-		char mp[4400];
+		char mp[SBX_MOUNT_PATH_MAX];
 		note_caller(true);
 		rc = sbx_fs_ops_for(o->fsf->lease)->utimens(o->fsf->lease, o->fsf->path, tv, &err);
 		fh_path(mp, sizeof(mp), o->fsf);

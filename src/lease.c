@@ -13,6 +13,7 @@
 #include "lease_int.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1108,4 +1109,20 @@ void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out)
 	/* Files written here, not in the sandbox yet (`error` says where they are kept). */
 	if (unsaved)
 		sbx_buf_addf(out, " unsaved=%zu:%s/cache", unsaved, l->dir);
+}
+
+int sbx_refuse(struct sbx_mount *m, struct sbx_lease *l, int errnum, const char *op,
+	       const char *fmt, ...)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	va_list ap;
+	int rc;
+	va_start(ap, fmt);
+	rc = sbx_error_vset(&e, errnum, SBX_E_EXECUTION_FAILED, fmt, ap);
+	va_end(ap);
+	if (l)
+		sbx_lease_error(l, op, &e);
+	else
+		sbx_mount_error(m, op, &e);
+	return rc;
 }

@@ -206,4 +206,13 @@ struct sbx_lease_hooks {
 /* Installs h (static storage; one set per process, before sbx_mount_open). */
 void sbx_lease_set_hooks(const struct sbx_lease_hooks *h);
 
+/*
+ * A refused request (a control-file misuse, bad input): formats the reason,
+ * records it in l's `error` and journal (or the mount's `error` when l is
+ * NULL) under op, and returns -errnum.
+ */
+__attribute__((format(printf, 5, 6))) int sbx_refuse(struct sbx_mount *m, struct sbx_lease *l,
+						     int errnum, const char *op, const char *fmt,
+						     ...);
+
 #endif

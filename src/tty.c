@@ -110,22 +110,10 @@ int sbx_tty_readdir(struct sbx_lease *l, const struct sbx_node *n, sbx_fs_fill_f
 	return 0;
 }
 
-static __attribute__((format(printf, 3, 4))) int refuse(struct sbx_lease *l, int errnum,
-							const char *fmt, ...)
-{
-	struct sbx_error e = SBX_ERROR_INIT;
-	va_list ap;
-	int rc;
-	va_start(ap, fmt);
-	rc = sbx_error_vset(&e, errnum, SBX_E_EXECUTION_FAILED, fmt, ap);
-	va_end(ap);
-	sbx_lease_error(l, "tty", &e);
-	return rc;
-}
-
 static int not_supported(struct sbx_lease *l)
 {
-	return refuse(l, ENOTSUP, "%s: terminal sessions are not supported", l->prov->name);
+	return sbx_refuse(l->mount, l, ENOTSUP, "tty", "%s: terminal sessions are not supported",
+			  l->prov->name);
 }
 
 /* ---- the provider's side ------------------------------------------------ */
@@ -268,17 +256,17 @@ int sbx_tty_open(struct sbx_open *o, const struct sbx_node *n)
 		return not_supported(l);
 	if (n->kind == SBX_N_TTY_CLONE) {
 		if (acc != O_RDONLY)
-			return refuse(l, EACCES, "tty/clone is read-only: %s",
-				      "read it for a session");
+			return sbx_refuse(l->mount, l, EACCES, "tty", "tty/clone is read-only: %s",
+					  "read it for a session");
 		o->tty = tty_new(l);
 		sbx_buf_addf(&o->data, "%u\n", o->tty->n);
 		return 0;
 	}
 	if ((n->kind == SBX_N_TTY_STATUS && acc != O_RDONLY) ||
 	    (n->kind == SBX_N_TTY_CTL && acc == O_RDONLY))
-		return refuse(l, EACCES, "tty/N/%s",
-			      n->kind == SBX_N_TTY_CTL ? "ctl is write-only"
-						       : "status is read-only");
+		return sbx_refuse(l->mount, l, EACCES, "tty", "tty/N/%s",
+				  n->kind == SBX_N_TTY_CTL ? "ctl is write-only"
+							   : "status is read-only");
 	if (!(t = find(l, n->sub, true)))
 		return -ENOENT;
 	o->tty = t;
@@ -355,8 +343,8 @@ static int ctl_line(struct sbx_tty *t, char *line)
 	if (!strcmp(word, "size")) {
 		if (sscanf(line, "size %u %u %c", &cols, &rows, &extra) != 2 || !cols || !rows ||
 		    cols > SBX_TTY_MAX_DIM || rows > SBX_TTY_MAX_DIM)
-			return refuse(l, EINVAL, "tty ctl: %s",
-				      "size wants COLS ROWS (1 to 10000)");
+			return sbx_refuse(l->mount, l, EINVAL, "tty", "tty ctl: %s",
+					  "size wants COLS ROWS (1 to 10000)");
 		pthread_mutex_lock(&t->io);
 		pthread_mutex_lock(&t->lock);
 		t->cols = cols;
@@ -371,13 +359,14 @@ static int ctl_line(struct sbx_tty *t, char *line)
 		bool is_term = word[0] == 't';
 		if (is_term ? sscanf(line, "term %63s %c", arg, &extra) != 1
 			    : sscanf(line, "cwd %4095[^\n]", arg) != 1 || arg[0] != '/')
-			return refuse(l, EINVAL, "tty ctl: %s",
-				      is_term ? "term wants one NAME"
-					      : "cwd wants an absolute PATH");
+			return sbx_refuse(l->mount, l, EINVAL, "tty", "tty ctl: %s",
+					  is_term ? "term wants one NAME"
+						  : "cwd wants an absolute PATH");
 		pthread_mutex_lock(&t->lock);
 		if (t->started || t->ended)
-			rc = refuse(l, EBUSY, "tty ctl: %s is set before the shell starts",
-				    is_term ? "term" : "cwd");
+			rc = sbx_refuse(l->mount, l, EBUSY, "tty",
+					"tty ctl: %s is set before the shell starts",
+					is_term ? "term" : "cwd");
 		else if (is_term) {
 			size_t n = strnlen(arg, sizeof(t->term) - 1); /* %63s bounded it */
 			memcpy(t->term, arg, n);
@@ -395,10 +384,10 @@ static int ctl_line(struct sbx_tty *t, char *line)
 		pthread_mutex_unlock(&t->io);
 		return 0;
 	}
-	return refuse(l, EINVAL,
-		      "tty ctl: unknown command '%s' (size COLS ROWS, term NAME, "
-		      "cwd PATH, close)",
-		      word);
+	return sbx_refuse(l->mount, l, EINVAL, "tty",
+			  "tty ctl: unknown command '%s' (size COLS ROWS, term NAME, "
+			  "cwd PATH, close)",
+			  word);
 }
 
 ssize_t sbx_tty_write(struct sbx_open *o, const char *buf, size_t size)
@@ -410,7 +399,8 @@ ssize_t sbx_tty_write(struct sbx_open *o, const char *buf, size_t size)
 	if (o->kind == SBX_N_TTY_DATA) {
 		pthread_mutex_lock(&t->io);
 		if (!t->sess)
-			rc = refuse(t->lease, EIO, "tty %s: the shell has ended", "data");
+			rc = sbx_refuse(t->lease->mount, t->lease, EIO, "tty",
+					"tty %s: the shell has ended", "data");
 		else if ((rc = t->lease->prov->tty_write(t->sess, buf, size, &err)))
 			sbx_lease_error(t->lease, "tty", &err);
 		pthread_mutex_unlock(&t->io);
@@ -424,7 +414,8 @@ ssize_t sbx_tty_write(struct sbx_open *o, const char *buf, size_t size)
 		sbx_buf_consume(&o->data, (size_t)(nl - o->data.buf) + 1);
 	}
 	if (!rc && o->data.len > 4200)
-		rc = refuse(t->lease, EINVAL, "tty ctl: %s", "line too long");
+		rc = sbx_refuse(t->lease->mount, t->lease, EINVAL, "tty", "tty ctl: %s",
+				"line too long");
 	if (rc)
 		sbx_buf_reset(&o->data);
 	return rc ? rc : (ssize_t)size;

@@ -152,10 +152,7 @@ static int code_output(void *ctx, enum sbx_stream s, const char *data, size_t le
 {
 	struct code_run *cr = ctx;
 	if (s == SBX_STDERR) {
-		if (cr->err.len < STDERR_MAX)
-			sbx_buf_add(&cr->err, data,
-				    len < STDERR_MAX - cr->err.len ? len
-								   : STDERR_MAX - cr->err.len);
+		sbx_buf_add_capped(&cr->err, data, len, STDERR_MAX);
 		return 0;
 	}
 	return sbx_code_events_feed(&cr->ev, data, len, &cr->fail);

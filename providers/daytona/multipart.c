@@ -313,11 +313,7 @@ static int dl_data(void *ctx, const char *p, size_t n)
 	struct dt_download *d = ctx;
 	int rc;
 	if (d->part == DL_ERROR) {
-		if (d->errbody.len < DT_ERRBODY_MAX)
-			sbx_buf_add(&d->errbody, p,
-				    n < DT_ERRBODY_MAX - d->errbody.len
-					? n
-					: DT_ERRBODY_MAX - d->errbody.len);
+		sbx_buf_add_capped(&d->errbody, p, n, DT_ERRBODY_MAX);
 		return 0;
 	}
 	if (d->part != DL_FILE)

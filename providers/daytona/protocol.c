@@ -3,6 +3,7 @@
  * errno out. The multipart parser lives in multipart.c.
  */
 #include "daytona/protocol.h"
+#include "base/jsonutil.h"
 #include "base/xalloc.h"
 
 #include <ctype.h>
@@ -398,15 +399,7 @@ static void body_message(json_t *j, char *msg, size_t size)
 		one_line(msg, size, json_string_value(m), json_string_length(m));
 	} else if (json_is_array(m)) { /* NestJS validation: a list of complaints */
 		struct sbx_buf b = SBX_BUF_INIT;
-		size_t i;
-		json_t *x;
-		json_array_foreach(m, i, x)
-		{
-			if (!json_is_string(x))
-				continue;
-			sbx_buf_adds(&b, b.len ? "; " : "");
-			sbx_buf_adds(&b, json_string_value(x));
-		}
+		sbx_json_join(m, "; ", &b);
 		one_line(msg, size, b.buf, b.len);
 		sbx_buf_release(&b);
 	}

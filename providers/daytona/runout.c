@@ -111,11 +111,7 @@ static int f_data(void *ctx, const char *p, size_t n)
 	if (f->part < 0)
 		return 0;
 	if (f->error_part) {
-		if (f->errbody.len < RO_ERRBODY_MAX)
-			sbx_buf_add(&f->errbody, p,
-				    n < RO_ERRBODY_MAX - f->errbody.len
-					? n
-					: RO_ERRBODY_MAX - f->errbody.len);
+		sbx_buf_add_capped(&f->errbody, p, n, RO_ERRBODY_MAX);
 		return 0;
 	}
 	f->total += (long long)n;

@@ -120,9 +120,7 @@ static int capture_output(void *ctx, enum sbx_stream s, const char *data, size_t
 	struct sbx_buf *b = s == SBX_STDOUT ? c->out : c->err;
 	if (!b)
 		return 0;
-	if (b->len + len > c->max)
-		len = b->len < c->max ? c->max - b->len : 0;
-	sbx_buf_add(b, data, len);
+	sbx_buf_add_capped(b, data, len, c->max);
 	return 0;
 }
 

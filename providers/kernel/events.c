@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "base/base64.h"
+#include "base/jsonutil.h"
 #include "base/xalloc.h"
 
 void sbx_code_events_init(struct sbx_code_events *ev, const struct sbx_run_sink *sink,
@@ -105,16 +106,7 @@ static char *traceback_text(json_t *v)
 	if (json_is_string(v))
 		return dup_str(v);
 	struct sbx_buf b = SBX_BUF_INIT;
-	size_t i;
-	json_t *line;
-	json_array_foreach(v, i, line)
-	{
-		if (!json_is_string(line))
-			continue;
-		if (b.len)
-			sbx_buf_addch(&b, '\n');
-		sbx_buf_adds(&b, json_string_value(line));
-	}
+	sbx_json_join(v, "\n", &b);
 	return sbx_buf_detach(&b, NULL);
 }
 

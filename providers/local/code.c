@@ -147,8 +147,7 @@ static int start_sink(void *ctx, enum sbx_stream s, const char *data, size_t len
 {
 	struct start_out *so = ctx;
 	struct sbx_buf *b = s == SBX_STDERR ? &so->err : &so->out;
-	if (b->len < START_ERR_MAX)
-		sbx_buf_add(b, data, len < START_ERR_MAX - b->len ? len : START_ERR_MAX - b->len);
+	sbx_buf_add_capped(b, data, len, START_ERR_MAX);
 	return 0;
 }
 

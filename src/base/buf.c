@@ -166,3 +166,9 @@ void sbx_buf_add_shquoted(struct sbx_buf *b, const char *s)
 	}
 	sbx_buf_addch(b, '\'');
 }
+
+void sbx_buf_add_capped(struct sbx_buf *b, const char *data, size_t n, size_t max)
+{
+	if (b->len < max)
+		sbx_buf_add(b, data, n < max - b->len ? n : max - b->len);
+}

@@ -41,6 +41,8 @@ void sbx_buf_consume(struct sbx_buf *b, size_t n);
 char *sbx_buf_detach(struct sbx_buf *b, size_t *len);
 /* Appends s quoted for a POSIX shell ('...' with embedded ' escaped). */
 void sbx_buf_add_shquoted(struct sbx_buf *b, const char *s);
+/* Appends what of data[0..n) fits below max bytes in b (the rest is dropped). */
+void sbx_buf_add_capped(struct sbx_buf *b, const char *data, size_t n, size_t max);
 /*
  * Appends s with every byte that is not part of valid UTF-8 written as
  * the four characters \xNN: text for JSON (jansson refuses the rest) that

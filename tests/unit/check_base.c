@@ -73,6 +73,12 @@ START_TEST(buf_utf8_escaped)
 	ck_assert_str_eq(
 	    b.buf,
 	    "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\\xff|\\xc0\\xaf|\\xed\\xa0\\x80|\\xe2\\x82");
+	sbx_buf_release(&b);
+	sbx_buf_add_capped(&b, "abcdef", 6, 4); /* what fits below the cap */
+	sbx_buf_add_capped(&b, "gh", 2, 4);	/* nothing once it is reached */
+	ck_assert_str_eq(b.buf, "abcd");
+	sbx_buf_release(&b);
+	sbx_buf_add_utf8_escaped(&b, "ok\xff");
 	json_t *j = json_string(b.buf);
 	ck_assert_ptr_nonnull(j); /* jansson takes it */
 	json_decref(j);

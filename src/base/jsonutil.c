@@ -1,0 +1,16 @@
+/* jsonutil — see jsonutil.h. */
+#include "base/jsonutil.h"
+
+void sbx_json_join(const json_t *arr, const char *sep, struct sbx_buf *out)
+{
+	size_t i, n = 0;
+	json_t *x;
+	json_array_foreach(arr, i, x)
+	{
+		if (!json_is_string(x))
+			continue;
+		if (n++)
+			sbx_buf_adds(out, sep);
+		sbx_buf_add(out, json_string_value(x), json_string_length(x));
+	}
+}
