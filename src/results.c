@@ -42,7 +42,7 @@ static struct result_file *list_results(const char *dir, size_t *count)
 			v = sbx_xrealloc(v, cap * sizeof(*v));
 		}
 		v[n].n = num;
-		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
+		memcpy(v[n].name, de->d_name, strlen(de->d_name) + 1); /* length checked above */
 		n++;
 	}
 	closedir(d);
