@@ -3,13 +3,13 @@
 
 void sbx_json_join(const json_t *arr, const char *sep, struct sbx_buf *out)
 {
-	size_t i, n = 0;
+	size_t i, start = out->len;
 	json_t *x;
 	json_array_foreach(arr, i, x)
 	{
 		if (!json_is_string(x))
 			continue;
-		if (n++)
+		if (out->len > start) /* as both callers did: no separator before text */
 			sbx_buf_adds(out, sep);
 		sbx_buf_add(out, json_string_value(x), json_string_length(x));
 	}

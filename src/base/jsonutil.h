@@ -8,7 +8,8 @@
 
 #include "base/buf.h"
 
-/* Appends arr's string elements to out, sep between them (non-strings skipped). */
+/* Appends arr's string elements to out, sep between them once text was appended
+ * (non-strings skipped). */
 void sbx_json_join(const json_t *arr, const char *sep, struct sbx_buf *out);
 
 #endif
