@@ -219,3 +219,72 @@ int sbx_rmeta_statfs(struct sbx_rmeta_df *d, sbx_rmeta_run_fn run, void *ctx, st
 	sbx_buf_release(&out);
 	return rc;
 }
+
+/* --- the gate ---------------------------------------------------------------------- */
+
+void sbx_rmeta_gate_init(struct sbx_rmeta_gate *g)
+{
+	memset(g, 0, sizeof(*g));
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->cond, NULL);
+}
+
+void sbx_rmeta_gate_destroy(struct sbx_rmeta_gate *g)
+{
+	for (size_t i = 0; i < g->n; i++)
+		free(g->paths[i]);
+	free(g->paths);
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+}
+
+static ssize_t gate_find(const struct sbx_rmeta_gate *g, const char *p)
+{
+	for (size_t i = 0; p && i < g->n; i++)
+		if (!strcmp(g->paths[i], p))
+			return (ssize_t)i;
+	return -1;
+}
+
+static void gate_add(struct sbx_rmeta_gate *g, const char *p)
+{
+	if (!p)
+		return;
+	if (g->n == g->cap) {
+		g->cap = g->cap ? 2 * g->cap : 8;
+		g->paths = sbx_xrealloc(g->paths, g->cap * sizeof(*g->paths));
+	}
+	g->paths[g->n++] = sbx_xstrdup(p);
+}
+
+static void gate_drop(struct sbx_rmeta_gate *g, const char *p)
+{
+	ssize_t i = gate_find(g, p);
+	if (i < 0)
+		return;
+	free(g->paths[i]);
+	g->paths[i] = g->paths[--g->n];
+}
+
+void sbx_rmeta_gate_enter(struct sbx_rmeta_gate *g, const char *a, const char *b)
+{
+	if (a && b && !strcmp(a, b))
+		b = NULL;
+	pthread_mutex_lock(&g->lock);
+	while (gate_find(g, a) >= 0 || gate_find(g, b) >= 0)
+		pthread_cond_wait(&g->cond, &g->lock);
+	gate_add(g, a);
+	gate_add(g, b);
+	pthread_mutex_unlock(&g->lock);
+}
+
+void sbx_rmeta_gate_leave(struct sbx_rmeta_gate *g, const char *a, const char *b)
+{
+	if (a && b && !strcmp(a, b))
+		b = NULL;
+	pthread_mutex_lock(&g->lock);
+	gate_drop(g, a);
+	gate_drop(g, b);
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}

@@ -109,4 +109,24 @@ void sbx_rmeta_df_forget(struct sbx_rmeta_df *d);
 int sbx_rmeta_statfs(struct sbx_rmeta_df *d, sbx_rmeta_run_fn run, void *ctx, struct statvfs *st,
 		     struct sbx_error *err);
 
+/*
+ * Paths being put in place. A provider whose replace is several remote
+ * calls (daytona: move the old file aside, move the new one in) holds
+ * the destination across them, so that two of its own uploads or
+ * renames to one name cannot interleave (the second one's move landing
+ * in the first one's gap made it fail with EEXIST).
+ */
+struct sbx_rmeta_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char **paths;
+	size_t n, cap;
+};
+
+void sbx_rmeta_gate_init(struct sbx_rmeta_gate *g);
+void sbx_rmeta_gate_destroy(struct sbx_rmeta_gate *g);
+/* Waits until neither a nor b (either may be NULL) is held, then holds both. */
+void sbx_rmeta_gate_enter(struct sbx_rmeta_gate *g, const char *a, const char *b);
+void sbx_rmeta_gate_leave(struct sbx_rmeta_gate *g, const char *a, const char *b);
+
 #endif

@@ -597,12 +597,11 @@ static void touch_parent_locked(struct sbx_cache *c, const char *parent)
 	pa->st.mtime = pa->st.ctime = now;
 }
 
-void sbx_cache_note_added(struct sbx_cache *c, const char *path, const struct sbx_stat *st)
+void cache_note_added_locked(struct sbx_cache *c, const char *path, const struct sbx_stat *st)
 {
 	char parent[4096];
 	const char *name = split(path, parent, sizeof(parent));
 	struct cdir *d = NULL;
-	pthread_mutex_lock(&c->lock);
 	c->gen++;
 	cache_echo_note_locked(c, path);
 	if (st) {
@@ -619,6 +618,12 @@ void sbx_cache_note_added(struct sbx_cache *c, const char *path, const struct sb
 			names_add(d, name);
 		touch_parent_locked(c, parent);
 	}
+}
+
+void sbx_cache_note_added(struct sbx_cache *c, const char *path, const struct sbx_stat *st)
+{
+	pthread_mutex_lock(&c->lock);
+	cache_note_added_locked(c, path, st);
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -469,6 +469,13 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 	pthread_mutex_lock(&c->lock);
 	if (ok) {
 		bool current = gen == c->gen;
+		/*
+		 * A first upload made the file appear: said here, under the
+		 * lock and before busy drops, so an unlink waiting for this
+		 * upload cannot run between the two and leave a ghost name.
+		 */
+		if (!cf->remote && cf->linked)
+			cache_note_added_locked(c, cf->path, st && current ? st : NULL);
 		cf->remote = true;
 		cf->bg_failed = false;
 		if (wgen == cf->wgen && cf->dirty) {

@@ -150,6 +150,8 @@ void cache_attr_set_locked(struct sbx_cache *c, const char *path, const struct s
 void cache_attr_drop_locked(struct sbx_cache *c, const char *path);
 /* Remembers that we changed path just now (lock held). */
 void cache_echo_note_locked(struct sbx_cache *c, const char *path);
+/* A new entry at path: its name joins a listed parent, st (or nothing) its attributes. */
+void cache_note_added_locked(struct sbx_cache *c, const char *path, const struct sbx_stat *st);
 /* Frees every content entry, keeping dirty files on disk (cache_file.c). */
 void cache_files_free(struct sbx_cache *c);
 /* Takes back the dirty files a previous cache left in c->dir (cache_file.c). */

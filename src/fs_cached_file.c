@@ -60,8 +60,6 @@ out:
 	sbx_cache_file_end_upload(c, cf, s.wgen, done, src == 0 ? &st : NULL, gen);
 	if (sent)
 		*sent = done;
-	if (done && !s.remote)
-		sbx_cache_note_added(c, s.path, src == 0 ? &st : NULL);
 	if (rc) /* always said: written data is waiting */
 		fsc_record(l, "upload", s.path, rc, err);
 	free(s.path);

@@ -193,6 +193,7 @@ static struct dt_instance *inst_new(const struct sbx_spec *spec, const struct dt
 		sbx_spec_init(&di->spec);
 	pthread_mutex_init(&di->lock, NULL);
 	pthread_mutex_init(&di->flush_lock, NULL);
+	sbx_rmeta_gate_init(&di->placing);
 	sbx_rmeta_fails_init(&di->fails);
 	sbx_rmeta_df_init(&di->df);
 	di->facts = *sb;
@@ -220,6 +221,7 @@ static void daytona_release(struct sbx_instance *inst)
 	free(di->toolbox);
 	pthread_mutex_destroy(&di->lock);
 	pthread_mutex_destroy(&di->flush_lock);
+	sbx_rmeta_gate_destroy(&di->placing);
 	free(di);
 }
 

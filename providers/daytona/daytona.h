@@ -123,7 +123,8 @@ struct dt_instance {
 	size_t n_links;
 	long user_uid, user_gid; /* who runs commands (-1: not known yet) */
 
-	pthread_mutex_t flush_lock; /* held while a batch runs remotely */
+	pthread_mutex_t flush_lock;    /* held while a batch runs remotely */
+	struct sbx_rmeta_gate placing; /* destinations of moves in flight (own lock) */
 };
 
 /* The deadline of a short request (polls, sessions, helper commands): 30 s at most. */

@@ -420,16 +420,19 @@ int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mo
 		goto out;
 	if (private && (rc = dt_perms(di, tmp, (long)(mode & 07777), NULL, NULL, err)))
 		goto out;
+	sbx_rmeta_gate_enter(&di->placing, path, NULL);
 	rc = move(di, tmp, path, err);
-	if (!rc && !private) {
-		rc = dt_batch_perms(di, path, (long)(mode & 07777), -1, -1, err);
-		goto done; /* the file is in place: a failed flush does not undo it */
-	}
 	if (rc == -EEXIST) {
 		sbx_error_clear(err);
 		rc = adopt_perms(di, path, tmp, err);
 		if (!rc)
 			rc = replace(di, tmp, path, false, err);
+		private = true; /* the mode is set: nothing to queue */
+	}
+	sbx_rmeta_gate_leave(&di->placing, path, NULL);
+	if (!rc && !private) {
+		rc = dt_batch_perms(di, path, (long)(mode & 07777), -1, -1, err);
+		goto done; /* the file is in place: a failed flush does not undo it */
 	}
 out:
 	if (rc)
@@ -555,15 +558,20 @@ int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsig
 	if (flags & RENAME_EXCHANGE) {
 		dt_links_forget(di, from);
 		dt_links_forget(di, to);
-		return exchange(di, from, to, err);
+		sbx_rmeta_gate_enter(&di->placing, from, to);
+		rc = exchange(di, from, to, err);
+		sbx_rmeta_gate_leave(&di->placing, from, to);
+		return rc;
 	}
 	if (!strcmp(from, to))
 		return 0;
+	sbx_rmeta_gate_enter(&di->placing, from, to);
 	rc = move(di, from, to, err);
 	if (rc == -EEXIST && !(flags & RENAME_NOREPLACE)) {
 		sbx_error_clear(err);
 		rc = rename_over(di, from, to, err);
 	}
+	sbx_rmeta_gate_leave(&di->placing, from, to);
 	if (!rc) {
 		dt_links_rename(di, from, to);
 		sbx_rmeta_fail_forget(&di->fails, from);

@@ -5,8 +5,10 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "e2b/connect.h"
 #include "e2b/meta.h"
@@ -648,6 +650,40 @@ START_TEST(test_rmeta_attribute)
 }
 END_TEST
 
+/* The gate: a second holder of a path waits for the first to leave. */
+struct gate_arg {
+	struct sbx_rmeta_gate *g;
+	volatile int entered;
+};
+static void *gate_second(void *p)
+{
+	struct gate_arg *a = p;
+	sbx_rmeta_gate_enter(a->g, "/x", NULL);
+	a->entered = 1;
+	sbx_rmeta_gate_leave(a->g, "/x", NULL);
+	return NULL;
+}
+
+START_TEST(test_rmeta_gate)
+{
+	struct sbx_rmeta_gate g;
+	struct gate_arg a = {.g = &g};
+	pthread_t t;
+	sbx_rmeta_gate_init(&g);
+	sbx_rmeta_gate_enter(&g, "/y", "/x");
+	ck_assert_int_eq(pthread_create(&t, NULL, gate_second, &a), 0);
+	usleep(100 * 1000);
+	ck_assert_int_eq(a.entered, 0);	      /* "/x" is held */
+	sbx_rmeta_gate_enter(&g, "/z", "/z"); /* another path does not wait */
+	sbx_rmeta_gate_leave(&g, "/z", "/z");
+	sbx_rmeta_gate_leave(&g, "/y", "/x");
+	pthread_join(t, NULL);
+	ck_assert_int_eq(a.entered, 1);
+	ck_assert_int_eq(g.n, 0);
+	sbx_rmeta_gate_destroy(&g);
+}
+END_TEST
+
 /* A thousand files' chmod + utimens: few scripts, none over the limit. */
 START_TEST(test_meta_split)
 {
@@ -703,6 +739,7 @@ int main(void)
 	tcase_add_test(tc, test_watch_events);
 	tcase_add_test(tc, test_meta_render);
 	tcase_add_test(tc, test_rmeta_attribute);
+	tcase_add_test(tc, test_rmeta_gate);
 	tcase_add_test(tc, test_meta_split);
 	tcase_add_test(tc, test_meta_overlay);
 	suite_add_tcase(s, tc);
