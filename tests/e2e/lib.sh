@@ -188,6 +188,6 @@ finish() {
 		unmount_sbxfs
 		eq "the daemon exits 0 after unmount" "$DAEMON_STATUS" 0
 	fi
-	log "$CHECKS checks, $FAILS failed"
+	log "$CHECKS checks, $FAILS failed ($SECONDS s)"
 	[ "$FAILS" = 0 ]
 }
