@@ -475,6 +475,36 @@ START_TEST(test_entry_to_stat)
 }
 END_TEST
 
+/* The sandbox's name tables: read at the first name, not again within the retry time. */
+static int ids_runs;
+static int ids_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_error *err)
+{
+	(void)ctx;
+	(void)err;
+	ck_assert_str_eq(cmd, SBX_RMETA_IDS_CMD);
+	ids_runs++;
+	sbx_buf_adds(out, "user:x:1001:1001::/home/user:/bin/sh\nbad line\nx::notanid:\n\n" SBX_RMETA_IDS_SEP
+			  "\nuser:x:1001:\nwheel:x:10:user\n");
+	return 0;
+}
+
+START_TEST(test_rmeta_ids)
+{
+	struct sbx_rmeta_ids ids;
+	sbx_rmeta_ids_init(&ids, ids_run, NULL);
+	ids_runs = 0;
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "4321", false), 4321); /* a number: no command */
+	ck_assert_int_eq(ids_runs, 0);
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "user", false), 1001);
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "wheel", true), 10);
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "wheel", false), 65534); /* a group, not a user */
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "ghost", false), 65534);
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "root", false), 0); /* not in the table: still 0 */
+	ck_assert_int_eq(ids_runs, 1); /* unknown names within the retry time: no new read */
+	sbx_rmeta_ids_destroy(&ids);
+}
+END_TEST
+
 /* Go's FileMode.String(): every type letter and the three special bits. */
 START_TEST(test_gomode)
 {
@@ -804,6 +834,7 @@ int main(void)
 	tcase_add_test(tc, test_time);
 	tcase_add_test(tc, test_entry_to_stat);
 	tcase_add_test(tc, test_gomode);
+	tcase_add_test(tc, test_rmeta_ids);
 	tcase_add_test(tc, test_proc_events);
 	tcase_add_test(tc, test_start_body);
 	tcase_add_test(tc, test_watch_events);
