@@ -134,7 +134,7 @@ static bool names(const char *msg, size_t len, const char *path)
  */
 static int msg_errno(const char *msg, size_t len)
 {
-	static const int known[] = {EPERM,  EACCES,	  EEXIST, ENOENT, ENOTDIR, EISDIR, ENOSPC,
+	static const int known[] = {EPERM,  EACCES,    EEXIST, ENOENT, ENOTDIR,	     EISDIR, ENOSPC,
 				    EDQUOT, ENOTEMPTY, EROFS,  ELOOP,  ENAMETOOLONG, EINVAL};
 	char *m = sbx_xstrndup(msg ? msg : "", msg ? len : 0);
 	int err = EIO;

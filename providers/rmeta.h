@@ -134,7 +134,8 @@ int sbx_rmeta_gomode(const char *s, mode_t *out);
 #define SBX_RMETA_IDS_RETRY_MS 5000LL
 #define SBX_RMETA_IDS_SEP "@sbxfs-groups@"
 #define SBX_RMETA_IDS_CMD                                                                          \
-	"cat /etc/passwd 2>/dev/null; echo; echo " SBX_RMETA_IDS_SEP "; cat /etc/group 2>/dev/null"
+	"cat /etc/passwd 2>/dev/null; echo; echo " SBX_RMETA_IDS_SEP "; cat /etc/group "           \
+								     "2>/dev/null"
 
 struct sbx_rmeta_name {
 	char *name;
@@ -142,8 +143,8 @@ struct sbx_rmeta_name {
 };
 
 struct sbx_rmeta_ids {
-	pthread_mutex_t lock, load; /* load: one reader of the tables at a time */
-	struct sbx_rmeta_name *v[2];  /* [0] users, [1] groups */
+	pthread_mutex_t lock, load;  /* load: one reader of the tables at a time */
+	struct sbx_rmeta_name *v[2]; /* [0] users, [1] groups */
 	size_t n[2];
 	long long at_ms; /* last read (0: never) */
 	sbx_rmeta_run_fn run;

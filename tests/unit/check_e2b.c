@@ -402,11 +402,11 @@ START_TEST(test_entry_to_stat)
 	json_t *j;
 
 	sbx_rmeta_ids_init(&ids, NULL, NULL);
-	sbx_rmeta_ids_parse(&ids, "root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/bash\n"
-				  "nobody:x:65534:65534:::\n\n" SBX_RMETA_IDS_SEP "\nroot:x:0:\n"
-				  "user:x:1000:\nstaff:x:50:\n");
-	j =
-	    json_loads("{\"name\":\"hello.txt\",\"type\":\"FILE_TYPE_FILE\","
+	sbx_rmeta_ids_parse(&ids,
+			    "root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/bash\n"
+			    "nobody:x:65534:65534:::\n\n" SBX_RMETA_IDS_SEP "\nroot:x:0:\n"
+			    "user:x:1000:\nstaff:x:50:\n");
+	j = json_loads("{\"name\":\"hello.txt\",\"type\":\"FILE_TYPE_FILE\","
 		       "\"path\":\"/home/user/hello.txt\",\"size\":\"12\",\"mode\":420,"
 		       "\"permissions\":\"-rw-r--r--\",\"owner\":\"user\",\"group\":\"user\","
 		       "\"modifiedTime\":\"1970-01-01T00:01:00.25Z\"}",
@@ -483,8 +483,9 @@ static int ids_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_e
 	(void)err;
 	ck_assert_str_eq(cmd, SBX_RMETA_IDS_CMD);
 	ids_runs++;
-	sbx_buf_adds(out, "user:x:1001:1001::/home/user:/bin/sh\nbad line\nx::notanid:\n\n" SBX_RMETA_IDS_SEP
-			  "\nuser:x:1001:\nwheel:x:10:user\n");
+	sbx_buf_adds(
+	    out, "user:x:1001:1001::/home/user:/bin/sh\nbad line\nx::notanid:\n\n" SBX_RMETA_IDS_SEP
+		 "\nuser:x:1001:\nwheel:x:10:user\n");
 	return 0;
 }
 
@@ -512,12 +513,12 @@ START_TEST(test_gomode)
 		const char *s;
 		mode_t m;
 	} ok[] = {
-	    {"-rw-r--r--", S_IFREG | 0644},  {"drwxr-xr-x", S_IFDIR | 0755},
-	    {"dtrwxrwxrwx", S_IFDIR | 01777}, {"dgrwxr-xr-x", S_IFDIR | 02755},
-	    {"Lrwxrwxrwx", S_IFLNK | 0777},   {"prw-r-----", S_IFIFO | 0640},
-	    {"Srwxr-xr-x", S_IFSOCK | 0755},  {"Drw-rw----", S_IFBLK | 0660},
-	    {"Dcrw-rw-rw-", S_IFCHR | 0666},  {"urwsr-xr-x", 0},
-	    {"urwxr-xr-x", S_IFREG | 04755},  {"ugtrwxrwxrwx", S_IFREG | 07777},
+	    {"-rw-r--r--", S_IFREG | 0644},    {"drwxr-xr-x", S_IFDIR | 0755},
+	    {"dtrwxrwxrwx", S_IFDIR | 01777},  {"dgrwxr-xr-x", S_IFDIR | 02755},
+	    {"Lrwxrwxrwx", S_IFLNK | 0777},    {"prw-r-----", S_IFIFO | 0640},
+	    {"Srwxr-xr-x", S_IFSOCK | 0755},   {"Drw-rw----", S_IFBLK | 0660},
+	    {"Dcrw-rw-rw-", S_IFCHR | 0666},   {"urwsr-xr-x", 0},
+	    {"urwxr-xr-x", S_IFREG | 04755},   {"ugtrwxrwxrwx", S_IFREG | 07777},
 	    {"Ducrw-------", S_IFCHR | 04600}, {"arw-------", S_IFREG | 0600},
 	};
 	mode_t m;
