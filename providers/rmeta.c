@@ -2,9 +2,11 @@
 #include "rmeta.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/buf.h"
 #include "base/df.h"
@@ -125,6 +127,24 @@ static bool names(const char *msg, size_t len, const char *path)
 	return found;
 }
 
+/*
+ * The errno a command's message names ("mknod: 'c': Operation not
+ * permitted": EPERM), by the C library's own texts, which the sandbox's
+ * tools print; EIO when it names none.
+ */
+static int msg_errno(const char *msg, size_t len)
+{
+	static const int known[] = {EPERM,  EACCES,    EEXIST, ENOENT, ENOTDIR,	     EISDIR, ENOSPC,
+				    EDQUOT, ENOTEMPTY, EROFS,  ELOOP,  ENAMETOOLONG, EINVAL};
+	char *m = sbx_xstrndup(msg ? msg : "", msg ? len : 0);
+	int err = EIO;
+	for (size_t i = 0; err == EIO && i < sizeof(known) / sizeof(known[0]); i++)
+		if (strstr(m, strerror(known[i])))
+			err = known[i];
+	free(m);
+	return err;
+}
+
 size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const char *out,
 			   size_t first, size_t end, sbx_rmeta_op_fn op_of, void *ctx)
 {
@@ -157,7 +177,7 @@ size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst,
 			op_of(ctx, k, &name, &path);
 			if (any && !names(msg, msg_len, path))
 				continue;
-			sbx_error_set(&e, EIO, SBX_E_EXECUTION_FAILED, "%.*s",
+			sbx_error_set(&e, msg_errno(msg, msg_len), SBX_E_EXECUTION_FAILED, "%.*s",
 				      msg ? (int)msg_len : 0, msg ? msg : "");
 			sbx_rmeta_fail(f, inst, name, path, &e, !reported);
 			reported = true;
@@ -287,4 +307,196 @@ void sbx_rmeta_gate_leave(struct sbx_rmeta_gate *g, const char *a, const char *b
 	gate_drop(g, b);
 	pthread_cond_broadcast(&g->cond);
 	pthread_mutex_unlock(&g->lock);
+}
+
+/* --- Go's FileMode.String() ---------------------------------------------------------- */
+
+int sbx_rmeta_gomode(const char *s, mode_t *out)
+{
+	static const char rwx[] = "rwxrwxrwx";
+	size_t n = s ? strlen(s) : 0;
+	mode_t m = 0, type = 0;
+	bool dev = false, chr = false;
+
+	if (n < 10)
+		return -EINVAL;
+	for (int i = 0; i < 9; i++) {
+		char c = s[n - 9 + i];
+		if (c == rwx[i])
+			m |= 0400 >> i;
+		else if (c != '-')
+			return -EINVAL;
+	}
+	for (const char *c = s; c < s + n - 9; c++) {
+		switch (*c) {
+		case 'd':
+			type = S_IFDIR;
+			break;
+		case 'L':
+			type = S_IFLNK;
+			break;
+		case 'D':
+			dev = true;
+			break;
+		case 'c':
+			chr = true;
+			break;
+		case 'p':
+			type = S_IFIFO;
+			break;
+		case 'S':
+			type = S_IFSOCK;
+			break;
+		case 'u':
+			m |= S_ISUID;
+			break;
+		case 'g':
+			m |= S_ISGID;
+			break;
+		case 't':
+			m |= S_ISVTX;
+			break;
+		case '-': /* only alone: no type letter */
+			if (n != 10)
+				return -EINVAL;
+			break;
+		case 'a': /* append-only, exclusive, temporary: Plan 9's, not types */
+		case 'l':
+		case 'T':
+			break;
+		default: /* '?' (irregular) or not Go's */
+			return -EINVAL;
+		}
+	}
+	if (dev)
+		type = chr ? S_IFCHR : S_IFBLK;
+	*out = (type ? type : S_IFREG) | m;
+	return 0;
+}
+
+/* --- owner and group names ---------------------------------------------------------- */
+
+void sbx_rmeta_ids_init(struct sbx_rmeta_ids *ids, sbx_rmeta_run_fn run, void *ctx)
+{
+	memset(ids, 0, sizeof(*ids));
+	pthread_mutex_init(&ids->lock, NULL);
+	pthread_mutex_init(&ids->load, NULL);
+	ids->run = run;
+	ids->ctx = ctx;
+}
+
+static void ids_free_locked(struct sbx_rmeta_ids *ids)
+{
+	for (int k = 0; k < 2; k++) {
+		for (size_t i = 0; i < ids->n[k]; i++)
+			free(ids->v[k][i].name);
+		free(ids->v[k]);
+		ids->v[k] = NULL;
+		ids->n[k] = 0;
+	}
+}
+
+void sbx_rmeta_ids_destroy(struct sbx_rmeta_ids *ids)
+{
+	ids_free_locked(ids);
+	pthread_mutex_destroy(&ids->lock);
+	pthread_mutex_destroy(&ids->load);
+}
+
+void sbx_rmeta_ids_parse(struct sbx_rmeta_ids *ids, const char *text)
+{
+	struct sbx_rmeta_name *v[2] = {NULL, NULL};
+	size_t n[2] = {0, 0}, cap[2] = {0, 0};
+	int k = 0;
+	for (const char *line = text ? text : ""; *line;) {
+		size_t len = strcspn(line, "\n");
+		char *l = sbx_xstrndup(line, len), *c1, *c2, *end;
+		unsigned long id;
+		line += len + (line[len] == '\n');
+		if (!strcmp(l, SBX_RMETA_IDS_SEP))
+			k = 1;
+		/* NAME:PASSWORD:ID:... */
+		c1 = strchr(l, ':');
+		c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (c1 && c2 && c1 > l && c2[1] >= '0' && c2[1] <= '9') {
+			errno = 0;
+			id = strtoul(c2 + 1, &end, 10);
+			if (!errno && (*end == ':' || !*end) && id <= UINT32_MAX) {
+				if (n[k] == cap[k]) {
+					cap[k] = cap[k] ? 2 * cap[k] : 32;
+					v[k] = sbx_xreallocarray(v[k], cap[k], sizeof(*v[k]));
+				}
+				*c1 = '\0';
+				v[k][n[k]].name = sbx_xstrdup(l);
+				v[k][n[k]++].id = (unsigned)id;
+			}
+		}
+		free(l);
+	}
+	pthread_mutex_lock(&ids->lock);
+	ids_free_locked(ids);
+	for (k = 0; k < 2; k++) {
+		ids->v[k] = v[k];
+		ids->n[k] = n[k];
+	}
+	pthread_mutex_unlock(&ids->lock);
+}
+
+/* Looks name up in table k: true with *id when found. */
+static bool ids_find(struct sbx_rmeta_ids *ids, int k, const char *name, unsigned *id)
+{
+	bool found = false;
+	pthread_mutex_lock(&ids->lock);
+	for (size_t i = 0; !found && i < ids->n[k]; i++)
+		if (!strcmp(ids->v[k][i].name, name)) {
+			*id = ids->v[k][i].id;
+			found = true;
+		}
+	pthread_mutex_unlock(&ids->lock);
+	return found;
+}
+
+/* Reads the tables again unless they were read less than a retry ago. */
+static void ids_reload(struct sbx_rmeta_ids *ids)
+{
+	struct sbx_buf out = SBX_BUF_INIT;
+	struct sbx_error e = SBX_ERROR_INIT;
+	long long at;
+	pthread_mutex_lock(&ids->load);
+	pthread_mutex_lock(&ids->lock);
+	at = ids->at_ms;
+	pthread_mutex_unlock(&ids->lock);
+	if (ids->run && (!at || sbx_now_ms() - at >= SBX_RMETA_IDS_RETRY_MS)) {
+		/* A failed read counts too: no command per entry while the sandbox refuses. */
+		if (!ids->run(ids->ctx, SBX_RMETA_IDS_CMD, &out, &e))
+			sbx_rmeta_ids_parse(ids, out.buf);
+		pthread_mutex_lock(&ids->lock);
+		ids->at_ms = sbx_now_ms();
+		pthread_mutex_unlock(&ids->lock);
+	}
+	pthread_mutex_unlock(&ids->load);
+	sbx_buf_release(&out);
+}
+
+unsigned sbx_rmeta_id(struct sbx_rmeta_ids *ids, const char *s, bool group)
+{
+	unsigned long v;
+	unsigned id;
+	char *end;
+	if (!s || !*s)
+		return 0;
+	if (*s >= '0' && *s <= '9') {
+		errno = 0;
+		v = strtoul(s, &end, 10);
+		if (!errno && !*end && v <= UINT32_MAX)
+			return (unsigned)v;
+	}
+	if (ids && ids_find(ids, group, s, &id))
+		return id;
+	if (ids) {
+		ids_reload(ids);
+		if (ids_find(ids, group, s, &id))
+			return id;
+	}
+	return strcmp(s, "root") ? 65534 : 0;
 }

@@ -13,7 +13,11 @@
  *  - no other path's call fails because of it (an fsync of another file,
  *    a rename, a run).
  *
- * Thread-safe (its own leaf lock); pure otherwise: no network, no FUSE.
+ * It also reads what both services send about a file: Go's
+ * FileMode.String() (sbx_rmeta_gomode) and owner names (sbx_rmeta_ids).
+ *
+ * Thread-safe (its own leaf locks); no network or FUSE of its own (the
+ * statfs and id caches run a command through the provider's callback).
  */
 #ifndef SBX_RMETA_H
 #define SBX_RMETA_H
@@ -78,7 +82,9 @@ typedef void (*sbx_rmeta_op_fn)(void *ctx, size_t i, const char **name, const ch
  * marks) says ops [first, end) had: for each mark, the message is the last
  * other line before it; of a command that did several ops (a chmod of many
  * paths), those whose path its message names failed, or all of them when
- * it names none. One report per mark. Returns how many ops failed.
+ * it names none, each with the errno its message names (the C library's
+ * text: "Operation not permitted" EPERM ...; else EIO). One report per
+ * mark. Returns how many ops failed.
  */
 size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const char *out,
 			   size_t first, size_t end, sbx_rmeta_op_fn op_of, void *ctx);
@@ -108,6 +114,49 @@ void sbx_rmeta_df_init(struct sbx_rmeta_df *d);
 void sbx_rmeta_df_forget(struct sbx_rmeta_df *d);
 int sbx_rmeta_statfs(struct sbx_rmeta_df *d, sbx_rmeta_run_fn run, void *ctx, struct statvfs *st,
 		     struct sbx_error *err);
+
+/*
+ * Go's FileMode.String(), which both services send ("-rw-r--r--",
+ * "drwxr-xr-x", "Lrwxrwxrwx", "dtrwxrwxrwx", "prw-r-----", "Dcrw-rw-rw-",
+ * "Drw-rw----" (block), "Srwxr-xr-x", "urwxr-xr-x" ...), to st_mode: the
+ * type (no type letter: a regular file; '?' irregular: unknown, -EINVAL)
+ * and the permission, setuid, setgid and sticky bits. 0 or -EINVAL.
+ */
+int sbx_rmeta_gomode(const char *s, mode_t *out);
+
+/*
+ * Owner and group names to ids, as the sandbox maps them: its own
+ * /etc/passwd and /etc/group, read by one command (SBX_RMETA_IDS_CMD)
+ * at the first name met, and again when a name is not in them, at most
+ * once per SBX_RMETA_IDS_RETRY_MS. A number is taken as it is; a name
+ * the sandbox does not know either is 65534 (nobody), as NFS does.
+ */
+#define SBX_RMETA_IDS_RETRY_MS 5000LL
+#define SBX_RMETA_IDS_SEP "@sbxfs-groups@"
+#define SBX_RMETA_IDS_CMD                                                                          \
+	"cat /etc/passwd 2>/dev/null; echo; echo " SBX_RMETA_IDS_SEP "; cat /etc/group "           \
+								     "2>/dev/null"
+
+struct sbx_rmeta_name {
+	char *name;
+	unsigned id;
+};
+
+struct sbx_rmeta_ids {
+	pthread_mutex_t lock, load;  /* load: one reader of the tables at a time */
+	struct sbx_rmeta_name *v[2]; /* [0] users, [1] groups */
+	size_t n[2];
+	long long at_ms; /* last read (0: never) */
+	sbx_rmeta_run_fn run;
+	void *ctx;
+};
+
+void sbx_rmeta_ids_init(struct sbx_rmeta_ids *ids, sbx_rmeta_run_fn run, void *ctx);
+void sbx_rmeta_ids_destroy(struct sbx_rmeta_ids *ids);
+/* Replaces the tables with those of text (SBX_RMETA_IDS_CMD's output). */
+void sbx_rmeta_ids_parse(struct sbx_rmeta_ids *ids, const char *text);
+/* The id of user (group when group) s; ids may be NULL (numbers and "root" only). */
+unsigned sbx_rmeta_id(struct sbx_rmeta_ids *ids, const char *s, bool group);
 
 /*
  * Paths being put in place. A provider whose replace is several remote

@@ -148,6 +148,45 @@ out:
 
 /* --- stat, list -------------------------------------------------------------- */
 
+/* dt_list's callback for stat_listed: the entry named f->name. */
+struct find_entry {
+	const char *name;
+	struct sbx_stat *st;
+	bool found;
+};
+
+static int find_entry(void *ctx, const char *name, const struct sbx_stat *st)
+{
+	struct find_entry *f = ctx;
+	if (strcmp(name, f->name))
+		return 0;
+	*f->st = *st;
+	f->found = true;
+	return 1;
+}
+
+/*
+ * path as its directory's listing shows it (lstat: the daemon lists with
+ * the entry's own FileInfo). For a path /files/info could not describe
+ * with a server error (it follows links: a symlink loop is ELOOP there),
+ * so such an entry stats as the link it is and its directory stays
+ * listable; one request more only when that happens.
+ */
+static int stat_listed(struct sbx_instance *inst, const char *path, struct sbx_stat *st)
+{
+	const char *slash = strrchr(path, '/');
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct find_entry f = {slash ? slash + 1 : path, st, false};
+	char *dir;
+	int rc;
+	if (!slash || !slash[1])
+		return -ENOENT;
+	dir = sbx_xstrndup(path, slash > path ? (size_t)(slash - path) : 1);
+	rc = dt_list(inst, dir, find_entry, &f, &e);
+	free(dir);
+	return rc ? rc : f.found ? 0 : -ENOENT;
+}
+
 int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
@@ -155,6 +194,10 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, st
 	if (rc)
 		return rc;
 	rc = info(di, path, NULL, st, err);
+	if (rc == -EIO && !stat_listed(inst, path, st)) {
+		sbx_error_clear(err);
+		return 0;
+	}
 	if (!rc)
 		dt_batch_overlay(di, path, st);
 	/* The daemon follows links: one we made is shown as the link it is. */

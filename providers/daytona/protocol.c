@@ -5,6 +5,7 @@
 #include "daytona/protocol.h"
 #include "base/jsonutil.h"
 #include "base/xalloc.h"
+#include "rmeta.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -174,80 +175,23 @@ long dt_auto_stop_minutes(long idle_s)
 
 int dt_mode_parse(const char *mode, const char *perms, bool is_dir, mode_t *out)
 {
-	mode_t m = 0, type = 0;
-	size_t n = mode ? strlen(mode) : 0;
-	bool have_bits = false;
+	mode_t m = 0;
+	bool have_bits = !sbx_rmeta_gomode(mode, &m);
 
-	if (n >= 10) {
-		const char *rwx = mode + n - 9;
-		static const char want[] = "rwxrwxrwx";
-		bool ok = true;
-		for (int i = 0; i < 9; i++) {
-			if (rwx[i] == want[i])
-				m |= 0400 >> i;
-			else if (rwx[i] != '-')
-				ok = false;
-		}
-		bool dev = false, chr = false;
-		for (const char *c = mode; ok && c < rwx; c++) {
-			switch (*c) {
-			case 'd':
-				type = S_IFDIR;
-				break;
-			case 'L':
-				type = S_IFLNK;
-				break;
-			case 'D':
-				dev = true;
-				break;
-			case 'c':
-				chr = true;
-				break;
-			case 'p':
-				type = S_IFIFO;
-				break;
-			case 'S':
-				type = S_IFSOCK;
-				break;
-			case 'u':
-				m |= S_ISUID;
-				break;
-			case 'g':
-				m |= S_ISGID;
-				break;
-			case 't':
-				m |= S_ISVTX;
-				break;
-			case '-':
-			case 'a':
-			case 'l':
-			case 'T':
-			case '?':
-				break;
-			default:
-				ok = false;
-			}
-		}
-		if (dev)
-			type = chr ? S_IFCHR : S_IFBLK;
-		have_bits = ok;
-		if (!ok)
-			m = 0, type = 0;
-	}
 	if (perms && *perms) {
 		char *end;
 		unsigned long v = strtoul(perms, &end, 8);
 		if (!*end && v <= 07777) {
 			/* The daemon writes Perm() here; a newer one may add 07000. */
-			m = (m & 07000u) | (mode_t)v;
+			if (!have_bits)
+				m = is_dir ? S_IFDIR : S_IFREG;
+			m = (m & (S_IFMT | 07000u)) | (mode_t)v;
 			have_bits = true;
 		}
 	}
 	if (!have_bits)
 		return -EINVAL;
-	if (!type)
-		type = is_dir ? S_IFDIR : S_IFREG;
-	*out = type | m;
+	*out = m;
 	return 0;
 }
 
@@ -303,14 +247,7 @@ int dt_time_parse(const char *s, struct timespec *ts)
 
 unsigned dt_owner_parse(const char *s)
 {
-	char *end;
-	unsigned long v;
-	if (!s || !*s)
-		return 0;
-	v = strtoul(s, &end, 10);
-	if (!*end && isdigit((unsigned char)*s) && v <= UINT32_MAX)
-		return (unsigned)v;
-	return strcmp(s, "root") ? 65534 : 0;
+	return sbx_rmeta_id(NULL, s, false);
 }
 
 int dt_fileinfo_parse(json_t *fi, struct sbx_stat *st, const char **name)

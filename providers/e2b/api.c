@@ -116,6 +116,7 @@ static struct e2b_inst *inst_new(struct e2b_sandbox *sb, const struct sbx_spec *
 	e2b_meta_init(&in->inflight);
 	sbx_rmeta_fails_init(&in->fails);
 	sbx_rmeta_df_init(&in->df);
+	sbx_rmeta_ids_init(&in->ids, e2b_helper_run, in);
 	return in;
 }
 
@@ -137,6 +138,7 @@ static void e2b_release(struct sbx_instance *inst)
 	e2b_meta_clear(&in->inflight);
 	e2b_recent_clear(in);
 	sbx_rmeta_fails_destroy(&in->fails);
+	sbx_rmeta_ids_destroy(&in->ids);
 	e2b_code_free(in->code);
 	e2b_sandbox_free(&in->sb);
 	free(in->workdir);

@@ -60,7 +60,8 @@ struct e2b_inst {
 	pthread_cond_t wake;		/* signals the flusher (with lock) */
 	long last_op_ms;		/* (L) */
 
-	struct sbx_rmeta_df df; /* statfs cache (its own lock) */
+	struct sbx_rmeta_df df;	  /* statfs cache (its own lock) */
+	struct sbx_rmeta_ids ids; /* the sandbox's owner and group names (its own locks) */
 
 	/* Entries envd just described in the reply to our own Move/MakeDir (files.c). */
 	struct e2b_recent {
@@ -165,6 +166,8 @@ void e2b_proc_kill(struct e2b_inst *in, unsigned pid);
 int e2b_run_capture(struct e2b_inst *in, const char *shell, bool as_root, long timeout_ms,
 		    size_t max, struct sbx_buf *out, struct sbx_buf *errout, int *exit_code,
 		    struct sbx_error *e);
+/* sbx_rmeta_run_fn (ctx: the e2b_inst): a helper command as the default user, its stdout. */
+int e2b_helper_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_error *err);
 
 /* --- tty.c, run.c ------------------------------------------------------- */
 /* tty.c: terminal sessions (process.Process/Start with a pty). */

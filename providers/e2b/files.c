@@ -271,7 +271,7 @@ static void recent_put(struct e2b_inst *in, const char *path, json_t *reply)
 {
 	struct sbx_stat st;
 	struct e2b_recent *r;
-	if (e2b_entry_to_stat(json_object_get(reply, "entry"), &st))
+	if (e2b_entry_to_stat(json_object_get(reply, "entry"), &in->ids, &st))
 		return;
 	pthread_mutex_lock(&in->lock);
 	e2b_recent_drop_locked(in, path);
@@ -356,7 +356,7 @@ static int stat_raw(struct e2b_inst *in, const char *path, struct sbx_stat *st, 
 	if (rc)
 		return rc;
 	entry = json_object_get(out, "entry");
-	if (e2b_entry_to_stat(entry, st))
+	if (e2b_entry_to_stat(entry, &in->ids, st))
 		rc = sbx_error_set(err, EPROTO, SBX_E_INTERNAL, "stat %s: bad entry", path);
 	else if (entry_out)
 		*entry_out = json_incref(entry);
@@ -466,7 +466,7 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 	{
 		const char *name = json_string_value(json_object_get(entry, "name"));
 		struct sbx_stat st;
-		if (!name || !*name || strchr(name, '/') || e2b_entry_to_stat(entry, &st))
+		if (!name || !*name || strchr(name, '/') || e2b_entry_to_stat(entry, &in->ids, &st))
 			continue;
 		if (overlay) {
 			sbx_buf_reset(&child);

@@ -140,3 +140,9 @@ int e2b_run_capture(struct e2b_inst *in, const char *shell, bool as_root, long t
 	*exit_code = res.exit_code;
 	return 0;
 }
+
+int e2b_helper_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_error *err)
+{
+	int code = 0;
+	return e2b_run_capture(ctx, cmd, false, 20000, 1 << 20, out, NULL, &code, err);
+}

@@ -312,21 +312,6 @@ int e2b_json_int64(json_t *v, long long *out)
 	return v ? -EINVAL : 0;
 }
 
-static uid_t owner_id(json_t *v)
-{
-	const char *s = json_string_value(v);
-	char *end;
-	long n;
-	if (!s || !*s)
-		return 0;
-	if (!strcmp(s, "root"))
-		return 0;
-	n = strtol(s, &end, 10);
-	if (!*end && n >= 0)
-		return (uid_t)n;
-	return 1000;
-}
-
 /* FileType as a name or an enum number. */
 static int file_type(json_t *v)
 {
@@ -340,10 +325,11 @@ static int file_type(json_t *v)
 	return 0;
 }
 
-int e2b_entry_to_stat(json_t *entry, struct sbx_stat *st)
+int e2b_entry_to_stat(json_t *entry, struct sbx_rmeta_ids *ids, struct sbx_stat *st)
 {
 	int type = file_type(json_object_get(entry, "type"));
 	const char *target = json_string_value(json_object_get(entry, "symlinkTarget"));
+	const char *perms = json_string_value(json_object_get(entry, "permissions"));
 	json_t *mode = json_object_get(entry, "mode");
 	long long size = 0;
 	memset(st, 0, sizeof(*st));
@@ -351,23 +337,35 @@ int e2b_entry_to_stat(json_t *entry, struct sbx_stat *st)
 		return -EINVAL;
 	if (e2b_json_int64(json_object_get(entry, "size"), &size) || size < 0)
 		size = 0;
-	st->mode = (mode_t)(json_integer_value(mode) & 07777);
-	if (target || type == 3) {
-		st->mode = S_IFLNK | 0777;
-		size = target ? (long long)strlen(target) : 0;
-	} else if (type == 1) {
-		st->mode |= S_IFREG;
-	} else if (type == 2) {
-		st->mode |= S_IFDIR;
+	/*
+	 * `permissions` (Go's FileMode.String() of lstat) has the entry's own
+	 * type, fifos and devices included, and the setuid, setgid and sticky
+	 * bits; `type` and `mode` describe a symlink's target and a fifo's type
+	 * is UNSPECIFIED. So they are the fallback of an envd without it.
+	 */
+	if (!sbx_rmeta_gomode(perms, &st->mode)) {
+		if (S_ISLNK(st->mode))
+			st->mode = S_IFLNK | 0777;
 	} else {
-		return -EINVAL;
+		st->mode = (mode_t)(json_integer_value(mode) & 07777);
+		if (target || type == 3) {
+			st->mode = S_IFLNK | 0777;
+			size = target ? (long long)strlen(target) : 0;
+		} else if (type == 1) {
+			st->mode |= S_IFREG;
+		} else if (type == 2) {
+			st->mode |= S_IFDIR;
+		} else {
+			return -EINVAL;
+		}
+		if (!json_is_integer(mode) && !S_ISLNK(st->mode))
+			st->mode |= S_ISDIR(st->mode) ? 0755 : 0644;
 	}
-	if (!json_is_integer(mode) && !S_ISLNK(st->mode))
-		st->mode |= S_ISDIR(st->mode) ? 0755 : 0644;
+	/* A symlink's size is its text's length (lstat), as envd sends it. */
 	st->size = (off_t)size;
 	st->nlink = S_ISDIR(st->mode) ? 2 : 1;
-	st->uid = owner_id(json_object_get(entry, "owner"));
-	st->gid = owner_id(json_object_get(entry, "group"));
+	st->uid = sbx_rmeta_id(ids, json_string_value(json_object_get(entry, "owner")), false);
+	st->gid = sbx_rmeta_id(ids, json_string_value(json_object_get(entry, "group")), true);
 	if (e2b_parse_time(json_string_value(json_object_get(entry, "modifiedTime")), &st->mtime))
 		memset(&st->mtime, 0, sizeof(st->mtime));
 	st->atime = st->mtime;

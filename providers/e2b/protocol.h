@@ -21,6 +21,7 @@
 #include "base/err.h"
 #include "base/spec.h"
 #include "provider.h"
+#include "rmeta.h"
 
 #define E2B_DEFAULT_DOMAIN "e2b.app"
 #define E2B_DEFAULT_TEMPLATE "base"
@@ -106,12 +107,13 @@ int e2b_parse_time(const char *s, struct timespec *ts);
 int e2b_json_int64(json_t *v, long long *out);
 
 /*
- * EntryInfo to attributes (lstat view: a symlink is S_IFLNK, its size the
- * target's length). Owner/group: "root" 0, a number as is, any other name
- * 1000 (E2B's template user). Returns 0, or -EINVAL for an entry without
- * a usable type (the SDK drops those too).
+ * EntryInfo to attributes (lstat view): type and mode from `permissions`
+ * (Go's FileMode.String(), sbx_rmeta_gomode), else from `type`/`mode`; a
+ * symlink's size is `size` (its text's length). Owner/group names through
+ * the sandbox's own tables (ids; NULL: numbers and "root" only, any other
+ * name 65534). Returns 0, or -EINVAL for an entry without a usable type.
  */
-int e2b_entry_to_stat(json_t *entry, struct sbx_stat *st);
+int e2b_entry_to_stat(json_t *entry, struct sbx_rmeta_ids *ids, struct sbx_stat *st);
 
 /* The StartRequest of `bash -l -c TEXT` or an argv (exactly one set). */
 json_t *e2b_start_body(const char *shell, const char *const *argv, const char *const *envs,

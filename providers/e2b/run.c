@@ -19,16 +19,9 @@ int e2b_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 	return e2b_proc_start(e2b_of(inst), req, false, sink, result, err);
 }
 
-/* sbx_rmeta_run_fn: a helper command, its stdout. */
-static int df_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_error *err)
-{
-	int code = 0;
-	return e2b_run_capture(ctx, cmd, false, 20000, 16384, out, NULL, &code, err);
-}
-
 int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	       struct sbx_error *err)
 {
 	(void)path; /* whole-sandbox figures: one root filesystem backs every path */
-	return sbx_rmeta_statfs(&e2b_of(inst)->df, df_run, e2b_of(inst), st, err);
+	return sbx_rmeta_statfs(&e2b_of(inst)->df, e2b_helper_run, e2b_of(inst), st, err);
 }

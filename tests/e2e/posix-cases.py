@@ -14,6 +14,7 @@ import os
 import socket
 import stat
 import sys
+import time
 
 NOBODY = 65534
 libc = ctypes.CDLL(None, use_errno=True)
@@ -33,10 +34,14 @@ def kind(mode):
     return "?"
 
 
-def desc(path):
+def desc(path, owner=True):
+    """What lstat says of path; owner=False leaves out the owner (a case about something
+    else on an entry root made: who owns a new entry is owner_create's question)."""
     st = os.lstat(path)
-    s = "%s %o %d:%d nlink=%d" % (kind(st.st_mode), stat.S_IMODE(st.st_mode), st.st_uid,
-                                   st.st_gid, st.st_nlink)
+    s = "%s %o" % (kind(st.st_mode), stat.S_IMODE(st.st_mode))
+    if owner:
+        s += " %d:%d" % (st.st_uid, st.st_gid)
+    s += " nlink=%d" % st.st_nlink
     if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
         s += " rdev=%d,%d" % (os.major(st.st_rdev), os.minor(st.st_rdev))
     if stat.S_ISLNK(st.st_mode) or stat.S_ISREG(st.st_mode):
@@ -94,18 +99,18 @@ def read(path):
 
 def c_mkfifo(d):
     os.mkfifo(d + "/p", 0o640)
-    return desc(d + "/p") + " listed=" + kind(next(e for e in os.scandir(d)).stat(
+    return desc(d + "/p", False) + " listed=" + kind(next(e for e in os.scandir(d)).stat(
         follow_symlinks=False).st_mode)
 
 
 def c_mknod_chr(d):
     os.mknod(d + "/c", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
-    return desc(d + "/c")
+    return desc(d + "/c", False)
 
 
 def c_mknod_blk(d):
     os.mknod(d + "/b", 0o600 | stat.S_IFBLK, os.makedev(7, 200))
-    return desc(d + "/b")
+    return desc(d + "/b", False)
 
 
 def c_socket(d):
@@ -203,7 +208,8 @@ def c_hardlink_futimens(d):
 def c_symlink_size(d):
     os.symlink("abc", d + "/l")
     os.symlink("/nowhere/at/all", d + "/m")
-    return "%s | %s readlink=%s" % (desc(d + "/l"), desc(d + "/m"), os.readlink(d + "/l"))
+    return "%s | %s readlink=%s" % (desc(d + "/l", False), desc(d + "/m", False),
+                                    os.readlink(d + "/l"))
 
 
 def c_lchown(d):
@@ -221,7 +227,7 @@ def c_sticky(d):
     os.chmod(d + "/t/rootfile", 0o666)
     r = as_user(lambda: os.unlink(d + "/t/rootfile"))
     r2 = as_user(lambda: os.rename(d + "/t/rootfile", d + "/t/moved"))
-    return desc(d + "/t") + " unlink-by-other=" + r + " rename-by-other=" + r2
+    return desc(d + "/t", False) + " unlink-by-other=" + r + " rename-by-other=" + r2
 
 
 def c_setgid_dir(d):
@@ -265,7 +271,46 @@ def c_symlink_loop(d):
     os.symlink("a", d + "/x/b")
     write(d + "/x/f", "")
     names = sorted(os.listdir(d + "/x"))
-    return " ".join(names) + " " + desc(d + "/x/a")
+    return " ".join(names) + " " + desc(d + "/x/a", False)
+
+
+def c_settled(d):
+    """Types, special bits, owners by number and a symlink's size as they are once every
+    cache has expired (a remote provider then reads them back from the sandbox)."""
+    try:  # a refused fifo is mkfifo's case: the rest still says something
+        os.mkfifo(d + "/p", 0o640)
+        made = "ok"
+    except OSError as e:
+        made = en(e)
+    os.mkdir(d + "/t")
+    os.chmod(d + "/t", 0o1777)
+    os.mkdir(d + "/g")
+    os.chmod(d + "/g", 0o2755)
+    write(d + "/u", "")
+    os.chmod(d + "/u", 0o4755)
+    os.symlink("abc", d + "/l")
+    for n, ids in (("o0", (0, 0)), ("on", (NOBODY, NOBODY)), ("ox", (4321, 4322))):
+        write(d + "/" + n, "")
+        os.chown(d + "/" + n, *ids)
+
+    def show():
+        out = []
+        for n in sorted(os.listdir(d)):
+            st = os.lstat(d + "/" + n)
+            s = "%s %s %o" % (n, kind(st.st_mode), stat.S_IMODE(st.st_mode))
+            if n.startswith("o"):  # the others are made by root: who owns them differs
+                s += " %d:%d" % (st.st_uid, st.st_gid)
+            if stat.S_ISLNK(st.st_mode):
+                s += " size=%d readlink=%s" % (st.st_size, os.readlink(d + "/" + n))
+            out.append(s)
+        out.append("listed " + " ".join("%s=%s" % (e.name, kind(e.stat(follow_symlinks=False).st_mode))
+                                         for e in sorted(os.scandir(d), key=lambda e: e.name)))
+        return " | ".join(out)
+    first = show()
+    time.sleep(3.5)
+    second = show()
+    return "mkfifo=%s | %s%s" % (made, second, " (same at once)" if first == second
+                                 else " (at once: %s)" % first)
 
 
 CASES = [(n[2:], f) for n, f in sorted(globals().items()) if n.startswith("c_")]

@@ -398,16 +398,24 @@ END_TEST
 START_TEST(test_entry_to_stat)
 {
 	struct sbx_stat st;
-	json_t *j =
-	    json_loads("{\"name\":\"hello.txt\",\"type\":\"FILE_TYPE_FILE\","
+	struct sbx_rmeta_ids ids;
+	json_t *j;
+
+	sbx_rmeta_ids_init(&ids, NULL, NULL);
+	sbx_rmeta_ids_parse(&ids,
+			    "root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/bash\n"
+			    "nobody:x:65534:65534:::\n\n" SBX_RMETA_IDS_SEP "\nroot:x:0:\n"
+			    "user:x:1000:\nstaff:x:50:\n");
+	j = json_loads("{\"name\":\"hello.txt\",\"type\":\"FILE_TYPE_FILE\","
 		       "\"path\":\"/home/user/hello.txt\",\"size\":\"12\",\"mode\":420,"
 		       "\"permissions\":\"-rw-r--r--\",\"owner\":\"user\",\"group\":\"user\","
 		       "\"modifiedTime\":\"1970-01-01T00:01:00.25Z\"}",
 		       0, NULL);
-	ck_assert_int_eq(e2b_entry_to_stat(j, &st), 0);
+	ck_assert_int_eq(e2b_entry_to_stat(j, &ids, &st), 0);
 	ck_assert_int_eq(st.mode, S_IFREG | 0644);
 	ck_assert_int_eq(st.size, 12);
 	ck_assert_int_eq(st.uid, 1000);
+	ck_assert_int_eq(st.gid, 1000);
 	ck_assert_int_eq(st.mtime.tv_sec, 60);
 	ck_assert_int_eq(st.mtime.tv_nsec, 250000000);
 	ck_assert_int_eq(st.nlink, 1);
@@ -417,7 +425,7 @@ START_TEST(test_entry_to_stat)
 	j = json_loads("{\"name\":\"d\",\"type\":2,\"size\":4096,\"mode\":493,\"owner\":\"root\","
 		       "\"group\":\"0\"}",
 		       0, NULL);
-	ck_assert_int_eq(e2b_entry_to_stat(j, &st), 0);
+	ck_assert_int_eq(e2b_entry_to_stat(j, NULL, &st), 0);
 	ck_assert_int_eq(st.mode, S_IFDIR | 0755);
 	ck_assert_int_eq(st.size, 4096);
 	ck_assert_int_eq(st.uid, 0);
@@ -428,14 +436,103 @@ START_TEST(test_entry_to_stat)
 	j = json_loads(
 	    "{\"name\":\"l\",\"type\":\"FILE_TYPE_FILE\",\"symlinkTarget\":\"/etc/hosts\"}", 0,
 	    NULL);
-	ck_assert_int_eq(e2b_entry_to_stat(j, &st), 0);
+	ck_assert_int_eq(e2b_entry_to_stat(j, NULL, &st), 0);
 	ck_assert_int_eq(st.mode, S_IFLNK | 0777);
 	ck_assert_int_eq(st.size, 10);
 	json_decref(j);
 
 	j = json_loads("{\"name\":\"x\",\"type\":\"FILE_TYPE_UNSPECIFIED\"}", 0, NULL);
-	ck_assert_int_eq(e2b_entry_to_stat(j, &st), -EINVAL);
+	ck_assert_int_eq(e2b_entry_to_stat(j, NULL, &st), -EINVAL);
 	json_decref(j);
+
+	/* permissions wins: a fifo (type UNSPECIFIED), owners by the sandbox's names */
+	j = json_loads("{\"name\":\"p\",\"permissions\":\"prw-r-----\",\"mode\":416,"
+		       "\"owner\":\"nobody\",\"group\":\"staff\"}",
+		       0, NULL);
+	ck_assert_int_eq(e2b_entry_to_stat(j, &ids, &st), 0);
+	ck_assert_int_eq(st.mode, S_IFIFO | 0640);
+	ck_assert_int_eq(st.uid, 65534);
+	ck_assert_int_eq(st.gid, 50);
+	json_decref(j);
+	/* the sticky bit; a name the sandbox lacks is nobody, a number is itself */
+	j = json_loads("{\"name\":\"tmp\",\"type\":2,\"permissions\":\"dtrwxrwxrwx\",\"mode\":511,"
+		       "\"owner\":\"ghost\",\"group\":\"4321\"}",
+		       0, NULL);
+	ck_assert_int_eq(e2b_entry_to_stat(j, &ids, &st), 0);
+	ck_assert_int_eq(st.mode, S_IFDIR | 01777);
+	ck_assert_int_eq(st.uid, 65534);
+	ck_assert_int_eq(st.gid, 4321);
+	json_decref(j);
+	/* a symlink as envd sends it: size is the text's length, type/mode the target's */
+	j = json_loads("{\"name\":\"l\",\"type\":\"FILE_TYPE_FILE\",\"size\":\"3\",\"mode\":420,"
+		       "\"permissions\":\"Lrwxrwxrwx\",\"symlinkTarget\":\"/home/user/abc\"}",
+		       0, NULL);
+	ck_assert_int_eq(e2b_entry_to_stat(j, &ids, &st), 0);
+	ck_assert_int_eq(st.mode, S_IFLNK | 0777);
+	ck_assert_int_eq(st.size, 3);
+	json_decref(j);
+	sbx_rmeta_ids_destroy(&ids);
+}
+END_TEST
+
+/* The sandbox's name tables: read at the first name, not again within the retry time. */
+static int ids_runs;
+static int ids_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_error *err)
+{
+	(void)ctx;
+	(void)err;
+	ck_assert_str_eq(cmd, SBX_RMETA_IDS_CMD);
+	ids_runs++;
+	sbx_buf_adds(
+	    out, "user:x:1001:1001::/home/user:/bin/sh\nbad line\nx::notanid:\n\n" SBX_RMETA_IDS_SEP
+		 "\nuser:x:1001:\nwheel:x:10:user\n");
+	return 0;
+}
+
+START_TEST(test_rmeta_ids)
+{
+	struct sbx_rmeta_ids ids;
+	sbx_rmeta_ids_init(&ids, ids_run, NULL);
+	ids_runs = 0;
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "4321", false), 4321); /* a number: no command */
+	ck_assert_int_eq(ids_runs, 0);
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "user", false), 1001);
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "wheel", true), 10);
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "wheel", false), 65534); /* a group, not a user */
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "ghost", false), 65534);
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "root", false), 0); /* not in the table: still 0 */
+	ck_assert_int_eq(ids_runs, 1); /* unknown names within the retry time: no new read */
+	sbx_rmeta_ids_destroy(&ids);
+}
+END_TEST
+
+/* Go's FileMode.String(): every type letter and the three special bits. */
+START_TEST(test_gomode)
+{
+	static const struct {
+		const char *s;
+		mode_t m;
+	} ok[] = {
+	    {"-rw-r--r--", S_IFREG | 0644},    {"drwxr-xr-x", S_IFDIR | 0755},
+	    {"dtrwxrwxrwx", S_IFDIR | 01777},  {"dgrwxr-xr-x", S_IFDIR | 02755},
+	    {"Lrwxrwxrwx", S_IFLNK | 0777},    {"prw-r-----", S_IFIFO | 0640},
+	    {"Srwxr-xr-x", S_IFSOCK | 0755},   {"Drw-rw----", S_IFBLK | 0660},
+	    {"Dcrw-rw-rw-", S_IFCHR | 0666},   {"urwsr-xr-x", 0},
+	    {"urwxr-xr-x", S_IFREG | 04755},   {"ugtrwxrwxrwx", S_IFREG | 07777},
+	    {"Ducrw-------", S_IFCHR | 04600}, {"arw-------", S_IFREG | 0600},
+	};
+	mode_t m;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		if (!ok[i].m) { /* ls's letters are not Go's */
+			ck_assert_int_eq(sbx_rmeta_gomode(ok[i].s, &m), -EINVAL);
+			continue;
+		}
+		ck_assert_int_eq(sbx_rmeta_gomode(ok[i].s, &m), 0);
+		ck_assert_msg(m == ok[i].m, "%s: %o", ok[i].s, (unsigned)m);
+	}
+	ck_assert_int_eq(sbx_rmeta_gomode("?rw-r--r--", &m), -EINVAL);
+	ck_assert_int_eq(sbx_rmeta_gomode("rw-r--r--", &m), -EINVAL);
+	ck_assert_int_eq(sbx_rmeta_gomode(NULL, &m), -EINVAL);
 }
 END_TEST
 
@@ -634,9 +731,12 @@ START_TEST(test_rmeta_attribute)
 	sbx_rmeta_fails_init(&f);
 	ck_assert_int_eq(sbx_rmeta_attribute(&f, NULL, out, 0, 4, attr_op, NULL), 2);
 	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/x", &e), 0); /* its chmod worked */
-	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/y", &e), -EIO);
+	/* the errno its message names */
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/y", &e), -ENOENT);
 	ck_assert(strstr(e.msg, "queued chmod /a/y failed: chmod: cannot access"));
 	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/y", &e), 0); /* taken once */
+	ck_assert_int_eq(sbx_rmeta_attribute(&f, NULL, out, 0, 4, attr_op, NULL), 2);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/b/p", &e), -EPERM);
 	/* a removed path's failure concerns nobody */
 	sbx_rmeta_fail_forget(&f, "/b");
 	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/b/p", &e), 0);
@@ -734,6 +834,8 @@ int main(void)
 	tcase_add_test(tc, test_sandbox_parse);
 	tcase_add_test(tc, test_time);
 	tcase_add_test(tc, test_entry_to_stat);
+	tcase_add_test(tc, test_gomode);
+	tcase_add_test(tc, test_rmeta_ids);
 	tcase_add_test(tc, test_proc_events);
 	tcase_add_test(tc, test_start_body);
 	tcase_add_test(tc, test_watch_events);

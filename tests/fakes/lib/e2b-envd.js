@@ -47,12 +47,29 @@ function absPath(p, u) {
 
 const TYPES = { file: 'FILE_TYPE_FILE', dir: 'FILE_TYPE_DIRECTORY', symlink: 'FILE_TYPE_SYMLINK' };
 
-/* EntryInfo (e2b.md §2.6): for a symlink, type/mode/size describe the target. */
+/*
+ * The FileType of a stat: envd's getEntryType has no value for a fifo, a
+ * device or a socket (UNSPECIFIED, which protobuf JSON leaves out).
+ */
+function entryType(st) {
+	if (st.isDirectory())
+		return TYPES.dir;
+	if (st.isFile())
+		return TYPES.file;
+	return st.isSymbolicLink() ? TYPES.symlink : undefined;
+}
+
+/*
+ * EntryInfo (e2b.md §2.6) as envd builds it from an lstat: `size` and
+ * `permissions` (Go's FileMode.String()) are the entry's own (a symlink's
+ * size is its text's length), owner and group names; for a symlink,
+ * `type` and `mode` describe the target and symlinkTarget is the
+ * resolved path (a loop or dangling link: a symlink, no error).
+ */
 function entryInfo(sb, sandboxPath, host, lst) {
 	lst = lst || fs.lstatSync(host);
 	let st = lst;
 	let symlinkTarget;
-	let loop = false;
 	if (lst.isSymbolicLink()) {
 		let r = null;
 		try {
@@ -61,7 +78,6 @@ function entryInfo(sb, sandboxPath, host, lst) {
 			/* a loop: envd lists the entry as a symlink, without an error */
 			if (e.code !== 'ELOOP')
 				throw e;
-			loop = true;
 		}
 		st = null;
 		if (r) {
@@ -75,9 +91,9 @@ function entryInfo(sb, sandboxPath, host, lst) {
 	}
 	const e = {
 		name: path.posix.basename(sandboxPath),
-		type: loop ? TYPES.symlink : st && st.isDirectory() ? TYPES.dir : TYPES.file,
+		type: st ? entryType(st) : TYPES.symlink,
 		path: sandboxPath,
-		size: String(st ? st.size : 0),
+		size: String(lst.size),
 		mode: (st || lst).mode & 0o777,
 		permissions: goModeString(lst),
 		owner: sb.root.idName(lst.uid, false),
