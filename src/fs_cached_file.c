@@ -19,9 +19,34 @@
 /* ---- uploads ---------------------------------------------------------------- */
 
 /*
+ * Hands the provider the chmod/chown/utimens that waited for this upload
+ * (write-back, cache_defer.c), now that the data is there: both remote
+ * providers queue them in their metadata queue, ordered after the upload.
+ * The mode of a new file went with the write itself.
+ */
+static int apply_attrs(struct sbx_lease *l, struct sbx_instance *inst,
+		       const struct sbx_cfile_state *s, const struct sbx_cfile_attrs *a,
+		       struct sbx_error *err)
+{
+	int rc = 0;
+	bool written = !s->remote && (a->mode & 07777) == (s->mode & 07777);
+	if (a->mode_set && !written)
+		rc = l->prov->chmod ? l->prov->chmod(inst, s->path, a->mode, err)
+				    : fsc_unsupported(l, "change modes", err);
+	if (!rc && a->owner_set)
+		rc = l->prov->chown ? l->prov->chown(inst, s->path, a->uid, a->gid, err)
+				    : fsc_unsupported(l, "change owners", err);
+	if (!rc && a->times_set)
+		rc = l->prov->utimens ? l->prov->utimens(inst, s->path, a->ts, err)
+				      : fsc_unsupported(l, "set times", err);
+	return rc;
+}
+
+/*
  * Uploads cf if it is dirty: the whole cache file through the provider's
- * write slot, then one stat to stamp it. On failure the entry stays dirty
- * and the failure is recorded.
+ * write slot, the attributes that waited for it, then one stat to stamp
+ * it. On failure the entry stays dirty (with the attributes) and the
+ * failure is recorded.
  */
 static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct sbx_error *err)
 {
@@ -50,6 +75,14 @@ static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct 
 		goto out;
 	rc = l->prov->write(inst, s.path, sbx_cfile_fd(cf), sys.st_size, s.mode ? s.mode : 0644,
 			    err);
+	if (rc == 0) {
+		struct sbx_cfile_attrs a;
+		sbx_cache_file_take_attrs(c, cf, &a);
+		if (a.mode_set || a.owner_set || a.times_set)
+			rc = apply_attrs(l, inst, &s, &a, err);
+		if (rc)
+			sbx_cache_file_return_attrs(c, cf, &a);
+	}
 	done = rc == 0;
 	if (done && l->prov->stat) {
 		gen = sbx_cache_gen(c);
