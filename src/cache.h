@@ -269,6 +269,39 @@ struct sbx_cfile *sbx_cache_file_find_live(struct sbx_cache *c, const char *path
 void sbx_cache_file_changed(struct sbx_cache *c, struct sbx_cfile *cf);
 
 /*
+ * Write-back (cache_defer.c): keeps a chmod (mode non-NULL) or utimens (ts
+ * non-NULL) of path with its dirty entry, applied after the upload that is
+ * coming; the local file takes the times, stat shows the mode. False when
+ * path has no upload coming, or the one in flight is past taking them:
+ * the caller makes the call itself.
+ */
+bool sbx_cache_file_defer_attrs(struct sbx_cache *c, const char *path, const mode_t *mode,
+				const struct timespec ts[2]);
+/* The same for a chown ((uid_t)-1 / (gid_t)-1: left alone). */
+bool sbx_cache_file_defer_owner(struct sbx_cache *c, const char *path, uid_t uid, gid_t gid);
+/*
+ * What waited for an upload: a mode, an owner ((uid_t)-1 / (gid_t)-1 for
+ * one left alone), times (UTIME_OMIT for one left alone).
+ */
+struct sbx_cfile_attrs {
+	bool mode_set, times_set, owner_set;
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	struct timespec ts[2];
+};
+/*
+ * The upload holding cf's claim takes what waits, once its data is written;
+ * none join it after this (sbx_cache_file_defer_attrs says false) until
+ * sbx_cache_file_end_upload.
+ */
+void sbx_cache_file_take_attrs(struct sbx_cache *c, struct sbx_cfile *cf,
+			       struct sbx_cfile_attrs *a);
+/* Gives back what the provider refused, for the next upload (unless newer wait). */
+void sbx_cache_file_return_attrs(struct sbx_cache *c, struct sbx_cfile *cf,
+				 const struct sbx_cfile_attrs *a);
+
+/*
  * Claims an entry for upload (waits for other claims); *state as above.
  * Call sbx_cache_file_end_upload() whatever happens.
  */

@@ -42,6 +42,7 @@ static void side_set_locked(struct sbx_cfile *cf, bool dirty)
 		}
 	} else {
 		unlink(side.buf);
+		cache_defer_drop_locked(cf); /* clean or gone: what waited is moot */
 	}
 	sbx_buf_release(&side);
 	sbx_buf_release(&tmp);
@@ -112,6 +113,7 @@ void cache_files_adopt(struct sbx_cache *c)
 		cf->path = sbx_buf_detach(&path, NULL);
 		cf->linked = cf->have_data = cf->dirty = cf->remote = cf->adopted = true;
 		cf->mode = 0644;
+		cache_defer_adopt(cf); /* a chmod/utimens that waited for the upload */
 		HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
 		/* FILE.path stays until the upload: a second crash still finds it. */
 		sbx_log(SBX_LOG_WARN, "cache: unsaved changes to %s taken back from %s", cf->path,
@@ -150,6 +152,7 @@ static void overlay_locked(struct sbx_cfile *cf, struct sbx_stat *st, bool full)
 		st->mtime = sys.st_mtim;
 		st->ctime = sys.st_ctim;
 	}
+	cache_defer_overlay_locked(cf, st);
 }
 
 /* cf's local facts matter for path's attributes (lock held). */
@@ -448,6 +451,10 @@ void sbx_cache_file_changed(struct sbx_cache *c, struct sbx_cfile *cf)
 	cf->dirty = true;
 	cf->have_data = true;
 	cf->wgen++;
+	if (cf->pend_times) { /* a write after utimens: the mtime is the write's */
+		cf->pend_times = false;
+		cache_defer_side_locked(cf);
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -499,6 +506,9 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 	} else if (cf->dirty) {
 		cf->retry_at = sbx_now_ms() + c->retry_ms;
 	}
+	if (cf->dirty)
+		cache_defer_side_locked(cf); /* what still waits (given back, or none) */
+	cf->attrs_closed = false;
 	cf->busy = false;
 	cf->uploading = false;
 	pthread_cond_broadcast(&c->cond);

@@ -61,6 +61,12 @@ struct sbx_cfile {
 	long long retry_at;	     /* (T) no orphan retry before (a failed upload) */
 	bool adopted;		     /* (T) left dirty by a previous daemon */
 	bool bg_failed;		     /* (T) its last background upload failed */
+	/* (T) chmod/chown/utimens waiting for the upload (cache_defer.c); mode is `mode` */
+	bool pend_mode, pend_times, pend_owner;
+	struct timespec pend_ts[2];
+	uid_t pend_uid;
+	gid_t pend_gid;
+	bool attrs_closed; /* (T) the upload in flight took them: no more join it */
 };
 
 /* A lookup that failed lately (sbx_cache_fail_put). */
@@ -156,5 +162,13 @@ void cache_note_added_locked(struct sbx_cache *c, const char *path, const struct
 void cache_files_free(struct sbx_cache *c);
 /* Takes back the dirty files a previous cache left in c->dir (cache_file.c). */
 void cache_files_adopt(struct sbx_cache *c);
+/* Writes cf's FILE.attr (its waiting chmod/chown/utimens), or removes it when none wait (lock held). */
+void cache_defer_side_locked(struct sbx_cfile *cf);
+/* cf is clean or gone: forgets what waited and removes FILE.attr (lock held). */
+void cache_defer_drop_locked(struct sbx_cfile *cf);
+/* Reads FILE.attr of an entry taken back from a previous daemon. */
+void cache_defer_adopt(struct sbx_cfile *cf);
+/* Shows a waiting chmod in st (lock held). */
+void cache_defer_overlay_locked(const struct sbx_cfile *cf, struct sbx_stat *st);
 
 #endif

@@ -542,10 +542,28 @@ static int c_rename(struct sbx_lease *l, const char *from, const char *to, unsig
 	return rc;
 }
 
+/*
+ * With write-back, a chmod, chown or utimens of a file whose upload is queued or
+ * in flight waits with it (cache_defer.c) rather than settling it first:
+ * tar's per-file mode and times would otherwise put every upload back on
+ * its path. The cache's attributes show the change at once.
+ */
+static bool defer_attrs(struct sbx_lease *l, const void *slot, const char *path,
+			const mode_t *mode, const struct timespec ts[2])
+{
+	return l->wb && slot && !sbx_fs_is_pseudo(path) &&
+	       sbx_cache_file_defer_attrs(l->cache, path, mode, ts);
+}
+
 static int c_chmod(struct sbx_lease *l, const char *path, mode_t mode, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
-	int rc = begin(l, l->prov->chmod, "chmod", path, path, &inst, err);
+	int rc;
+	if (defer_attrs(l, l->prov->chmod, path, &mode, NULL)) {
+		sbx_cache_attr_chmod(l->cache, path, mode);
+		return 0;
+	}
+	rc = begin(l, l->prov->chmod, "chmod", path, path, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->chmod(inst, path, mode, err), "chmod", path, err);
 	if (!rc)
@@ -557,7 +575,13 @@ static int c_chown(struct sbx_lease *l, const char *path, uid_t uid, gid_t gid,
 		   struct sbx_error *err)
 {
 	struct sbx_instance *inst;
-	int rc = begin(l, l->prov->chown, "chown", path, path, &inst, err);
+	int rc;
+	if (l->wb && l->prov->chown && !sbx_fs_is_pseudo(path) &&
+	    sbx_cache_file_defer_owner(l->cache, path, uid, gid)) {
+		sbx_cache_attr_chown(l->cache, path, uid, gid);
+		return 0;
+	}
+	rc = begin(l, l->prov->chown, "chown", path, path, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->chown(inst, path, uid, gid, err), "chown", path, err);
 	if (!rc)
@@ -569,8 +593,13 @@ static int c_utimens(struct sbx_lease *l, const char *path, const struct timespe
 		     struct sbx_error *err)
 {
 	struct sbx_instance *inst;
+	int rc;
+	if (defer_attrs(l, l->prov->utimens, path, NULL, ts)) {
+		sbx_cache_attr_utimens(l->cache, path, ts);
+		return 0;
+	}
 	/* Settled first, or a later upload would stamp its own mtime over this one. */
-	int rc = begin(l, l->prov->utimens, "utimens", path, path, &inst, err);
+	rc = begin(l, l->prov->utimens, "utimens", path, path, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->utimens(inst, path, ts, err), "utimens", path, err);
 	if (rc)

@@ -19,9 +19,49 @@
 /* ---- uploads ---------------------------------------------------------------- */
 
 /*
+ * Hands the provider the chmod/chown/utimens that waited for this upload
+ * (write-back, cache_defer.c), now that the data is there: both remote
+ * providers queue them in their metadata queue, ordered after the upload.
+ * The mode of a new file went with the write itself.
+ */
+static int apply_attrs(struct sbx_lease *l, struct sbx_instance *inst,
+		       const struct sbx_cfile_state *s, const struct sbx_cfile_attrs *a,
+		       struct sbx_error *err)
+{
+	int rc = 0;
+	bool written = !s->remote && (a->mode & 07777) == (s->mode & 07777);
+	if (a->mode_set && !written)
+		rc = l->prov->chmod ? l->prov->chmod(inst, s->path, a->mode, err)
+				    : fsc_unsupported(l, "change modes", err);
+	if (!rc && a->owner_set)
+		rc = l->prov->chown ? l->prov->chown(inst, s->path, a->uid, a->gid, err)
+				    : fsc_unsupported(l, "change owners", err);
+	if (!rc && a->times_set)
+		rc = l->prov->utimens ? l->prov->utimens(inst, s->path, a->ts, err)
+				      : fsc_unsupported(l, "set times", err);
+	return rc;
+}
+
+/* What the stat after an upload would say once the provider applied a. */
+static void attrs_onto(struct sbx_stat *st, const struct sbx_cfile_attrs *a)
+{
+	if (a->mode_set)
+		st->mode = (st->mode & ~07777u) | (a->mode & 07777);
+	if (a->owner_set && a->uid != (uid_t)-1)
+		st->uid = a->uid;
+	if (a->owner_set && a->gid != (gid_t)-1)
+		st->gid = a->gid;
+	if (a->times_set && a->ts[0].tv_nsec != UTIME_OMIT)
+		st->atime = a->ts[0];
+	if (a->times_set && a->ts[1].tv_nsec != UTIME_OMIT)
+		st->mtime = a->ts[1];
+}
+
+/*
  * Uploads cf if it is dirty: the whole cache file through the provider's
- * write slot, then one stat to stamp it. On failure the entry stays dirty
- * and the failure is recorded.
+ * write slot, one stat to stamp it, then the attributes that waited for
+ * it (the stamp takes them). On failure the entry stays dirty (with the
+ * attributes) and the failure is recorded.
  */
 static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct sbx_error *err)
 {
@@ -54,6 +94,24 @@ static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct 
 	if (done && l->prov->stat) {
 		gen = sbx_cache_gen(c);
 		src = l->prov->stat(inst, s.path, &st, &serr);
+	}
+	if (done) {
+		/*
+		 * After the stat: a provider's stat may flush what is queued for
+		 * the path (daytona does, one command), which would put one
+		 * metadata command per file on the workers; queued after it,
+		 * tar's attributes go out in the provider's next batch.
+		 */
+		struct sbx_cfile_attrs a;
+		sbx_cache_file_take_attrs(c, cf, &a);
+		if (a.mode_set || a.owner_set || a.times_set)
+			rc = apply_attrs(l, inst, &s, &a, err);
+		if (rc) {
+			sbx_cache_file_return_attrs(c, cf, &a);
+			done = false;
+		} else if (src == 0) {
+			attrs_onto(&st, &a);
+		}
 	}
 	sbx_lease_unuse(l);
 out:

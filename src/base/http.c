@@ -483,6 +483,7 @@ static int setup(struct sbx_http_client *c, CURL *h, struct xfer *x, struct curl
 #endif
 	curl_easy_setopt(h, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_MAXCONNECTS, SBX_HTTP_MAX_CONNS);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->set.connect_timeout_ms);
 	if (attempt_timeout_ms > 0)
 		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, attempt_timeout_ms);

@@ -47,6 +47,14 @@ struct curl_mime;
 #define SBX_HTTP_MAX_ERROR_BODY (64u << 10) /* non-2xx reply of a sinked request */
 #define SBX_HTTP_MAX_HEADERS (64u << 10)
 #define SBX_HTTP_RETRY_AFTER_MAX_S 30 /* a longer Retry-After is not waited for */
+/*
+ * Connections a client's shared cache keeps, in use or idle. libcurl's
+ * default (5, CURLOPT_MAXCONNECTS) counts the whole share: past it, every
+ * transfer that ends closes the oldest idle connection, so a daemon with
+ * more than 5 threads talking at once (FUSE threads, 4 write-back workers
+ * a lease, streams) reconnected for nearly every request.
+ */
+#define SBX_HTTP_MAX_CONNS 64L
 
 struct sbx_http_client;
 

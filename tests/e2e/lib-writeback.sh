@@ -43,6 +43,29 @@ story_writeback() {
 	eq "an exec right after reads the new data (the run waited)" "$(lease_run "cat $FHOME/first.txt")" first
 	fake_clear_faults
 
+	# tar x: after each file tar sets its mode and times. With the uploads
+	# stalled, that does not wait for them (the attributes wait with the
+	# upload), stat through the mount shows tar's at once, and an exec right
+	# after sees them in the sandbox (the run waits for upload AND attributes).
+	local src=$WORK/tarsrc n want
+	mkdir -p "$src/t"
+	for n in 1 2 3 4; do echo "tar $n" >"$src/t/f$n"; done
+	chmod 755 "$src/t/f1"; chmod 600 "$src/t/f2"; chmod 640 "$src/t/f3"; chmod 604 "$src/t/f4"
+	for n in 1 2 3 4; do touch -d "@100000000$n" "$src/t/f$n"; done
+	tar -C "$src" -cf "$WORK/t.tar" t
+	want=$(cd "$src/t" && stat -c '%n %a %Y' f1 f2 f3 f4)
+	stall_uploads $STALL_MS
+	t0=$(date +%s%N)
+	ok "tar x of 4 files under a ${STALL_MS} ms upload stall" tar --no-same-owner -C "$F" -xpf "$WORK/t.tar"
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	ok "... returns at once: its chmod/utimens do not wait for the uploads ($ms ms)" test $ms -lt $FAST_MS
+	eq "... stat through the mount shows tar's modes and mtimes at once" \
+		"$(cd "$F/t" && stat -c '%n %a %Y' f1 f2 f3 f4)" "$want"
+	eq "... an exec right after sees them in the sandbox" \
+		"$(lease_run "cd $FHOME/t && stat -c '%n %a %Y' f1 f2 f3 f4")" "$want"
+	eq "... and the data" "$(lease_run "cat $FHOME/t/f4")" "tar 4"
+	fake_clear_faults
+
 	# fsync: the bytes are in the sandbox when it returns, before any run.
 	stall_uploads 1500
 	ms=$(ms_of "fd = os.open('$F/sync.txt', os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b'synced'); os.fsync(fd); os.close(fd)")
@@ -100,8 +123,12 @@ story_writeback() {
 	eq "... and the sandbox has the new data" "$(root_file "$FHOME/fail.txt")" v2
 
 	# kill -9 right after close: what close returned for is uploaded by the next mount.
+	# A chmod and a utimens right after that close wait with the upload,
+	# and go with it at the next mount.
 	stall_uploads 60000
 	echo "before kill" >"$F/nine.txt"
+	ms=$(ms_of "os.chmod('$F/nine.txt', 0o750); os.utime('$F/nine.txt', (1200000000, 1200000000))")
+	ok "kill -9: chmod and utimens right after close return at once ($ms ms)" test "$ms" -lt $FAST_MS 2>/dev/null
 	kill -9 "$SBXFS_PID"
 	wait_for 10 sh -c "! kill -0 $SBXFS_PID"
 	unmount_sbxfs
@@ -110,6 +137,7 @@ story_writeback() {
 	mount_sbxfs -o writeback=0
 	nine_arrived() { [ "$(root_file "$FHOME/nine.txt")" = "before kill" ]; }
 	ok "... the next mount uploads what close returned for (within 30 s)" wait_for 30 nine_arrived
+	eq "... with the mode and mtime set after close" "$(lease_run "stat -c '%a %Y' $FHOME/nine.txt")" "750 1200000000"
 
 	# writeback=0: close() is the upload again.
 	stall_uploads 1500

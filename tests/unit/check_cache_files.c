@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/sysutil.h"
 #include "cachetest.h"
 
 /* ---- contents ------------------------------------------------------------------------- */
@@ -345,6 +346,52 @@ START_TEST(test_dirty_files_survive_remount)
 }
 END_TEST
 
+/*
+ * Write-back keeps a chmod and a utimens with the dirty entry (cache_defer.c):
+ * stat shows them at once, a remount (kill -9) still has them, and the
+ * upload that finally goes hands them to the provider, then forgets them.
+ */
+START_TEST(test_deferred_attrs_go_with_the_upload)
+{
+	struct stat st;
+	char *dir = sbx_lease_path(L, "cache");
+	const mode_t mode = 0750;
+	const struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = 1200000000}};
+	struct sbx_fs_file *f = xopen("/t", O_CREAT | O_WRONLY, 0644);
+	xwrite(f, "tar", 0);
+	ck_assert(sbx_cache_file_defer_attrs(L->cache, "/t", &mode, NULL));
+	ck_assert(sbx_cache_file_defer_attrs(L->cache, "/t", NULL, ts));
+	ck_assert(sbx_cache_file_defer_owner(L->cache, "/t", (uid_t)-1, getgid()));
+	ck_assert(!sbx_cache_file_defer_attrs(L->cache, "/nothing", &mode, NULL));
+	ck_assert_int_eq(gattr("/t", &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0750);
+	ck_assert_int_eq(st.st_mtime, 1200000000);
+	memprov_fail(mp, MP_WRITE, ENOTCONN, -1);
+	ck_assert_int_eq(F->flush(f, &E), -ENOTCONN);
+	F->release(f);
+	ck_assert_int_eq(memprov_calls(mp, MP_CHMOD) + memprov_calls(mp, MP_UTIMENS), 0);
+	sbx_cache_free(L->cache);      /* kill -9, or an unmount that could not upload */
+	L->cache = sbx_cache_new(dir); /* the next mount */
+	ck_assert_int_eq(gattr("/t", &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0750);
+	ck_assert_int_eq(st.st_mtime, 1200000000);
+	memprov_fail(mp, MP_WRITE, 0, 0);
+	memprov_reset_calls(mp);
+	ck_assert_int_eq(sbx_fs_save_unsaved(L, false, sbx_now_ms() + 10000), 0);
+	ck_remote("/t", "tar");
+	ck_assert_int_eq(memprov_calls(mp, MP_CHMOD), 1);
+	ck_assert_int_eq(memprov_calls(mp, MP_CHOWN), 1);
+	ck_assert_int_eq(memprov_calls(mp, MP_UTIMENS), 1);
+	ck_assert_int_eq(memprov_mode(mp, "/t") & 07777, 0750);
+	/* Clean now: nothing waits, no FILE.attr is left, stat is the sandbox's. */
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "ls %s/*.attr >/dev/null 2>&1", dir);
+	ck_assert_int_ne(system(cmd), 0);
+	ck_assert(!sbx_cache_file_defer_attrs(L->cache, "/t", &mode, NULL));
+	free(dir);
+}
+END_TEST
+
 /* ---- threads ------------------------------------------------------------------------------------
  */
 
@@ -418,6 +465,7 @@ TCase *cache_files_tcase(void)
 	tcase_add_test(tc, test_cache_free_keeps_dirty_files);
 	tcase_add_test(tc, test_orphan_retried_by_another_close);
 	tcase_add_test(tc, test_dirty_files_survive_remount);
+	tcase_add_test(tc, test_deferred_attrs_go_with_the_upload);
 	tcase_add_test(tc, test_threads);
 	return tc;
 }
