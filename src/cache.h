@@ -365,4 +365,7 @@ void sbx_cache_file_unlink(struct sbx_cache *c, const char *path);
  */
 void sbx_cache_file_rename(struct sbx_cache *c, const char *from, const char *to, bool exchange);
 
+/* Waits for the uploads in flight at the call (a run's view must include them). */
+void sbx_cache_wait_uploads(struct sbx_cache *c);
+
 #endif

@@ -11,6 +11,7 @@
 
 #include "base/fsutil.h"
 #include "base/log.h"
+#include "base/xalloc.h"
 #include "cache_int.h"
 
 /*
@@ -466,6 +467,7 @@ void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
 		pthread_cond_wait(&c->cond, &c->lock);
 	cf->busy = true;
 	cf->uploading = true;
+	cf->uploads++;
 	snapshot_locked(cf, state);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -677,4 +679,40 @@ void sbx_cache_file_rename(struct sbx_cache *c, const char *from, const char *to
 			side_set_locked(cf, true); /* the new name */
 	}
 	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * Waits for the uploads in flight now (not for those that begin later: a
+ * busy writer cannot hold the caller forever). An upload the lease timer
+ * or a close started applies its waiting attributes before it ends, so
+ * a run after this sees the data and the attributes.
+ */
+void sbx_cache_wait_uploads(struct sbx_cache *c)
+{
+	struct sbx_cfile *cf, *tmp, **v = NULL;
+	unsigned long *seen = NULL;
+	size_t n = 0, cap = 0;
+	pthread_mutex_lock(&c->lock);
+	HASH_ITER(hh, c->files, cf, tmp)
+	{
+		if (!cf->uploading)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 8;
+			v = sbx_xrealloc(v, cap * sizeof(*v));
+			seen = sbx_xrealloc(seen, cap * sizeof(*seen));
+		}
+		cf->refs++;
+		seen[n] = cf->uploads;
+		v[n++] = cf;
+	}
+	for (size_t i = 0; i < n; i++) {
+		while (v[i]->uploading && v[i]->uploads == seen[i])
+			pthread_cond_wait(&c->cond, &c->lock);
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (size_t i = 0; i < n; i++)
+		sbx_cache_file_put(c, v[i]);
+	free(v);
+	free(seen);
 }

@@ -46,6 +46,7 @@ struct sbx_cfile {
 	bool linked;	  /* (T) in c->files under path */
 	bool busy;	  /* (T) claimed by an open or an upload */
 	bool uploading;	  /* (T) busy is an upload's claim */
+	unsigned long uploads; /* (T) uploads begun (sbx_cache_wait_uploads tells them apart) */
 	int shared_opens; /* (T) opens of dirty data going on beside an upload's claim */
 	bool have_data;	  /* (T) */
 	bool dirty;	  /* (T) */
