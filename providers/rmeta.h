@@ -135,7 +135,7 @@ int sbx_rmeta_gomode(const char *s, mode_t *out);
 #define SBX_RMETA_IDS_SEP "@sbxfs-groups@"
 #define SBX_RMETA_IDS_CMD                                                                          \
 	"cat /etc/passwd 2>/dev/null; echo; echo " SBX_RMETA_IDS_SEP "; cat /etc/group "           \
-								     "2>/dev/null"
+	"2>/dev/null"
 
 struct sbx_rmeta_name {
 	char *name;

@@ -34,7 +34,8 @@ void cache_defer_side_locked(struct sbx_cfile *cf)
 		if (cf->pend_mode)
 			sbx_buf_addf(&text, "mode %o\n", (unsigned)(cf->mode & 07777));
 		if (cf->pend_owner)
-			sbx_buf_addf(&text, "owner %ld %ld\n", cf->pend_uid == (uid_t)-1 ? -1L : (long)cf->pend_uid,
+			sbx_buf_addf(&text, "owner %ld %ld\n",
+				     cf->pend_uid == (uid_t)-1 ? -1L : (long)cf->pend_uid,
 				     cf->pend_gid == (gid_t)-1 ? -1L : (long)cf->pend_gid);
 		if (cf->pend_times)
 			sbx_buf_addf(&text, "times %lld %ld %lld %ld\n",
@@ -82,7 +83,8 @@ void cache_defer_adopt(struct sbx_cfile *cf)
 				cf->pend_uid = uid < 0 ? (uid_t)-1 : (uid_t)uid;
 				cf->pend_gid = gid < 0 ? (gid_t)-1 : (gid_t)gid;
 				cf->pend_owner = true;
-			} else if (sscanf(line, "times %lld %ld %lld %ld", &as, &an, &ms, &mn) == 4) {
+			} else if (sscanf(line, "times %lld %ld %lld %ld", &as, &an, &ms, &mn) ==
+				   4) {
 				cf->pend_ts[0] = (struct timespec){.tv_sec = as, .tv_nsec = an};
 				cf->pend_ts[1] = (struct timespec){.tv_sec = ms, .tv_nsec = mn};
 				cf->pend_times = true;
@@ -170,8 +172,7 @@ out:
 	return kept;
 }
 
-void sbx_cache_file_take_attrs(struct sbx_cache *c, struct sbx_cfile *cf,
-			       struct sbx_cfile_attrs *a)
+void sbx_cache_file_take_attrs(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_cfile_attrs *a)
 {
 	pthread_mutex_lock(&c->lock);
 	a->mode_set = cf->pend_mode;

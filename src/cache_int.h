@@ -39,20 +39,20 @@ struct cdir {
 
 struct sbx_cfile {
 	UT_hash_handle hh;
-	char *path;	  /* (T) key while linked */
-	char *file;	  /* the local cache file */
-	int fd;		  /* (T) open while refs > 0 or dirty; fixed while a reference is held */
-	int refs;	  /* (T) */
-	bool linked;	  /* (T) in c->files under path */
-	bool busy;	  /* (T) claimed by an open or an upload */
-	bool uploading;	  /* (T) busy is an upload's claim */
+	char *path;	/* (T) key while linked */
+	char *file;	/* the local cache file */
+	int fd;		/* (T) open while refs > 0 or dirty; fixed while a reference is held */
+	int refs;	/* (T) */
+	bool linked;	/* (T) in c->files under path */
+	bool busy;	/* (T) claimed by an open or an upload */
+	bool uploading; /* (T) busy is an upload's claim */
 	unsigned long uploads; /* (T) uploads begun (sbx_cache_wait_uploads tells them apart) */
-	int shared_opens; /* (T) opens of dirty data going on beside an upload's claim */
-	bool have_data;	  /* (T) */
-	bool dirty;	  /* (T) */
-	bool remote;	  /* (T) */
-	bool stamped;	  /* (T) */
-	off_t stamp_size; /* (T) */
+	int shared_opens;      /* (T) opens of dirty data going on beside an upload's claim */
+	bool have_data;	       /* (T) */
+	bool dirty;	       /* (T) */
+	bool remote;	       /* (T) */
+	bool stamped;	       /* (T) */
+	off_t stamp_size;      /* (T) */
 	struct timespec stamp_mtime; /* (T) */
 	mode_t mode;		     /* (T) */
 	unsigned long wgen;	     /* (T) */
@@ -163,7 +163,8 @@ void cache_note_added_locked(struct sbx_cache *c, const char *path, const struct
 void cache_files_free(struct sbx_cache *c);
 /* Takes back the dirty files a previous cache left in c->dir (cache_file.c). */
 void cache_files_adopt(struct sbx_cache *c);
-/* Writes cf's FILE.attr (its waiting chmod/chown/utimens), or removes it when none wait (lock held). */
+/* Writes cf's FILE.attr (its waiting chmod/chown/utimens), or removes it when none wait (lock
+ * held). */
 void cache_defer_side_locked(struct sbx_cfile *cf);
 /* cf is clean or gone: forgets what waited and removes FILE.attr (lock held). */
 void cache_defer_drop_locked(struct sbx_cfile *cf);

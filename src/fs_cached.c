@@ -548,8 +548,8 @@ static int c_rename(struct sbx_lease *l, const char *from, const char *to, unsig
  * tar's per-file mode and times would otherwise put every upload back on
  * its path. The cache's attributes show the change at once.
  */
-static bool defer_attrs(struct sbx_lease *l, const void *slot, const char *path,
-			const mode_t *mode, const struct timespec ts[2])
+static bool defer_attrs(struct sbx_lease *l, const void *slot, const char *path, const mode_t *mode,
+			const struct timespec ts[2])
 {
 	return l->wb && slot && !sbx_fs_is_pseudo(path) &&
 	       sbx_cache_file_defer_attrs(l->cache, path, mode, ts);
