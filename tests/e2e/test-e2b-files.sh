@@ -68,6 +68,11 @@ lists=$(count_files "POST /filesystem.Filesystem/ListDir" <<<"$C")
 ok "tar x: no Stat per file ($stats Stats, $lists ListDirs in $secs s)" test $((stats + lists)) -le $((N / 10))
 ok "diff -r after tar x" diff -r "$WORK/many/t" "$F/t"
 
+# Nanoseconds of a time set in the sandbox reach the mount (envd's Timestamp
+# has them; the fake sent milliseconds).
+run 'touch -d @1200000000.123456789 /home/user/ns.txt'
+eq "mtime to the nanosecond from the sandbox" "$(stat -c %.9Y "$F/ns.txt")" "1200000000.123456789"
+
 # ls -l of a 1,000-file directory made in the sandbox: one ListDir, no Stat per file.
 run 'mkdir -p /home/user/big && cd /home/user/big && for i in $(seq 1 1000); do echo $i > f$i; done'
 sleep $TTL_WAIT

@@ -380,14 +380,19 @@ START_TEST(t06_meta_batch)
 		ck_assert_int_eq(P->chmod(inst, p, 0100600, &e), 0);
 		ck_assert_int_eq(P->utimens(inst, p, ts, &e), 0);
 	}
-	ck_assert_int_eq(counter(NULL), 0);
+	/*
+	 * No request but the batch's own run, which the 1 s timer may start
+	 * meanwhile on a slow machine (ASan under load): then stat and list
+	 * read the applied values instead of the overlay, the same answers.
+	 */
+	ck_assert_int_eq(counter_but(START), 0);
 	ck_assert_int_eq(P->stat(inst, WD "/many/f150", &st, &e), 0);
 	ck_assert_int_eq(st.mode, S_IFREG | 0600);
 	ck_assert_int_eq(st.mtime.tv_sec, 1600000150);
 	ck_assert_int_eq(st.mtime.tv_nsec, 500);
 	ck_assert_int_eq(P->list(inst, WD "/many", count_fn, &n, &e), 0);
-	ck_assert_int_eq(counter(START), 0);
-	ck_assert_int_eq(counter(NULL), 2); /* one Stat, one ListDir */
+	ck_assert_int_le(counter(START), 1);
+	ck_assert_int_eq(counter_but(START), 2); /* one Stat, one ListDir */
 	/* sync applies the batch: one run */
 	ck_assert_int_eq(P->sync(inst, &e), 0);
 	ck_assert_int_eq(counter(START), 1);

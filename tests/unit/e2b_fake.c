@@ -115,13 +115,24 @@ void reset_counters(void)
 	json_decref(admin("DELETE", "/_fake/counters", NULL));
 }
 
-/* A counter's value; key NULL: the sum of all. */
-long counter(const char *key)
+/* The sum of the counters key selects (NULL: all), or of all others (but), from one reading. */
+static long counter_sum(const char *key, bool but)
 {
 	json_t *c = admin("GET", "/_fake/counters", NULL), *v;
 	const char *k;
 	long n = 0;
-	json_object_foreach(c, k, v) if (!key || !strcmp(k, key)) n += (long)json_integer_value(v);
+	json_object_foreach(c, k, v) if (!key || !strcmp(k, key) == !but) n +=
+	    (long)json_integer_value(v);
 	json_decref(c);
 	return n;
+}
+
+long counter(const char *key)
+{
+	return counter_sum(key, false);
+}
+
+long counter_but(const char *key)
+{
+	return counter_sum(key, true);
 }

@@ -18,5 +18,7 @@ json_t *admin(const char *method, const char *path, const char *body);
 void reset_counters(void);
 /* A counter's value; key NULL: the sum of all of them. */
 long counter(const char *key);
+/* The sum of every counter but key's, from one reading. */
+long counter_but(const char *key);
 
 #endif

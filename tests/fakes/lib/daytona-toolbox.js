@@ -11,7 +11,7 @@ const fs = require('fs');
 const path = require('path');
 const { HttpError, sendJson, sendEmpty } = require('./common');
 const { parseMultipart, buildMultipart } = require('./multipart');
-const { goModeString, goTimeString, rfc3339, walk, mkdirsAs, serveFile, lstatOrNull } = require('./fsinfo');
+const { goModeString, goTimeString, mtimeNs, rfc3339, walk, mkdirsAs, serveFile, lstatOrNull } = require('./fsinfo');
 
 const BOUNDARY = 'DAYTONA-FILE-BOUNDARY';
 const TYPES = {
@@ -35,11 +35,11 @@ function need(ctx, name) {
 }
 
 /* The daemon's FileInfo: owner/group as numeric strings, permissions as 4-digit octal. */
-function fileInfo(p, st) {
+function fileInfo(p, st, ns) {
 	return {
 		name: path.posix.basename(p) || '/', path: p, size: st.size, mode: goModeString(st),
 		permissions: (st.mode & 0o777).toString(8).padStart(4, '0'),
-		modTime: goTimeString(st.mtime), modifiedAt: rfc3339(st.mtime), isDir: st.isDirectory(),
+		modTime: goTimeString(st.mtime, ns), modifiedAt: rfc3339(st.mtime), isDir: st.isDirectory(),
 		owner: String(st.uid), group: String(st.gid),
 	};
 }
@@ -84,19 +84,20 @@ function list(ctx) {
 		throw new HttpError(400, `not a directory: ${p}`, { code: 'BAD_REQUEST' });
 	const depth = Math.max(1, Number(ctx.query.get('depth')) || 1);
 	const out = [];
-	walk(r.host, p, depth, (sp, hp, lst) => out.push(fileInfo(sp, lst)));
+	walk(r.host, p, depth, (sp, hp, lst) => out.push(fileInfo(sp, lst, mtimeNs(hp, false))));
 	sendJson(ctx.res, 200, out);
 }
 
 function info(ctx) {
 	const p = abs(ctx.sb, need(ctx, 'path'));
-	let st;
+	let st, host;
 	try {
-		st = fs.statSync(ctx.sb.root.resolve(p).host);
+		host = ctx.sb.root.resolve(p).host;
+		st = fs.statSync(host);
 	} catch (e) {
 		throw osError(e, p);
 	}
-	sendJson(ctx.res, 200, fileInfo(p, st));
+	sendJson(ctx.res, 200, fileInfo(p, st, mtimeNs(host, true)));
 }
 
 function folder(ctx) {

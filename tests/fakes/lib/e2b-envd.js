@@ -13,7 +13,7 @@ const crypto = require('crypto');
 const { HttpError, sendJson, sendEmpty } = require('./common');
 const { RpcError, ServerStream, parseEnvelope, deadlineMs, unary } = require('./connect');
 const { parseMultipart } = require('./multipart');
-const { goModeString, walk, mkdirsAs, serveFile, lstatOrNull } = require('./fsinfo');
+const { goModeString, mtimeNs, protoTime, walk, mkdirsAs, serveFile, lstatOrNull } = require('./fsinfo');
 
 const MIME = {
 	'.txt': 'text/plain; charset=utf-8', '.json': 'application/json', '.html': 'text/html; charset=utf-8',
@@ -69,7 +69,7 @@ function entryType(st) {
 function entryInfo(sb, sandboxPath, host, lst) {
 	lst = lst || fs.lstatSync(host);
 	let st = lst;
-	let symlinkTarget;
+	let symlinkTarget, timeHost = host, follow = false;
 	if (lst.isSymbolicLink()) {
 		let r = null;
 		try {
@@ -84,6 +84,8 @@ function entryInfo(sb, sandboxPath, host, lst) {
 			symlinkTarget = r.path;
 			try {
 				st = fs.statSync(r.host);
+				timeHost = r.host;
+				follow = true;
 			} catch (e) {
 				st = null;
 			}
@@ -98,7 +100,7 @@ function entryInfo(sb, sandboxPath, host, lst) {
 		permissions: goModeString(lst),
 		owner: sb.root.idName(lst.uid, false),
 		group: sb.root.idName(lst.gid, true),
-		modifiedTime: (st || lst).mtime.toISOString(),
+		modifiedTime: protoTime((st || lst).mtime, st ? mtimeNs(timeHost, follow) : mtimeNs(host, false)),
 	};
 	if (symlinkTarget !== undefined)
 		e.symlinkTarget = symlinkTarget;

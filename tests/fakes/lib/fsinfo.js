@@ -39,12 +39,48 @@ function goModeString(st) {
 	return t;
 }
 
-/* Go's time.Time.String() in UTC: "2006-01-02 15:04:05.999999999 +0000 UTC". */
-function goTimeString(d) {
+/*
+ * Go's time.Time.String() in UTC: "2006-01-02 15:04:05.999999999 +0000 UTC",
+ * to the nanosecond as Go prints it when ns (a BigInt, from a bigint stat)
+ * is given; a JS Date alone has only milliseconds.
+ */
+function goTimeString(d, ns) {
 	const iso = d.toISOString();
-	let frac = iso.slice(20, 23).replace(/0+$/, '');
+	let frac = ns === undefined ? iso.slice(20, 23)
+		: String(((ns % 1000000000n) + 1000000000n) % 1000000000n).padStart(9, '0');
+	frac = frac.replace(/0+$/, '');
 	frac = frac ? `.${frac}` : '';
 	return `${iso.slice(0, 10)} ${iso.slice(11, 19)}${frac} +0000 UTC`;
+}
+
+/*
+ * A protobuf JSON Timestamp (what envd's connect-go sends): RFC 3339 in UTC
+ * with 0, 3, 6 or 9 fractional digits, to the nanosecond when ns is given.
+ */
+function protoTime(d, ns) {
+	if (ns === undefined)
+		return d.toISOString();
+	const sec = d.toISOString().slice(0, 19);
+	const n = ((ns % 1000000000n) + 1000000000n) % 1000000000n;
+	let frac = String(n).padStart(9, '0');
+	if (n === 0n)
+		frac = '';
+	else if (n % 1000000n === 0n)
+		frac = '.' + frac.slice(0, 3);
+	else if (n % 1000n === 0n)
+		frac = '.' + frac.slice(0, 6);
+	else
+		frac = '.' + frac;
+	return `${sec}${frac}Z`;
+}
+
+/* The nanoseconds of a host path's mtime (lstat), or undefined. */
+function mtimeNs(host, follow) {
+	try {
+		return (follow ? fs.statSync : fs.lstatSync)(host, { bigint: true }).mtimeNs;
+	} catch (e) {
+		return undefined;
+	}
 }
 
 /* RFC 3339 without fractional seconds, as Go's time.RFC3339 layout prints. */
@@ -148,4 +184,4 @@ function serveFile(req, res, host, st, headers, gzip) {
 	(gzip ? src.pipe(zlib.createGzip()) : src).pipe(res);
 }
 
-module.exports = { goModeString, goTimeString, rfc3339, walk, mkdirsAs, serveFile, lstatOrNull };
+module.exports = { goModeString, goTimeString, mtimeNs, protoTime, rfc3339, walk, mkdirsAs, serveFile, lstatOrNull };
