@@ -604,14 +604,10 @@ void cache_note_added_locked(struct sbx_cache *c, const char *path, const struct
 	struct cdir *d = NULL;
 	c->gen++;
 	cache_echo_note_locked(c, path);
-	if (st) {
+	if (st)
 		cache_attr_set_locked(c, path, st);
-	} else {
-		struct cattr *a;
-		HASH_FIND_STR(c->attrs, path, a);
-		if (a)
-			attr_free(c, a);
-	}
+	else
+		cache_attr_drop_locked(c, path);
 	if (name) {
 		HASH_FIND_STR(c->dirs, parent, d);
 		if (d)

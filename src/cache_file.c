@@ -477,14 +477,7 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 {
 	pthread_mutex_lock(&c->lock);
 	if (ok) {
-		bool current = gen == c->gen;
-		/*
-		 * A first upload made the file appear: said here, under the
-		 * lock and before busy drops, so an unlink waiting for this
-		 * upload cannot run between the two and leave a ghost name.
-		 */
-		if (!cf->remote && cf->linked)
-			cache_note_added_locked(c, cf->path, st && current ? st : NULL);
+		bool current = gen == c->gen, added = !cf->remote && cf->linked;
 		cf->remote = true;
 		cf->bg_failed = false;
 		if (wgen == cf->wgen && cf->dirty) {
@@ -497,13 +490,21 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 			cf->stamp_mtime = st->mtime;
 			cf->stamp_epoch = c->epoch;
 		}
-		/* The upload changed path: older attributes must not outlive it. */
-		c->gen++;
-		cache_echo_note_locked(c, cf->path);
-		if (cf->linked && st && current) {
-			cache_attr_set_locked(c, cf->path, st);
-		} else if (cf->linked) {
-			cache_attr_drop_locked(c, cf->path);
+		/*
+		 * The upload changed path: older attributes must not outlive it.
+		 * A first upload made the file appear: said here, under the lock
+		 * and before busy drops, so an unlink waiting for this upload
+		 * cannot run between the two and leave a ghost name.
+		 */
+		if (added) {
+			cache_note_added_locked(c, cf->path, st && current ? st : NULL);
+		} else {
+			c->gen++;
+			cache_echo_note_locked(c, cf->path);
+			if (cf->linked && st && current)
+				cache_attr_set_locked(c, cf->path, st);
+			else if (cf->linked)
+				cache_attr_drop_locked(c, cf->path);
 		}
 	} else if (cf->dirty) {
 		cf->retry_at = sbx_now_ms() + c->retry_ms;

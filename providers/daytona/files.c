@@ -451,7 +451,7 @@ int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mo
 	     struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
-	bool private = (mode & 0044) != 0044;
+	bool private = (mode & 0044) != 0044, queue_mode = !private;
 	char *tmp = NULL;
 	int rc;
 
@@ -470,10 +470,10 @@ int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mo
 		rc = adopt_perms(di, path, tmp, err);
 		if (!rc)
 			rc = replace(di, tmp, path, false, err);
-		private = true; /* the mode is set: nothing to queue */
+		queue_mode = false; /* adopt_perms set it */
 	}
 	sbx_rmeta_gate_leave(&di->placing, path, NULL);
-	if (!rc && !private) {
+	if (!rc && queue_mode) {
 		rc = dt_batch_perms(di, path, (long)(mode & 07777), -1, -1, err);
 		goto done; /* the file is in place: a failed flush does not undo it */
 	}
