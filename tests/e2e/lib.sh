@@ -27,7 +27,8 @@ fi
 SBXFS_PID=
 EXTRA_CLEANUP=
 
-log() { printf '%s: %s\n' "$E2E_NAME" "$*"; }
+# Each line carries the seconds since the test began, to show where its time goes.
+log() { printf '%s: [%ss] %s\n' "$E2E_NAME" "$SECONDS" "$*"; }
 
 # ok DESCRIPTION COMMAND...: runs the command, counts a pass or a failure.
 ok() {
