@@ -349,6 +349,12 @@ enum sbx_overlay {
  */
 bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_stat *st,
 			    enum sbx_overlay how);
+/*
+ * uid/gid: the owner the sandbox gave a file the mount uploaded new (the
+ * stat right after its upload, before any chown): what a file waiting for
+ * its first upload shows from then on (before: the daemon's own ids).
+ */
+void sbx_cache_note_new_owner(struct sbx_cache *c, uid_t uid, gid_t gid);
 /* Attributes of an open entry from local facts alone (unlinked files). */
 void sbx_cache_file_stat(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_stat *st);
 /* True if path is a file created here that the sandbox does not have yet. */

@@ -134,8 +134,14 @@ static bool local_stat_locked(struct sbx_cfile *cf, struct stat *sys)
 	return cf->fd >= 0 && fstat(cf->fd, sys) == 0;
 }
 
-/* Applies cf's local facts to st (lock held); full: st describes cf alone. */
-static void overlay_locked(struct sbx_cfile *cf, struct sbx_stat *st, bool full)
+/*
+ * Applies cf's local facts to st (lock held); full: st describes cf alone.
+ * A file not uploaded yet shows the owner its upload will give it (the
+ * sandbox's user, learnt from the first upload of a new file), so that
+ * rsync -a, which chowns only what differs, sees then what it sees after.
+ */
+static void overlay_locked(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_stat *st,
+			   bool full)
 {
 	struct stat sys;
 	if (!local_stat_locked(cf, &sys))
@@ -144,8 +150,8 @@ static void overlay_locked(struct sbx_cfile *cf, struct sbx_stat *st, bool full)
 		memset(st, 0, sizeof(*st));
 		st->mode = S_IFREG | (cf->mode & 07777);
 		st->nlink = 1;
-		st->uid = getuid();
-		st->gid = getgid();
+		st->uid = c->new_owner_known ? c->new_uid : getuid();
+		st->gid = c->new_owner_known ? c->new_gid : getgid();
 		st->atime = sys.st_atim;
 	}
 	st->size = sys.st_size;
@@ -194,10 +200,10 @@ void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cach
 			if (cf->remote && !cf->dirty)
 				continue; /* removed remotely: the listing is the truth */
 			sbx_cache_listing_add(ls, name, NULL);
-			overlay_locked(cf, &ls->ents[i].st, true);
+			overlay_locked(c, cf, &ls->ents[i].st, true);
 			ls->ents[i].has_st = true;
 		} else if (ls->ents[i].has_st && !outdated_copy(c, cf, &ls->ents[i].st)) {
-			overlay_locked(cf, &ls->ents[i].st, false);
+			overlay_locked(c, cf, &ls->ents[i].st, false);
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -570,17 +576,26 @@ bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_st
 	HASH_FIND_STR(c->files, path, cf);
 	if (cf && overlays(cf) && !(how == SBX_OV_REMOTE && outdated_copy(c, cf, st)) &&
 	    (how == SBX_OV_REMOTE || !cf->remote || (how == SBX_OV_NO_REMOTE && cf->dirty))) {
-		overlay_locked(cf, st, how != SBX_OV_REMOTE);
+		overlay_locked(c, cf, st, how != SBX_OV_REMOTE);
 		applied = true;
 	}
 	pthread_mutex_unlock(&c->lock);
 	return applied;
 }
 
+void sbx_cache_note_new_owner(struct sbx_cache *c, uid_t uid, gid_t gid)
+{
+	pthread_mutex_lock(&c->lock);
+	c->new_uid = uid;
+	c->new_gid = gid;
+	c->new_owner_known = true;
+	pthread_mutex_unlock(&c->lock);
+}
+
 void sbx_cache_file_stat(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_stat *st)
 {
 	pthread_mutex_lock(&c->lock);
-	overlay_locked(cf, st, true);
+	overlay_locked(c, cf, st, true);
 	pthread_mutex_unlock(&c->lock);
 }
 

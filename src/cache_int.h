@@ -101,6 +101,9 @@ struct sbx_cache {
 	struct cecho *echoes; /* paths we changed lately (their notifications are echoes) */
 	struct cfail fails[SBX_CACHE_FAILS]; /* lookups that failed lately */
 	unsigned fail_next;		     /* the slot the next one takes */
+	bool new_owner_known; /* new_uid/new_gid: who owns a file the sandbox is given */
+	uid_t new_uid;
+	gid_t new_gid;
 };
 
 static inline void *xcalloc(size_t n, size_t sz)

@@ -103,6 +103,8 @@ static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct 
 		 * tar's attributes go out in the provider's next batch.
 		 */
 		struct sbx_cfile_attrs a;
+		if (!s.remote && src == 0)
+			sbx_cache_note_new_owner(c, st.uid, st.gid);
 		sbx_cache_file_take_attrs(c, cf, &a);
 		if (a.mode_set || a.owner_set || a.times_set)
 			rc = apply_attrs(l, inst, &s, &a, err);

@@ -66,6 +66,15 @@ story_writeback() {
 	eq "... and the data" "$(lease_run "cat $FHOME/t/f4")" "tar 4"
 	fake_clear_faults
 
+	# rsync -a chowns only what differs from what it stats: a file waiting
+	# for its first upload must show the owner the sandbox will give it
+	# (it showed the daemon's, root, and every file went "og" the next time).
+	mkdir -p "$src/r" && for n in 1 2 3; do echo "rs $n" >"$src/r/f$n"; done
+	ok "rsync -a into fs/" rsync -a "$src/r/" "$F/r/"
+	eq "... rsync -a again is a no-op" "$(rsync -ai "$src/r/" "$F/r/")" ""
+	eq "... the owner rsync asked for is the sandbox's" \
+		"$(lease_run "stat -c %u $FHOME/r/f1")" "$(stat -c %u "$src/r/f1")"
+
 	# fsync: the bytes are in the sandbox when it returns, before any run.
 	stall_uploads 1500
 	ms=$(ms_of "fd = os.open('$F/sync.txt', os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b'synced'); os.fsync(fd); os.close(fd)")
