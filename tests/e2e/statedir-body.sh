@@ -167,9 +167,12 @@ e2b) SYNC_FAULT='{"kind":"slow","delayMs":8000,"key":"POST /process.Process/Star
 daytona) SYNC_FAULT='{"kind":"slow","delayMs":8000,"key":"POST /toolbox/:id/files/permissions"},{"kind":"slow","delayMs":8000,"key":"POST /toolbox/:id/process/execute"}' ;;
 esac
 lease_run 'echo f > /tmp/f' >/dev/null
-chmod 600 "$L/fs/tmp/f"
+# The fault before the chmod: e2b's queue also goes out a second after its
+# last change, which on a slow machine came before the pause and found no
+# fault (nothing was held); then the pause waits for that batch instead.
 fake_reset_counters
 fault_only "$SYNC_FAULT"
+chmod 600 "$L/fs/tmp/f"
 (echo pause >"$L/state") 2>/dev/null &
 PAUSE_PID=$!
 # Each read is timed many times while the request is held (8 s). A read that
