@@ -228,6 +228,36 @@ def c_rename_ino(d):
     return s
 
 
+def c_rsync_hardlinks(d):
+    """rsync -aH of a tree with hard links (three names of one file, a pair across
+    directories) and a fifo into the file system and back: the copy back is the same tree
+    (`rsync -ainH --delete` itemizes nothing)."""
+    import shutil
+    import subprocess
+    import tempfile
+    host = tempfile.mkdtemp(prefix="posix-rsync-")
+    try:
+        src, back = host + "/src", host + "/back"
+        os.makedirs(src + "/sub/deep")
+        write(src + "/f1", "one")
+        os.link(src + "/f1", src + "/f2")
+        os.link(src + "/f1", src + "/sub/f3")
+        write(src + "/sub/g", "two")
+        os.link(src + "/sub/g", src + "/sub/deep/g2")
+        write(src + "/plain", "three")
+        os.mkfifo(src + "/sub/p", 0o640)
+
+        def rsync(*args):
+            r = subprocess.run(["rsync"] + list(args), capture_output=True, text=True)
+            return r.returncode, (r.stdout + r.stderr).strip().replace("\n", "; ")
+        into = rsync("-aH", src + "/", d + "/tree/")
+        out = rsync("-aH", d + "/tree/", back + "/")
+        diff = rsync("-ainH", "--delete", src + "/", back + "/")
+        return "in=%d out=%d diff=%d [%s]" % (into[0], out[0], diff[0], diff[1])
+    finally:
+        shutil.rmtree(host)
+
+
 def c_hardlink_futimens(d):
     """Times set on an open file (futimens) show through its other name at once."""
     write(d + "/a", "data")
