@@ -38,9 +38,17 @@ struct ino_ent {
 	char path[]; /* the key, a mount path */
 };
 
+/* A directory with entries below it, and how many: only those are walked on a rename. */
+struct ino_dir {
+	UT_hash_handle hh;
+	size_t below;
+	char path[]; /* the key */
+};
+
 struct sbx_inotab {
 	pthread_mutex_t lock;
 	struct ino_ent *ents; /* uthash by path in insertion order, protected by lock */
+	struct ino_dir *dirs; /* (lock) every proper prefix of an entry's path */
 	size_t count, max;    /* (lock) */
 	uint64_t gen;	      /* (lock) fresh states made */
 };
@@ -72,11 +80,49 @@ static struct ino_ent *find(struct sbx_inotab *t, const char *path, size_t len)
 	return e;
 }
 
-/* Unhooks e from the table and frees it; its node goes with its last name. */
-static void drop(struct sbx_inotab *t, struct ino_ent *e)
+/* Counts path's entry (delta +1 or -1) in every directory above it. */
+static void count_dirs(struct sbx_inotab *t, const char *path, int delta)
+{
+	for (size_t i = strlen(path); i-- > 1;) {
+		struct ino_dir *d = NULL;
+		if (path[i] != '/')
+			continue;
+		HASH_FIND(hh, t->dirs, path, i, d);
+		if (!d && delta > 0) {
+			d = sbx_xcalloc(1, sizeof(*d) + i + 1);
+			memcpy(d->path, path, i);
+			HASH_ADD(hh, t->dirs, path[0], i, d);
+		}
+		if (!d)
+			continue;
+		d->below += delta;
+		if (d->below == 0) {
+			HASH_DEL(t->dirs, d);
+			free(d);
+		}
+	}
+}
+
+/* Whether some entry is below path. */
+static bool has_below(struct sbx_inotab *t, const char *path, size_t len)
+{
+	struct ino_dir *d = NULL;
+	HASH_FIND(hh, t->dirs, path, len, d);
+	return d != NULL;
+}
+
+/* Takes e out of the table (its node still counts it). */
+static void unhook(struct sbx_inotab *t, struct ino_ent *e)
 {
 	HASH_DEL(t->ents, e);
 	t->count--;
+	count_dirs(t, e->path, -1);
+}
+
+/* Unhooks e from the table and frees it; its node goes with its last name. */
+static void drop(struct sbx_inotab *t, struct ino_ent *e)
+{
+	unhook(t, e);
 	if (--e->node->names == 0)
 		free(e->node);
 	free(e);
@@ -107,6 +153,7 @@ static void put(struct sbx_inotab *t, const char *path, size_t len, struct ino_n
 	node->names++;
 	HASH_ADD(hh, t->ents, path[0], len, e);
 	t->count++;
+	count_dirs(t, e->path, +1);
 	while (t->count > t->max && t->ents != e)
 		drop(t, t->ents);
 }
@@ -170,19 +217,34 @@ static bool under(const char *key, const char *path, size_t len)
 	return !strncmp(key, path, len) && (key[len] == '\0' || key[len] == '/');
 }
 
-/* Unhooks path's entry and those below it into *list (count in *n); nodes stay held. */
+/* Appends e to *list (count in *n). */
+static void push(struct ino_ent ***list, size_t *n, struct ino_ent *e)
+{
+	*list = sbx_xreallocarray(*list, *n + 1, sizeof(**list));
+	(*list)[(*n)++] = e;
+}
+
+/*
+ * Unhooks path's entry and those below it into *list (count in *n); nodes
+ * stay held. The whole table is walked only for a directory with entries
+ * below it: renaming a file costs a lookup.
+ */
 static void detach(struct sbx_inotab *t, const char *path, size_t len, struct ino_ent ***list,
 		   size_t *n)
 {
-	struct ino_ent *e, *tmp;
+	struct ino_ent *e = find(t, path, len), *tmp;
+	if (e) {
+		unhook(t, e);
+		push(list, n, e);
+	}
+	if (!has_below(t, path, len))
+		return;
 	HASH_ITER(hh, t->ents, e, tmp)
 	{
 		if (!under(e->path, path, len))
 			continue;
-		HASH_DEL(t->ents, e);
-		t->count--;
-		*list = sbx_xreallocarray(*list, *n + 1, sizeof(**list));
-		(*list)[(*n)++] = e;
+		unhook(t, e);
+		push(list, n, e);
 	}
 }
 
@@ -215,8 +277,8 @@ static void pin(struct sbx_inotab *t, const char *path, size_t len)
 
 void sbx_inotab_rename(struct sbx_inotab *t, const char *from, const char *to, int exchange)
 {
-	struct ino_ent **a = NULL, **b = NULL, *e, *tmp;
-	size_t na = 0, nb = 0, fl = strlen(from), tl = strlen(to);
+	struct ino_ent **a = NULL, **b = NULL, **gone = NULL;
+	size_t na = 0, nb = 0, ng = 0, fl = strlen(from), tl = strlen(to);
 	uint64_t hf;
 	if (!t || !strcmp(from, to))
 		return;
@@ -229,11 +291,13 @@ void sbx_inotab_rename(struct sbx_inotab *t, const char *from, const char *to, i
 	if (exchange) {
 		detach(t, to, tl, &b, &nb);
 	} else { /* the replaced target and whatever was noted below it */
-		HASH_ITER(hh, t->ents, e, tmp)
-		{
-			if (under(e->path, to, tl))
-				drop(t, e);
+		detach(t, to, tl, &gone, &ng);
+		for (size_t i = 0; i < ng; i++) {
+			if (--gone[i]->node->names == 0)
+				free(gone[i]->node);
+			free(gone[i]);
 		}
+		free(gone);
 	}
 	reattach(t, a, na, fl, to);
 	if (exchange)
@@ -272,6 +336,30 @@ void sbx_inotab_unlink(struct sbx_inotab *t, const char *path)
 	pthread_mutex_unlock(&t->lock);
 }
 
+size_t sbx_inotab_others(struct sbx_inotab *t, const char *path, char ***out)
+{
+	struct ino_ent *e, *tmp;
+	struct ino_node *node;
+	size_t n = 0;
+	*out = NULL;
+	if (!t)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	e = find(t, path, strlen(path));
+	node = e && e->node->names > 1 ? e->node : NULL;
+	if (node) {
+		HASH_ITER(hh, t->ents, e, tmp)
+		{
+			if (e->node != node || !strcmp(e->path, path))
+				continue;
+			*out = sbx_xreallocarray(*out, n + 1, sizeof(**out));
+			(*out)[n++] = sbx_xstrdup(e->path);
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 size_t sbx_inotab_count(struct sbx_inotab *t)
 {
 	size_t n;
@@ -290,6 +378,7 @@ void sbx_inotab_free(struct sbx_inotab *t)
 	{
 		drop(t, e);
 	}
+	/* dropping the last entry dropped every directory count */
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

@@ -60,6 +60,13 @@ void sbx_inotab_link(struct sbx_inotab *t, const char *from, const char *to);
 /* path lost its name (unlink, rmdir, or a lookup found it gone): its share drops. */
 void sbx_inotab_unlink(struct sbx_inotab *t, const char *path);
 
+/*
+ * The other names the mount linked to path's file (mount paths, each and
+ * *out to free; *out NULL when none): those whose cached attributes a
+ * change through path must change too. Returns how many.
+ */
+size_t sbx_inotab_others(struct sbx_inotab *t, const char *path, char ***out);
+
 /* Names held (for tests and the bound). */
 size_t sbx_inotab_count(struct sbx_inotab *t);
 

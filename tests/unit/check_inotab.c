@@ -7,7 +7,9 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "inotab.h"
@@ -130,6 +132,16 @@ START_TEST(link_and_unlink_counts)
 	st.st_nlink = 5;
 	sbx_inotab_stat(t, "/l/fs/a", &st);
 	ck_assert_uint_eq(st.st_nlink, 5);
+	/* The other names, for a change through one of them. */
+	char **others;
+	ck_assert_uint_eq(sbx_inotab_others(t, "/l/fs/b", &others), 2);
+	ck_assert_str_eq(others[0], "/l/fs/a");
+	ck_assert_str_eq(others[1], "/l/fs/sub/c");
+	free(others[0]);
+	free(others[1]);
+	free(others);
+	ck_assert_uint_eq(sbx_inotab_others(t, "/l/fs/zzz", &others), 0);
+	ck_assert_ptr_null(others);
 	/* Renaming one name keeps the share. */
 	sbx_inotab_rename(t, "/l/fs/sub/c", "/l/fs/c", 0);
 	ck_assert_uint_eq(ino(t, "/l/fs/c"), a);
@@ -146,6 +158,7 @@ START_TEST(link_and_unlink_counts)
 	ck_assert_uint_eq(nlink(t, "/l/fs/b"), 1);
 	ck_assert_uint_eq(ino(t, "/l/fs/b"), a);
 	ck_assert_uint_ne(ino(t, "/l/fs/c"), a);
+	ck_assert_uint_eq(sbx_inotab_others(t, "/l/fs/b", &others), 0);
 	/* A directory where a linked name was (a run replaced it): it drops its share. */
 	sbx_inotab_link(t, "/l/fs/b", "/l/fs/g");
 	ck_assert_uint_eq(nlink(t, "/l/fs/b"), 2);
@@ -181,6 +194,33 @@ START_TEST(bounded_size)
 	ck_assert_uint_eq(ino(t, "/l/fs/b"), a);
 	ck_assert_uint_eq(nlink(t, "/l/fs/b"), 1);
 	ck_assert_uint_eq(nlink(t, "/l/fs/d"), 2);
+	sbx_inotab_free(t);
+}
+END_TEST
+
+/* An rsync of a big tree renames every file once (its temporary name away): a full table
+ * must not be walked per rename (65,536 names x 200,000 renames would take minutes). */
+START_TEST(file_renames_do_not_walk_the_table)
+{
+	struct sbx_inotab *t = sbx_inotab_new(0);
+	char from[64], to[64];
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < 200000; i++) {
+		snprintf(from, sizeof(from), "/l/fs/tree/d%d/.f%d.tmp", i % 100, i);
+		snprintf(to, sizeof(to), "/l/fs/tree/d%d/f%d", i % 100, i);
+		sbx_inotab_rename(t, from, to, 0);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_uint_eq(sbx_inotab_count(t), SBX_INOTAB_MAX);
+	ck_assert_uint_eq(ino(t, "/l/fs/tree/d99/f199999"),
+			  sbx_inotab_hash("/l/fs/tree/d99/.f199999.tmp"));
+	/* A directory rename above them all still carries them (the one walk). */
+	sbx_inotab_rename(t, "/l/fs/tree", "/l/fs/moved", 0);
+	ck_assert_uint_eq(ino(t, "/l/fs/moved/d99/f199999"),
+			  sbx_inotab_hash("/l/fs/tree/d99/.f199999.tmp"));
+	double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	ck_assert_msg(s < 30, "200,000 renames took %.1f s", s);
 	sbx_inotab_free(t);
 }
 END_TEST
@@ -225,6 +265,8 @@ int main(void)
 	tcase_add_test(tc, rename_of_a_directory_prefix);
 	tcase_add_test(tc, link_and_unlink_counts);
 	tcase_add_test(tc, bounded_size);
+	tcase_add_test(tc, file_renames_do_not_walk_the_table);
+	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, threads_share_a_table);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
