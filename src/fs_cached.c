@@ -567,20 +567,26 @@ struct attr_change {
 /*
  * The other names the mount linked to path's file (inotab.h) show the
  * change at once, as path's own cached attributes do: the remote side may
- * apply it later (a queued command), and until then their cached
- * attributes would say the old mode, owner or times.
+ * apply it later (a queued command), and until then a refetch of another
+ * name would say the old mode, owner or times. They take path's cached
+ * attributes (one file); when path has none, the change is made on theirs.
  */
 static void alias_attrs(struct sbx_lease *l, const char *path, const struct attr_change *ch)
 {
 	struct sbx_buf mp = SBX_BUF_INIT;
+	struct sbx_stat st;
 	char **others;
 	size_t pre = strlen(l->name) + 4; /* "/NAME/fs" */
+	unsigned long gen = sbx_cache_gen(l->cache);
 	sbx_buf_addf(&mp, "/%s/fs%s", l->name, path);
 	size_t n = sbx_inotab_others(l->inotab, mp.buf, &others);
 	sbx_buf_release(&mp);
+	bool have = n && sbx_cache_attr_get(l->cache, path, &st, false) == SBX_CACHE_HIT;
 	for (size_t i = 0; i < n; i++) {
 		const char *sub = others[i] + pre;
-		if (ch->mode)
+		if (have)
+			sbx_cache_attr_put(l->cache, sub, &st, gen);
+		else if (ch->mode)
 			sbx_cache_attr_chmod(l->cache, sub, *ch->mode);
 		if (ch->uid)
 			sbx_cache_attr_chown(l->cache, sub, *ch->uid, *ch->gid);
