@@ -51,6 +51,7 @@ struct sbx_inotab {
 	struct ino_dir *dirs; /* (lock) every proper prefix of an entry's path */
 	size_t count, max;    /* (lock) */
 	uint64_t gen;	      /* (lock) fresh states made */
+	bool asked;	      /* (lock) a name without a number was shown: a remote provider */
 };
 
 static uint64_t fnv(uint64_t h, const char *s, size_t n)
@@ -199,6 +200,7 @@ void sbx_inotab_stat(struct sbx_inotab *t, const char *path, struct stat *st)
 		return;
 	}
 	pthread_mutex_lock(&t->lock);
+	t->asked = true;
 	e = find(t, path, len);
 	/* A directory where the mount linked a file: a run replaced it. */
 	if (e && e->node->names > 1 && S_ISDIR(st->st_mode)) {
@@ -283,6 +285,10 @@ void sbx_inotab_rename(struct sbx_inotab *t, const char *from, const char *to, i
 	if (!t || !strcmp(from, to))
 		return;
 	pthread_mutex_lock(&t->lock);
+	if (!t->asked) { /* local: the provider's own numbers, nothing to keep */
+		pthread_mutex_unlock(&t->lock);
+		return;
+	}
 	pin(t, from, fl);
 	hf = find(t, from, fl)->node->h;
 	if (exchange)
@@ -314,6 +320,10 @@ void sbx_inotab_link(struct sbx_inotab *t, const char *from, const char *to)
 	if (!t || !strcmp(from, to))
 		return;
 	pthread_mutex_lock(&t->lock);
+	if (!t->asked) {
+		pthread_mutex_unlock(&t->lock);
+		return;
+	}
 	pin(t, from, fl);
 	e = find(t, to, tl);
 	if (e) /* what a name left behind there */

@@ -23,6 +23,8 @@
  *   holds stays until the mount renames, links or unlinks the name again.
  * - Bounded (SBX_INOTAB_MAX names by default): past the bound the oldest
  *   entries go, and their names fall back to path-derived numbers.
+ * - A table that never saw a name without a number (a provider that
+ *   reports its own, local) keeps nothing: renames and links are no-ops.
  * - Thread-safe: one mutex per table. Paths are mount paths
  *   ("/NAME/fs/tmp/a"); the numbers have the top bit set, far from any
  *   real inode number. Knows nothing of FUSE or providers.

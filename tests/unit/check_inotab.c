@@ -30,6 +30,14 @@ static ino_t ino(struct sbx_inotab *t, const char *path)
 	return look(t, path, S_IFREG).st_ino;
 }
 
+/* A table of a provider that reports no numbers (it has shown one name). */
+static struct sbx_inotab *remote_tab(size_t max)
+{
+	struct sbx_inotab *t = sbx_inotab_new(max);
+	(void)ino(t, "/l/fs");
+	return t;
+}
+
 static nlink_t nlink(struct sbx_inotab *t, const char *path)
 {
 	return look(t, path, S_IFREG).st_nlink;
@@ -37,7 +45,7 @@ static nlink_t nlink(struct sbx_inotab *t, const char *path)
 
 START_TEST(unseen_names_keep_the_path_hash)
 {
-	struct sbx_inotab *t = sbx_inotab_new(0);
+	struct sbx_inotab *t = remote_tab(0);
 	ck_assert_uint_eq(ino(t, "/l/fs/a"), sbx_inotab_hash("/l/fs/a"));
 	ck_assert_uint_eq(ino(NULL, "/l/fs/a"), sbx_inotab_hash("/l/fs/a"));
 	ck_assert_uint_ne(ino(t, "/l/fs/a"), ino(t, "/l/fs/b"));
@@ -55,12 +63,19 @@ START_TEST(unseen_names_keep_the_path_hash)
 	ck_assert_uint_eq(sbx_inotab_count(t), 2);
 	sbx_inotab_free(t);
 	sbx_inotab_free(NULL);
+	/* A provider with its own numbers (local): the table keeps nothing. */
+	t = sbx_inotab_new(0);
+	sbx_inotab_stat(t, "/l/fs/a", &st);
+	sbx_inotab_rename(t, "/l/fs/a", "/l/fs/b", 0);
+	sbx_inotab_link(t, "/l/fs/b", "/l/fs/c");
+	ck_assert_uint_eq(sbx_inotab_count(t), 0);
+	sbx_inotab_free(t);
 }
 END_TEST
 
 START_TEST(rename_keeps_the_number)
 {
-	struct sbx_inotab *t = sbx_inotab_new(0);
+	struct sbx_inotab *t = remote_tab(0);
 	ino_t a = ino(t, "/l/fs/a"), b = ino(t, "/l/fs/b");
 	sbx_inotab_rename(t, "/l/fs/a", "/l/fs/b", 0); /* b replaced */
 	ck_assert_uint_eq(ino(t, "/l/fs/b"), a);
@@ -83,7 +98,7 @@ END_TEST
 
 START_TEST(rename_of_a_directory_prefix)
 {
-	struct sbx_inotab *t = sbx_inotab_new(0);
+	struct sbx_inotab *t = remote_tab(0);
 	ino_t d = look(t, "/l/fs/d", S_IFDIR).st_ino;
 	ino_t x = ino(t, "/l/fs/d/x"), y = ino(t, "/l/fs/d/sub/y");
 	ino_t dx = ino(t, "/l/fs/dx"); /* shares the prefix's bytes, not its directory */
@@ -117,7 +132,7 @@ END_TEST
 
 START_TEST(link_and_unlink_counts)
 {
-	struct sbx_inotab *t = sbx_inotab_new(0);
+	struct sbx_inotab *t = remote_tab(0);
 	ino_t a = ino(t, "/l/fs/a");
 	sbx_inotab_link(t, "/l/fs/a", "/l/fs/b");
 	ck_assert_uint_eq(ino(t, "/l/fs/b"), a);
@@ -171,7 +186,7 @@ END_TEST
 
 START_TEST(bounded_size)
 {
-	struct sbx_inotab *t = sbx_inotab_new(8);
+	struct sbx_inotab *t = remote_tab(8);
 	char from[64], to[64];
 	for (int i = 0; i < 100; i++) {
 		snprintf(from, sizeof(from), "/l/fs/f%d", i);
@@ -185,7 +200,7 @@ START_TEST(bounded_size)
 	ck_assert_uint_eq(ino(t, "/l/fs/t0"), sbx_inotab_hash("/l/fs/t0"));
 	sbx_inotab_free(t);
 	/* A link whose first name ages out: both names still show one number, the count drops. */
-	t = sbx_inotab_new(3);
+	t = remote_tab(3);
 	ino_t a = ino(t, "/l/fs/a");
 	sbx_inotab_link(t, "/l/fs/a", "/l/fs/b");
 	sbx_inotab_link(t, "/l/fs/c", "/l/fs/d");
@@ -202,7 +217,7 @@ END_TEST
  * must not be walked per rename (65,536 names x 200,000 renames would take minutes). */
 START_TEST(file_renames_do_not_walk_the_table)
 {
-	struct sbx_inotab *t = sbx_inotab_new(0);
+	struct sbx_inotab *t = remote_tab(0);
 	char from[64], to[64];
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -245,7 +260,7 @@ static void *hammer(void *arg)
 
 START_TEST(threads_share_a_table)
 {
-	struct sbx_inotab *t = sbx_inotab_new(50);
+	struct sbx_inotab *t = remote_tab(50);
 	pthread_t th[4];
 	for (int i = 0; i < 4; i++)
 		pthread_create(&th[i], NULL, hammer, t);
