@@ -29,6 +29,7 @@
 
 #include "fs_cached.h"
 #include "base/xalloc.h"
+#include "inotab.h"
 #include "kinval.h"
 #include "writeback.h"
 
@@ -555,19 +556,63 @@ static bool defer_attrs(struct sbx_lease *l, const void *slot, const char *path,
 	       sbx_cache_file_defer_attrs(l->cache, path, mode, ts);
 }
 
+/* A metadata change made through one name of a hard-linked file (fields NULL: kept). */
+struct attr_change {
+	const mode_t *mode;
+	const uid_t *uid;
+	const gid_t *gid;
+	const struct timespec *ts;
+};
+
+/*
+ * The other names the mount linked to path's file (inotab.h) show the
+ * change at once, as path's own cached attributes do: the remote side may
+ * apply it later (a queued command), and until then a refetch of another
+ * name would say the old mode, owner or times. They take path's cached
+ * attributes (one file); when path has none, the change is made on theirs.
+ */
+static void alias_attrs(struct sbx_lease *l, const char *path, const struct attr_change *ch)
+{
+	struct sbx_buf mp = SBX_BUF_INIT;
+	struct sbx_stat st;
+	char **others;
+	size_t pre = strlen(l->name) + 4; /* "/NAME/fs" */
+	unsigned long gen = sbx_cache_gen(l->cache);
+	sbx_buf_addf(&mp, "/%s/fs%s", l->name, path);
+	size_t n = sbx_inotab_others(l->inotab, mp.buf, &others);
+	sbx_buf_release(&mp);
+	bool have = n && sbx_cache_attr_get(l->cache, path, &st, false) == SBX_CACHE_HIT;
+	for (size_t i = 0; i < n; i++) {
+		const char *sub = others[i] + pre;
+		if (have)
+			sbx_cache_attr_put(l->cache, sub, &st, gen);
+		else if (ch->mode)
+			sbx_cache_attr_chmod(l->cache, sub, *ch->mode);
+		if (ch->uid)
+			sbx_cache_attr_chown(l->cache, sub, *ch->uid, *ch->gid);
+		if (ch->ts)
+			sbx_cache_attr_utimens(l->cache, sub, ch->ts);
+		free(others[i]);
+	}
+	free(others);
+}
+
 static int c_chmod(struct sbx_lease *l, const char *path, mode_t mode, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
 	int rc;
 	if (defer_attrs(l, l->prov->chmod, path, &mode, NULL)) {
 		sbx_cache_attr_chmod(l->cache, path, mode);
+		alias_attrs(l, path, &(struct attr_change){.mode = &mode});
 		return 0;
 	}
 	rc = begin(l, l->prov->chmod, "chmod", path, path, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->chmod(inst, path, mode, err), "chmod", path, err);
-	if (!rc)
+	if (!rc) {
 		sbx_cache_attr_chmod(l->cache, path, mode);
+		alias_attrs(l, path, &(struct attr_change){.mode = &mode});
+	}
 	return rc;
 }
 
@@ -579,13 +624,16 @@ static int c_chown(struct sbx_lease *l, const char *path, uid_t uid, gid_t gid,
 	if (l->wb && l->prov->chown && !sbx_fs_is_pseudo(path) &&
 	    sbx_cache_file_defer_owner(l->cache, path, uid, gid)) {
 		sbx_cache_attr_chown(l->cache, path, uid, gid);
+		alias_attrs(l, path, &(struct attr_change){.uid = &uid, .gid = &gid});
 		return 0;
 	}
 	rc = begin(l, l->prov->chown, "chown", path, path, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->chown(inst, path, uid, gid, err), "chown", path, err);
-	if (!rc)
+	if (!rc) {
 		sbx_cache_attr_chown(l->cache, path, uid, gid);
+		alias_attrs(l, path, &(struct attr_change){.uid = &uid, .gid = &gid});
+	}
 	return rc;
 }
 
@@ -596,6 +644,7 @@ static int c_utimens(struct sbx_lease *l, const char *path, const struct timespe
 	int rc;
 	if (defer_attrs(l, l->prov->utimens, path, NULL, ts)) {
 		sbx_cache_attr_utimens(l->cache, path, ts);
+		alias_attrs(l, path, &(struct attr_change){.ts = ts});
 		return 0;
 	}
 	/* Settled first, or a later upload would stamp its own mtime over this one. */
@@ -605,6 +654,7 @@ static int c_utimens(struct sbx_lease *l, const char *path, const struct timespe
 	if (rc)
 		return rc;
 	sbx_cache_attr_utimens(l->cache, path, ts);
+	alias_attrs(l, path, &(struct attr_change){.ts = ts});
 	if (ts[1].tv_nsec == UTIME_NOW)
 		sbx_cache_file_stale(l->cache, path);
 	else if (ts[1].tv_nsec != UTIME_OMIT)

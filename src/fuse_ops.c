@@ -21,6 +21,7 @@
 #include "ctlfiles.h"
 #include "fsmirror.h"
 #include "fuse_ops.h"
+#include "inotab.h"
 #include "kinval.h"
 #include "linkmap.h"
 #include "nodes.h"
@@ -82,19 +83,13 @@ static int resolve(const char *path, struct sbx_node *n, struct sbx_lease **l)
 /*
  * use_ino: st_ino is what the provider reports (local: the lease root's own
  * inode numbers, so hard links share one). Where it has none (control
- * files, providers that do not say), a stable number is made from the
- * mount path: FNV-1a with the top bit set, far from real inode numbers.
+ * files: l NULL; e2b, daytona), inotab.h makes one from the mount path,
+ * kept across the mount's renames and shared by its hard links, whose
+ * names it counts in st_nlink.
  */
-static void give_ino(struct stat *st, const char *a, const char *b)
+static void give_ino(struct stat *st, const char *path, struct sbx_lease *l)
 {
-	uint64_t h = 1469598103934665603ULL;
-	if (st->st_ino)
-		return;
-	for (const char *s = a; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	for (const char *s = b ? b : ""; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	st->st_ino = (ino_t)(h | (1ULL << 63));
+	sbx_inotab_stat(l ? l->inotab : NULL, path, st);
 }
 
 /* A new file's mode for l: with FUSE_CAP_DONT_MASK, the caller's umask is applied once here. */
@@ -180,14 +175,14 @@ static int fill_adapter(void *ctx, const char *name, const struct stat *st)
 	struct stat with_ino;
 	char path[SBX_MOUNT_PATH_MAX];
 	snprintf(path, sizeof(path), "%s/%s", fc->dir, name);
+	if (st) {
+		with_ino = *st;
+		give_ino(&with_ino, path, fc->lease);
+		st = &with_ino;
+	}
 	if (st && fc->lease) {
 		sbx_kinval_note(fc->lease->kinval, path);
 		sbx_aliases_note(path, st);
-	}
-	if (st) {
-		with_ino = *st;
-		give_ino(&with_ino, path, NULL);
-		st = &with_ino;
 	}
 	dir_add(fc->d, name, st);
 	return 0;
@@ -237,7 +232,7 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 		if (!rc) {
 			char mp[SBX_MOUNT_PATH_MAX];
 			fh_path(mp, sizeof(mp), o->fsf);
-			give_ino(st, mp, NULL);
+			give_ino(st, mp, o->fsf->lease);
 			sbx_aliases_note(mp, st);
 		}
 		return rc;
@@ -254,16 +249,19 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	if (n.kind == SBX_N_FS && !fs_pseudo_child(&n) && !(sbx_fs_is_pseudo(n.sub))) {
 		rc = sbx_fs_ops_for(l)->getattr(l, n.sub, o ? o->fsf : NULL, st, &err);
 		if (!rc) {
+			give_ino(st, path, l);
 			sbx_kinval_note(l->kinval, path);
 			sbx_aliases_note(path, st);
+		} else if (rc == -ENOENT) { /* gone behind the mount's back: one name less */
+			sbx_inotab_unlink(l->inotab, path);
 		}
 	} else if (fs_pseudo_child(&n)) {
 		rc = -ENOENT;
 	} else {
 		rc = sbx_ctl_getattr(mnt(), &n, l, st);
+		if (!rc)
+			give_ino(st, path, NULL);
 	}
-	if (!rc)
-		give_ino(st, path, NULL);
 	sbx_lease_put(l);
 	return rc;
 }
@@ -629,7 +627,21 @@ static int op_rmdir(const char *path)
 		FS_PATH_CALL(call);                                                                \
 	}
 
-FS_PATH_OP(op_unlink, (const char *path), unlink(l, sub, &err))
+static int op_unlink(const char *path)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc;
+	FS_ONLY(path, n, l, rc);
+	rc = sbx_fs_ops_for(l)->unlink(l, n.sub, &err);
+	if (!rc) { /* the count first: the other names' refresh shows it */
+		sbx_inotab_unlink(l->inotab, path);
+		sbx_aliases_changed(path);
+	}
+	sbx_lease_put(l);
+	return rc;
+}
 FS_PATH_OP(op_symlink, (const char *target, const char *path), symlink(l, target, sub, &err))
 
 /* fs/ links as the host must follow them (linkmap.h), unless -o symlinks=raw. */
@@ -695,6 +707,7 @@ static int op_rename(const char *from, const char *to, unsigned int flags)
 	if (!rc)
 		rc = sbx_fs_ops_for(l)->rename(l, n.sub, n2.sub, flags, &err);
 	if (!rc) { /* a replaced target lost a name; the names now mean other files */
+		sbx_inotab_rename(l->inotab, from, to, flags & RENAME_EXCHANGE);
 		sbx_aliases_changed(to);
 		sbx_aliases_forget(to);
 		sbx_aliases_forget(from);
@@ -717,6 +730,7 @@ static int op_link(const char *from, const char *to)
 	if (!rc)
 		rc = sbx_fs_ops_for(l)->link(l, n.sub, n2.sub, &err);
 	if (!rc) { /* the kernel knows the old name as another inode: its nlink changed */
+		sbx_inotab_link(l->inotab, from, to);
 		sbx_aliases_changed(from);
 		fuse_invalidate_path(fuse_get_context()->fuse, from);
 	}

@@ -25,6 +25,7 @@
 #include "base/xalloc.h"
 #include "cache.h"
 #include "fsmirror.h"
+#include "inotab.h"
 #include "kinval.h"
 #include "statedir.h"
 
@@ -233,6 +234,7 @@ struct sbx_lease *lease_new(struct sbx_mount *m, const char *name)
 	l->env_text = sbx_xstrdup("");
 	l->created_at = l->last_active = time(NULL);
 	l->kinval = sbx_kinval_new();
+	l->inotab = sbx_inotab_new(0);
 	return l;
 }
 
@@ -247,6 +249,7 @@ void lease_free(struct sbx_lease *l)
 		fs_hooks->wb_free(l->wb);
 	sbx_cache_free(l->cache);
 	sbx_kinval_free(l->kinval);
+	sbx_inotab_free(l->inotab);
 	if (l->runtab_free) /* runs.c's, so the lease module does not call it */
 		l->runtab_free(l);
 	sbx_spec_free(&l->spec);

@@ -188,6 +188,76 @@ def c_hardlink(d):
     return s + " after-unlink=%d" % os.stat(d + "/a").st_nlink
 
 
+def c_rename_ino(d):
+    """A renamed file, directory and the names below it keep their inode numbers; a name
+    made where one left is another file; a link shares its number with every name."""
+    write(d + "/a", "data")
+    os.makedirs(d + "/dir/sub")
+    write(d + "/dir/sub/f", "x")
+    ia, idir, isub, i_f = (os.stat(d + p).st_ino for p in ("/a", "/dir", "/dir/sub", "/dir/sub/f"))
+    os.rename(d + "/a", d + "/b")
+    write(d + "/a", "new")
+    os.rename(d + "/dir", d + "/moved")
+    os.mkdir(d + "/dir")
+    time.sleep(1.5)  # past fs/'s attribute timeout: the numbers are asked for again
+    s = "file-kept=%s new-differs=%s" % (os.stat(d + "/b").st_ino == ia, os.stat(d + "/a").st_ino != ia)
+    s += " dir-kept=%s below-kept=%s,%s new-dir-differs=%s" % (
+        os.stat(d + "/moved").st_ino == idir, os.stat(d + "/moved/sub").st_ino == isub,
+        os.stat(d + "/moved/sub/f").st_ino == i_f, os.stat(d + "/dir").st_ino != idir)
+    os.link(d + "/b", d + "/moved/sub/l")
+    os.link(d + "/b", d + "/c")
+    time.sleep(1.5)
+    st = [os.stat(d + p) for p in ("/b", "/moved/sub/l", "/c")]
+    s += " link-ino=%s nlink=%s" % (len({x.st_ino for x in st}) == 1, [x.st_nlink for x in st])
+    os.rename(d + "/c", d + "/c2")
+    os.unlink(d + "/moved/sub/l")
+    time.sleep(1.5)
+    st = [os.stat(d + p) for p in ("/b", "/c2")]
+    s += " after-unlink=%s same=%s" % ([x.st_nlink for x in st], st[0].st_ino == st[1].st_ino == ia)
+    names, dino_ok, todo = {}, True, [d]
+    while todo:  # readdir's d_ino says the same as lstat
+        with os.scandir(todo.pop()) as it:
+            for e in it:
+                ino = os.lstat(e.path).st_ino
+                dino_ok = dino_ok and e.inode() == ino
+                names.setdefault(ino, []).append(e.name)
+                if e.is_dir(follow_symlinks=False):
+                    todo.append(e.path)
+    s += " shared-numbers=%s d_ino=%s" % (sorted(sorted(v) for v in names.values() if len(v) > 1),
+                                           dino_ok)
+    return s
+
+
+def c_rsync_hardlinks(d):
+    """rsync -aH of a tree with hard links (three names of one file, a pair across
+    directories) and a fifo into the file system and back: the copy back is the same tree
+    (`rsync -ainH --delete` itemizes nothing)."""
+    import shutil
+    import subprocess
+    import tempfile
+    host = tempfile.mkdtemp(prefix="posix-rsync-")
+    try:
+        src, back = host + "/src", host + "/back"
+        os.makedirs(src + "/sub/deep")
+        write(src + "/f1", "one")
+        os.link(src + "/f1", src + "/f2")
+        os.link(src + "/f1", src + "/sub/f3")
+        write(src + "/sub/g", "two")
+        os.link(src + "/sub/g", src + "/sub/deep/g2")
+        write(src + "/plain", "three")
+        os.mkfifo(src + "/sub/p", 0o640)
+
+        def rsync(*args):
+            r = subprocess.run(["rsync"] + list(args), capture_output=True, text=True)
+            return r.returncode, (r.stdout + r.stderr).strip().replace("\n", "; ")
+        into = rsync("-aH", src + "/", d + "/tree/")
+        out = rsync("-aH", d + "/tree/", back + "/")
+        diff = rsync("-ainH", "--delete", src + "/", back + "/")
+        return "in=%d out=%d diff=%d [%s]" % (into[0], out[0], diff[0], diff[1])
+    finally:
+        shutil.rmtree(host)
+
+
 def c_hardlink_futimens(d):
     """Times set on an open file (futimens) show through its other name at once."""
     write(d + "/a", "data")
