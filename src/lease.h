@@ -87,7 +87,7 @@ struct sbx_lease {
 	char *dir;				   /* state_dir/leases/NAME (read-only) */
 	struct sbx_cache *cache;		   /* fs/ cache (NULL for direct-I/O providers) */
 	struct sbx_kinval *kinval;		   /* what the kernel caches of fs/ */
-	struct sbx_inotab *inotab; /* fs/ inode numbers the mount kept (inotab.h) */
+	struct sbx_inotab *inotab;		   /* fs/ inode numbers the mount kept (inotab.h) */
 	struct sbx_wb *wb;	 /* fs/ write-back queue (NULL: off, or direct I/O) */
 	struct sbx_runs *runtab; /* (L) its recent runs (runs.c), made at first use */
 	void (*runtab_free)(struct sbx_lease *l); /* set with runtab: frees it with the lease */

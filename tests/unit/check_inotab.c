@@ -107,7 +107,7 @@ START_TEST(rename_of_a_directory_prefix)
 	ck_assert_uint_eq(x2, x);
 	sbx_inotab_rename(t, "/l/fs/d", "/l/fs/e", 0);
 	ck_assert_uint_eq(look(t, "/l/fs/e", S_IFDIR).st_ino, d);
-	ck_assert_uint_eq(ino(t, "/l/fs/e/x2"), x); /* an entry the table held, moved */
+	ck_assert_uint_eq(ino(t, "/l/fs/e/x2"), x);    /* an entry the table held, moved */
 	ck_assert_uint_eq(ino(t, "/l/fs/e/sub/y"), y); /* a name it never held, derived */
 	ck_assert_uint_eq(ino(t, "/l/fs/dx"), dx);
 	/* A new d and what is made in it share nothing with e's. */
