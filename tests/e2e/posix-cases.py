@@ -253,6 +253,27 @@ def c_rename_noreplace(d):
                                                        os.path.exists(d + "/a"))
 
 
+def c_rename_links(d):
+    """rename(2) onto and of symbolic links acts on the links, never on their targets: onto a
+    dangling link, onto a link to a directory, a dangling link onto a file."""
+    def step(a, b):
+        try:
+            os.rename(d + "/" + a, d + "/" + b)
+            return "ok"
+        except OSError as e:
+            return en(e)
+    os.mkdir(d + "/dir")
+    for n in "abc":
+        write(d + "/" + n, n)
+    os.symlink("nowhere", d + "/l")
+    os.symlink("dir", d + "/ld")
+    os.symlink("nowhere", d + "/m")
+    r = ["a>l=" + step("a", "l"), "b>ld=" + step("b", "ld"), "m>c=" + step("m", "c")]
+    r.append(" ".join(sorted(os.listdir(d))))
+    return " ".join(r) + " | " + " | ".join(
+        n + " " + desc(d + "/" + n, False) for n in ("l", "ld", "c"))
+
+
 def c_rename_exchange(d):
     write(d + "/a", "A")
     os.mkdir(d + "/b")
