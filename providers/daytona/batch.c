@@ -697,6 +697,15 @@ int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev
 				     path);
 	}
 	rc = enqueue_new(dt_inst(inst), "mknod", &b, path, err);
+	/*
+	 * A device node is made now, not later: only root may make one, and
+	 * commands run as the sandbox's user, so it is usually refused. Said
+	 * by this call, the refusal leaves no name behind (a queued one
+	 * returned 0, the mount then held a name the sandbox never made, and
+	 * every later call on that name failed with the refusal or EEXIST).
+	 */
+	if (!rc && (S_ISCHR(mode) || S_ISBLK(mode)) && !(rc = dt_batch_flush(dt_inst(inst), err)))
+		rc = sbx_rmeta_fail_take(&dt_inst(inst)->fails, path, err);
 	sbx_buf_release(&b);
 	return rc;
 }

@@ -113,6 +113,32 @@ def c_mknod_blk(d):
     return desc(d + "/b", False)
 
 
+def c_mknod_no_ghost(d):
+    """Whether or not a device node may be made here (mknod_chr's question), once it is
+    not there the name is free: lstat says ENOENT and each other type can take it."""
+    out = []
+    for t in ("file", "fifo", "link", "dir"):
+        n = d + "/n" + t
+        try:
+            os.mknod(n, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+            os.unlink(n)
+        except OSError:
+            pass
+        try:
+            os.lstat(n)
+            r = "exists"
+        except OSError as e:
+            r = en(e)
+        try:
+            {"file": lambda: write(n, "x"), "fifo": lambda: os.mkfifo(n),
+             "link": lambda: os.symlink("x", n), "dir": lambda: os.mkdir(n)}[t]()
+            r += " " + desc(n, False)
+        except OSError as e:
+            r += " " + en(e)
+        out.append(t + ": " + r)
+    return " | ".join(out)
+
+
 def c_socket(d):
     s = socket.socket(socket.AF_UNIX)
     try:
