@@ -48,6 +48,20 @@ static void must_not_exist(struct sbx_buf *b, const char *path)
 	sbx_buf_adds(b, "': File exists' >&2; false; }; } && ");
 }
 
+/*
+ * `m=$(CMD 2>&1) || sudo -n CMD 2>/dev/null || { printf '%s\n' "$m"; false; }`:
+ * CMD as the sandbox's user, else as root where it may `sudo -n`
+ * (Daytona's images let it), with the first try's message (EPERM) when
+ * both are refused. For what only root may do on the mount caller's
+ * behalf: device nodes, hard links to what the user does not own (the
+ * mount's kernel already applied fs.protected_hardlinks to the caller).
+ */
+static void add_as_root_else(struct sbx_buf *b, const char *cmd)
+{
+	sbx_buf_addf(b, "m=$(%s 2>&1) || sudo -n %s 2>/dev/null || { printf '%%s\\n' \"$m\"; false; }",
+		     cmd, cmd);
+}
+
 void dt_batch_free(struct dt_batch *b)
 {
 	for (size_t i = 0; i < b->n; i++) {
@@ -648,14 +662,16 @@ int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 
 int dt_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err)
 {
-	struct sbx_buf b = SBX_BUF_INIT;
+	struct sbx_buf b = SBX_BUF_INIT, ln = SBX_BUF_INIT;
 	int rc;
 	must_not_exist(&b, to);
-	sbx_buf_adds(&b, "ln --");
-	arg(&b, from);
-	arg(&b, to);
+	sbx_buf_adds(&ln, "ln --");
+	arg(&ln, from);
+	arg(&ln, to);
+	add_as_root_else(&b, ln.buf);
 	rc = enqueue_new(dt_inst(inst), "link", &b, to, err);
 	sbx_buf_release(&b);
+	sbx_buf_release(&ln);
 	return rc;
 }
 
@@ -675,7 +691,7 @@ int dt_truncate(struct sbx_instance *inst, const char *path, off_t size, struct 
 int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
 	     struct sbx_error *err)
 {
-	struct sbx_buf b = SBX_BUF_INIT;
+	struct sbx_buf b = SBX_BUF_INIT, node = SBX_BUF_INIT;
 	unsigned perm = mode & 07777;
 	int rc;
 	switch (mode & S_IFMT) {
@@ -691,15 +707,11 @@ int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev
 		break;
 	case S_IFCHR:
 	case S_IFBLK:
-		/* Only root may: Daytona's images let their user `sudo -n`. Where
-		 * that is refused too, the message is mknod's own (EPERM). */
-		sbx_buf_addf(&b, "m=$(mknod -m %o --", perm);
-		arg(&b, path);
-		sbx_buf_addf(&b, " %c %u %u 2>&1) || sudo -n mknod -m %o --", S_ISCHR(mode) ? 'c' : 'b',
-			     major(dev), minor(dev), perm);
-		arg(&b, path);
-		sbx_buf_addf(&b, " %c %u %u 2>/dev/null || { printf '%%s\\n' \"$m\"; false; }",
-			     S_ISCHR(mode) ? 'c' : 'b', major(dev), minor(dev));
+		sbx_buf_addf(&node, "mknod -m %o --", perm);
+		arg(&node, path);
+		sbx_buf_addf(&node, " %c %u %u", S_ISCHR(mode) ? 'c' : 'b', major(dev), minor(dev));
+		add_as_root_else(&b, node.buf); /* only root may */
+		sbx_buf_release(&node);
 		break;
 	default:
 		return sbx_error_set(err, ENOTSUP, 0, "mknod %s: this file type is not supported",

@@ -214,6 +214,26 @@ def c_hardlink(d):
     return s + " after-unlink=%d" % os.stat(d + "/a").st_nlink
 
 
+def c_link_others(d):
+    """root may hard-link a file it neither owns nor may write (fs.protected_hardlinks
+    binds only other users), and a device node."""
+    write(d + "/f", "x")
+    os.chown(d + "/f", 4321, 4321)
+    out = []
+    try:
+        os.mknod(d + "/c", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        made = "ok"
+    except OSError as e:
+        made = en(e)
+    for a, b in (("f", "g"), ("c", "c2")):
+        try:
+            os.link(d + "/" + a, d + "/" + b)
+            out.append("%s>%s=ok %s" % (a, b, kind(os.lstat(d + "/" + b).st_mode)))
+        except OSError as e:
+            out.append("%s>%s=%s" % (a, b, en(e)))
+    return "mknod=" + made + " " + " ".join(out)
+
+
 def c_hardlink_futimens(d):
     """Times set on an open file (futimens) show through its other name at once."""
     write(d + "/a", "data")
