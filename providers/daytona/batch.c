@@ -3,7 +3,9 @@
  * commands in the sandbox: utimens, symlink, truncate, link and mknod are
  * queued (every path single-quoted) and applied together as one script
  * through /process/execute: on sync, before a run, before any change to
- * the filesystem, and before a read of a path they touch. chmod and chown
+ * the filesystem, and before a read of a path they touch (a device node
+ * at once: see dt_mknod; what only root may do falls back to `sudo -n`,
+ * add_as_root_else). chmod and chown
  * wait in the same queue and go to /files/permissions after the script
  * (see dt_chmod). readlink and statfs are one command each (statfs cached
  * by rmeta's statfs cache).
