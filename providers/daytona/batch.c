@@ -51,7 +51,8 @@ static void must_not_exist(struct sbx_buf *b, const char *path)
 }
 
 /*
- * `m=$(CMD 2>&1) || sudo -n CMD 2>/dev/null || { printf '%s\n' "$m"; false; }`:
+ * `{ m=$(CMD 2>&1) || sudo -n CMD 2>/dev/null || { printf '%s\n' "$m"; false; }; }`
+ * (braced: it may follow a `TEST && `):
  * CMD as the sandbox's user, else as root where it may `sudo -n`
  * (Daytona's images let it), with the first try's message (EPERM) when
  * both are refused. For what only root may do on the mount caller's
@@ -60,7 +61,8 @@ static void must_not_exist(struct sbx_buf *b, const char *path)
  */
 static void add_as_root_else(struct sbx_buf *b, const char *cmd)
 {
-	sbx_buf_addf(b, "m=$(%s 2>&1) || sudo -n %s 2>/dev/null || { printf '%%s\\n' \"$m\"; false; }",
+	sbx_buf_addf(b,
+		     "{ m=$(%s 2>&1) || sudo -n %s 2>/dev/null || { printf '%%s\\n' \"$m\"; false; }; }",
 		     cmd, cmd);
 }
 
