@@ -3,7 +3,9 @@
  * commands in the sandbox: utimens, symlink, truncate, link and mknod are
  * queued (every path single-quoted) and applied together as one script
  * through /process/execute: on sync, before a run, before any change to
- * the filesystem, and before a read of a path they touch. chmod and chown
+ * the filesystem, and before a read of a path they touch (a device node
+ * at once: see dt_mknod; what only root may do falls back to `sudo -n`,
+ * add_as_root_else). chmod and chown
  * wait in the same queue and go to /files/permissions after the script
  * (see dt_chmod). readlink and statfs are one command each (statfs cached
  * by rmeta's statfs cache).
@@ -46,6 +48,22 @@ static void must_not_exist(struct sbx_buf *b, const char *path)
 	sbx_buf_adds(b, " ]; } || { echo");
 	arg(b, path);
 	sbx_buf_adds(b, "': File exists' >&2; false; }; } && ");
+}
+
+/*
+ * `{ m=$(CMD 2>&1) || sudo -n CMD 2>/dev/null || { printf '%s\n' "$m"; false; }; }`
+ * (braced: it may follow a `TEST && `):
+ * CMD as the sandbox's user, else as root where it may `sudo -n`
+ * (Daytona's images let it), with the first try's message (EPERM) when
+ * both are refused. For what only root may do on the mount caller's
+ * behalf: device nodes, hard links to what the user does not own (the
+ * mount's kernel already applied fs.protected_hardlinks to the caller).
+ */
+static void add_as_root_else(struct sbx_buf *b, const char *cmd)
+{
+	sbx_buf_addf(b,
+		     "{ m=$(%s 2>&1) || sudo -n %s 2>/dev/null || { printf '%%s\\n' \"$m\"; false; }; }",
+		     cmd, cmd);
 }
 
 void dt_batch_free(struct dt_batch *b)
@@ -459,7 +477,17 @@ int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespe
 		sbx_buf_adds(&b, " --");
 		arg(&b, path);
 	}
-	/* The daemon's permissions endpoint follows links: a link cannot be borrowed. */
+	/* The daemon's permissions endpoint follows links: a link cannot be
+	 * borrowed, so one root owns (an lchown 0:0 of rsync -a) is touched
+	 * through sudo -n where the user may not. */
+	if (link) {
+		struct sbx_buf sh = SBX_BUF_INIT;
+		sbx_buf_adds(&sh, "sh -c ");
+		sbx_buf_add_shquoted(&sh, b.buf);
+		sbx_buf_reset(&b);
+		add_as_root_else(&b, sh.buf);
+		sbx_buf_release(&sh);
+	}
 	rc = enqueue(di, "utimens", &b, path, link ? NULL : path, 'O', err);
 	if (!rc && link && m && ts[1].tv_nsec != UTIME_NOW)
 		dt_link_note(di, path, -1, -1, &ts[1]);
@@ -497,14 +525,17 @@ int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
 	 * run). The owner of a symbolic link grants nothing on Linux, and tar
 	 * and rsync run by root always ask: refusing would fail every copy.
 	 */
-	sbx_buf_adds(&b, "chown -h ");
-	if (uid != (uid_t)-1)
-		sbx_buf_addf(&b, "%u", (unsigned)uid);
-	if (gid != (gid_t)-1)
-		sbx_buf_addf(&b, ":%u", (unsigned)gid);
-	sbx_buf_adds(&b, " --");
-	arg(&b, path);
-	sbx_buf_adds(&b, " 2>/dev/null || :");
+	for (int k = 0; k < 2; k++) { /* as the user, else as root where `sudo -n` may */
+		sbx_buf_adds(&b, k ? " || sudo -n chown -h " : "chown -h ");
+		if (uid != (uid_t)-1)
+			sbx_buf_addf(&b, "%u", (unsigned)uid);
+		if (gid != (gid_t)-1)
+			sbx_buf_addf(&b, ":%u", (unsigned)gid);
+		sbx_buf_adds(&b, " --");
+		arg(&b, path);
+		sbx_buf_adds(&b, " 2>/dev/null");
+	}
+	sbx_buf_adds(&b, " || :");
 	rc = enqueue(di, "chown", &b, path, NULL, 0, err);
 	if (!rc)
 		dt_link_note(di, path, uid == (uid_t)-1 ? -1 : (long)uid,
@@ -645,14 +676,16 @@ int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 
 int dt_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err)
 {
-	struct sbx_buf b = SBX_BUF_INIT;
+	struct sbx_buf b = SBX_BUF_INIT, ln = SBX_BUF_INIT;
 	int rc;
 	must_not_exist(&b, to);
-	sbx_buf_adds(&b, "ln --");
-	arg(&b, from);
-	arg(&b, to);
+	sbx_buf_adds(&ln, "ln --");
+	arg(&ln, from);
+	arg(&ln, to);
+	add_as_root_else(&b, ln.buf);
 	rc = enqueue_new(dt_inst(inst), "link", &b, to, err);
 	sbx_buf_release(&b);
+	sbx_buf_release(&ln);
 	return rc;
 }
 
@@ -672,7 +705,7 @@ int dt_truncate(struct sbx_instance *inst, const char *path, off_t size, struct 
 int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
 	     struct sbx_error *err)
 {
-	struct sbx_buf b = SBX_BUF_INIT;
+	struct sbx_buf b = SBX_BUF_INIT, node = SBX_BUF_INIT;
 	unsigned perm = mode & 07777;
 	int rc;
 	switch (mode & S_IFMT) {
@@ -688,15 +721,26 @@ int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev
 		break;
 	case S_IFCHR:
 	case S_IFBLK:
-		sbx_buf_addf(&b, "mknod -m %o --", perm);
-		arg(&b, path);
-		sbx_buf_addf(&b, " %c %u %u", S_ISCHR(mode) ? 'c' : 'b', major(dev), minor(dev));
+		sbx_buf_addf(&node, "mknod -m %o --", perm);
+		arg(&node, path);
+		sbx_buf_addf(&node, " %c %u %u", S_ISCHR(mode) ? 'c' : 'b', major(dev), minor(dev));
+		add_as_root_else(&b, node.buf); /* only root may */
+		sbx_buf_release(&node);
 		break;
 	default:
 		return sbx_error_set(err, ENOTSUP, 0, "mknod %s: this file type is not supported",
 				     path);
 	}
 	rc = enqueue_new(dt_inst(inst), "mknod", &b, path, err);
+	/*
+	 * A device node is made now, not later: only root may make one, and
+	 * commands run as the sandbox's user, so it is usually refused. Said
+	 * by this call, the refusal leaves no name behind (a queued one
+	 * returned 0, the mount then held a name the sandbox never made, and
+	 * every later call on that name failed with the refusal or EEXIST).
+	 */
+	if (!rc && (S_ISCHR(mode) || S_ISBLK(mode)) && !(rc = dt_batch_flush(dt_inst(inst), err)))
+		rc = sbx_rmeta_fail_take(&dt_inst(inst)->fails, path, err);
 	sbx_buf_release(&b);
 	return rc;
 }

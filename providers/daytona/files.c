@@ -551,6 +551,34 @@ int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err)
 	return rc;
 }
 
+/*
+ * What lstat(2) says of path's type, as rename needs it. /files/info
+ * follows links: a dangling link is ENOENT there and a link to a directory
+ * a directory. So a link we made is taken from the table, and when info
+ * says ENOENT, a server error or a directory, the directory's listing
+ * (lstat) decides: one request more, only then (a regular file, the
+ * common rename-over, costs none).
+ */
+static int lstat_type(struct dt_instance *di, const char *path, struct sbx_stat *st,
+		      struct sbx_error *err)
+{
+	struct sbx_stat lst;
+	int rc;
+	if (dt_link_lookup(di, path, NULL, NULL, 0)) {
+		memset(st, 0, sizeof(*st));
+		st->mode = S_IFLNK | 0777;
+		return 0;
+	}
+	rc = info(di, path, NULL, st, err);
+	if ((rc == -ENOENT || rc == -EIO || (!rc && S_ISDIR(st->mode))) &&
+	    !stat_listed(&di->base, path, &lst)) {
+		*st = lst;
+		sbx_error_clear(err);
+		rc = 0;
+	}
+	return rc;
+}
+
 /* rename(2)'s rules for an existing target, then the three-move swap. */
 static int rename_over(struct dt_instance *di, const char *from, const char *to,
 		       struct sbx_error *err)
@@ -558,7 +586,7 @@ static int rename_over(struct dt_instance *di, const char *from, const char *to,
 	struct sbx_stat fst, tst;
 	size_t n = 0;
 	int rc;
-	if ((rc = info(di, from, NULL, &fst, err)) || (rc = info(di, to, NULL, &tst, err)))
+	if ((rc = lstat_type(di, from, &fst, err)) || (rc = lstat_type(di, to, &tst, err)))
 		return rc;
 	if (S_ISDIR(tst.mode)) {
 		if (!S_ISDIR(fst.mode))

@@ -113,6 +113,32 @@ def c_mknod_blk(d):
     return desc(d + "/b", False)
 
 
+def c_mknod_no_ghost(d):
+    """Whether or not a device node may be made here (mknod_chr's question), once it is
+    not there the name is free: lstat says ENOENT and each other type can take it."""
+    out = []
+    for t in ("file", "fifo", "link", "dir"):
+        n = d + "/n" + t
+        try:
+            os.mknod(n, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+            os.unlink(n)
+        except OSError:
+            pass
+        try:
+            os.lstat(n)
+            r = "exists"
+        except OSError as e:
+            r = en(e)
+        try:
+            {"file": lambda: write(n, "x"), "fifo": lambda: os.mkfifo(n),
+             "link": lambda: os.symlink("x", n), "dir": lambda: os.mkdir(n)}[t]()
+            r += " " + desc(n, False)
+        except OSError as e:
+            r += " " + en(e)
+        out.append(t + ": " + r)
+    return " | ".join(out)
+
+
 def c_socket(d):
     s = socket.socket(socket.AF_UNIX)
     try:
@@ -258,6 +284,26 @@ def c_rsync_hardlinks(d):
         shutil.rmtree(host)
 
 
+def c_link_others(d):
+    """root may hard-link a file it neither owns nor may write (fs.protected_hardlinks
+    binds only other users), and a device node."""
+    write(d + "/f", "x")
+    os.chown(d + "/f", 4321, 4321)
+    out = []
+    try:
+        os.mknod(d + "/c", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+        made = "ok"
+    except OSError as e:
+        made = en(e)
+    for a, b in (("f", "g"), ("c", "c2")):
+        try:
+            os.link(d + "/" + a, d + "/" + b)
+            out.append("%s>%s=ok %s" % (a, b, kind(os.lstat(d + "/" + b).st_mode)))
+        except OSError as e:
+            out.append("%s>%s=%s" % (a, b, en(e)))
+    return "mknod=" + made + " " + " ".join(out)
+
+
 def c_hardlink_futimens(d):
     """Times set on an open file (futimens) show through its other name at once."""
     write(d + "/a", "data")
@@ -321,6 +367,27 @@ def c_rename_noreplace(d):
     rename2(d + "/a", d + "/c", RENAME_NOREPLACE)
     return "onto-existing=%s b=%s c=%s a-exists=%s" % (r, read(d + "/b"), read(d + "/c"),
                                                        os.path.exists(d + "/a"))
+
+
+def c_rename_links(d):
+    """rename(2) onto and of symbolic links acts on the links, never on their targets: onto a
+    dangling link, onto a link to a directory, a dangling link onto a file."""
+    def step(a, b):
+        try:
+            os.rename(d + "/" + a, d + "/" + b)
+            return "ok"
+        except OSError as e:
+            return en(e)
+    os.mkdir(d + "/dir")
+    for n in "abc":
+        write(d + "/" + n, n)
+    os.symlink("nowhere", d + "/l")
+    os.symlink("dir", d + "/ld")
+    os.symlink("nowhere", d + "/m")
+    r = ["a>l=" + step("a", "l"), "b>ld=" + step("b", "ld"), "m>c=" + step("m", "c")]
+    r.append(" ".join(sorted(os.listdir(d))))
+    return " ".join(r) + " | " + " | ".join(
+        n + " " + desc(d + "/" + n, False) for n in ("l", "ld", "c"))
 
 
 def c_rename_exchange(d):

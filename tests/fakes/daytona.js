@@ -17,7 +17,9 @@
  * deletes on stop.
  */
 const crypto = require('crypto');
+const fs = require('fs');
 const http = require('http');
+const path = require('path');
 const common = require('./lib/common');
 const toolbox = require('./lib/daytona-toolbox');
 const dproc = require('./lib/daytona-process');
@@ -100,9 +102,13 @@ class DaytonaFake extends common.FakeService {
 			createdAt: now, updatedAt: now, lastActivity: Date.now(),
 			previewToken: crypto.randomBytes(12).toString('hex'), sessions: new Map(),
 		};
-		return this.addSandbox(sb, {
+		await this.addSandbox(sb, {
 			diskMb: disk * 1024, userName: 'daytona', home: HOME, memoryMb: sb.memory * 1024, cpuMillis: sb.cpu * 1000,
 		});
+		/* As Daytona's images: the user may run anything as root (`sudo -n`), in the sandbox's own /etc only. */
+		fs.writeFileSync(path.join(sb.root.rootDir, 'etc/sudoers.d/91-daytona'), 'daytona ALL=(ALL) NOPASSWD:ALL\n', { mode: 0o440 });
+		fs.appendFileSync(path.join(sb.root.rootDir, 'etc/shadow'), 'daytona:*:20000:0:99999:7:::\n'); /* PAM's account check */
+		return sb;
 	}
 
 	setState(sb, state) {
