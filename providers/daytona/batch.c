@@ -61,9 +61,9 @@ static void must_not_exist(struct sbx_buf *b, const char *path)
  */
 static void add_as_root_else(struct sbx_buf *b, const char *cmd)
 {
-	sbx_buf_addf(b,
-		     "{ m=$(%s 2>&1) || sudo -n %s 2>/dev/null || { printf '%%s\\n' \"$m\"; false; }; }",
-		     cmd, cmd);
+	sbx_buf_addf(
+	    b, "{ m=$(%s 2>&1) || sudo -n %s 2>/dev/null || { printf '%%s\\n' \"$m\"; false; }; }",
+	    cmd, cmd);
 }
 
 void dt_batch_free(struct dt_batch *b)
