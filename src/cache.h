@@ -221,6 +221,7 @@ struct sbx_cfile_state {
 	bool dirty;	/* local changes not uploaded */
 	bool remote;	/* exists in the sandbox (false: created here) */
 	bool stamped;	/* stamp_* are known */
+	bool stamp_loose; /* only stamp_size is: it vouches (the sandbox has not changed since) */
 	off_t stamp_size;
 	struct timespec stamp_mtime;
 	mode_t mode;	    /* permission bits for the upload of a new file */
@@ -310,11 +311,21 @@ void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
 /*
  * Ends the claim. ok: the upload of the state taken at begin (wgen)
  * succeeded: the entry is clean unless written since, now remote, stamped
- * with *st if given (and st becomes path's attributes unless gen is stale).
+ * with *st if given (and st becomes path's attributes unless gen is stale),
+ * or, if sent >= 0 (an upload not stat'ed: st, if any, is made up), loosely
+ * with that size: it alone vouches for the copy until the sandbox changes
+ * from outside.
  * !ok: stays dirty for the next flush.
  */
+/*
+ * The owner the sandbox gives a new file this mount uploads, learnt from
+ * the stat after the first such upload (learn), so that the next ones need
+ * none (known: false until learnt).
+ */
+void sbx_cache_file_owner_learn(struct sbx_cache *c, uid_t uid, gid_t gid);
+bool sbx_cache_file_owner_known(struct sbx_cache *c, uid_t *uid, gid_t *gid);
 void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsigned long wgen,
-			       bool ok, const struct sbx_stat *st, unsigned long gen);
+			       bool ok, const struct sbx_stat *st, unsigned long gen, off_t sent);
 
 /*
  * Up to max dirty entries no handle holds (leftovers of failed uploads, or

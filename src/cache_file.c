@@ -173,7 +173,7 @@ static bool outdated_copy(const struct sbx_cache *c, const struct sbx_cfile *cf,
 			  const struct sbx_stat *st)
 {
 	return cf->remote && !cf->dirty && cf->stamped && cf->stamp_epoch != c->epoch &&
-	       (cf->stamp_size != st->size || cf->stamp_mtime.tv_sec != st->mtime.tv_sec ||
+	       (cf->stamp_loose || cf->stamp_size != st->size || cf->stamp_mtime.tv_sec != st->mtime.tv_sec ||
 		cf->stamp_mtime.tv_nsec != st->mtime.tv_nsec);
 }
 
@@ -249,7 +249,8 @@ static int cfile_ensure_fd_locked(struct sbx_cache *c, struct sbx_cfile *cf)
 	return cfile_create_locked(c, cf);
 }
 
-static void snapshot_locked(const struct sbx_cfile *cf, struct sbx_cfile_state *s)
+static void snapshot_locked(const struct sbx_cache *c, const struct sbx_cfile *cf,
+			    struct sbx_cfile_state *s)
 {
 	s->path = xstrdup(cf->path);
 	s->refs = cf->refs;
@@ -257,7 +258,9 @@ static void snapshot_locked(const struct sbx_cfile *cf, struct sbx_cfile_state *
 	s->have_data = cf->have_data;
 	s->dirty = cf->dirty;
 	s->remote = cf->remote;
-	s->stamped = cf->stamped;
+	/* A loose stamp (an upload not stat'ed) holds until the sandbox is changed from outside. */
+	s->stamped = cf->stamped && (!cf->stamp_loose || cf->stamp_epoch == c->epoch);
+	s->stamp_loose = cf->stamp_loose;
 	s->stamp_size = cf->stamp_size;
 	s->stamp_mtime = cf->stamp_mtime;
 	s->mode = cf->mode;
@@ -319,7 +322,7 @@ int sbx_cache_file_open(struct sbx_cache *c, const char *path, struct sbx_cfile 
 	else
 		cf->busy = true;
 	cf->used_ms = sbx_now_ms();
-	snapshot_locked(cf, state);
+	snapshot_locked(c, cf, state);
 	pthread_mutex_unlock(&c->lock);
 	*out = cf;
 	return 0;
@@ -354,6 +357,7 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 		cf->dirty = false;
 		cf->remote = true;
 		cf->stamped = st != NULL;
+		cf->stamp_loose = false;
 		if (st) {
 			cf->stamp_size = st->size;
 			cf->stamp_mtime = st->mtime;
@@ -468,12 +472,31 @@ void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
 	cf->busy = true;
 	cf->uploading = true;
 	cf->uploads++;
-	snapshot_locked(cf, state);
+	snapshot_locked(c, cf, state);
 	pthread_mutex_unlock(&c->lock);
 }
 
+void sbx_cache_file_owner_learn(struct sbx_cache *c, uid_t uid, gid_t gid)
+{
+	pthread_mutex_lock(&c->lock);
+	c->up_owner = true;
+	c->up_uid = uid;
+	c->up_gid = gid;
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_file_owner_known(struct sbx_cache *c, uid_t *uid, gid_t *gid)
+{
+	pthread_mutex_lock(&c->lock);
+	bool known = c->up_owner;
+	*uid = c->up_uid;
+	*gid = c->up_gid;
+	pthread_mutex_unlock(&c->lock);
+	return known;
+}
+
 void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsigned long wgen,
-			       bool ok, const struct sbx_stat *st, unsigned long gen)
+			       bool ok, const struct sbx_stat *st, unsigned long gen, off_t sent)
 {
 	pthread_mutex_lock(&c->lock);
 	if (ok) {
@@ -484,12 +507,15 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 			cf->dirty = false;
 			side_set_locked(cf, false);
 		}
-		cf->stamped = st != NULL;
-		if (st) {
+		cf->stamped = st != NULL || sent >= 0;
+		cf->stamp_loose = sent >= 0;
+		if (sent >= 0) {
+			cf->stamp_size = sent;
+		} else if (st) {
 			cf->stamp_size = st->size;
 			cf->stamp_mtime = st->mtime;
-			cf->stamp_epoch = c->epoch;
 		}
+		cf->stamp_epoch = c->epoch;
 		/*
 		 * The upload changed path: older attributes must not outlive it.
 		 * A first upload made the file appear: said here, under the lock

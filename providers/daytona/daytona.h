@@ -304,6 +304,8 @@ int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, s
 	    void *ctx, struct sbx_error *err);
 int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 	     struct sbx_error *err);
+int dt_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+		 struct sbx_error *err);
 int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
 int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err);

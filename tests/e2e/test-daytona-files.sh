@@ -14,6 +14,7 @@ eq "it is a daytona lease" "$(json_get "$L/info" '["provider"]')" daytona
 F=$L/fs/home/daytona
 FHOME=/home/daytona
 . "$(dirname "$0")/lib-files.sh"
+. "$(dirname "$0")/lib-replace.sh"
 
 make_src_tree src tests/unit
 story_copy_roundtrip
@@ -86,6 +87,24 @@ echo 'echo changed > /home/daytona/read.bin' >"$L/exec"
 fake_reset_counters # a run's output comes by bulk-download too
 eq "a file changed by a run is read anew" "$(cat "$F/read.bin")" "changed"
 eq "... with one more download" "$(counter 'POST /toolbox/:id/files/bulk-download')" 1
+
+# tar x of N files into a new directory: one bulk-upload per file, straight
+# to its name (the names were looked up and found absent): no move, no info.
+N=100
+mkdir -p "$WORK/tarsrc/t"
+for i in $(seq 1 $N); do echo "file $i" >"$WORK/tarsrc/t/f$i"; done
+tar -C "$WORK/tarsrc" -cf "$WORK/tarsrc.tar" t
+fake_reset_counters
+ok "tar x of $N files" tar -C "$F" -xf "$WORK/tarsrc.tar"
+C=$(fake_get /_fake/counters)
+log "tar x of $N files cost: $C"
+cnt() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], 0))' "$1" <<<"$C"; }
+eq "tar x: one upload per file" "$(cnt 'POST /toolbox/:id/files/bulk-upload')" $N
+eq "tar x: no move (new files go straight to their names)" "$(cnt 'POST /toolbox/:id/files/move')" 0
+ok "tar x: no info per file ($(cnt 'GET /toolbox/:id/files/info'))" \
+	test "$(cnt 'GET /toolbox/:id/files/info')" -le $((N / 10))
+ok "diff -r after tar x" diff -r "$WORK/tarsrc/t" "$F/t"
+story_replace_atomic
 
 fake_reset_counters
 printf 'a\nb\n' >"$F/save.txt"
