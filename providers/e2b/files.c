@@ -105,6 +105,7 @@ int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, s
 		return 0;
 	}
 	e2b_meta_take(&in->inflight, &in->queue);
+	e2b_meta_gather(&in->inflight);
 	pthread_mutex_unlock(&in->lock);
 
 	apply(in, &in->inflight);
