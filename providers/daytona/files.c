@@ -508,7 +508,7 @@ int dt_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size
 	if (rc)
 		return rc;
 	dt_links_forget(di, path);
-	return dt_batch_perms(di, path, (long)(mode & 07777), -1, -1, err);
+	return dt_batch_perms_new(di, path, (long)(mode & 07777), err);
 }
 
 /* --- namespace ops ------------------------------------------------------------------ */

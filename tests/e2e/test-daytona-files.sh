@@ -104,6 +104,16 @@ eq "tar x: no move (new files go straight to their names)" "$(cnt 'POST /toolbox
 ok "tar x: no info per file ($(cnt 'GET /toolbox/:id/files/info'))" \
 	test "$(cnt 'GET /toolbox/:id/files/info')" -le $((N / 10))
 ok "diff -r after tar x" diff -r "$WORK/tarsrc/t" "$F/t"
+# cp -r makes them 0644, what an upload gives a new file: no permissions
+# request, even once the queue is applied (the run below applies it).
+chmod 755 "$WORK/tarsrc/t/f7"
+fake_reset_counters
+ok "cp -r of $N files" cp -r "$WORK/tarsrc/t" "$F/t2"
+eq "... the sandbox has the modes" "$(lease_run 'stat -c %a /home/daytona/t2/f1 /home/daytona/t2/f7' | tr '\n' ' ')" "644 755 "
+C=$(fake_get /_fake/counters)
+log "cp -r of $N files cost: $C"
+eq "cp -r: one upload per file" "$(cnt 'POST /toolbox/:id/files/bulk-upload')" $N
+eq "cp -r: a permissions request only for the file that is not 0644" "$(cnt 'POST /toolbox/:id/files/permissions')" 1
 story_replace_atomic
 
 fake_reset_counters
