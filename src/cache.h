@@ -309,6 +309,13 @@ void sbx_cache_file_return_attrs(struct sbx_cache *c, struct sbx_cfile *cf,
 void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
 				 struct sbx_cfile_state *state);
 /*
+ * The owner the sandbox gives a new file this mount uploads, learnt from
+ * the stat after the first such upload (learn), so that the next ones need
+ * none (known: false until learnt).
+ */
+void sbx_cache_file_owner_learn(struct sbx_cache *c, uid_t uid, gid_t gid);
+bool sbx_cache_file_owner_known(struct sbx_cache *c, uid_t *uid, gid_t *gid);
+/*
  * Ends the claim. ok: the upload of the state taken at begin (wgen)
  * succeeded: the entry is clean unless written since, now remote, stamped
  * with *st if given (and st becomes path's attributes unless gen is stale),
@@ -317,13 +324,6 @@ void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
  * from outside.
  * !ok: stays dirty for the next flush.
  */
-/*
- * The owner the sandbox gives a new file this mount uploads, learnt from
- * the stat after the first such upload (learn), so that the next ones need
- * none (known: false until learnt).
- */
-void sbx_cache_file_owner_learn(struct sbx_cache *c, uid_t uid, gid_t gid);
-bool sbx_cache_file_owner_known(struct sbx_cache *c, uid_t *uid, gid_t *gid);
 void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsigned long wgen,
 			       bool ok, const struct sbx_stat *st, unsigned long gen, off_t sent);
 

@@ -173,7 +173,8 @@ static bool outdated_copy(const struct sbx_cache *c, const struct sbx_cfile *cf,
 			  const struct sbx_stat *st)
 {
 	return cf->remote && !cf->dirty && cf->stamped && cf->stamp_epoch != c->epoch &&
-	       (cf->stamp_loose || cf->stamp_size != st->size || cf->stamp_mtime.tv_sec != st->mtime.tv_sec ||
+	       (cf->stamp_loose || cf->stamp_size != st->size ||
+		cf->stamp_mtime.tv_sec != st->mtime.tv_sec ||
 		cf->stamp_mtime.tv_nsec != st->mtime.tv_nsec);
 }
 
