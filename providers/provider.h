@@ -306,6 +306,16 @@ struct sbx_provider {
 	 * `mode` if new. Atomic where the provider can make it so. */
 	int (*write)(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 		     struct sbx_error *err);
+	/*
+	 * Optional: as write, for a path the caller knows absent (created by
+	 * this mount after a negative lookup, never uploaded): no reader can
+	 * have an old content to protect, so the bytes go straight to path
+	 * (no temporary name, no move, no lookup). A mode other than what an
+	 * upload makes may be applied later (queued); the caller does not
+	 * stat the file afterwards.
+	 */
+	int (*write_new)(struct sbx_instance *inst, const char *path, int fd, off_t size,
+			 mode_t mode, struct sbx_error *err);
 	int (*truncate)(struct sbx_instance *inst, const char *path, off_t size,
 			struct sbx_error *err);
 	int (*mkdir)(struct sbx_instance *inst, const char *path, mode_t mode,

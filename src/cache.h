@@ -221,6 +221,7 @@ struct sbx_cfile_state {
 	bool dirty;	/* local changes not uploaded */
 	bool remote;	/* exists in the sandbox (false: created here) */
 	bool stamped;	/* stamp_* are known */
+	bool stamp_loose; /* only stamp_size is: it vouches (the sandbox has not changed since) */
 	off_t stamp_size;
 	struct timespec stamp_mtime;
 	mode_t mode;	    /* permission bits for the upload of a new file */
@@ -308,13 +309,24 @@ void sbx_cache_file_return_attrs(struct sbx_cache *c, struct sbx_cfile *cf,
 void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
 				 struct sbx_cfile_state *state);
 /*
+ * The owner the sandbox gives a new file this mount uploads, learnt from
+ * the stat after the first such upload (learn), so that the next ones need
+ * none (known: false until learnt); also what a file waiting for its first
+ * upload shows (write-back: rsync -a chowns only what differs).
+ */
+void sbx_cache_file_owner_learn(struct sbx_cache *c, uid_t uid, gid_t gid);
+bool sbx_cache_file_owner_known(struct sbx_cache *c, uid_t *uid, gid_t *gid);
+/*
  * Ends the claim. ok: the upload of the state taken at begin (wgen)
  * succeeded: the entry is clean unless written since, now remote, stamped
- * with *st if given (and st becomes path's attributes unless gen is stale).
+ * with *st if given (and st becomes path's attributes unless gen is stale),
+ * or, if sent >= 0 (an upload not stat'ed: st, if any, is made up), loosely
+ * with that size: it alone vouches for the copy until the sandbox changes
+ * from outside.
  * !ok: stays dirty for the next flush.
  */
 void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsigned long wgen,
-			       bool ok, const struct sbx_stat *st, unsigned long gen);
+			       bool ok, const struct sbx_stat *st, unsigned long gen, off_t sent);
 
 /*
  * Up to max dirty entries no handle holds (leftovers of failed uploads, or
@@ -349,12 +361,6 @@ enum sbx_overlay {
  */
 bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_stat *st,
 			    enum sbx_overlay how);
-/*
- * uid/gid: the owner the sandbox gave a file the mount uploaded new (the
- * stat right after its upload, before any chown): what a file waiting for
- * its first upload shows from then on (before: the daemon's own ids).
- */
-void sbx_cache_note_new_owner(struct sbx_cache *c, uid_t uid, gid_t gid);
 /* Attributes of an open entry from local facts alone (unlinked files). */
 void sbx_cache_file_stat(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_stat *st);
 /* True if path is a file created here that the sandbox does not have yet. */

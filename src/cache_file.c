@@ -150,8 +150,8 @@ static void overlay_locked(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx
 		memset(st, 0, sizeof(*st));
 		st->mode = S_IFREG | (cf->mode & 07777);
 		st->nlink = 1;
-		st->uid = c->new_owner_known ? c->new_uid : getuid();
-		st->gid = c->new_owner_known ? c->new_gid : getgid();
+		st->uid = c->up_owner ? c->up_uid : getuid();
+		st->gid = c->up_owner ? c->up_gid : getgid();
 		st->atime = sys.st_atim;
 	}
 	st->size = sys.st_size;
@@ -179,7 +179,8 @@ static bool outdated_copy(const struct sbx_cache *c, const struct sbx_cfile *cf,
 			  const struct sbx_stat *st)
 {
 	return cf->remote && !cf->dirty && cf->stamped && cf->stamp_epoch != c->epoch &&
-	       (cf->stamp_size != st->size || cf->stamp_mtime.tv_sec != st->mtime.tv_sec ||
+	       (cf->stamp_loose || cf->stamp_size != st->size ||
+		cf->stamp_mtime.tv_sec != st->mtime.tv_sec ||
 		cf->stamp_mtime.tv_nsec != st->mtime.tv_nsec);
 }
 
@@ -255,7 +256,8 @@ static int cfile_ensure_fd_locked(struct sbx_cache *c, struct sbx_cfile *cf)
 	return cfile_create_locked(c, cf);
 }
 
-static void snapshot_locked(const struct sbx_cfile *cf, struct sbx_cfile_state *s)
+static void snapshot_locked(const struct sbx_cache *c, const struct sbx_cfile *cf,
+			    struct sbx_cfile_state *s)
 {
 	s->path = xstrdup(cf->path);
 	s->refs = cf->refs;
@@ -263,7 +265,9 @@ static void snapshot_locked(const struct sbx_cfile *cf, struct sbx_cfile_state *
 	s->have_data = cf->have_data;
 	s->dirty = cf->dirty;
 	s->remote = cf->remote;
-	s->stamped = cf->stamped;
+	/* A loose stamp (an upload not stat'ed) holds until the sandbox is changed from outside. */
+	s->stamped = cf->stamped && (!cf->stamp_loose || cf->stamp_epoch == c->epoch);
+	s->stamp_loose = cf->stamp_loose;
 	s->stamp_size = cf->stamp_size;
 	s->stamp_mtime = cf->stamp_mtime;
 	s->mode = cf->mode;
@@ -325,7 +329,7 @@ int sbx_cache_file_open(struct sbx_cache *c, const char *path, struct sbx_cfile 
 	else
 		cf->busy = true;
 	cf->used_ms = sbx_now_ms();
-	snapshot_locked(cf, state);
+	snapshot_locked(c, cf, state);
 	pthread_mutex_unlock(&c->lock);
 	*out = cf;
 	return 0;
@@ -360,6 +364,7 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 		cf->dirty = false;
 		cf->remote = true;
 		cf->stamped = st != NULL;
+		cf->stamp_loose = false;
 		if (st) {
 			cf->stamp_size = st->size;
 			cf->stamp_mtime = st->mtime;
@@ -474,12 +479,31 @@ void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
 	cf->busy = true;
 	cf->uploading = true;
 	cf->uploads++;
-	snapshot_locked(cf, state);
+	snapshot_locked(c, cf, state);
 	pthread_mutex_unlock(&c->lock);
 }
 
+void sbx_cache_file_owner_learn(struct sbx_cache *c, uid_t uid, gid_t gid)
+{
+	pthread_mutex_lock(&c->lock);
+	c->up_owner = true;
+	c->up_uid = uid;
+	c->up_gid = gid;
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_file_owner_known(struct sbx_cache *c, uid_t *uid, gid_t *gid)
+{
+	pthread_mutex_lock(&c->lock);
+	bool known = c->up_owner;
+	*uid = c->up_uid;
+	*gid = c->up_gid;
+	pthread_mutex_unlock(&c->lock);
+	return known;
+}
+
 void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsigned long wgen,
-			       bool ok, const struct sbx_stat *st, unsigned long gen)
+			       bool ok, const struct sbx_stat *st, unsigned long gen, off_t sent)
 {
 	pthread_mutex_lock(&c->lock);
 	if (ok) {
@@ -490,12 +514,15 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 			cf->dirty = false;
 			side_set_locked(cf, false);
 		}
-		cf->stamped = st != NULL;
-		if (st) {
+		cf->stamped = st != NULL || sent >= 0;
+		cf->stamp_loose = sent >= 0;
+		if (sent >= 0) {
+			cf->stamp_size = sent;
+		} else if (st) {
 			cf->stamp_size = st->size;
 			cf->stamp_mtime = st->mtime;
-			cf->stamp_epoch = c->epoch;
 		}
+		cf->stamp_epoch = c->epoch;
 		/*
 		 * The upload changed path: older attributes must not outlive it.
 		 * A first upload made the file appear: said here, under the lock
@@ -581,15 +608,6 @@ bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_st
 	}
 	pthread_mutex_unlock(&c->lock);
 	return applied;
-}
-
-void sbx_cache_note_new_owner(struct sbx_cache *c, uid_t uid, gid_t gid)
-{
-	pthread_mutex_lock(&c->lock);
-	c->new_uid = uid;
-	c->new_gid = gid;
-	c->new_owner_known = true;
-	pthread_mutex_unlock(&c->lock);
 }
 
 void sbx_cache_file_stat(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_stat *st)

@@ -52,6 +52,7 @@ struct sbx_cfile {
 	bool dirty;	       /* (T) */
 	bool remote;	       /* (T) */
 	bool stamped;	       /* (T) */
+	bool stamp_loose;      /* (T) mtime unknown: the size vouches until the epoch moves */
 	off_t stamp_size;      /* (T) */
 	struct timespec stamp_mtime; /* (T) */
 	mode_t mode;		     /* (T) */
@@ -101,9 +102,9 @@ struct sbx_cache {
 	struct cecho *echoes; /* paths we changed lately (their notifications are echoes) */
 	struct cfail fails[SBX_CACHE_FAILS]; /* lookups that failed lately */
 	unsigned fail_next;		     /* the slot the next one takes */
-	bool new_owner_known; /* new_uid/new_gid: who owns a file the sandbox is given */
-	uid_t new_uid;
-	gid_t new_gid;
+	bool up_owner; /* up_uid/up_gid: the owner a new file this mount uploads gets */
+	uid_t up_uid;
+	gid_t up_gid;
 };
 
 static inline void *xcalloc(size_t n, size_t sz)

@@ -58,8 +58,32 @@ static void attrs_onto(struct sbx_stat *st, const struct sbx_cfile_attrs *a)
 }
 
 /*
+ * The attributes of a new file just written straight to its name, without
+ * asking: what was sent, the mode it was created with (the provider gives
+ * it), the owner the first such upload got (false until one was stat'ed),
+ * and the local copy's times. A later stat (after the attribute TTL) tells
+ * the sandbox's own mtime, a few milliseconds later; the stamp is loose
+ * (by size), so the copy stays valid.
+ */
+static bool made_up_stat(struct sbx_cache *c, const struct sbx_cfile_state *s,
+			 const struct stat *sys, struct sbx_stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!sbx_cache_file_owner_known(c, &st->uid, &st->gid))
+		return false;
+	st->mode = S_IFREG | (s->mode ? s->mode & 07777 : 0644);
+	st->nlink = 1;
+	st->size = sys->st_size;
+	st->mtime = sys->st_mtim;
+	st->atime = sys->st_atim;
+	st->ctime = sys->st_ctim;
+	return true;
+}
+
+/*
  * Uploads cf if it is dirty: the whole cache file through the provider's
- * write slot, one stat to stamp it, then the attributes that waited for
+ * write slot (write_new for a new file), one stat to stamp it (none for a
+ * new file once the owner is known: made_up_stat), then the attributes that waited for
  * it (the stamp takes them). On failure the entry stays dirty (with the
  * attributes) and the failure is recorded.
  */
@@ -72,7 +96,7 @@ static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct 
 	struct sbx_error serr = SBX_ERROR_INIT;
 	struct stat sys;
 	unsigned long gen = 0;
-	bool done = false;
+	bool done = false, fresh = false, loose = false;
 	int rc = 0, src = -1;
 
 	sbx_cache_file_begin_upload(c, cf, &s);
@@ -88,12 +112,24 @@ static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct 
 		rc = sbx_lease_use(l, &inst, err);
 	if (rc)
 		goto out;
-	rc = l->prov->write(inst, s.path, sbx_cfile_fd(cf), sys.st_size, s.mode ? s.mode : 0644,
-			    err);
+	/*
+	 * A file created here after a negative lookup and never uploaded
+	 * (!remote) has no old content for a reader to see cut: it goes
+	 * straight to its name (write_new).
+	 */
+	fresh = !s.remote && l->prov->write_new;
+	rc = (fresh ? l->prov->write_new : l->prov->write)(inst, s.path, sbx_cfile_fd(cf),
+							    sys.st_size, s.mode ? s.mode : 0644, err);
 	done = rc == 0;
-	if (done && l->prov->stat) {
+	if (done && fresh && made_up_stat(c, &s, &sys, &st)) {
+		src = 0;
+		loose = true;
+		gen = sbx_cache_gen(c);
+	} else if (done && l->prov->stat) {
 		gen = sbx_cache_gen(c);
 		src = l->prov->stat(inst, s.path, &st, &serr);
+		if (src == 0 && !s.remote)
+			sbx_cache_file_owner_learn(c, st.uid, st.gid);
 	}
 	if (done) {
 		/*
@@ -103,8 +139,6 @@ static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct 
 		 * tar's attributes go out in the provider's next batch.
 		 */
 		struct sbx_cfile_attrs a;
-		if (!s.remote && src == 0)
-			sbx_cache_note_new_owner(c, st.uid, st.gid);
 		sbx_cache_file_take_attrs(c, cf, &a);
 		if (a.mode_set || a.owner_set || a.times_set)
 			rc = apply_attrs(l, inst, &s, &a, err);
@@ -117,7 +151,8 @@ static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct 
 	}
 	sbx_lease_unuse(l);
 out:
-	sbx_cache_file_end_upload(c, cf, s.wgen, done, src == 0 ? &st : NULL, gen);
+	sbx_cache_file_end_upload(c, cf, s.wgen, done, src == 0 ? &st : NULL, gen,
+				  done && loose ? sys.st_size : -1);
 	if (sent)
 		*sent = done;
 	if (rc) /* always said: written data is waiting */
@@ -269,8 +304,8 @@ static int download(struct sbx_lease *l, const char *path, int fd, off_t *got,
 static bool stamp_matches(const struct sbx_cfile_state *s, const struct sbx_stat *st)
 {
 	return s->have_data && s->stamped && s->stamp_size == st->size &&
-	       s->stamp_mtime.tv_sec == st->mtime.tv_sec &&
-	       s->stamp_mtime.tv_nsec == st->mtime.tv_nsec;
+	       (s->stamp_loose || (s->stamp_mtime.tv_sec == st->mtime.tv_sec &&
+				   s->stamp_mtime.tv_nsec == st->mtime.tv_nsec));
 }
 
 /* Decides how open finds its content (*how); may download. */

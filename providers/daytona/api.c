@@ -625,6 +625,7 @@ const struct sbx_provider sbx_provider_daytona = {
     .list = dt_list,
     .read = dt_read,
     .write = dt_write,
+    .write_new = dt_write_new,
     .truncate = dt_truncate,
     .mkdir = dt_mkdir,
     .unlink = dt_unlink,

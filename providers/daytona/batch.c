@@ -275,10 +275,13 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 	 * user who could not touch what a chown gives away. */
 	for (size_t i = 0; i < b.n_perms; i++) {
 		const struct dt_perm *p = &b.perms[i];
+		long mode = p->mode == p->base ? -1 : p->mode; /* the mode it has: no request */
 		char u[24], g[24];
+		if (mode < 0 && p->uid < 0 && p->gid < 0)
+			continue;
 		snprintf(u, sizeof(u), "%ld", p->uid);
 		snprintf(g, sizeof(g), "%ld", p->gid);
-		if (dt_perms(di, p->path, p->mode, p->uid >= 0 ? u : NULL, p->gid >= 0 ? g : NULL,
+		if (dt_perms(di, p->path, mode, p->uid >= 0 ? u : NULL, p->gid >= 0 ? g : NULL,
 			     &e))
 			sbx_rmeta_fail(&di->fails, &di->base, p->mode >= 0 ? "chmod" : "chown",
 				       p->path, &e, true);
@@ -405,12 +408,10 @@ static int enqueue_new(struct dt_instance *di, const char *what, const struct sb
 	return rc;
 }
 
-int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid, long gid,
-		   struct sbx_error *err)
+/* path's permission entry (a new one: nothing to change), lock held. */
+static struct dt_perm *perm_of_locked(struct dt_instance *di, const char *path)
 {
 	struct dt_perm *p = NULL;
-	bool full;
-	pthread_mutex_lock(&di->lock);
 	for (size_t i = di->batch.n_perms; !p && i-- > 0;)
 		if (!strcmp(di->batch.perms[i].path, path))
 			p = &di->batch.perms[i];
@@ -418,9 +419,34 @@ int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid
 		p = sbx_xrealloc(di->batch.perms, (di->batch.n_perms + 1) * sizeof(*p));
 		di->batch.perms = p;
 		p += di->batch.n_perms++;
-		*p = (struct dt_perm){sbx_xstrdup(path), -1, -1, -1};
+		*p = (struct dt_perm){
+		    .path = sbx_xstrdup(path), .mode = -1, .uid = -1, .gid = -1, .base = -1};
 		di->batch.bytes += strlen(path);
 	}
+	return p;
+}
+
+int dt_batch_perms_new(struct dt_instance *di, const char *path, long mode,
+		       struct sbx_error *err)
+{
+	struct dt_perm *p;
+	bool full;
+	pthread_mutex_lock(&di->lock);
+	p = perm_of_locked(di, path);
+	p->base = DT_UPLOAD_MODE;
+	p->mode = mode == DT_UPLOAD_MODE ? -1 : mode;
+	full = full_locked(&di->batch);
+	pthread_mutex_unlock(&di->lock);
+	return full ? dt_batch_flush(di, err) : 0;
+}
+
+int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid, long gid,
+		   struct sbx_error *err)
+{
+	struct dt_perm *p = NULL;
+	bool full;
+	pthread_mutex_lock(&di->lock);
+	p = perm_of_locked(di, path);
 	if (mode >= 0)
 		p->mode = mode;
 	if (uid >= 0)

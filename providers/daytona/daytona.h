@@ -37,6 +37,7 @@
 #define DT_SDK_VERSION "0.218.0"
 #define DT_SESSIONS_IDLE_MAX 4
 #define DT_BATCH_MAX_ENTRIES 64
+#define DT_UPLOAD_MODE 0644L /* what bulk-upload gives a new file (Go's 0666 &^ umask 022) */
 #define DT_BATCH_MAX_BYTES (128u << 10)
 #define DT_LINKS_MAX 32
 /* How a queued command asks to borrow a path it may not touch (batch.c). */
@@ -78,6 +79,7 @@ struct dt_op {
 struct dt_perm {
 	char *path;
 	long mode, uid, gid; /* -1: unchanged */
+	long base; /* the mode the file has in the sandbox (an upload made it), -1: unknown */
 };
 
 struct dt_batch {
@@ -273,6 +275,13 @@ void dt_links_clear(struct dt_instance *di);
 /* Queues a chmod (mode >= 0) and/or chown (uid, gid >= 0) of path. */
 int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid, long gid,
 		   struct sbx_error *err);
+/*
+ * path was just uploaded as a new file, so its mode is the upload's (0644):
+ * queues mode unless it is that one, and remembers it, so that a chmod
+ * to it that follows (tar's) is no request either.
+ */
+int dt_batch_perms_new(struct dt_instance *di, const char *path, long mode,
+		       struct sbx_error *err);
 /* Drops the queue unapplied (the sandbox is being deleted). */
 void dt_batch_drop(struct dt_instance *di);
 
@@ -304,6 +313,8 @@ int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, s
 	    void *ctx, struct sbx_error *err);
 int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 	     struct sbx_error *err);
+int dt_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+		 struct sbx_error *err);
 int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
 int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err);

@@ -487,6 +487,30 @@ done:
 	return rc;
 }
 
+/*
+ * A path the core knows absent (provider.h): one bulk-upload to the name
+ * itself, no hidden sibling, no move, no info. The mode is queued, where
+ * tar's chmod and chown join it; a private one too (tar as root creates
+ * files 0600 and chmods them after), so until the batch runs such a file
+ * is readable by the sandbox's other users as the upload made it (0644),
+ * as on e2b, whose uploads have always worked that way (DESIGN.md).
+ */
+int dt_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+		 struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	int rc;
+	if ((rc = dt_batch_flush_for(di, path, err)))
+		return rc;
+	sbx_rmeta_gate_enter(&di->placing, path, NULL);
+	rc = upload(di, path, fd, size, err);
+	sbx_rmeta_gate_leave(&di->placing, path, NULL);
+	if (rc)
+		return rc;
+	dt_links_forget(di, path);
+	return dt_batch_perms_new(di, path, (long)(mode & 07777), err);
+}
+
 /* --- namespace ops ------------------------------------------------------------------ */
 
 int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)

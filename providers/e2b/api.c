@@ -570,6 +570,7 @@ const struct sbx_provider sbx_provider_e2b = {
     .list = e2b_list,
     .read = e2b_read,
     .write = e2b_write,
+    .write_new = e2b_write_new,
     .truncate = e2b_truncate,
     .mkdir = e2b_mkdir,
     .unlink = e2b_unlink,

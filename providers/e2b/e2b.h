@@ -220,6 +220,8 @@ int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, 
 	     void *ctx, struct sbx_error *err);
 int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 	      struct sbx_error *err);
+int e2b_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+		  struct sbx_error *err);
 int e2b_truncate(struct sbx_instance *inst, const char *path, off_t size, struct sbx_error *err);
 int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
 int e2b_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err);

@@ -105,6 +105,7 @@ int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, s
 		return 0;
 	}
 	e2b_meta_take(&in->inflight, &in->queue);
+	e2b_meta_gather(&in->inflight);
 	pthread_mutex_unlock(&in->lock);
 
 	apply(in, &in->inflight);
@@ -529,11 +530,9 @@ static int move(struct e2b_inst *in, const char *from, const char *to, const cha
 	return rc;
 }
 
-int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
-	      struct sbx_error *err)
+/* What every upload of path does first: the checks, and the queue's truncates. */
+static int write_prep(struct e2b_inst *in, const char *path, struct sbx_error *err)
 {
-	struct e2b_inst *in = e2b_of(inst);
-	struct sbx_buf tmp = SBX_BUF_INIT;
 	int rc;
 	/*
 	 * The new content replaces any truncate still waiting; the waiting
@@ -550,6 +549,27 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 	if (!utf8_ok(path))
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL,
 				     "write: the path is not valid UTF-8 (envd speaks JSON)");
+	return 0;
+}
+
+/* Uploads arrive 0644; anything else is a (batched) chmod. */
+static void write_mode(struct e2b_inst *in, const char *path, mode_t mode)
+{
+	if ((mode & 07777) && (mode & 07777) != 0644) {
+		struct e2b_meta_op op = {
+		    .kind = E2B_META_CHMOD, .path = (char *)path, .mode = mode};
+		enqueue(in, &op);
+	}
+}
+
+int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+	      struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	struct sbx_buf tmp = SBX_BUF_INIT;
+	int rc = write_prep(in, path, err);
+	if (rc)
+		return rc;
 	/* Upload beside the target, then Move over it: readers never see half a file. */
 	temp_name(&tmp, path);
 	rc = e2b_files_put(in, tmp.buf, fd, size, err);
@@ -562,13 +582,27 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 		rpc_path(in, "filesystem.Filesystem/Remove", tmp.buf, &out, true, "write", &ignore);
 		json_decref(out);
 	}
-	/* Uploads arrive 0644; anything else is a (batched) chmod. */
-	if (!rc && (mode & 07777) && (mode & 07777) != 0644) {
-		struct e2b_meta_op op = {
-		    .kind = E2B_META_CHMOD, .path = (char *)path, .mode = mode};
-		enqueue(in, &op);
-	}
+	if (!rc)
+		write_mode(in, path, mode);
 	sbx_buf_release(&tmp);
+	return rc;
+}
+
+/*
+ * A path the core knows absent (provider.h): one upload to the name
+ * itself. No one can be reading an old content there, so the temporary
+ * name and the Move protect nothing; the caller does not stat it after.
+ */
+int e2b_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+		  struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	int rc = write_prep(in, path, err);
+	if (!rc)
+		rc = e2b_files_put(in, path, fd, size, err);
+	recent_drop(in, path);
+	if (!rc)
+		write_mode(in, path, mode);
 	return rc;
 }
 

@@ -183,6 +183,13 @@ static void add_path(struct sbx_buf *b, const char *p)
 	sbx_buf_add_shquoted(b, p);
 }
 
+static bool same_time(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_nsec == b->tv_nsec && (a->tv_nsec == UTIME_NOW || a->tv_nsec == UTIME_OMIT ||
+					    a->tv_sec == b->tv_sec);
+}
+
+/* a and b are one command with both paths: same kind and same value. */
 static bool same_group(const struct e2b_meta_op *a, const struct e2b_meta_op *b)
 {
 	if (a->kind != b->kind)
@@ -191,17 +198,83 @@ static bool same_group(const struct e2b_meta_op *a, const struct e2b_meta_op *b)
 		return (a->mode & 07777) == (b->mode & 07777);
 	if (a->kind == E2B_META_CHOWN)
 		return a->uid == b->uid && a->gid == b->gid;
+	if (a->kind == E2B_META_UTIMENS)
+		return same_time(&a->ts[0], &b->ts[0]) && same_time(&a->ts[1], &b->ts[1]);
 	return false;
 }
 
+static bool attr_kind(enum e2b_meta_kind k)
+{
+	return k == E2B_META_CHMOD || k == E2B_META_CHOWN || k == E2B_META_UTIMENS;
+}
+
+/*
+ * The order of a and b matters: one of the paths they name is the other
+ * or lies below it. Except between attribute changes: of different paths
+ * they do not touch each other, and of one path times commute with mode
+ * and owner (mode and owner do not: chown clears the setuid bits).
+ */
+static bool related(const struct e2b_meta_op *a, const struct e2b_meta_op *b)
+{
+	if (attr_kind(a->kind) && attr_kind(b->kind))
+		return !strcmp(a->path, b->path) &&
+		       (a->kind == E2B_META_UTIMENS) == (b->kind == E2B_META_UTIMENS);
+	const char *pa[2] = {a->path, a->kind == E2B_META_LINK ? a->arg : NULL};
+	const char *pb[2] = {b->path, b->kind == E2B_META_LINK ? b->arg : NULL};
+	for (int x = 0; x < 2; x++)
+		for (int y = 0; y < 2; y++)
+			if (pa[x] && pb[y] && (under(pa[x], pb[y], true) || under(pb[y], pa[x], true)))
+				return true;
+	return false;
+}
+
+#define GATHER_MAX 8192 /* beyond this many ops the queue stays in its order */
+
+void e2b_meta_gather(struct e2b_meta_queue *q)
+{
+	size_t n = q->n, k = 0, *prev;
+	struct e2b_meta_op *out;
+	bool *used;
+	if (n < 3 || n > GATHER_MAX)
+		return;
+	/* prev[j]: 1 + the last op before j it must stay after (0: none). */
+	prev = sbx_xcalloc(n, sizeof(*prev));
+	for (size_t j = 1; j < n; j++)
+		for (size_t i = j; i-- > 0;)
+			if (related(&q->ops[i], &q->ops[j])) {
+				prev[j] = i + 1;
+				break;
+			}
+	out = sbx_xcalloc(n, sizeof(*out));
+	used = sbx_xcalloc(n, sizeof(*used));
+	for (size_t i = 0; i < n; i++) {
+		if (used[i])
+			continue;
+		out[k++] = q->ops[i];
+		used[i] = true;
+		for (size_t j = i + 1; j < n; j++)
+			if (!used[j] && prev[j] <= i && same_group(&q->ops[i], &q->ops[j])) {
+				out[k++] = q->ops[j];
+				used[j] = true;
+			}
+	}
+	free(q->ops);
+	q->ops = out;
+	q->alloc = n;
+	free(prev);
+	free(used);
+}
+
+/* "touch -h -cFLAG [-d @T] -- P..." for the paths of ops [i, j). */
 static void add_touch(struct sbx_buf *b, const char *flag, const struct timespec *t,
-		      const char *path)
+		      const struct e2b_meta_queue *q, size_t i, size_t j)
 {
 	sbx_buf_addf(b, "touch -h -c%s", flag);
 	if (t->tv_nsec != UTIME_NOW)
 		sbx_buf_addf(b, " -d @%lld.%09ld", (long long)t->tv_sec, t->tv_nsec);
 	sbx_buf_adds(b, " --");
-	add_path(b, path);
+	for (; i < j; i++)
+		add_path(b, q->ops[i].path);
 }
 
 /* " && chown -h OWNER: -- PATH": an entry the (root) script made goes to the default user. */
@@ -235,23 +308,30 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 		     j++)
 			add_path(b, q->ops[j].path);
 		break;
-	case E2B_META_UTIMENS:
+	case E2B_META_UTIMENS: {
+		/* Alike times of several files (e2b_meta_gather): one touch for all. */
+		size_t len = b->len + 2 * strlen(op->path);
+		for (; j < q->n && same_group(op, &q->ops[j]) &&
+		       len + 2 * strlen(q->ops[j].path) + 128 < room;
+		     j++)
+			len += 2 * strlen(q->ops[j].path) + 6;
 		if (ts[0].tv_nsec == UTIME_OMIT && ts[1].tv_nsec == UTIME_OMIT) {
 			sbx_buf_adds(b, "true");
 		} else if (ts[0].tv_nsec != UTIME_OMIT && ts[1].tv_nsec != UTIME_OMIT &&
-			   ts[0].tv_sec == ts[1].tv_sec && ts[0].tv_nsec == ts[1].tv_nsec) {
-			add_touch(b, "", &ts[0], op->path);
+			   same_time(&ts[0], &ts[1])) {
+			add_touch(b, "", &ts[0], q, i, j);
 		} else {
 			sbx_buf_adds(b, "{ ");
 			if (ts[0].tv_nsec != UTIME_OMIT) {
-				add_touch(b, " -a", &ts[0], op->path);
+				add_touch(b, " -a", &ts[0], q, i, j);
 				sbx_buf_adds(b, ts[1].tv_nsec != UTIME_OMIT ? " && " : "");
 			}
 			if (ts[1].tv_nsec != UTIME_OMIT)
-				add_touch(b, " -m", &ts[1], op->path);
+				add_touch(b, " -m", &ts[1], q, i, j);
 			sbx_buf_adds(b, "; }");
 		}
 		break;
+	}
 	case E2B_META_SYMLINK:
 		sbx_buf_adds(b, "ln -s --");
 		add_path(b, op->arg);

@@ -99,6 +99,15 @@ void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct s
  */
 #define E2B_META_OWNER "user"
 
+/*
+ * Puts alike chmod, chown and utimens ops (same mode, owner, times) next
+ * to the first of them, so that each kind and value is one command for
+ * many files (tar x leaves a chmod and a utimens per file). An op moves
+ * up only past ops whose order with it does not matter: of unrelated
+ * paths (neither is the other nor below it), or attribute changes of
+ * other paths, or, of its own path, times past mode and owner.
+ */
+void e2b_meta_gather(struct e2b_meta_queue *q);
 size_t e2b_meta_render(const struct e2b_meta_queue *q, size_t first, size_t max_bytes,
 		       struct sbx_buf *b);
 /* A short description of op for error text ("chmod /a/b"). */

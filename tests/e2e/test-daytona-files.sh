@@ -14,6 +14,7 @@ eq "it is a daytona lease" "$(json_get "$L/info" '["provider"]')" daytona
 F=$L/fs/home/daytona
 FHOME=/home/daytona
 . "$(dirname "$0")/lib-files.sh"
+. "$(dirname "$0")/lib-replace.sh"
 
 make_src_tree src tests/unit
 story_copy_roundtrip
@@ -86,6 +87,34 @@ echo 'echo changed > /home/daytona/read.bin' >"$L/exec"
 fake_reset_counters # a run's output comes by bulk-download too
 eq "a file changed by a run is read anew" "$(cat "$F/read.bin")" "changed"
 eq "... with one more download" "$(counter 'POST /toolbox/:id/files/bulk-download')" 1
+
+# tar x of N files into a new directory: one bulk-upload per file, straight
+# to its name (the names were looked up and found absent): no move, no info.
+N=100
+mkdir -p "$WORK/tarsrc/t"
+for i in $(seq 1 $N); do echo "file $i" >"$WORK/tarsrc/t/f$i"; done
+tar -C "$WORK/tarsrc" -cf "$WORK/tarsrc.tar" t
+fake_reset_counters
+ok "tar x of $N files" tar -C "$F" -xf "$WORK/tarsrc.tar"
+C=$(fake_get /_fake/counters)
+log "tar x of $N files cost: $C"
+cnt() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], 0))' "$1" <<<"$C"; }
+eq "tar x: one upload per file" "$(cnt 'POST /toolbox/:id/files/bulk-upload')" $N
+eq "tar x: no move (new files go straight to their names)" "$(cnt 'POST /toolbox/:id/files/move')" 0
+ok "tar x: no info per file ($(cnt 'GET /toolbox/:id/files/info'))" \
+	test "$(cnt 'GET /toolbox/:id/files/info')" -le $((N / 10))
+ok "diff -r after tar x" diff -r "$WORK/tarsrc/t" "$F/t"
+# cp -r makes them 0644, what an upload gives a new file: no permissions
+# request, even once the queue is applied (the run below applies it).
+chmod 755 "$WORK/tarsrc/t/f7"
+fake_reset_counters
+ok "cp -r of $N files" cp -r "$WORK/tarsrc/t" "$F/t2"
+eq "... the sandbox has the modes" "$(lease_run 'stat -c %a /home/daytona/t2/f1 /home/daytona/t2/f7' | tr '\n' ' ')" "644 755 "
+C=$(fake_get /_fake/counters)
+log "cp -r of $N files cost: $C"
+eq "cp -r: one upload per file" "$(cnt 'POST /toolbox/:id/files/bulk-upload')" $N
+eq "cp -r: a permissions request only for the file that is not 0644" "$(cnt 'POST /toolbox/:id/files/permissions')" 1
+story_replace_atomic
 
 fake_reset_counters
 printf 'a\nb\n' >"$F/save.txt"

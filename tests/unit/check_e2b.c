@@ -667,6 +667,50 @@ START_TEST(test_meta_render)
 }
 END_TEST
 
+/* tar x's chmod + utimens per file: one chmod per mode, one touch per time, each path's order kept. */
+START_TEST(test_meta_gather)
+{
+	struct e2b_meta_queue q;
+	struct sbx_buf b = SBX_BUF_INIT;
+	struct e2b_meta_op op;
+	static const char *const files[] = {"/t/a", "/t/b", "/t/c"};
+	e2b_meta_init(&q);
+	for (int i = 0; i < 3; i++) {
+		op = (struct e2b_meta_op){.kind = E2B_META_CHMOD, .path = (char *)files[i],
+					  .mode = i == 1 ? 0755 : 0644};
+		e2b_meta_add(&q, &op);
+		op = (struct e2b_meta_op){.kind = E2B_META_UTIMENS, .path = (char *)files[i]};
+		op.ts[0] = op.ts[1] = (struct timespec){1700000000, 0};
+		e2b_meta_add(&q, &op);
+	}
+	/* /t/c's own chown after its times, then a chmod of /t/c that must stay after the chown */
+	op = (struct e2b_meta_op){.kind = E2B_META_CHOWN, .path = "/t/c", .uid = 0, .gid = 0};
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_CHMOD, .path = "/t/c", .mode = 04755};
+	e2b_meta_add(&q, &op);
+	/* a time of the directory is not moved before an entry made in it */
+	op = (struct e2b_meta_op){.kind = E2B_META_SYMLINK, .path = "/t/l", .arg = "a"};
+	e2b_meta_add(&q, &op);
+	op = (struct e2b_meta_op){.kind = E2B_META_UTIMENS, .path = "/t"};
+	op.ts[0] = op.ts[1] = (struct timespec){1700000000, 0};
+	e2b_meta_add(&q, &op);
+	e2b_meta_gather(&q);
+	ck_assert_int_eq(q.n, 10);
+	ck_assert_int_eq(e2b_meta_render(&q, 0, E2B_META_SCRIPT_MAX, &b), 10);
+	ck_assert_str_eq(b.buf,
+			 "sbx_f() { echo @sbxfs-failed@$1 >&2; }\n"
+			 "chmod 0644 -- '/t/a' '/t/c' || sbx_f 0-2\n"
+			 "touch -h -c -d @1700000000.000000000 -- '/t/a' '/t/b' '/t/c' || sbx_f 2-5\n"
+			 "chmod 0755 -- '/t/b' || sbx_f 5\n"
+			 "chown -h 0:0 -- '/t/c' || sbx_f 6\n"
+			 "chmod 4755 -- '/t/c' || sbx_f 7\n"
+			 "ln -s -- 'a' '/t/l' && chown -h user: -- '/t/l' || sbx_f 8\n"
+			 "touch -h -c -d @1700000000.000000000 -- '/t' || sbx_f 9\n");
+	e2b_meta_clear(&q);
+	sbx_buf_release(&b);
+}
+END_TEST
+
 START_TEST(test_meta_overlay)
 {
 	struct e2b_meta_queue q;
@@ -844,6 +888,7 @@ int main(void)
 	tcase_add_test(tc, test_rmeta_gate);
 	tcase_add_test(tc, test_meta_split);
 	tcase_add_test(tc, test_meta_overlay);
+	tcase_add_test(tc, test_meta_gather);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

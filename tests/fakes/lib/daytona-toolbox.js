@@ -66,6 +66,9 @@ function writeFileAs(sb, p, data) {
 	try {
 		mkdirsAs(path.dirname(r.host), u);
 		fs.writeFileSync(r.host, data);
+		/* The daemon's os.Create: a new file is 0666 &^ umask 022; an existing one keeps its mode. */
+		if (!st)
+			fs.chmodSync(r.host, 0o644);
 		fs.chownSync(r.host, u.uid, u.gid);
 	} catch (e) {
 		throw osError(e, p);
