@@ -214,13 +214,13 @@ int sbx_cfile_fd(const struct sbx_cfile *cf);
 
 /* What the holder of a busy claim sees of an entry (a snapshot). */
 struct sbx_cfile_state {
-	char *path;	/* current sandbox path (caller frees) */
-	int refs;	/* references, the caller's included */
-	bool linked;	/* still reachable by path (not unlinked or replaced) */
-	bool have_data; /* the cache file holds the whole content */
-	bool dirty;	/* local changes not uploaded */
-	bool remote;	/* exists in the sandbox (false: created here) */
-	bool stamped;	/* stamp_* are known */
+	char *path;	  /* current sandbox path (caller frees) */
+	int refs;	  /* references, the caller's included */
+	bool linked;	  /* still reachable by path (not unlinked or replaced) */
+	bool have_data;	  /* the cache file holds the whole content */
+	bool dirty;	  /* local changes not uploaded */
+	bool remote;	  /* exists in the sandbox (false: created here) */
+	bool stamped;	  /* stamp_* are known */
 	bool stamp_loose; /* only stamp_size is: it vouches (the sandbox has not changed since) */
 	off_t stamp_size;
 	struct timespec stamp_mtime;

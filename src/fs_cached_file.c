@@ -118,8 +118,8 @@ static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct 
 	 * straight to its name (write_new).
 	 */
 	fresh = !s.remote && l->prov->write_new;
-	rc = (fresh ? l->prov->write_new : l->prov->write)(inst, s.path, sbx_cfile_fd(cf),
-							    sys.st_size, s.mode ? s.mode : 0644, err);
+	rc = (fresh ? l->prov->write_new : l->prov->write)(
+	    inst, s.path, sbx_cfile_fd(cf), sys.st_size, s.mode ? s.mode : 0644, err);
 	done = rc == 0;
 	if (done && fresh && made_up_stat(c, &s, &sys, &st)) {
 		src = 0;

@@ -281,8 +281,7 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 			continue;
 		snprintf(u, sizeof(u), "%ld", p->uid);
 		snprintf(g, sizeof(g), "%ld", p->gid);
-		if (dt_perms(di, p->path, mode, p->uid >= 0 ? u : NULL, p->gid >= 0 ? g : NULL,
-			     &e))
+		if (dt_perms(di, p->path, mode, p->uid >= 0 ? u : NULL, p->gid >= 0 ? g : NULL, &e))
 			sbx_rmeta_fail(&di->fails, &di->base, p->mode >= 0 ? "chmod" : "chown",
 				       p->path, &e, true);
 	}
@@ -426,8 +425,7 @@ static struct dt_perm *perm_of_locked(struct dt_instance *di, const char *path)
 	return p;
 }
 
-int dt_batch_perms_new(struct dt_instance *di, const char *path, long mode,
-		       struct sbx_error *err)
+int dt_batch_perms_new(struct dt_instance *di, const char *path, long mode, struct sbx_error *err)
 {
 	struct dt_perm *p;
 	bool full;

@@ -280,8 +280,7 @@ int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid
  * queues mode unless it is that one, and remembers it, so that a chmod
  * to it that follows (tar's) is no request either.
  */
-int dt_batch_perms_new(struct dt_instance *di, const char *path, long mode,
-		       struct sbx_error *err);
+int dt_batch_perms_new(struct dt_instance *di, const char *path, long mode, struct sbx_error *err);
 /* Drops the queue unapplied (the sandbox is being deleted). */
 void dt_batch_drop(struct dt_instance *di);
 

@@ -185,8 +185,8 @@ static void add_path(struct sbx_buf *b, const char *p)
 
 static bool same_time(const struct timespec *a, const struct timespec *b)
 {
-	return a->tv_nsec == b->tv_nsec && (a->tv_nsec == UTIME_NOW || a->tv_nsec == UTIME_OMIT ||
-					    a->tv_sec == b->tv_sec);
+	return a->tv_nsec == b->tv_nsec &&
+	       (a->tv_nsec == UTIME_NOW || a->tv_nsec == UTIME_OMIT || a->tv_sec == b->tv_sec);
 }
 
 /* a and b are one command with both paths: same kind and same value. */
@@ -223,7 +223,8 @@ static bool related(const struct e2b_meta_op *a, const struct e2b_meta_op *b)
 	const char *pb[2] = {b->path, b->kind == E2B_META_LINK ? b->arg : NULL};
 	for (int x = 0; x < 2; x++)
 		for (int y = 0; y < 2; y++)
-			if (pa[x] && pb[y] && (under(pa[x], pb[y], true) || under(pb[y], pa[x], true)))
+			if (pa[x] && pb[y] &&
+			    (under(pa[x], pb[y], true) || under(pb[y], pa[x], true)))
 				return true;
 	return false;
 }

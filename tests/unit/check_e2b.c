@@ -667,7 +667,8 @@ START_TEST(test_meta_render)
 }
 END_TEST
 
-/* tar x's chmod + utimens per file: one chmod per mode, one touch per time, each path's order kept. */
+/* tar x's chmod + utimens per file: one chmod per mode, one touch per time, each path's order kept.
+ */
 START_TEST(test_meta_gather)
 {
 	struct e2b_meta_queue q;
@@ -676,8 +677,8 @@ START_TEST(test_meta_gather)
 	static const char *const files[] = {"/t/a", "/t/b", "/t/c"};
 	e2b_meta_init(&q);
 	for (int i = 0; i < 3; i++) {
-		op = (struct e2b_meta_op){.kind = E2B_META_CHMOD, .path = (char *)files[i],
-					  .mode = i == 1 ? 0755 : 0644};
+		op = (struct e2b_meta_op){
+		    .kind = E2B_META_CHMOD, .path = (char *)files[i], .mode = i == 1 ? 0755 : 0644};
 		e2b_meta_add(&q, &op);
 		op = (struct e2b_meta_op){.kind = E2B_META_UTIMENS, .path = (char *)files[i]};
 		op.ts[0] = op.ts[1] = (struct timespec){1700000000, 0};
@@ -697,15 +698,15 @@ START_TEST(test_meta_gather)
 	e2b_meta_gather(&q);
 	ck_assert_int_eq(q.n, 10);
 	ck_assert_int_eq(e2b_meta_render(&q, 0, E2B_META_SCRIPT_MAX, &b), 10);
-	ck_assert_str_eq(b.buf,
-			 "sbx_f() { echo @sbxfs-failed@$1 >&2; }\n"
-			 "chmod 0644 -- '/t/a' '/t/c' || sbx_f 0-2\n"
-			 "touch -h -c -d @1700000000.000000000 -- '/t/a' '/t/b' '/t/c' || sbx_f 2-5\n"
-			 "chmod 0755 -- '/t/b' || sbx_f 5\n"
-			 "chown -h 0:0 -- '/t/c' || sbx_f 6\n"
-			 "chmod 4755 -- '/t/c' || sbx_f 7\n"
-			 "ln -s -- 'a' '/t/l' && chown -h user: -- '/t/l' || sbx_f 8\n"
-			 "touch -h -c -d @1700000000.000000000 -- '/t' || sbx_f 9\n");
+	ck_assert_str_eq(
+	    b.buf, "sbx_f() { echo @sbxfs-failed@$1 >&2; }\n"
+		   "chmod 0644 -- '/t/a' '/t/c' || sbx_f 0-2\n"
+		   "touch -h -c -d @1700000000.000000000 -- '/t/a' '/t/b' '/t/c' || sbx_f 2-5\n"
+		   "chmod 0755 -- '/t/b' || sbx_f 5\n"
+		   "chown -h 0:0 -- '/t/c' || sbx_f 6\n"
+		   "chmod 4755 -- '/t/c' || sbx_f 7\n"
+		   "ln -s -- 'a' '/t/l' && chown -h user: -- '/t/l' || sbx_f 8\n"
+		   "touch -h -c -d @1700000000.000000000 -- '/t' || sbx_f 9\n");
 	e2b_meta_clear(&q);
 	sbx_buf_release(&b);
 }
