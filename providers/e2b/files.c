@@ -252,10 +252,11 @@ int e2b_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t de
 {
 	struct e2b_meta_op op = {
 	    .kind = E2B_META_MKNOD, .path = (char *)path, .mode = mode, .dev = dev};
-	if (S_ISSOCK(mode))
-		return sbx_error_set(err, ENOTSUP, SBX_E_INTERNAL,
-				     "mknod %s: sockets are not supported", path);
-	return enqueue(e2b_of(inst), &op);
+	int rc = 0;
+	if (S_ISSOCK(mode)) /* a command binds it: is there an interpreter to run one? */
+		rc = sbx_rmeta_sock_check(&e2b_of(inst)->sock_ok, inst, e2b_helper_run,
+					  e2b_of(inst), path, err);
+	return rc ? rc : enqueue(e2b_of(inst), &op);
 }
 
 /* --- recent entries ------------------------------------------------------- */

@@ -278,6 +278,9 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 			sbx_buf_addf(b, " %c %u %u", S_ISCHR(op->mode) ? 'c' : 'b', major(op->dev),
 				     minor(op->dev));
 			add_owner(b, op->path);
+		} else if (S_ISSOCK(op->mode)) {
+			sbx_rmeta_add_mksock(b, op->path, op->mode);
+			add_owner(b, op->path);
 		} else if (S_ISREG(op->mode) || !(op->mode & S_IFMT)) {
 			/* noclobber in a subshell: EEXIST semantics, no leak */
 			sbx_buf_adds(b, "( set -C; : >");

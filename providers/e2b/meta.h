@@ -90,12 +90,13 @@ void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct s
  * command; the script starts with sbx_rmeta_add_marker, to stderr) so
  * the caller learns which ops failed. Stops before the
  * script would pass max_bytes (but always renders at least one op).
- * Returns the index after the last op rendered. Invalid ops (mknod of a
- * socket) render as `false` and their mark.
+ * Returns the index after the last op rendered. Invalid ops (mknod of an
+ * unknown type) render as `false` and their mark; a socket is bound by
+ * sbx_rmeta_add_mksock's command.
  *
  * The script is meant to run as root (chown, and chmod of files another
  * user made, need it); the entries it creates (symlink, fifo, device,
- * empty file) are then given to E2B_META_OWNER, as envd's own uploads are.
+ * socket, empty file) are then given to E2B_META_OWNER, as envd's own uploads are.
  */
 #define E2B_META_OWNER "user"
 

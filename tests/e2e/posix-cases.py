@@ -113,13 +113,26 @@ def c_mknod_blk(d):
     return desc(d + "/b", False)
 
 
-def c_socket(d):
+def bind(path):
+    """Binds a unix socket at path and closes it: the socket file stays."""
     s = socket.socket(socket.AF_UNIX)
     try:
-        s.bind(d + "/s")
+        s.bind(path)
     finally:
         s.close()
-    return desc(d + "/s")
+
+
+def c_socket(d):
+    """A socket file outlives its socket; a second bind of the name finds it taken; it lists
+    as a socket (who owns it is owner_create's question)."""
+    bind(d + "/s")
+    try:
+        bind(d + "/s")
+        again = "ok"
+    except OSError as e:
+        again = en(e)
+    return "%s again=%s listed=%s" % (desc(d + "/s", False), again, kind(next(
+        e for e in os.scandir(d)).stat(follow_symlinks=False).st_mode))
 
 
 def c_owner_create(d):
@@ -282,6 +295,11 @@ def c_settled(d):
         made = "ok"
     except OSError as e:
         made = en(e)
+    try:  # a refused socket likewise
+        bind(d + "/s")
+        made += " bind=ok"
+    except OSError as e:
+        made += " bind=" + en(e)
     os.mkdir(d + "/t")
     os.chmod(d + "/t", 0o1777)
     os.mkdir(d + "/g")
