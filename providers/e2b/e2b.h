@@ -193,6 +193,7 @@ enum e2b_flush_need {
 	E2B_FLUSH_ENTRY,    /* ops creating path (stat, readlink, mkdir) */
 	E2B_FLUSH_CHILDREN, /* ops creating path or an entry in it (list) */
 	E2B_FLUSH_CONTENT,  /* ENTRY, plus a truncate of path (read, write) */
+	E2B_FLUSH_NEW,	    /* CONTENT, plus a setgid chmod of its directory (write, mkdir) */
 };
 /*
  * Applies the queued metadata ops if `need` says path depends on them

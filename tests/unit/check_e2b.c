@@ -665,6 +665,27 @@ START_TEST(test_meta_render)
 	ck_assert(!e2b_meta_touches(&q, "/a/g", false));
 	ck_assert(!e2b_meta_touches(&q, "/a/ff", false));
 	e2b_meta_clear(&q);
+	/* a new entry's owner for a caller who is not the mount's: the setgid dir's group */
+	sbx_buf_reset(&b);
+	op = (struct e2b_meta_op){
+	    .kind = E2B_META_CHOWN, .path = "/d/n", .uid = 65534, .gid = 65533, .creator = true};
+	e2b_meta_add(&q, &op);
+	e2b_meta_add(&q, &op); /* never merged */
+	ck_assert_int_eq(e2b_meta_render(&q, 0, E2B_META_SCRIPT_MAX, &b), 2);
+	ck_assert(strstr(b.buf, "chown -h 65534 -- '/d/n' && if [ -g '/d' ]; then chgrp -h "
+				"\"$(stat -c %g -- '/d')\" -- '/d/n'; else chgrp -h 65533 -- "
+				"'/d/n'; fi || sbx_f 0\n"));
+	ck_assert(strstr(b.buf, "|| sbx_f 1\n"));
+	ck_assert(!e2b_meta_setgid_dir(&q, "/d/n"));
+	op = (struct e2b_meta_op){.kind = E2B_META_CHMOD, .path = "/d", .mode = 0755};
+	e2b_meta_add(&q, &op);
+	ck_assert(!e2b_meta_setgid_dir(&q, "/d/n"));
+	op.mode = 02775;
+	e2b_meta_add(&q, &op);
+	ck_assert(e2b_meta_setgid_dir(&q, "/d/n"));
+	ck_assert(!e2b_meta_setgid_dir(&q, "/d"));
+	ck_assert(!e2b_meta_setgid_dir(&q, "/dd/n"));
+	e2b_meta_clear(&q);
 	sbx_buf_release(&b);
 }
 END_TEST
@@ -923,9 +944,12 @@ int main(void)
 	tcase_add_test(tc, test_meta_render);
 	tcase_add_test(tc, test_rmeta_attribute);
 	tcase_add_test(tc, test_rmeta_gate);
-	tcase_add_test(tc, test_rmeta_mksock);
 	tcase_add_test(tc, test_meta_split);
 	tcase_add_test(tc, test_meta_overlay);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("sh"); /* runs python3 and perl: slow on a loaded machine */
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_rmeta_mksock);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
