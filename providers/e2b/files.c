@@ -200,11 +200,17 @@ static int enqueue(struct e2b_inst *in, const struct e2b_meta_op *op)
  * after it; the batch runs as root. The mount's owner's entries stay the
  * sandbox user's (the user who mounts works as the sandbox's user).
  */
-static void own_new(struct e2b_inst *in, const char *path)
+static const struct sbx_caller *other_caller(void)
 {
 	const struct sbx_caller *c = sbx_caller_get();
+	return c && c->known && c->uid != geteuid() ? c : NULL;
+}
+
+static void own_new(struct e2b_inst *in, const char *path)
+{
+	const struct sbx_caller *c = other_caller();
 	struct e2b_meta_op op = {.kind = E2B_META_CHOWN, .path = (char *)path, .creator = true};
-	if (!c || !c->known || c->uid == geteuid())
+	if (!c)
 		return;
 	op.uid = c->uid;
 	op.gid = c->gid;
@@ -564,7 +570,8 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 {
 	struct e2b_inst *in = e2b_of(inst);
 	struct sbx_buf tmp = SBX_BUF_INIT;
-	int rc;
+	struct sbx_stat old;
+	int rc, had = 1; /* 0: path was there (old), -ENOENT: new, else unknown */
 	/*
 	 * The new content replaces any truncate still waiting; the waiting
 	 * chmod/utimens of path stay queued and land on the new file.
@@ -580,6 +587,17 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 	if (!utf8_ok(path))
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL,
 				     "write: the path is not valid UTF-8 (envd speaks JSON)");
+	/*
+	 * Another caller's write: who owned the file before (one Stat, for
+	 * such callers only), so that the replaced file keeps its owner and a
+	 * new one is the caller's (own_new) instead of the sandbox user's.
+	 */
+	if (other_caller()) {
+		struct sbx_error ignore = SBX_ERROR_INIT;
+		had = stat_raw(in, path, &old, NULL, &ignore);
+		if (!had)
+			e2b_overlay(in, path, &old); /* a chown still queued is the owner */
+	}
 	/* Upload beside the target, then Move over it: readers never see half a file. */
 	temp_name(&tmp, path);
 	rc = e2b_files_put(in, tmp.buf, fd, size, err);
@@ -592,8 +610,14 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 		rpc_path(in, "filesystem.Filesystem/Remove", tmp.buf, &out, true, "write", &ignore);
 		json_decref(out);
 	}
-	if (!rc) /* before the chmod: a chown clears set-ID bits */
+	/* before the chmod: a chown clears set-ID bits */
+	if (!rc && had == -ENOENT) {
 		own_new(in, path);
+	} else if (!rc && !had && S_ISREG(old.mode)) {
+		struct e2b_meta_op op = {
+		    .kind = E2B_META_CHOWN, .path = (char *)path, .uid = old.uid, .gid = old.gid};
+		enqueue(in, &op);
+	}
 	/* Uploads arrive 0644; anything else is a (batched) chmod. */
 	if (!rc && (mode & 07777) && (mode & 07777) != 0644) {
 		struct e2b_meta_op op = {

@@ -146,6 +146,15 @@ def c_owner_create(d):
     return r + " | " + " | ".join(desc(d + "/" + n) for n in ("f", "sub", "l", "p"))
 
 
+def c_owner_write_keeps(d):
+    """Another user's write keeps a file's owner; what that user makes is its own."""
+    write(d + "/f", "x")
+    os.chmod(d + "/f", 0o666)
+    os.chown(d + "/f", 4321, 4322)
+    r = as_user(lambda: write(d + "/f", "yy") or write(d + "/n", "z") or "ok")
+    return r + " | " + desc(d + "/f") + " | " + desc(d + "/n")
+
+
 def c_owner_changes_own(d):
     """The creator may chmod and utime what it made (it is the owner)."""
     def body():
