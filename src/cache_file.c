@@ -145,8 +145,8 @@ static void overlay_locked(struct sbx_cfile *cf, struct sbx_stat *st, bool full)
 		memset(st, 0, sizeof(*st));
 		st->mode = S_IFREG | (cf->mode & 07777);
 		st->nlink = 1;
-		st->uid = cf->new_owner ? cf->new_uid : getuid();
-		st->gid = cf->new_owner ? cf->new_gid : getgid();
+		st->uid = getuid();
+		st->gid = getgid();
 		st->atime = sys.st_atim;
 	}
 	st->size = sys.st_size;
@@ -344,16 +344,21 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 			cf->stamped = false;
 			if (how == SBX_CF_NEW) {
 				/*
-				 * Another user's new file is theirs until the stat after its
-				 * upload says (the kernel checks their chmod against this):
-				 * e2b gives it to them, daytona to the sandbox user.
+				 * Another user's new file is theirs, as on a local disk: a
+				 * chown to them waits for the upload like tar's (the
+				 * overlay shows it at once, and the kernel checks their
+				 * chmod against it). The upload may run on a write-back
+				 * worker, which knows no caller.
 				 */
 				const struct sbx_caller *who = sbx_caller_get();
-				cf->new_owner = who && who->known && who->uid != geteuid();
-				cf->new_uid = cf->new_owner ? who->uid : 0;
-				cf->new_gid = cf->new_owner ? who->gid : 0;
 				cf->remote = false;
 				cf->mode = mode & 07777;
+				if (who && who->known && who->uid != geteuid()) {
+					cf->pend_owner = true;
+					cf->pend_uid = who->uid;
+					cf->pend_gid = who->gid;
+					cache_defer_side_locked(cf);
+				}
 			}
 		}
 		break;

@@ -68,10 +68,6 @@ struct sbx_cfile {
 	uid_t pend_uid;
 	gid_t pend_gid;
 	bool attrs_closed; /* (T) the upload in flight took them: no more join it */
-	/* (T) made (SBX_CF_NEW) by a caller other than the daemon: its owner until uploaded */
-	bool new_owner;
-	uid_t new_uid;
-	gid_t new_gid;
 };
 
 /* A lookup that failed lately (sbx_cache_fail_put). */

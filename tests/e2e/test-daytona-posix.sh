@@ -10,5 +10,5 @@
 # (the sandbox user, and the setgid bit is not inherited), no nlink or
 # inode numbers, no device nodes (commands run as the sandbox's user; no
 # rdev either).
-posix_on_fake daytona hardlink hardlink_futimens lchown mknod_blk mknod_chr owner_changes_own owner_create setgid_dir ~setid_write
+posix_on_fake daytona hardlink hardlink_futimens lchown mknod_blk mknod_chr owner_create setgid_dir ~setid_write
 finish
