@@ -135,7 +135,7 @@ static bool names(const char *msg, size_t len, const char *path)
 static int msg_errno(const char *msg, size_t len)
 {
 	static const int known[] = {EPERM,  EACCES,    EEXIST, ENOENT, ENOTDIR,	     EISDIR, ENOSPC,
-				    EDQUOT, ENOTEMPTY, EROFS,  ELOOP,  ENAMETOOLONG, EINVAL};
+				    EDQUOT, ENOTEMPTY, EROFS,  ELOOP,  ENAMETOOLONG, EINVAL, EOPNOTSUPP};
 	char *m = sbx_xstrndup(msg ? msg : "", msg ? len : 0);
 	int err = EIO;
 	for (size_t i = 0; err == EIO && i < sizeof(known) / sizeof(known[0]); i++)
@@ -236,6 +236,90 @@ int sbx_rmeta_statfs(struct sbx_rmeta_df *d, sbx_rmeta_run_fn run, void *ctx, st
 		d->at_ms = now;
 		pthread_mutex_unlock(&d->lock);
 	}
+	sbx_buf_release(&out);
+	return rc;
+}
+
+/* --- sockets ------------------------------------------------------------------------ */
+
+/* argv: PATH MODE (octal). Errors as `mknod 'PATH': strerror` on stderr, exit 1. */
+static const char mksock_py[] =
+    "import errno,os,socket,sys\n"
+    "p=sys.argv[1]\n"
+    "d,n=os.path.split(p)\n"
+    "try:\n"
+    "    os.chdir(d or \"/\")\n"
+    "    s=socket.socket(socket.AF_UNIX)\n"
+    "    if len(os.fsencode(n))<100:\n"
+    "        s.bind(n)\n"
+    "    else:\n"
+    "        t=\".sbxfs-sock-%d\"%os.getpid()\n"
+    "        s.bind(t)\n"
+    "        try:\n"
+    "            os.link(t,n)\n"
+    "        finally:\n"
+    "            os.unlink(t)\n"
+    "    os.chmod(n,int(sys.argv[2],8))\n"
+    "except OSError as e:\n"
+    "    c=errno.EEXIST if e.errno==errno.EADDRINUSE else e.errno\n"
+    "    sys.stderr.write(\"mknod '%s': %s\\n\"%(p,os.strerror(c)))\n"
+    "    sys.exit(1)\n";
+
+static const char mksock_pl[] =
+    "use Socket;use POSIX;\n"
+    "my($p,$m)=@ARGV;\n"
+    "my($d,$n)=$p=~m{^(.*)/([^/]*)$}s;\n"
+    "sub f{printf STDERR \"mknod '%s': %s\\n\",$p,shift;exit 1}\n"
+    "chdir(length $d?$d:\"/\") or f(\"$!\");\n"
+    "socket(my $s,PF_UNIX,SOCK_STREAM,0) or f(\"$!\");\n"
+    "if(length($n)<100){bind($s,pack_sockaddr_un($n)) or "
+    "f($!==EADDRINUSE?strerror(EEXIST):\"$!\")}\n"
+    "else{my $t=\".sbxfs-sock-$$\";bind($s,pack_sockaddr_un($t)) or f(\"$!\");"
+    "my $ok=link($t,$n);my $e=\"$!\";unlink $t;$ok or f($e)}\n"
+    "chmod(oct($m),$n) or f(\"$!\");\n";
+
+void sbx_rmeta_add_mksock(struct sbx_buf *b, const char *path, mode_t perm)
+{
+	char m[16];
+	snprintf(m, sizeof(m), " %04o", (unsigned)(perm & 07777));
+	sbx_buf_adds(b, "if command -v python3 >/dev/null 2>&1; then python3 -c ");
+	sbx_buf_add_shquoted(b, mksock_py);
+	sbx_buf_addch(b, ' ');
+	sbx_buf_add_shquoted(b, path);
+	sbx_buf_adds(b, m);
+	sbx_buf_adds(b, "; elif command -v perl >/dev/null 2>&1; then perl -e ");
+	sbx_buf_add_shquoted(b, mksock_pl);
+	sbx_buf_adds(b, " -- ");
+	sbx_buf_add_shquoted(b, path);
+	sbx_buf_adds(b, m);
+	sbx_buf_adds(b, "; else printf \"mknod '%s': no python3 or perl in the sandbox to bind a "
+			"socket with: Operation not supported\\n\" ");
+	sbx_buf_add_shquoted(b, path);
+	sbx_buf_adds(b, " >&2; false; fi");
+}
+
+int sbx_rmeta_sock_check(int *state, struct sbx_instance *inst, sbx_rmeta_run_fn run, void *ctx,
+			 const char *path, struct sbx_error *err)
+{
+	struct sbx_buf out = SBX_BUF_INIT;
+	int known = __atomic_load_n(state, __ATOMIC_ACQUIRE), rc = 0;
+	if (!known) {
+		/* Two first sockets may both ask: the same answer, kept twice. */
+		if ((rc = run(ctx, SBX_RMETA_SOCK_PROBE, &out, err)))
+			goto out;
+		known = strstr(out.buf ? out.buf : "", "sbxfs-sock-yes") ? 1 : -1;
+		__atomic_store_n(state, known, __ATOMIC_RELEASE);
+	}
+	if (known < 0) {
+		char what[300];
+		rc = sbx_error_set(err, EOPNOTSUPP, SBX_E_EXECUTION_FAILED,
+				   "mknod %s: the sandbox has neither python3 nor perl to bind a "
+				   "unix socket with",
+				   path);
+		snprintf(what, sizeof(what), "mknod %s", path);
+		sbx_instance_report(inst, what, err);
+	}
+out:
 	sbx_buf_release(&out);
 	return rc;
 }

@@ -159,6 +159,32 @@ void sbx_rmeta_ids_parse(struct sbx_rmeta_ids *ids, const char *text);
 unsigned sbx_rmeta_id(struct sbx_rmeta_ids *ids, const char *s, bool group);
 
 /*
+ * Unix sockets (mknod S_IFSOCK, which a bind() on the mount arrives as).
+ * No remote API makes one, and no shell tool either, but a socket file
+ * stays after the process that bound it exits: sbx_rmeta_add_mksock
+ * renders a command that binds one at path with python3, else perl
+ * (perl-base has Socket), and sets its mode to perm. Its failures print
+ * `mknod 'PATH': MESSAGE` on stderr (the C library's text, so that
+ * sbx_rmeta_attribute finds the errno; a taken name says EEXIST as mknod
+ * would, not bind's EADDRINUSE), and without either interpreter
+ * "... Operation not supported" (EOPNOTSUPP). A name too long for
+ * sun_path is bound under a short name in the same directory and linked.
+ */
+void sbx_rmeta_add_mksock(struct sbx_buf *b, const char *path, mode_t perm);
+
+/*
+ * Whether the sandbox can bind a socket (sbx_rmeta_add_mksock): asked
+ * once (SBX_RMETA_SOCK_PROBE) and kept in *state (0 not known yet, 1 yes,
+ * -1 no; start it at 0). 0 when it can; -EOPNOTSUPP with the reason in
+ * err, reported to inst's lease (its `error` file), when it cannot; the run's error when
+ * the question could not be asked (not kept: asked again next time).
+ */
+#define SBX_RMETA_SOCK_PROBE                                                                       \
+	"{ command -v python3 || command -v perl; } >/dev/null 2>&1 && echo sbxfs-sock-yes"
+int sbx_rmeta_sock_check(int *state, struct sbx_instance *inst, sbx_rmeta_run_fn run, void *ctx,
+			 const char *path, struct sbx_error *err);
+
+/*
  * Paths being put in place. A provider whose replace is several remote
  * calls (daytona: move the old file aside, move the new one in) holds
  * the destination across them, so that two of its own uploads or

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "base/caller.h"
 #include "base/fsutil.h"
 #include "base/log.h"
 #include "base/xalloc.h"
@@ -352,8 +353,22 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 			cf->wgen++;
 			cf->stamped = false;
 			if (how == SBX_CF_NEW) {
+				/*
+				 * Another user's new file is theirs, as on a local disk: a
+				 * chown to them waits for the upload like tar's (the
+				 * overlay shows it at once, and the kernel checks their
+				 * chmod against it). The upload may run on a write-back
+				 * worker, which knows no caller.
+				 */
+				const struct sbx_caller *who = sbx_caller_get();
 				cf->remote = false;
 				cf->mode = mode & 07777;
+				if (who && who->known && who->uid != geteuid()) {
+					cf->pend_owner = true;
+					cf->pend_uid = who->uid;
+					cf->pend_gid = who->gid;
+					cache_defer_side_locked(cf);
+				}
 			}
 		}
 		break;

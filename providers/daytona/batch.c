@@ -726,6 +726,8 @@ int dt_truncate(struct sbx_instance *inst, const char *path, off_t size, struct 
 	return rc;
 }
 
+static int df_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_error *err);
+
 int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
 	     struct sbx_error *err)
 {
@@ -750,6 +752,12 @@ int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev
 		sbx_buf_addf(&node, " %c %u %u", S_ISCHR(mode) ? 'c' : 'b', major(dev), minor(dev));
 		add_as_root_else(&b, node.buf); /* only root may */
 		sbx_buf_release(&node);
+		break;
+	case S_IFSOCK: /* a command binds it: is there an interpreter to run one? */
+		if ((rc = sbx_rmeta_sock_check(&dt_inst(inst)->sock_ok, inst, df_run, dt_inst(inst),
+					       path, err)))
+			return rc;
+		sbx_rmeta_add_mksock(&b, path, perm);
 		break;
 	default:
 		return sbx_error_set(err, ENOTSUP, 0, "mknod %s: this file type is not supported",

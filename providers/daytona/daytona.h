@@ -121,6 +121,7 @@ struct dt_instance {
 	struct sbx_rmeta_fails fails; /* queued ops that failed, by path (own lock; rmeta.h) */
 	bool flushing;		      /* a batch is being applied (see flush_lock) */
 	struct sbx_rmeta_df df;	      /* statfs, cached */
+	int sock_ok; /* whether it can bind a socket (sbx_rmeta_sock_check; atomic) */
 	struct dt_link links[DT_LINKS_MAX]; /* symlinks this instance made (batch.c) */
 	size_t n_links;
 	long user_uid, user_gid; /* who runs commands (-1: not known yet) */

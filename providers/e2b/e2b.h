@@ -62,6 +62,7 @@ struct e2b_inst {
 
 	struct sbx_rmeta_df df;	  /* statfs cache (its own lock) */
 	struct sbx_rmeta_ids ids; /* the sandbox's owner and group names (its own locks) */
+	int sock_ok; /* whether it can bind a socket (sbx_rmeta_sock_check; atomic) */
 
 	/* Entries envd just described in the reply to our own Move/MakeDir (files.c). */
 	struct e2b_recent {
@@ -192,6 +193,7 @@ enum e2b_flush_need {
 	E2B_FLUSH_ENTRY,    /* ops creating path (stat, readlink, mkdir) */
 	E2B_FLUSH_CHILDREN, /* ops creating path or an entry in it (list) */
 	E2B_FLUSH_CONTENT,  /* ENTRY, plus a truncate of path (read, write) */
+	E2B_FLUSH_NEW,	    /* CONTENT, plus a setgid chmod of its directory (write, mkdir) */
 };
 /*
  * Applies the queued metadata ops if `need` says path depends on them

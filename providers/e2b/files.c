@@ -9,6 +9,7 @@
  * Not here: caching (the core's) and runs (run.c).
  */
 #include "e2b/e2b.h"
+#include "base/caller.h"
 #include "base/xalloc.h"
 
 #include <errno.h>
@@ -80,6 +81,9 @@ static bool needs(const struct e2b_meta_queue *q, const char *path, enum e2b_flu
 		return e2b_meta_creates(q, path, true);
 	case E2B_FLUSH_CONTENT:
 		return e2b_meta_creates(q, path, false) || e2b_meta_truncates(q, path);
+	case E2B_FLUSH_NEW: /* a new entry takes a setgid directory's group (and bit) */
+		return e2b_meta_creates(q, path, false) || e2b_meta_truncates(q, path) ||
+		       e2b_meta_setgid_dir(q, path);
 	}
 	return true;
 }
@@ -189,6 +193,31 @@ static int enqueue(struct e2b_inst *in, const struct e2b_meta_op *op)
 	return 0;
 }
 
+/*
+ * A new entry belongs to who made it, as on a local disk, when that is not
+ * the mount's owner (a caller through allow_other): envd's uploads and
+ * MakeDir, and the batch's nodes, make it the sandbox user's, so a chown
+ * to the caller's uid (and gid, unless the directory is setgid) is queued
+ * after it; the batch runs as root. The mount's owner's entries stay the
+ * sandbox user's (the user who mounts works as the sandbox's user).
+ */
+static const struct sbx_caller *other_caller(void)
+{
+	const struct sbx_caller *c = sbx_caller_get();
+	return c && c->known && c->uid != geteuid() ? c : NULL;
+}
+
+static void own_new(struct e2b_inst *in, const char *path)
+{
+	const struct sbx_caller *c = other_caller();
+	struct e2b_meta_op op = {.kind = E2B_META_CHOWN, .path = (char *)path, .creator = true};
+	if (!c)
+		return;
+	op.uid = c->uid;
+	op.gid = c->gid;
+	enqueue(in, &op);
+}
+
 int e2b_sync(struct sbx_instance *inst, struct sbx_error *err)
 {
 	/* A failed op went to its path (e2b_take_failure) and to the lease's `error`. */
@@ -231,7 +260,9 @@ int e2b_symlink(struct sbx_instance *inst, const char *target, const char *path,
 {
 	struct e2b_meta_op op = {
 	    .kind = E2B_META_SYMLINK, .path = (char *)path, .arg = (char *)target};
-	return enqueue(e2b_of(inst), &op);
+	enqueue(e2b_of(inst), &op);
+	own_new(e2b_of(inst), path);
+	return 0;
 }
 
 int e2b_truncate(struct sbx_instance *inst, const char *path, off_t size, struct sbx_error *err)
@@ -253,10 +284,15 @@ int e2b_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t de
 {
 	struct e2b_meta_op op = {
 	    .kind = E2B_META_MKNOD, .path = (char *)path, .mode = mode, .dev = dev};
-	if (S_ISSOCK(mode))
-		return sbx_error_set(err, ENOTSUP, SBX_E_INTERNAL,
-				     "mknod %s: sockets are not supported", path);
-	return enqueue(e2b_of(inst), &op);
+	int rc = 0;
+	if (S_ISSOCK(mode)) /* a command binds it: is there an interpreter to run one? */
+		rc = sbx_rmeta_sock_check(&e2b_of(inst)->sock_ok, inst, e2b_helper_run,
+					  e2b_of(inst), path, err);
+	if (rc)
+		return rc;
+	enqueue(e2b_of(inst), &op);
+	own_new(e2b_of(inst), path);
+	return 0;
 }
 
 /* --- recent entries ------------------------------------------------------- */
@@ -541,7 +577,7 @@ static int write_prep(struct e2b_inst *in, const char *path, struct sbx_error *e
 	pthread_mutex_lock(&in->lock);
 	e2b_meta_drop_truncates(&in->queue, path);
 	pthread_mutex_unlock(&in->lock);
-	rc = e2b_flush(in, path, E2B_FLUSH_CONTENT, err); /* and a truncate in progress */
+	rc = e2b_flush(in, path, E2B_FLUSH_NEW, err); /* and a truncate in progress */
 	if (rc)
 		return rc;
 	if (!strrchr(path, '/') || !path[1])
@@ -567,9 +603,22 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 {
 	struct e2b_inst *in = e2b_of(inst);
 	struct sbx_buf tmp = SBX_BUF_INIT;
+	struct sbx_stat old;
+	int had = 1; /* 0: path was there (old), -ENOENT: new, else unknown */
 	int rc = write_prep(in, path, err);
 	if (rc)
 		return rc;
+	/*
+	 * Another caller's write: who owned the file before (one Stat, for
+	 * such callers only), so that the replaced file keeps its owner and a
+	 * new one is the caller's (own_new) instead of the sandbox user's.
+	 */
+	if (other_caller()) {
+		struct sbx_error ignore = SBX_ERROR_INIT;
+		had = stat_raw(in, path, &old, NULL, &ignore);
+		if (!had)
+			e2b_overlay(in, path, &old); /* a chown still queued is the owner */
+	}
 	/* Upload beside the target, then Move over it: readers never see half a file. */
 	temp_name(&tmp, path);
 	rc = e2b_files_put(in, tmp.buf, fd, size, err);
@@ -581,6 +630,14 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 		json_t *out = NULL;
 		rpc_path(in, "filesystem.Filesystem/Remove", tmp.buf, &out, true, "write", &ignore);
 		json_decref(out);
+	}
+	/* before the chmod: a chown clears set-ID bits */
+	if (!rc && had == -ENOENT) {
+		own_new(in, path);
+	} else if (!rc && !had && S_ISREG(old.mode)) {
+		struct e2b_meta_op op = {
+		    .kind = E2B_META_CHOWN, .path = (char *)path, .uid = old.uid, .gid = old.gid};
+		enqueue(in, &op);
 	}
 	if (!rc)
 		write_mode(in, path, mode);
@@ -602,6 +659,8 @@ int e2b_write_new(struct sbx_instance *inst, const char *path, int fd, off_t siz
 		rc = e2b_files_put(in, path, fd, size, err);
 	recent_drop(in, path);
 	if (!rc)
+		own_new(in, path); /* another caller's new file is theirs; before the chmod */
+	if (!rc)
 		write_mode(in, path, mode);
 	return rc;
 }
@@ -610,7 +669,7 @@ int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct s
 {
 	struct e2b_inst *in = e2b_of(inst);
 	json_t *out = NULL;
-	int rc = e2b_flush(in, path, E2B_FLUSH_ENTRY, err);
+	int rc = e2b_flush(in, path, E2B_FLUSH_NEW, err);
 	if (!rc)
 		rc = rpc_path(in, "filesystem.Filesystem/MakeDir", path, &out, false, "mkdir", err);
 	if (!rc)
@@ -618,6 +677,8 @@ int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct s
 	json_decref(out);
 	if (rc == -EINVAL)
 		rc = refine(err, ENOTDIR); /* a parent is a file */
+	if (!rc)
+		own_new(in, path);
 	if (!rc && (mode & 07777) && (mode & 07777) != 0755) {
 		struct e2b_meta_op op = {
 		    .kind = E2B_META_CHMOD, .path = (char *)path, .mode = mode};

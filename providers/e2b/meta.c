@@ -109,6 +109,17 @@ bool e2b_meta_creates(const struct e2b_meta_queue *q, const char *path, bool chi
 	return false;
 }
 
+bool e2b_meta_setgid_dir(const struct e2b_meta_queue *q, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash && slash > path ? (size_t)(slash - path) : 1;
+	for (size_t i = 0; i < q->n; i++)
+		if (q->ops[i].kind == E2B_META_CHMOD && (q->ops[i].mode & S_ISGID) &&
+		    strlen(q->ops[i].path) == n && !strncmp(q->ops[i].path, path, n))
+			return true;
+	return false;
+}
+
 const char *e2b_meta_link_target(const struct e2b_meta_queue *q, const char *path)
 {
 	for (size_t i = q->n; i-- > 0;)
@@ -197,7 +208,7 @@ static bool same_group(const struct e2b_meta_op *a, const struct e2b_meta_op *b)
 	if (a->kind == E2B_META_CHMOD)
 		return (a->mode & 07777) == (b->mode & 07777);
 	if (a->kind == E2B_META_CHOWN)
-		return a->uid == b->uid && a->gid == b->gid;
+		return a->uid == b->uid && a->gid == b->gid && !a->creator && !b->creator;
 	if (a->kind == E2B_META_UTIMENS)
 		return same_time(&a->ts[0], &b->ts[0]) && same_time(&a->ts[1], &b->ts[1]);
 	return false;
@@ -293,8 +304,29 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 	const struct timespec *ts = op->ts;
 	size_t j = i + 1;
 	switch (op->kind) {
-	case E2B_META_CHMOD:
 	case E2B_META_CHOWN:
+		if (op->creator) {
+			/* chown UID P, chgrp to DIR's group if it is setgid, else GID */
+			const char *slash = strrchr(op->path, '/');
+			char *dir = sbx_xstrndup(op->path, slash && slash > op->path
+							       ? (size_t)(slash - op->path)
+							       : 1);
+			sbx_buf_addf(b, "chown -h %u --", (unsigned)op->uid);
+			add_path(b, op->path);
+			sbx_buf_adds(b, " && if [ -g");
+			add_path(b, dir);
+			sbx_buf_adds(b, " ]; then chgrp -h \"$(stat -c %g --");
+			add_path(b, dir);
+			sbx_buf_adds(b, ")\" --");
+			add_path(b, op->path);
+			sbx_buf_addf(b, "; else chgrp -h %u --", (unsigned)op->gid);
+			add_path(b, op->path);
+			sbx_buf_adds(b, "; fi");
+			free(dir);
+			break;
+		}
+		/* fall through */
+	case E2B_META_CHMOD:
 		if (op->kind == E2B_META_CHMOD)
 			sbx_buf_addf(b, "chmod %04o --", (unsigned)(op->mode & 07777));
 		else if (op->uid != (uid_t)-1 && op->gid != (gid_t)-1)
@@ -358,6 +390,9 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 			add_path(b, op->path);
 			sbx_buf_addf(b, " %c %u %u", S_ISCHR(op->mode) ? 'c' : 'b', major(op->dev),
 				     minor(op->dev));
+			add_owner(b, op->path);
+		} else if (S_ISSOCK(op->mode)) {
+			sbx_rmeta_add_mksock(b, op->path, op->mode);
 			add_owner(b, op->path);
 		} else if (S_ISREG(op->mode) || !(op->mode & S_IFMT)) {
 			/* noclobber in a subshell: EEXIST semantics, no leak */

@@ -40,6 +40,12 @@ struct e2b_meta_op {
 	mode_t mode; /* chmod, mknod (with the type bits) */
 	uid_t uid;   /* chown: (uid_t)-1 = keep */
 	gid_t gid;
+	/*
+	 * chown: of a new entry, to the caller who made it (e2b_own_new):
+	 * gid only where its directory is not setgid (there the entry has
+	 * the directory's group already, as on a local disk).
+	 */
+	bool creator;
 	struct timespec ts[2]; /* utimens: atime, mtime; UTIME_NOW / UTIME_OMIT */
 	off_t size;	       /* truncate */
 	dev_t dev;	       /* mknod */
@@ -70,6 +76,12 @@ bool e2b_meta_touches(const struct e2b_meta_queue *q, const char *path, bool sub
  * then a remote read cannot show it and the queue must be applied first.
  */
 bool e2b_meta_creates(const struct e2b_meta_queue *q, const char *path, bool children);
+/*
+ * Whether a chmod setting the setgid bit of path's directory is waiting:
+ * an entry envd makes there (upload, MakeDir) before it is applied would
+ * miss the group (and a directory the bit) it hands down.
+ */
+bool e2b_meta_setgid_dir(const struct e2b_meta_queue *q, const char *path);
 /* The target of the last symlink op making path, or NULL (borrowed from q). */
 const char *e2b_meta_link_target(const struct e2b_meta_queue *q, const char *path);
 /* Whether a truncate of path is waiting (a read of its content must wait). */
@@ -90,12 +102,13 @@ void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct s
  * command; the script starts with sbx_rmeta_add_marker, to stderr) so
  * the caller learns which ops failed. Stops before the
  * script would pass max_bytes (but always renders at least one op).
- * Returns the index after the last op rendered. Invalid ops (mknod of a
- * socket) render as `false` and their mark.
+ * Returns the index after the last op rendered. Invalid ops (mknod of an
+ * unknown type) render as `false` and their mark; a socket is bound by
+ * sbx_rmeta_add_mksock's command.
  *
  * The script is meant to run as root (chown, and chmod of files another
  * user made, need it); the entries it creates (symlink, fifo, device,
- * empty file) are then given to E2B_META_OWNER, as envd's own uploads are.
+ * socket, empty file) are then given to E2B_META_OWNER, as envd's own uploads are.
  */
 #define E2B_META_OWNER "user"
 

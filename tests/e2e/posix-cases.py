@@ -139,13 +139,26 @@ def c_mknod_no_ghost(d):
     return " | ".join(out)
 
 
-def c_socket(d):
+def bind(path):
+    """Binds a unix socket at path and closes it: the socket file stays."""
     s = socket.socket(socket.AF_UNIX)
     try:
-        s.bind(d + "/s")
+        s.bind(path)
     finally:
         s.close()
-    return desc(d + "/s")
+
+
+def c_socket(d):
+    """A socket file outlives its socket; a second bind of the name finds it taken; it lists
+    as a socket (who owns it is owner_create's question)."""
+    bind(d + "/s")
+    try:
+        bind(d + "/s")
+        again = "ok"
+    except OSError as e:
+        again = en(e)
+    return "%s again=%s listed=%s" % (desc(d + "/s", False), again, kind(next(
+        e for e in os.scandir(d)).stat(follow_symlinks=False).st_mode))
 
 
 def c_owner_create(d):
@@ -157,6 +170,15 @@ def c_owner_create(d):
         return "ok"
     r = as_user(body, umask=0o022)
     return r + " | " + " | ".join(desc(d + "/" + n) for n in ("f", "sub", "l", "p"))
+
+
+def c_owner_write_keeps(d):
+    """Another user's write keeps a file's owner (who owns what it makes: owner_create)."""
+    write(d + "/f", "x")
+    os.chmod(d + "/f", 0o666)
+    os.chown(d + "/f", 4321, 4322)
+    r = as_user(lambda: write(d + "/f", "yy") or "ok")
+    return r + " | " + desc(d + "/f")
 
 
 def c_owner_changes_own(d):
@@ -419,6 +441,11 @@ def c_settled(d):
         made = "ok"
     except OSError as e:
         made = en(e)
+    try:  # a refused socket likewise
+        bind(d + "/s")
+        made += " bind=ok"
+    except OSError as e:
+        made += " bind=" + en(e)
     os.mkdir(d + "/t")
     os.chmod(d + "/t", 0o1777)
     os.mkdir(d + "/g")

@@ -7,10 +7,10 @@
 . "$(dirname "$0")/lib-fake.sh"
 . "$(dirname "$0")/lib-posix.sh"
 # Known gaps (doc/DESIGN.md, "POSIX conformance"): who owns a new entry
-# (the sandbox user, and the setgid bit is not inherited), no rdev (device
-# nodes are made, through sudo -n, but no endpoint sends their device
-# numbers), no sockets.
-posix_on_fake daytona lchown mknod_blk mknod_chr owner_changes_own owner_create setgid_dir ~setid_write socket
+# the mount's owner makes (the sandbox user, and the setgid bit is not
+# inherited), no rdev (device nodes are made, through sudo -n, but no
+# endpoint sends their device numbers).
+posix_on_fake daytona lchown mknod_blk mknod_chr owner_create setgid_dir ~setid_write
 
 # Where the sandbox's user may not sudo either (the fake, like Daytona's
 # images, lets it; it gives that up here), a device node is refused with

@@ -6,8 +6,10 @@
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "e2b/connect.h"
@@ -663,6 +665,27 @@ START_TEST(test_meta_render)
 	ck_assert(!e2b_meta_touches(&q, "/a/g", false));
 	ck_assert(!e2b_meta_touches(&q, "/a/ff", false));
 	e2b_meta_clear(&q);
+	/* a new entry's owner for a caller who is not the mount's: the setgid dir's group */
+	sbx_buf_reset(&b);
+	op = (struct e2b_meta_op){
+	    .kind = E2B_META_CHOWN, .path = "/d/n", .uid = 65534, .gid = 65533, .creator = true};
+	e2b_meta_add(&q, &op);
+	e2b_meta_add(&q, &op); /* never merged */
+	ck_assert_int_eq(e2b_meta_render(&q, 0, E2B_META_SCRIPT_MAX, &b), 2);
+	ck_assert(strstr(b.buf, "chown -h 65534 -- '/d/n' && if [ -g '/d' ]; then chgrp -h "
+				"\"$(stat -c %g -- '/d')\" -- '/d/n'; else chgrp -h 65533 -- "
+				"'/d/n'; fi || sbx_f 0\n"));
+	ck_assert(strstr(b.buf, "|| sbx_f 1\n"));
+	ck_assert(!e2b_meta_setgid_dir(&q, "/d/n"));
+	op = (struct e2b_meta_op){.kind = E2B_META_CHMOD, .path = "/d", .mode = 0755};
+	e2b_meta_add(&q, &op);
+	ck_assert(!e2b_meta_setgid_dir(&q, "/d/n"));
+	op.mode = 02775;
+	e2b_meta_add(&q, &op);
+	ck_assert(e2b_meta_setgid_dir(&q, "/d/n"));
+	ck_assert(!e2b_meta_setgid_dir(&q, "/d"));
+	ck_assert(!e2b_meta_setgid_dir(&q, "/dd/n"));
+	e2b_meta_clear(&q);
 	sbx_buf_release(&b);
 }
 END_TEST
@@ -795,6 +818,85 @@ START_TEST(test_rmeta_attribute)
 }
 END_TEST
 
+/*
+ * A socket's command, run here by /bin/sh with PATH giving it python3,
+ * only perl, or neither: a socket of the mode asked (a name too long for
+ * sun_path too), a taken name EEXIST, no interpreter EOPNOTSUPP.
+ */
+static void mksock_op(void *ctx, size_t i, const char **name, const char **path)
+{
+	(void)i;
+	*name = "mknod";
+	*path = ctx;
+}
+
+/* Runs the socket command for path with PATH=dirs: the errno rmeta makes of its output. */
+static int mksock_run(const char *dirs, const char *path, mode_t perm)
+{
+	struct sbx_buf b = SBX_BUF_INIT, cmd = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	struct sbx_rmeta_fails f;
+	char chunk[4096];
+	size_t n;
+	int rc;
+	FILE *p;
+	sbx_rmeta_add_marker(&b, true);
+	sbx_rmeta_add_mksock(&b, path, perm);
+	sbx_rmeta_add_mark(&b, 0, 1);
+	sbx_buf_addf(&cmd, "PATH=%s /bin/sh -c ", dirs);
+	sbx_buf_add_shquoted(&cmd, b.buf);
+	sbx_buf_adds(&cmd, " 2>&1");
+	p = popen(cmd.buf, "r");
+	ck_assert_ptr_nonnull(p);
+	while ((n = fread(chunk, 1, sizeof(chunk), p)) > 0)
+		sbx_buf_add(&out, chunk, n);
+	pclose(p);
+	sbx_rmeta_fails_init(&f);
+	sbx_rmeta_attribute(&f, NULL, out.buf ? out.buf : "", 0, 1, mksock_op, (void *)path);
+	rc = sbx_rmeta_fail_take(&f, path, NULL);
+	sbx_rmeta_fails_destroy(&f);
+	sbx_buf_release(&b);
+	sbx_buf_release(&cmd);
+	sbx_buf_release(&out);
+	return rc;
+}
+
+START_TEST(test_rmeta_mksock)
+{
+	char dir[] = "/tmp/sbxfs-mksock-XXXXXX", path[700], bin[64], lng[200];
+	struct stat st;
+	const char *how[2] = {"/usr/bin:/bin", bin}; /* python3; perl alone */
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(bin, sizeof(bin), "%s/bin", dir);
+	ck_assert_int_eq(mkdir(bin, 0755), 0);
+	snprintf(path, sizeof(path), "%s/perl", bin);
+	ck_assert_int_eq(symlink("/usr/bin/perl", path), 0);
+	memset(lng, 'n', 150);
+	lng[150] = '\0';
+	for (int k = 0; k < 2; k++) {
+		snprintf(path, sizeof(path), "%s/s%d", dir, k);
+		ck_assert_int_eq(mksock_run(how[k], path, 0640), 0);
+		ck_assert_int_eq(lstat(path, &st), 0);
+		ck_assert(S_ISSOCK(st.st_mode));
+		ck_assert_int_eq(st.st_mode & 07777, 0640);
+		ck_assert_int_eq(mksock_run(how[k], path, 0640), -EEXIST);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/%s%d", dir, lng, k);
+		ck_assert_int_eq(mksock_run(how[k], path, 0600), 0);
+		ck_assert_int_eq(lstat(path, &st), 0);
+		ck_assert(S_ISSOCK(st.st_mode));
+		ck_assert_int_eq(st.st_mode & 07777, 0600);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/s", dir);
+	ck_assert_int_eq(mksock_run("/nonexistent", path, 0644), -EOPNOTSUPP);
+	ck_assert_int_eq(lstat(path, &st), -1);
+	snprintf(path, sizeof(path), "%s/perl", bin);
+	unlink(path);
+	rmdir(bin);
+	ck_assert_int_eq(rmdir(dir), 0); /* nothing left behind (no short-name socket) */
+}
+END_TEST
+
 /* The gate: a second holder of a path waits for the first to leave. */
 struct gate_arg {
 	struct sbx_rmeta_gate *g;
@@ -890,6 +992,10 @@ int main(void)
 	tcase_add_test(tc, test_meta_split);
 	tcase_add_test(tc, test_meta_overlay);
 	tcase_add_test(tc, test_meta_gather);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("sh"); /* runs python3 and perl: slow on a loaded machine */
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_rmeta_mksock);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
