@@ -134,8 +134,9 @@ static bool names(const char *msg, size_t len, const char *path)
  */
 static int msg_errno(const char *msg, size_t len)
 {
-	static const int known[] = {EPERM,  EACCES,    EEXIST, ENOENT, ENOTDIR,	     EISDIR, ENOSPC,
-				    EDQUOT, ENOTEMPTY, EROFS,  ELOOP,  ENAMETOOLONG, EINVAL, EOPNOTSUPP};
+	static const int known[] = {EPERM,  EACCES,	  EEXIST, ENOENT,    ENOTDIR,
+				    EISDIR, ENOSPC,	  EDQUOT, ENOTEMPTY, EROFS,
+				    ELOOP,  ENAMETOOLONG, EINVAL, EOPNOTSUPP};
 	char *m = sbx_xstrndup(msg ? msg : "", msg ? len : 0);
 	int err = EIO;
 	for (size_t i = 0; err == EIO && i < sizeof(known) / sizeof(known[0]); i++)
@@ -243,27 +244,26 @@ int sbx_rmeta_statfs(struct sbx_rmeta_df *d, sbx_rmeta_run_fn run, void *ctx, st
 /* --- sockets ------------------------------------------------------------------------ */
 
 /* argv: PATH MODE (octal). Errors as `mknod 'PATH': strerror` on stderr, exit 1. */
-static const char mksock_py[] =
-    "import errno,os,socket,sys\n"
-    "p=sys.argv[1]\n"
-    "d,n=os.path.split(p)\n"
-    "try:\n"
-    "    os.chdir(d or \"/\")\n"
-    "    s=socket.socket(socket.AF_UNIX)\n"
-    "    if len(os.fsencode(n))<100:\n"
-    "        s.bind(n)\n"
-    "    else:\n"
-    "        t=\".sbxfs-sock-%d\"%os.getpid()\n"
-    "        s.bind(t)\n"
-    "        try:\n"
-    "            os.link(t,n)\n"
-    "        finally:\n"
-    "            os.unlink(t)\n"
-    "    os.chmod(n,int(sys.argv[2],8))\n"
-    "except OSError as e:\n"
-    "    c=errno.EEXIST if e.errno==errno.EADDRINUSE else e.errno\n"
-    "    sys.stderr.write(\"mknod '%s': %s\\n\"%(p,os.strerror(c)))\n"
-    "    sys.exit(1)\n";
+static const char mksock_py[] = "import errno,os,socket,sys\n"
+				"p=sys.argv[1]\n"
+				"d,n=os.path.split(p)\n"
+				"try:\n"
+				"    os.chdir(d or \"/\")\n"
+				"    s=socket.socket(socket.AF_UNIX)\n"
+				"    if len(os.fsencode(n))<100:\n"
+				"        s.bind(n)\n"
+				"    else:\n"
+				"        t=\".sbxfs-sock-%d\"%os.getpid()\n"
+				"        s.bind(t)\n"
+				"        try:\n"
+				"            os.link(t,n)\n"
+				"        finally:\n"
+				"            os.unlink(t)\n"
+				"    os.chmod(n,int(sys.argv[2],8))\n"
+				"except OSError as e:\n"
+				"    c=errno.EEXIST if e.errno==errno.EADDRINUSE else e.errno\n"
+				"    sys.stderr.write(\"mknod '%s': %s\\n\"%(p,os.strerror(c)))\n"
+				"    sys.exit(1)\n";
 
 static const char mksock_pl[] =
     "use Socket;use POSIX;\n"

@@ -62,7 +62,7 @@ struct e2b_inst {
 
 	struct sbx_rmeta_df df;	  /* statfs cache (its own lock) */
 	struct sbx_rmeta_ids ids; /* the sandbox's owner and group names (its own locks) */
-	int sock_ok; /* whether it can bind a socket (sbx_rmeta_sock_check; atomic) */
+	int sock_ok;		  /* whether it can bind a socket (sbx_rmeta_sock_check; atomic) */
 
 	/* Entries envd just described in the reply to our own Move/MakeDir (files.c). */
 	struct e2b_recent {

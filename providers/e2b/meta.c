@@ -308,9 +308,8 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 		if (op->creator) {
 			/* chown UID P, chgrp to DIR's group if it is setgid, else GID */
 			const char *slash = strrchr(op->path, '/');
-			char *dir = sbx_xstrndup(op->path, slash && slash > op->path
-							       ? (size_t)(slash - op->path)
-							       : 1);
+			char *dir = sbx_xstrndup(
+			    op->path, slash && slash > op->path ? (size_t)(slash - op->path) : 1);
 			sbx_buf_addf(b, "chown -h %u --", (unsigned)op->uid);
 			add_path(b, op->path);
 			sbx_buf_adds(b, " && if [ -g");
