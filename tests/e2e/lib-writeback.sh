@@ -75,6 +75,19 @@ story_writeback() {
 	eq "... the owner rsync asked for is the sandbox's" \
 		"$(lease_run "stat -c %u $FHOME/r/f1")" "$(stat -c %u "$src/r/f1")"
 
+	# Connections are reused: 60 files uploaded by the workers (two or three
+	# requests each) over a few connections, not one each (e2b opened 740
+	# for a 500-file tar x while libcurl's cache kept 5 connections).
+	mkdir -p "$src/c" && for n in $(seq 1 60); do echo "c $n" >"$src/c/f$n"; done
+	stall_uploads 300 # all workers busy at once, beside the FUSE threads
+	fake_reset_counters
+	ok "cp -r of 60 files" cp -r "$src/c" "$F/c"
+	eq "... an exec after sees them" "$(lease_run "cat $FHOME/c/f60")" "c 60"
+	fake_clear_faults
+	local conns
+	conns=$(fake_get /_fake/connections | python3 -c 'import json,sys; print(json.load(sys.stdin)["connections"])')
+	ok "... over few connections ($conns, $(counter "$UPLOAD_KEY") uploads)" test "$conns" -le 24
+
 	# fsync: the bytes are in the sandbox when it returns, before any run.
 	stall_uploads 1500
 	ms=$(ms_of "fd = os.open('$F/sync.txt', os.O_WRONLY | os.O_CREAT, 0o644); os.write(fd, b'synced'); os.fsync(fd); os.close(fd)")

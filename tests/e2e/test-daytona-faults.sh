@@ -12,7 +12,10 @@
 start_fake daytona
 REQ_S=3 XFER_S=3 STATE_S=4
 fake_settings "{\"requestTimeout\": $REQ_S, \"transferTimeout\": $XFER_S, \"timeout\": $STATE_S}"
-mount_sbxfs
+# close() = uploaded (-o writeback=0): its failures are close's; the
+# write-back contract's (close returns, error and the next fsync say it)
+# is test-*-writeback.sh's.
+mount_sbxfs -o writeback=0
 L=$MNT/f
 mkdir "$L"
 F=$L/fs/home/daytona

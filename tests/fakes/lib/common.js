@@ -10,7 +10,9 @@
  * Admin API (never counted, never faulted, needs no key):
  *   GET    /_fake/health                -> {"ok":true,"name":"e2b"}
  *   GET    /_fake/counters              -> {"POST /v2/sandboxes":1, ...}
- *   DELETE /_fake/counters              -> 204 (also POST /_fake/counters/reset)
+ *   DELETE /_fake/counters              -> 204 (also POST /_fake/counters/reset; zeroes connections too)
+ *   GET    /_fake/connections           -> {"connections":N}: TCP connections accepted since the
+ *                                          last reset (curl's to this API included)
  *   GET    /_fake/faults                -> {"latencyMs":0,"faults":[...]}
  *   POST   /_fake/faults                <- {"latencyMs"?:N, "faults"?:[FAULT...], "replace"?:bool}
  *                                          appends (or replaces) and answers the new state
@@ -168,6 +170,9 @@ class FakeServer {
 		this.server.keepAliveTimeout = 60000;
 		this.server.headersTimeout = 65000;
 		this.server.requestTimeout = 0;
+		/* TCP connections accepted (the admin API's own included), apart from the request counters. */
+		this.connections = 0;
+		this.server.on('connection', () => this.connections++);
 	}
 
 	route(method, pattern, handler) {
@@ -296,9 +301,12 @@ class FakeServer {
 			return sendJson(res, 200, { ok: true, name: this.service.name });
 		if (req.method === 'GET' && p === '/_fake/counters')
 			return sendJson(res, 200, this.counters);
+		if (req.method === 'GET' && p === '/_fake/connections')
+			return sendJson(res, 200, { connections: this.connections });
 		if ((req.method === 'DELETE' && p === '/_fake/counters') ||
 		    (req.method === 'POST' && p === '/_fake/counters/reset')) {
 			this.counters = Object.create(null);
+			this.connections = 0;
 			return sendEmpty(res, 204);
 		}
 		if (p === '/_fake/faults') {
