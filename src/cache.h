@@ -230,11 +230,12 @@ struct sbx_cfile_state {
 
 /*
  * Finds or creates path's entry, takes a reference, waits until no one
- * else holds its busy claim and takes it; *state is the snapshot (caller
- * frees state->path). Finish with sbx_cache_file_ready(). 0 or -errno
- * (the cache file cannot be created).
+ * else holds its busy claim and takes it (an open to read goes beside an
+ * upload in flight; one to write waits for it); *state is the snapshot
+ * (caller frees state->path). Finish with sbx_cache_file_ready(). 0 or
+ * -errno (the cache file cannot be created).
  */
-int sbx_cache_file_open(struct sbx_cache *c, const char *path, struct sbx_cfile **out,
+int sbx_cache_file_open(struct sbx_cache *c, const char *path, bool writing, struct sbx_cfile **out,
 			struct sbx_cfile_state *state);
 
 enum sbx_cfile_how {

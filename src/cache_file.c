@@ -296,7 +296,7 @@ static void evict_locked(struct sbx_cache *c)
 	}
 }
 
-int sbx_cache_file_open(struct sbx_cache *c, const char *path, struct sbx_cfile **out,
+int sbx_cache_file_open(struct sbx_cache *c, const char *path, bool writing, struct sbx_cfile **out,
 			struct sbx_cfile_state *state)
 {
 	struct sbx_cfile *cf;
@@ -314,10 +314,14 @@ int sbx_cache_file_open(struct sbx_cache *c, const char *path, struct sbx_cfile 
 	cf->refs++;
 	/*
 	 * Local changes being uploaded (in the background, writeback.c) are
-	 * opened beside the upload, not after it: the open needs no request,
-	 * and a write meanwhile only leaves the entry dirty for the next one.
+	 * opened to read beside the upload, not after it: the open needs no
+	 * request. An open to write waits for it: the upload reads the cache
+	 * file as it goes, and `cp` over a file whose last copy was still going
+	 * up truncated it under the upload, which then put a mix of the two
+	 * (or failed: "shrank") under the name a reader of the sandbox opens.
 	 */
-	while (cf->busy && !(cf->uploading && cf->dirty && cf->have_data && cf->fd >= 0))
+	while (cf->busy &&
+	       (writing || !(cf->uploading && cf->dirty && cf->have_data && cf->fd >= 0)))
 		pthread_cond_wait(&c->cond, &c->lock);
 	rc = cfile_ensure_fd_locked(c, cf);
 	if (rc) {

@@ -376,7 +376,8 @@ int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 	}
 	if ((flags & O_CREAT) && (rc = fsc_name_check(l, "create", path, err)))
 		return rc;
-	rc = sbx_cache_file_open(c, path, &cf, &s);
+	rc = sbx_cache_file_open(c, path, (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC), &cf,
+				 &s);
 	if (rc) {
 		sbx_error_set(err, rc, SBX_E_INTERNAL, "cache file for %s: %s", path,
 			      strerror(-rc));

@@ -96,6 +96,9 @@ for i in $(seq 1 $N); do echo "file $i" >"$WORK/tarsrc/t/f$i"; done
 tar -C "$WORK/tarsrc" -cf "$WORK/tarsrc.tar" t
 fake_reset_counters
 ok "tar x of $N files" tar -C "$F" -xf "$WORK/tarsrc.tar"
+# Write-back: the last uploads may still be on their way when tar returns.
+uploads_done() { [ "$(counter 'POST /toolbox/:id/files/bulk-upload')" -ge $N ]; }
+wait_for 20 uploads_done
 C=$(fake_get /_fake/counters)
 log "tar x of $N files cost: $C"
 cnt() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], 0))' "$1" <<<"$C"; }
