@@ -17,12 +17,10 @@ struct sbx_wb;
 
 /* Worker threads per lease. */
 #define SBX_WB_WORKERS 4
-/* Files queued at most per lease unless -o writeback=N says otherwise (0: off). */
-#define SBX_WB_DEFAULT 64
 /* Most bytes queued or in flight per lease. */
 #define SBX_WB_MAX_BYTES (64LL << 20)
 
-/* Sets the entry bound of queues made from now on (-o writeback=N); 0: off. */
+/* Sets the entry bound of queues made from now on (-o writeback=N); 0 (the default): off. */
 void sbx_wb_set_max(unsigned max);
 unsigned sbx_wb_get_max(void);
 

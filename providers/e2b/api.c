@@ -137,6 +137,7 @@ static void e2b_release(struct sbx_instance *inst)
 	e2b_meta_clear(&in->queue);
 	e2b_meta_clear(&in->inflight);
 	e2b_recent_clear(in);
+	e2b_own_clear(in);
 	sbx_rmeta_fails_destroy(&in->fails);
 	sbx_rmeta_ids_destroy(&in->ids);
 	e2b_code_free(in->code);

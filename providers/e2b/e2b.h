@@ -71,6 +71,7 @@ struct e2b_inst {
 		long at_ms;
 	} recent[E2B_RECENT_MAX]; /* (L) */
 	unsigned recent_next;	  /* (L) the slot the next one replaces */
+	struct e2b_own *own;	  /* (L) paths our last batches changed (their events are echoes) */
 
 	pthread_mutex_t watch_lock; /* protects watch */
 	struct e2b_watch *watch;
@@ -209,6 +210,14 @@ int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, s
 void e2b_recent_drop_locked(struct e2b_inst *in, const char *path);
 /* Frees the recent entries (release). */
 void e2b_recent_clear(struct e2b_inst *in);
+/*
+ * path was changed by one of our own batches within E2B_OWN_ECHO_MS: the
+ * watch's event for it is an echo, not a change from the sandbox (the core
+ * notes the echoes of its own uploads; a batch runs later, on its own).
+ */
+bool e2b_own_echo(struct e2b_inst *in, const char *path);
+/* Frees that record (release). */
+void e2b_own_clear(struct e2b_inst *in);
 /* Shows the queued (and in-progress) attribute ops of path on st. */
 void e2b_overlay(struct e2b_inst *in, const char *path, struct sbx_stat *st);
 /* Stops the flusher thread after a final flush (release). */

@@ -11,6 +11,7 @@
 #include "e2b/e2b.h"
 #include "base/caller.h"
 #include "base/xalloc.h"
+#include "uthash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,6 +69,70 @@ static void apply(struct e2b_inst *in, struct e2b_meta_queue *q)
 	sbx_buf_release(&err);
 }
 
+/* ---- our own batches' echoes ---------------------------------------------- */
+
+#define E2B_OWN_ECHO_MS 2000
+#define E2B_OWN_MAX 8192
+
+struct e2b_own {
+	char *path;
+	long long until;
+	UT_hash_handle hh;
+};
+
+static void own_free(struct e2b_inst *in, struct e2b_own *o)
+{
+	HASH_DEL(in->own, o);
+	free(o->path);
+	free(o);
+}
+
+/*
+ * Marks the paths of q as ours for E2B_OWN_ECHO_MS (lock held): a batch
+ * runs up to a second after its last op, and the events of tar x's
+ * batched chmod/touch can come back after the core's echo window of the
+ * upload (2 s), each dropping its file's attributes (a Stat at the next
+ * utimens or stat of it).
+ */
+static void own_note_locked(struct e2b_inst *in, const struct e2b_meta_queue *q)
+{
+	long long now = sbx_now_ms();
+	struct e2b_own *o, *tmp;
+	if (HASH_COUNT(in->own) + q->n > E2B_OWN_MAX)
+		HASH_ITER(hh, in->own, o, tmp)
+	if (o->until <= now || HASH_COUNT(in->own) + q->n > E2B_OWN_MAX)
+		own_free(in, o);
+	for (size_t i = 0; i < q->n; i++) {
+		HASH_FIND_STR(in->own, q->ops[i].path, o);
+		if (!o) {
+			o = sbx_xcalloc(1, sizeof(*o));
+			o->path = sbx_xstrdup(q->ops[i].path);
+			HASH_ADD_KEYPTR(hh, in->own, o->path, strlen(o->path), o);
+		}
+		o->until = now + E2B_OWN_ECHO_MS;
+	}
+}
+
+bool e2b_own_echo(struct e2b_inst *in, const char *path)
+{
+	struct e2b_own *o;
+	bool echo;
+	pthread_mutex_lock(&in->lock);
+	HASH_FIND_STR(in->own, path, o);
+	echo = o && o->until > sbx_now_ms();
+	pthread_mutex_unlock(&in->lock);
+	return echo;
+}
+
+void e2b_own_clear(struct e2b_inst *in)
+{
+	struct e2b_own *o, *tmp;
+	pthread_mutex_lock(&in->lock);
+	HASH_ITER(hh, in->own, o, tmp)
+	own_free(in, o);
+	pthread_mutex_unlock(&in->lock);
+}
+
 static bool needs(const struct e2b_meta_queue *q, const char *path, enum e2b_flush_need need)
 {
 	switch (need) {
@@ -110,11 +175,13 @@ int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, s
 	}
 	e2b_meta_take(&in->inflight, &in->queue);
 	e2b_meta_gather(&in->inflight);
+	own_note_locked(in, &in->inflight); /* events may come while it runs */
 	pthread_mutex_unlock(&in->lock);
 
 	apply(in, &in->inflight);
 
 	pthread_mutex_lock(&in->lock);
+	own_note_locked(in, &in->inflight);
 	/* Until now e2b_overlay() showed these ops on recent entries; now they are stale. */
 	for (size_t i = 0; i < in->inflight.n; i++)
 		e2b_recent_drop_locked(in, in->inflight.ops[i].path);

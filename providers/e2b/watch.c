@@ -65,9 +65,10 @@ static int watch_message(void *ctx, const char *json, size_t len)
 		 * Our own uploads pass through a temporary name: its events say
 		 * nothing the cache needs (the Move's destination is reported
 		 * too), and taking them as changes would drop the directory's
-		 * listing for every file a `tar x` writes.
+		 * listing for every file a `tar x` writes. Nor do the events of
+		 * our own metadata batches (e2b_own_echo).
 		 */
-		if (!e2b_is_temp_name(path))
+		if (!e2b_is_temp_name(path) && !e2b_own_echo(w->in, path))
 			w->cb(w->ctx, path);
 		break;
 	default:

@@ -56,11 +56,16 @@ echo 'mkdir -p /home/daytona/many && cd /home/daytona/many && for i in $(seq 100
 	cd "$F/many" || exit 1
 	ls .. >/dev/null # the parent's listing: many's own attributes come with it
 	fake_reset_counters
+	t0=$(date +%s%N)
 	ls -l >"$WORK/many.txt"
 	stat -c %s f1 f500 f1000 >"$WORK/many-stat.txt"
+	echo $((($(date +%s%N) - t0) / 1000000)) >"$WORK/many-ms"
 )
 eq "ls -l of 1,000 files lists them all" "$(grep -c '^-' "$WORK/many.txt")" 1000
-eq "... with one list call (GET /toolbox/:id/files)" "$(counter 'GET /toolbox/:id/files')" 1
+# One list call; on a machine so loaded that the walk outlived the
+# listing's 2 s lifetime (SBX_CACHE_TTL_MS), one more per 2 s.
+lists=$(counter 'GET /toolbox/:id/files') ms=$(cat "$WORK/many-ms")
+ok "... with one list call (GET /toolbox/:id/files: $lists in $ms ms)" test "$lists" -le $((1 + ms / 2000))
 eq "... and no stat (GET /toolbox/:id/files/info), stat of 3 of them included" \
 	"$(counter 'GET /toolbox/:id/files/info')" 0
 eq "stat is served from that listing" "$(tr '\n' ' ' <"$WORK/many-stat.txt")" "2 4 5 "
@@ -95,7 +100,9 @@ mkdir -p "$WORK/tarsrc/t"
 for i in $(seq 1 $N); do echo "file $i" >"$WORK/tarsrc/t/f$i"; done
 tar -C "$WORK/tarsrc" -cf "$WORK/tarsrc.tar" t
 fake_reset_counters
+t0=$(date +%s%N)
 ok "tar x of $N files" tar -C "$F" -xf "$WORK/tarsrc.tar"
+secs=$((($(date +%s%N) - t0) / 1000000000 + 1))
 # Write-back: the last uploads may still be on their way when tar returns.
 uploads_done() { [ "$(counter 'POST /toolbox/:id/files/bulk-upload')" -ge $N ]; }
 wait_for 20 uploads_done
@@ -104,12 +111,16 @@ log "tar x of $N files cost: $C"
 cnt() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1], 0))' "$1" <<<"$C"; }
 eq "tar x: one upload per file" "$(cnt 'POST /toolbox/:id/files/bulk-upload')" $N
 eq "tar x: no move (new files go straight to their names)" "$(cnt 'POST /toolbox/:id/files/move')" 0
-ok "tar x: no info per file ($(cnt 'GET /toolbox/:id/files/info'))" \
-	test "$(cnt 'GET /toolbox/:id/files/info')" -le $((N / 10))
+# Per 2 s (SBX_CACHE_TTL_MS) the path down to t/ may be asked again: 5 a period.
+ok "tar x: no info per file ($(cnt 'GET /toolbox/:id/files/info') in $secs s)" \
+	test "$(cnt 'GET /toolbox/:id/files/info')" -le $((N / 10 + 5 * (secs / 2)))
 ok "diff -r after tar x" diff -r "$WORK/tarsrc/t" "$F/t"
 # cp -r makes them 0644, what an upload gives a new file: no permissions
 # request, even once the queue is applied (the run below applies it).
 chmod 755 "$WORK/tarsrc/t/f7"
+# tar's last change, the directory's owner and mode, may still be queued:
+# a run applies it first, so that it is not counted as cp's.
+lease_run true >/dev/null
 fake_reset_counters
 ok "cp -r of $N files" cp -r "$WORK/tarsrc/t" "$F/t2"
 eq "... the sandbox has the modes" "$(lease_run 'stat -c %a /home/daytona/t2/f1 /home/daytona/t2/f7' | tr '\n' ' ')" "644 755 "

@@ -75,9 +75,12 @@ eq "tar x: one upload per file" "$(count_files "POST /files" <<<"$C")" $N
 eq "tar x: no Move (new files go straight to their names)" "$(count_files "POST /filesystem.Filesystem/Move" <<<"$C")" 0
 stats=$(count_files "POST /filesystem.Filesystem/Stat" <<<"$C")
 lists=$(count_files "POST /filesystem.Filesystem/ListDir" <<<"$C")
-ok "tar x: no Stat per file ($stats Stats, $lists ListDirs in $secs s)" test $((stats + lists)) -le $((N / 10))
+# Per file: nothing. Per 2 s (SBX_CACHE_TTL_MS) the path down to t/ and its
+# listing may be asked again (a slow, loaded run): 5 requests a period.
+slack=$((5 * (secs / 2)))
+ok "tar x: no Stat per file ($stats Stats, $lists ListDirs in $secs s)" test $((stats + lists)) -le $((N / 10 + slack))
 all=$(python3 -c 'import json,sys; print(sum(json.load(sys.stdin).values()))' <<<"$C")
-ok "tar x: at most 1.1 requests per file ($all for $N)" test "$all" -le $((N + N / 10))
+ok "tar x: at most 1.1 requests per file ($all for $N)" test "$all" -le $((N + N / 10 + slack))
 ok "diff -r after tar x" diff -r "$WORK/many/t" "$F/t"
 
 # Nanoseconds of a time set in the sandbox reach the mount (envd's Timestamp
