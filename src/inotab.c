@@ -219,10 +219,12 @@ static bool under(const char *key, const char *path, size_t len)
 	return !strncmp(key, path, len) && (key[len] == '\0' || key[len] == '/');
 }
 
-/* Appends e to *list (count in *n). */
+/* Appends e to *list (count in *n): the room doubles at each power of two, so a
+ * directory rename carrying a full table copies it a few times, not once per name. */
 static void push(struct ino_ent ***list, size_t *n, struct ino_ent *e)
 {
-	*list = sbx_xreallocarray(*list, *n + 1, sizeof(**list));
+	if ((*n & (*n - 1)) == 0) /* 0, 1, 2, 4, ...: full */
+		*list = sbx_xreallocarray(*list, *n ? *n * 2 : 1, sizeof(**list));
 	(*list)[(*n)++] = e;
 }
 
