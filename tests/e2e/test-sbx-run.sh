@@ -13,10 +13,15 @@ ok "the lease has runs/" test -d "$L/runs"
 story_sbx_run_basics "$L"
 
 # stderr streams while the command runs.
-"$SBX" run "$L" -- sh -c 'echo e1 >&2; sleep 8; echo e2 >&2' 2>"$WORK/live" &
+# The command ends only when told (a file the test makes in fs/), so a loaded
+# machine's slow start cannot end it before the first check.
+go=/tmp/go-$$
+"$SBX" run "$L" -- sh -c "echo e1 >&2; while [ ! -e $go ]; do sleep 0.1; done; echo e2 >&2" \
+	2>"$WORK/live" &
 pid=$!
-ok "sbx run: stderr shows before the command ends" wait_for 4 grep -q e1 "$WORK/live"
+ok "sbx run: stderr shows before the command ends" wait_for 30 grep -q e1 "$WORK/live"
 ok "... and the command was still running" kill -0 $pid
+touch "$L/fs$go"
 wait $pid
 eq "... then all of it" "$(cat "$WORK/live")" "$(printf 'e1\ne2')"
 
