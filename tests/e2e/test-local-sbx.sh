@@ -16,11 +16,16 @@ eq "sbx with an unknown command exits 2" "$?" 2
 story_sbx_run_basics "$L"
 
 # Output streams while the command runs, not at its end.
-"$SBX" run "$L" -- sh -c 'echo first; sleep 8; echo second' >"$WORK/live" &
+# (It ends only when told, so a loaded machine's slow start cannot end it first.)
+go=/tmp/go-$$
+"$SBX" run "$L" -- sh -c "echo first; while [ ! -e $go ]; do sleep 0.1; done; echo second" \
+	>"$WORK/live" &
 pid=$!
-ok "sbx run: stdout shows before the command ends" wait_for 4 grep -q first "$WORK/live"
+ok "sbx run: stdout shows before the command ends" wait_for 30 grep -q first "$WORK/live"
 ok "sbx run: ... and the command was still running" kill -0 $pid
+touch "$L/fs$go"
 wait $pid
+eq "sbx run: ... then all of it" "$(cat "$WORK/live")" "$(printf 'first\nsecond')"
 
 # The lease, and the directory in the sandbox, from where sbx is called.
 mkdir -p "$L/fs/tmp/sub dir"
