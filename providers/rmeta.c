@@ -584,3 +584,33 @@ unsigned sbx_rmeta_id(struct sbx_rmeta_ids *ids, const char *s, bool group)
 	}
 	return strcmp(s, "root") ? 65534 : 0;
 }
+
+/* Adds to err's message that an undo failed too (u) and where the entries are (where: freed). */
+static void exchange_left(struct sbx_error *err, const struct sbx_error *u, char *where)
+{
+	char msg[SBX_ERR_MSG_MAX];
+	snprintf(msg, sizeof(msg), "%s", err->msg);
+	sbx_error_set(err, err->err, err->code, "%s; undo failed (%s): %s", msg, u->msg, where);
+	free(where);
+}
+
+int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, const char *a, const char *b,
+		       const char *tmp, struct sbx_error *err)
+{
+	struct sbx_error u = SBX_ERROR_INIT;
+	int rc = move(ctx, a, tmp, err);
+	if (rc)
+		return rc;
+	if ((rc = move(ctx, b, a, err))) {
+		if (move(ctx, tmp, a, &u))
+			exchange_left(err, &u, sbx_xasprintf("%s is at %s", a, tmp));
+		return rc;
+	}
+	if ((rc = move(ctx, tmp, b, err))) {
+		if (move(ctx, a, b, &u))
+			exchange_left(err, &u, sbx_xasprintf("%s is at %s, %s at %s", b, a, a, tmp));
+		else if (move(ctx, tmp, a, &u))
+			exchange_left(err, &u, sbx_xasprintf("%s is at %s", a, tmp));
+	}
+	return rc;
+}

@@ -204,4 +204,20 @@ void sbx_rmeta_gate_destroy(struct sbx_rmeta_gate *g);
 void sbx_rmeta_gate_enter(struct sbx_rmeta_gate *g, const char *a, const char *b);
 void sbx_rmeta_gate_leave(struct sbx_rmeta_gate *g, const char *a, const char *b);
 
+/*
+ * RENAME_EXCHANGE where the service can only move a name to a free one
+ * (e2b's Move, daytona's /files/move): three moves, a -> tmp, b -> a,
+ * tmp -> b, where tmp is an unused hidden name beside a that the
+ * provider's listings skip. Not atomic: between the moves a reader in the
+ * sandbox finds a missing, then b missing. A failed move is undone (the
+ * moves done so far, backwards), so a failure leaves both names as they
+ * were; when an undo fails too, err says where a's entry was left.
+ * A missing a or b fails the first or second move (ENOENT, as exchange
+ * says). 0 or the failed move's -errno.
+ */
+typedef int (*sbx_rmeta_move_fn)(void *ctx, const char *from, const char *to,
+				 struct sbx_error *err);
+int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, const char *a, const char *b,
+		       const char *tmp, struct sbx_error *err);
+
 #endif
