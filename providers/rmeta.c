@@ -47,7 +47,8 @@ void sbx_rmeta_fail(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const 
 	struct sbx_rmeta_fail x = {sbx_xstrdup(path), SBX_ERROR_INIT};
 	int err = e && e->err ? e->err : EIO;
 	sbx_error_set(&x.e, err, e && e->code ? e->code : SBX_E_EXECUTION_FAILED,
-		      "queued %s %s failed: %s", op, path, e && e->msg[0] ? e->msg : strerror(err));
+		      "%s %s failed in the sandbox: %s", op, path,
+		      e && e->msg[0] ? e->msg : strerror(err));
 	pthread_mutex_lock(&f->lock);
 	for (size_t i = f->n; i-- > 0;)
 		if (!strcmp(f->v[i].path, path))

@@ -46,10 +46,13 @@ struct sbx_rmeta_fails {
 void sbx_rmeta_fails_init(struct sbx_rmeta_fails *f);
 void sbx_rmeta_fails_destroy(struct sbx_rmeta_fails *f);
 /*
- * Records that the queued change `op` (e.g. "mknod") of path failed with
- * e (its errno and message; EIO when it has none), replacing an older
- * failure of path, and reports it to inst's lease when report is true
- * (false: one report covers several paths, the caller made it).
+ * Records that the change `op` (e.g. "mknod") of path, applied by a
+ * command in the sandbox, failed with e (its errno and message; EIO when
+ * it has none): "OP PATH failed in the sandbox: MESSAGE" (no "queued":
+ * some such changes are applied by the call that asked, e.g. a daytona
+ * device node). It replaces an older failure of path, and is reported to
+ * inst's lease when report is true (false: one report covers several
+ * paths, the caller made it).
  */
 void sbx_rmeta_fail(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const char *op,
 		    const char *path, const struct sbx_error *e, bool report);
