@@ -609,7 +609,8 @@ int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, const char *a, const c
 	}
 	if ((rc = move(ctx, tmp, b, err))) {
 		if (move(ctx, a, b, &u))
-			exchange_left(err, &u, sbx_xasprintf("%s is at %s, %s at %s", b, a, a, tmp));
+			exchange_left(err, &u,
+				      sbx_xasprintf("%s is at %s, %s at %s", b, a, a, tmp));
 		else if (move(ctx, tmp, a, &u))
 			exchange_left(err, &u, sbx_xasprintf("%s is at %s", a, tmp));
 	}
