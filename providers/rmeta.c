@@ -47,7 +47,8 @@ void sbx_rmeta_fail(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const 
 	struct sbx_rmeta_fail x = {sbx_xstrdup(path), SBX_ERROR_INIT};
 	int err = e && e->err ? e->err : EIO;
 	sbx_error_set(&x.e, err, e && e->code ? e->code : SBX_E_EXECUTION_FAILED,
-		      "queued %s %s failed: %s", op, path, e && e->msg[0] ? e->msg : strerror(err));
+		      "%s %s failed in the sandbox: %s", op, path,
+		      e && e->msg[0] ? e->msg : strerror(err));
 	pthread_mutex_lock(&f->lock);
 	for (size_t i = f->n; i-- > 0;)
 		if (!strcmp(f->v[i].path, path))
@@ -583,4 +584,35 @@ unsigned sbx_rmeta_id(struct sbx_rmeta_ids *ids, const char *s, bool group)
 			return id;
 	}
 	return strcmp(s, "root") ? 65534 : 0;
+}
+
+/* Adds to err's message that an undo failed too (u) and where the entries are (where: freed). */
+static void exchange_left(struct sbx_error *err, const struct sbx_error *u, char *where)
+{
+	char msg[SBX_ERR_MSG_MAX];
+	snprintf(msg, sizeof(msg), "%s", err->msg);
+	sbx_error_set(err, err->err, err->code, "%s; undo failed (%s): %s", msg, u->msg, where);
+	free(where);
+}
+
+int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, const char *a, const char *b,
+		       const char *tmp, struct sbx_error *err)
+{
+	struct sbx_error u = SBX_ERROR_INIT;
+	int rc = move(ctx, a, tmp, err);
+	if (rc)
+		return rc;
+	if ((rc = move(ctx, b, a, err))) {
+		if (move(ctx, tmp, a, &u))
+			exchange_left(err, &u, sbx_xasprintf("%s is at %s", a, tmp));
+		return rc;
+	}
+	if ((rc = move(ctx, tmp, b, err))) {
+		if (move(ctx, a, b, &u))
+			exchange_left(err, &u,
+				      sbx_xasprintf("%s is at %s, %s at %s", b, a, a, tmp));
+		else if (move(ctx, tmp, a, &u))
+			exchange_left(err, &u, sbx_xasprintf("%s is at %s", a, tmp));
+	}
+	return rc;
 }

@@ -46,10 +46,13 @@ struct sbx_rmeta_fails {
 void sbx_rmeta_fails_init(struct sbx_rmeta_fails *f);
 void sbx_rmeta_fails_destroy(struct sbx_rmeta_fails *f);
 /*
- * Records that the queued change `op` (e.g. "mknod") of path failed with
- * e (its errno and message; EIO when it has none), replacing an older
- * failure of path, and reports it to inst's lease when report is true
- * (false: one report covers several paths, the caller made it).
+ * Records that the change `op` (e.g. "mknod") of path, applied by a
+ * command in the sandbox, failed with e (its errno and message; EIO when
+ * it has none): "OP PATH failed in the sandbox: MESSAGE" (no "queued":
+ * some such changes are applied by the call that asked, e.g. a daytona
+ * device node). It replaces an older failure of path, and is reported to
+ * inst's lease when report is true (false: one report covers several
+ * paths, the caller made it).
  */
 void sbx_rmeta_fail(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const char *op,
 		    const char *path, const struct sbx_error *e, bool report);
@@ -203,5 +206,21 @@ void sbx_rmeta_gate_destroy(struct sbx_rmeta_gate *g);
 /* Waits until neither a nor b (either may be NULL) is held, then holds both. */
 void sbx_rmeta_gate_enter(struct sbx_rmeta_gate *g, const char *a, const char *b);
 void sbx_rmeta_gate_leave(struct sbx_rmeta_gate *g, const char *a, const char *b);
+
+/*
+ * RENAME_EXCHANGE where the service can only move a name to a free one
+ * (e2b's Move, daytona's /files/move): three moves, a -> tmp, b -> a,
+ * tmp -> b, where tmp is an unused hidden name beside a that the
+ * provider's listings skip. Not atomic: between the moves a reader in the
+ * sandbox finds a missing, then b missing. A failed move is undone (the
+ * moves done so far, backwards), so a failure leaves both names as they
+ * were; when an undo fails too, err says where a's entry was left.
+ * A missing a or b fails the first or second move (ENOENT, as exchange
+ * says). 0 or the failed move's -errno.
+ */
+typedef int (*sbx_rmeta_move_fn)(void *ctx, const char *from, const char *to,
+				 struct sbx_error *err);
+int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, const char *a, const char *b,
+		       const char *tmp, struct sbx_error *err);
 
 #endif

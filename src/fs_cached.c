@@ -564,19 +564,33 @@ struct attr_change {
 	const struct timespec *ts;
 };
 
+/* Makes ch on the cached attributes of path (its mode only when with_mode). */
+static void change_cached(struct sbx_cache *c, const char *path, const struct attr_change *ch,
+			  bool with_mode)
+{
+	if (ch->mode && with_mode)
+		sbx_cache_attr_chmod(c, path, *ch->mode);
+	if (ch->uid)
+		sbx_cache_attr_chown(c, path, *ch->uid, *ch->gid);
+	if (ch->ts)
+		sbx_cache_attr_utimens(c, path, ch->ts);
+}
+
 /*
- * The other names the mount linked to path's file (inotab.h) show the
- * change at once, as path's own cached attributes do: the remote side may
- * apply it later (a queued command), and until then a refetch of another
- * name would say the old mode, owner or times. They take path's cached
- * attributes (one file); when path has none, the change is made on theirs.
+ * A change made (or deferred with its upload) shows at once: on path's
+ * cached attributes, and on the other names the mount linked to path's
+ * file (inotab.h): the remote side may apply it later (a queued command),
+ * and until then a refetch of another name would say the old mode, owner
+ * or times. They take path's cached attributes (one file); when path has
+ * none, the change is made on theirs.
  */
-static void alias_attrs(struct sbx_lease *l, const char *path, const struct attr_change *ch)
+static void attrs_changed(struct sbx_lease *l, const char *path, const struct attr_change *ch)
 {
 	struct sbx_buf mp = SBX_BUF_INIT;
 	struct sbx_stat st;
 	char **others;
 	size_t pre = strlen(l->name) + 4; /* "/NAME/fs" */
+	change_cached(l->cache, path, ch, true);
 	unsigned long gen = sbx_cache_gen(l->cache);
 	sbx_buf_addf(&mp, "/%s/fs%s", l->name, path);
 	size_t n = sbx_inotab_others(l->inotab, mp.buf, &others);
@@ -586,12 +600,7 @@ static void alias_attrs(struct sbx_lease *l, const char *path, const struct attr
 		const char *sub = others[i] + pre;
 		if (have)
 			sbx_cache_attr_put(l->cache, sub, &st, gen);
-		else if (ch->mode)
-			sbx_cache_attr_chmod(l->cache, sub, *ch->mode);
-		if (ch->uid)
-			sbx_cache_attr_chown(l->cache, sub, *ch->uid, *ch->gid);
-		if (ch->ts)
-			sbx_cache_attr_utimens(l->cache, sub, ch->ts);
+		change_cached(l->cache, sub, ch, !have);
 		free(others[i]);
 	}
 	free(others);
@@ -599,52 +608,48 @@ static void alias_attrs(struct sbx_lease *l, const char *path, const struct attr
 
 static int c_chmod(struct sbx_lease *l, const char *path, mode_t mode, struct sbx_error *err)
 {
+	const struct attr_change ch = {.mode = &mode};
 	struct sbx_instance *inst;
 	int rc;
 	if (defer_attrs(l, l->prov->chmod, path, &mode, NULL)) {
-		sbx_cache_attr_chmod(l->cache, path, mode);
-		alias_attrs(l, path, &(struct attr_change){.mode = &mode});
+		attrs_changed(l, path, &ch);
 		return 0;
 	}
 	rc = begin(l, l->prov->chmod, "chmod", path, path, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->chmod(inst, path, mode, err), "chmod", path, err);
-	if (!rc) {
-		sbx_cache_attr_chmod(l->cache, path, mode);
-		alias_attrs(l, path, &(struct attr_change){.mode = &mode});
-	}
+	if (!rc)
+		attrs_changed(l, path, &ch);
 	return rc;
 }
 
 static int c_chown(struct sbx_lease *l, const char *path, uid_t uid, gid_t gid,
 		   struct sbx_error *err)
 {
+	const struct attr_change ch = {.uid = &uid, .gid = &gid};
 	struct sbx_instance *inst;
 	int rc;
 	if (l->wb && l->prov->chown && !sbx_fs_is_pseudo(path) &&
 	    sbx_cache_file_defer_owner(l->cache, path, uid, gid)) {
-		sbx_cache_attr_chown(l->cache, path, uid, gid);
-		alias_attrs(l, path, &(struct attr_change){.uid = &uid, .gid = &gid});
+		attrs_changed(l, path, &ch);
 		return 0;
 	}
 	rc = begin(l, l->prov->chown, "chown", path, path, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->chown(inst, path, uid, gid, err), "chown", path, err);
-	if (!rc) {
-		sbx_cache_attr_chown(l->cache, path, uid, gid);
-		alias_attrs(l, path, &(struct attr_change){.uid = &uid, .gid = &gid});
-	}
+	if (!rc)
+		attrs_changed(l, path, &ch);
 	return rc;
 }
 
 static int c_utimens(struct sbx_lease *l, const char *path, const struct timespec ts[2],
 		     struct sbx_error *err)
 {
+	const struct attr_change ch = {.ts = ts};
 	struct sbx_instance *inst;
 	int rc;
 	if (defer_attrs(l, l->prov->utimens, path, NULL, ts)) {
-		sbx_cache_attr_utimens(l->cache, path, ts);
-		alias_attrs(l, path, &(struct attr_change){.ts = ts});
+		attrs_changed(l, path, &ch);
 		return 0;
 	}
 	/* Settled first, or a later upload would stamp its own mtime over this one. */
@@ -653,8 +658,7 @@ static int c_utimens(struct sbx_lease *l, const char *path, const struct timespe
 		rc = fsc_end(l, l->prov->utimens(inst, path, ts, err), "utimens", path, err);
 	if (rc)
 		return rc;
-	sbx_cache_attr_utimens(l->cache, path, ts);
-	alias_attrs(l, path, &(struct attr_change){.ts = ts});
+	attrs_changed(l, path, &ch);
 	if (ts[1].tv_nsec == UTIME_NOW)
 		sbx_cache_file_stale(l->cache, path);
 	else if (ts[1].tv_nsec != UTIME_OMIT)

@@ -627,16 +627,16 @@ static int rename_over(struct dt_instance *di, const char *from, const char *to,
 	return replace(di, from, to, S_ISDIR(tst.mode), err);
 }
 
-/* RENAME_EXCHANGE: a -> tmp, b -> a, tmp -> b, undoing what was done on failure. */
+static int exchange_move(void *ctx, const char *from, const char *to, struct sbx_error *err)
+{
+	return move(ctx, from, to, err);
+}
+
+/* RENAME_EXCHANGE as three moves through a hidden sibling (sbx_rmeta_exchange). */
 static int exchange(struct dt_instance *di, const char *a, const char *b, struct sbx_error *err)
 {
 	char *tmp = sibling(a, "swap");
-	struct sbx_error e2 = SBX_ERROR_INIT;
-	int rc = move(di, a, tmp, err);
-	if (!rc && (rc = move(di, b, a, err)))
-		move(di, tmp, a, &e2);
-	else if (!rc && (rc = move(di, tmp, b, err)) && !move(di, a, b, &e2))
-		move(di, tmp, a, &e2);
+	int rc = sbx_rmeta_exchange(exchange_move, di, a, b, tmp, err);
 	free(tmp);
 	return rc;
 }

@@ -799,19 +799,42 @@ int e2b_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err
 	return rc ? rc : remove_path(in, path, "rmdir", err);
 }
 
+static int exchange_move(void *ctx, const char *from, const char *to, struct sbx_error *err)
+{
+	return move(ctx, from, to, "rename", err);
+}
+
+/* RENAME_EXCHANGE as three Moves through a temporary name (sbx_rmeta_exchange). */
+static int exchange(struct e2b_inst *in, const char *a, const char *b, struct sbx_error *err)
+{
+	struct sbx_buf tmp = SBX_BUF_INIT;
+	int rc;
+	temp_name(&tmp, a);
+	rc = sbx_rmeta_exchange(exchange_move, in, a, b, tmp.buf, err);
+	sbx_buf_release(&tmp);
+	if (!rc) {
+		sbx_rmeta_fail_forget(&in->fails, a);
+		sbx_rmeta_fail_forget(&in->fails, b);
+	}
+	return rc;
+}
+
 int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 	       struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
 	struct sbx_stat st;
 	int rc;
-	if (flags & ~1u) /* RENAME_NOREPLACE = 1; EXCHANGE and others unsupported */
+	if ((flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
+	    (flags == (RENAME_NOREPLACE | RENAME_EXCHANGE)))
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "rename: flags %#x unsupported",
 				     flags);
 	rc = e2b_flush(in, from, E2B_FLUSH_TOUCH, err);
 	if (!rc)
 		rc = e2b_flush(in, to, E2B_FLUSH_TOUCH, err);
-	if (!rc && (flags & 1u)) {
+	if (!rc && (flags & RENAME_EXCHANGE))
+		return exchange(in, from, to, err);
+	if (!rc && (flags & RENAME_NOREPLACE)) {
 		struct sbx_error ignore = SBX_ERROR_INIT;
 		rc = stat_raw(in, to, &st, NULL, &ignore);
 		if (!rc)

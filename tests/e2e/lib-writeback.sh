@@ -127,6 +127,20 @@ story_writeback() {
 	eq "... and not under the old" "$(root_file "$FHOME/from.txt")" "(absent)"
 	ok "... nor in the mount" test ! -e "$F/gone.txt" -a ! -e "$F/from.txt"
 
+	# RENAME_EXCHANGE right after the closes of two new files whose uploads
+	# are stalled: each content lands under the other's name.
+	stall_uploads 1500
+	echo one >"$F/x1.txt"
+	echo two >"$F/x2.txt"
+	eq "exchange right after close" "$(errno_of "import ctypes
+if ctypes.CDLL(None, use_errno=True).renameat2(-100, b'$F/x1.txt', -100, b'$F/x2.txt', 2):
+    raise OSError(ctypes.get_errno(), 'renameat2')")" OK
+	eq "... the mount shows them swapped" "$(cat "$F/x1.txt" "$F/x2.txt")" "$(printf 'two\none')"
+	fake_clear_faults
+	sleep 2
+	eq "... and so does the sandbox" "$(root_file "$FHOME/x1.txt"; root_file "$FHOME/x2.txt")" \
+		"$(printf 'two\none')"
+
 	# A failed background upload: close returns 0, `error` says it, the
 	# next close and fsync of that file retry and fail, then succeed.
 	echo v1 >"$F/fail.txt"

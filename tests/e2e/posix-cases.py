@@ -413,15 +413,28 @@ def c_rename_links(d):
 
 
 def c_rename_exchange(d):
+    """RENAME_EXCHANGE swaps two existing names of any types (a file and a directory, its
+    entries going with it; two files), inode numbers follow the entries; a missing name on
+    either side is ENOENT and changes nothing."""
     write(d + "/a", "A")
     os.mkdir(d + "/b")
+    write(d + "/b/x", "X")
+    ino = os.lstat(d + "/a").st_ino
     rename2(d + "/a", d + "/b", RENAME_EXCHANGE)
-    r = "a=%s b=%s" % (kind(os.lstat(d + "/a").st_mode), read(d + "/b"))
-    try:
-        rename2(d + "/b", d + "/none", RENAME_EXCHANGE)
-        return r + " missing=OK"
-    except OSError as e:
-        return r + " missing=" + en(e)
+    r = "a=%s:%s b=%s ino-follows=%s" % (kind(os.lstat(d + "/a").st_mode),
+                                          ",".join(sorted(os.listdir(d + "/a"))), read(d + "/b"),
+                                          os.lstat(d + "/b").st_ino == ino)
+    write(d + "/c", "C")
+    write(d + "/e", "E")
+    rename2(d + "/c", d + "/e", RENAME_EXCHANGE)
+    r += " c=%s e=%s" % (read(d + "/c"), read(d + "/e"))
+    for src, dst in (("b", "none"), ("none", "b")):
+        try:
+            rename2(d + "/" + src, d + "/" + dst, RENAME_EXCHANGE)
+            r += " %s<>%s=OK" % (src, dst)
+        except OSError as e:
+            r += " %s<>%s=%s" % (src, dst, en(e))
+    return r + " | " + " ".join(sorted(os.listdir(d))) + " b=" + read(d + "/b")
 
 
 def c_symlink_loop(d):

@@ -24,7 +24,8 @@ echo data >"$F/other"
 # refusal, with the errno the command's message names (mknod: Operation
 # not permitted).
 eq "mknod of a device fails with its own failure" "$(errno_of "os.mknod('$F/qdev', 0o20644, os.makedev(1, 3))")" EPERM
-ok "the error file names the mknod" error_says "mknod $FHOME/qdev"
+ok "the error file names the mknod" error_says "mknod $FHOME/qdev failed in the sandbox: "
+ok "... and does not call it queued" sh -c "! grep -q queued '$L/error'"
 eq "fsync of another file succeeds" "$(errno_of "$(fsync_write "$F/other" more False)")" OK
 # Not in the sandbox, not listed, and the name is free: no failure is left
 # for a later call on it.

@@ -8,6 +8,13 @@
 . "$(dirname "$0")/lib-posix.sh"
 # Known gaps (doc/DESIGN.md, "POSIX conformance"): who owns a new entry
 # the mount's owner makes (the sandbox user; a setgid directory's group is
-# not inherited), no rdev (envd does not send it), rename flags.
-posix_on_fake e2b lchown mknod_blk mknod_chr setgid_dir rename_exchange ~setid_write
+# not inherited), no rdev (envd does not send it).
+posix_on_fake e2b lchown mknod_blk mknod_chr setgid_dir ~setid_write
+
+# RENAME_EXCHANGE is three Moves in the sandbox (a -> temporary name, b -> a,
+# temporary -> b): the sandbox itself holds the swapped entries, and no
+# temporary name is left.
+X=/tmp/cases/case-rename_exchange
+eq "rename_exchange in the sandbox" \
+	"$(lease_run "cd $X && ls -A | tr '\n' ' '; cat b c e; ls a")" "a b c e AECx"
 finish

@@ -801,7 +801,7 @@ START_TEST(test_rmeta_attribute)
 	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/x", &e), 0); /* its chmod worked */
 	/* the errno its message names */
 	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/y", &e), -ENOENT);
-	ck_assert(strstr(e.msg, "queued chmod /a/y failed: chmod: cannot access"));
+	ck_assert(strstr(e.msg, "chmod /a/y failed in the sandbox: chmod: cannot access"));
 	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/y", &e), 0); /* taken once */
 	ck_assert_int_eq(sbx_rmeta_attribute(&f, NULL, out, 0, 4, attr_op, NULL), 2);
 	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/b/p", &e), -EPERM);
