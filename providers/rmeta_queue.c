@@ -1,5 +1,5 @@
-/* meta — see meta.h. */
-#include "e2b/meta.h"
+/* rmeta_queue — see rmeta_queue.h. */
+#include "rmeta_queue.h"
 #include "base/xalloc.h"
 
 #include "rmeta.h"
@@ -8,12 +8,12 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
-void e2b_meta_init(struct e2b_meta_queue *q)
+void sbx_rmq_init(struct sbx_rmq_queue *q)
 {
 	memset(q, 0, sizeof(*q));
 }
 
-void e2b_meta_clear(struct e2b_meta_queue *q)
+void sbx_rmq_clear(struct sbx_rmq_queue *q)
 {
 	for (size_t i = 0; i < q->n; i++) {
 		free(q->ops[i].path);
@@ -23,7 +23,7 @@ void e2b_meta_clear(struct e2b_meta_queue *q)
 	memset(q, 0, sizeof(*q));
 }
 
-static void reserve(struct e2b_meta_queue *q, size_t more)
+static void reserve(struct sbx_rmq_queue *q, size_t more)
 {
 	if (q->n + more <= q->alloc)
 		return;
@@ -42,7 +42,7 @@ static char *dup_or_null(const char *s)
 	return d;
 }
 
-void e2b_meta_add(struct e2b_meta_queue *q, const struct e2b_meta_op *op)
+void sbx_rmq_add(struct sbx_rmq_queue *q, const struct sbx_rmq_op *op)
 {
 	reserve(q, 1);
 	q->ops[q->n] = *op;
@@ -51,10 +51,10 @@ void e2b_meta_add(struct e2b_meta_queue *q, const struct e2b_meta_op *op)
 	q->n++;
 }
 
-void e2b_meta_take(struct e2b_meta_queue *dst, struct e2b_meta_queue *src)
+void sbx_rmq_take(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *src)
 {
 	if (!dst->n) {
-		e2b_meta_clear(dst);
+		sbx_rmq_clear(dst);
 		*dst = *src;
 		memset(src, 0, sizeof(*src));
 		return;
@@ -83,24 +83,24 @@ static bool under(const char *a, const char *path, bool deep)
 	return deep || !strchr(rest, '/');
 }
 
-bool e2b_meta_touches(const struct e2b_meta_queue *q, const char *path, bool subtree)
+bool sbx_rmq_touches(const struct sbx_rmq_queue *q, const char *path, bool subtree)
 {
 	for (size_t i = 0; i < q->n; i++) {
-		const struct e2b_meta_op *op = &q->ops[i];
+		const struct sbx_rmq_op *op = &q->ops[i];
 		if (under(op->path, path, subtree))
 			return true;
-		if (op->kind == E2B_META_LINK && under(op->arg, path, subtree))
+		if (op->kind == SBX_RMQ_LINK && under(op->arg, path, subtree))
 			return true;
 	}
 	return false;
 }
 
-static bool creates_kind(enum e2b_meta_kind k)
+static bool creates_kind(enum sbx_rmq_kind k)
 {
-	return k == E2B_META_SYMLINK || k == E2B_META_LINK || k == E2B_META_MKNOD;
+	return k == SBX_RMQ_SYMLINK || k == SBX_RMQ_LINK || k == SBX_RMQ_MKNOD;
 }
 
-bool e2b_meta_creates(const struct e2b_meta_queue *q, const char *path, bool children)
+bool sbx_rmq_creates(const struct sbx_rmq_queue *q, const char *path, bool children)
 {
 	for (size_t i = 0; i < q->n; i++)
 		if (creates_kind(q->ops[i].kind) &&
@@ -109,38 +109,38 @@ bool e2b_meta_creates(const struct e2b_meta_queue *q, const char *path, bool chi
 	return false;
 }
 
-bool e2b_meta_setgid_dir(const struct e2b_meta_queue *q, const char *path)
+bool sbx_rmq_setgid_dir(const struct sbx_rmq_queue *q, const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	size_t n = slash && slash > path ? (size_t)(slash - path) : 1;
 	for (size_t i = 0; i < q->n; i++)
-		if (q->ops[i].kind == E2B_META_CHMOD && (q->ops[i].mode & S_ISGID) &&
+		if (q->ops[i].kind == SBX_RMQ_CHMOD && (q->ops[i].mode & S_ISGID) &&
 		    strlen(q->ops[i].path) == n && !strncmp(q->ops[i].path, path, n))
 			return true;
 	return false;
 }
 
-const char *e2b_meta_link_target(const struct e2b_meta_queue *q, const char *path)
+const char *sbx_rmq_link_target(const struct sbx_rmq_queue *q, const char *path)
 {
 	for (size_t i = q->n; i-- > 0;)
-		if (q->ops[i].kind == E2B_META_SYMLINK && !strcmp(q->ops[i].path, path))
+		if (q->ops[i].kind == SBX_RMQ_SYMLINK && !strcmp(q->ops[i].path, path))
 			return q->ops[i].arg;
 	return NULL;
 }
 
-bool e2b_meta_truncates(const struct e2b_meta_queue *q, const char *path)
+bool sbx_rmq_truncates(const struct sbx_rmq_queue *q, const char *path)
 {
 	for (size_t i = 0; i < q->n; i++)
-		if (q->ops[i].kind == E2B_META_TRUNCATE && !strcmp(q->ops[i].path, path))
+		if (q->ops[i].kind == SBX_RMQ_TRUNCATE && !strcmp(q->ops[i].path, path))
 			return true;
 	return false;
 }
 
-void e2b_meta_drop_truncates(struct e2b_meta_queue *q, const char *path)
+void sbx_rmq_drop_truncates(struct sbx_rmq_queue *q, const char *path)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < q->n; i++) {
-		if (q->ops[i].kind == E2B_META_TRUNCATE && !strcmp(q->ops[i].path, path)) {
+		if (q->ops[i].kind == SBX_RMQ_TRUNCATE && !strcmp(q->ops[i].path, path)) {
 			free(q->ops[i].path);
 			free(q->ops[i].arg);
 			continue;
@@ -150,29 +150,29 @@ void e2b_meta_drop_truncates(struct e2b_meta_queue *q, const char *path)
 	q->n = o;
 }
 
-void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct sbx_stat *st)
+void sbx_rmq_overlay(const struct sbx_rmq_queue *q, const char *path, struct sbx_stat *st)
 {
 	for (size_t i = 0; i < q->n; i++) {
-		const struct e2b_meta_op *op = &q->ops[i];
+		const struct sbx_rmq_op *op = &q->ops[i];
 		if (strcmp(op->path, path))
 			continue;
 		switch (op->kind) {
-		case E2B_META_CHMOD:
+		case SBX_RMQ_CHMOD:
 			st->mode = (st->mode & S_IFMT) | (op->mode & 07777);
 			break;
-		case E2B_META_CHOWN:
+		case SBX_RMQ_CHOWN:
 			if (op->uid != (uid_t)-1)
 				st->uid = op->uid;
 			if (op->gid != (gid_t)-1)
 				st->gid = op->gid;
 			break;
-		case E2B_META_UTIMENS:
+		case SBX_RMQ_UTIMENS:
 			if (op->ts[0].tv_nsec != UTIME_OMIT)
 				st->atime = op->ts[0];
 			if (op->ts[1].tv_nsec != UTIME_OMIT)
 				st->mtime = op->ts[1];
 			break;
-		case E2B_META_TRUNCATE:
+		case SBX_RMQ_TRUNCATE:
 			st->size = op->size;
 			break;
 		default:
@@ -181,11 +181,11 @@ void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct s
 	}
 }
 
-const char *e2b_meta_name(enum e2b_meta_kind kind)
+const char *sbx_rmq_name(enum sbx_rmq_kind kind)
 {
 	static const char *const names[] = {"chmod",	"chown", "utimens", "symlink",
 					    "truncate", "link",	 "mknod"};
-	return kind <= E2B_META_MKNOD ? names[kind] : "metadata change";
+	return kind <= SBX_RMQ_MKNOD ? names[kind] : "metadata change";
 }
 
 static void add_path(struct sbx_buf *b, const char *p)
@@ -201,22 +201,22 @@ static bool same_time(const struct timespec *a, const struct timespec *b)
 }
 
 /* a and b are one command with both paths: same kind and same value. */
-static bool same_group(const struct e2b_meta_op *a, const struct e2b_meta_op *b)
+static bool same_group(const struct sbx_rmq_op *a, const struct sbx_rmq_op *b)
 {
 	if (a->kind != b->kind)
 		return false;
-	if (a->kind == E2B_META_CHMOD)
+	if (a->kind == SBX_RMQ_CHMOD)
 		return (a->mode & 07777) == (b->mode & 07777);
-	if (a->kind == E2B_META_CHOWN)
+	if (a->kind == SBX_RMQ_CHOWN)
 		return a->uid == b->uid && a->gid == b->gid && !a->creator && !b->creator;
-	if (a->kind == E2B_META_UTIMENS)
+	if (a->kind == SBX_RMQ_UTIMENS)
 		return same_time(&a->ts[0], &b->ts[0]) && same_time(&a->ts[1], &b->ts[1]);
 	return false;
 }
 
-static bool attr_kind(enum e2b_meta_kind k)
+static bool attr_kind(enum sbx_rmq_kind k)
 {
-	return k == E2B_META_CHMOD || k == E2B_META_CHOWN || k == E2B_META_UTIMENS;
+	return k == SBX_RMQ_CHMOD || k == SBX_RMQ_CHOWN || k == SBX_RMQ_UTIMENS;
 }
 
 /*
@@ -225,13 +225,13 @@ static bool attr_kind(enum e2b_meta_kind k)
  * they do not touch each other, and of one path times commute with mode
  * and owner (mode and owner do not: chown clears the setuid bits).
  */
-static bool related(const struct e2b_meta_op *a, const struct e2b_meta_op *b)
+static bool related(const struct sbx_rmq_op *a, const struct sbx_rmq_op *b)
 {
 	if (attr_kind(a->kind) && attr_kind(b->kind))
 		return !strcmp(a->path, b->path) &&
-		       (a->kind == E2B_META_UTIMENS) == (b->kind == E2B_META_UTIMENS);
-	const char *pa[2] = {a->path, a->kind == E2B_META_LINK ? a->arg : NULL};
-	const char *pb[2] = {b->path, b->kind == E2B_META_LINK ? b->arg : NULL};
+		       (a->kind == SBX_RMQ_UTIMENS) == (b->kind == SBX_RMQ_UTIMENS);
+	const char *pa[2] = {a->path, a->kind == SBX_RMQ_LINK ? a->arg : NULL};
+	const char *pb[2] = {b->path, b->kind == SBX_RMQ_LINK ? b->arg : NULL};
 	for (int x = 0; x < 2; x++)
 		for (int y = 0; y < 2; y++)
 			if (pa[x] && pb[y] &&
@@ -242,10 +242,10 @@ static bool related(const struct e2b_meta_op *a, const struct e2b_meta_op *b)
 
 #define GATHER_MAX 8192 /* beyond this many ops the queue stays in its order */
 
-void e2b_meta_gather(struct e2b_meta_queue *q)
+void sbx_rmq_gather(struct sbx_rmq_queue *q)
 {
 	size_t n = q->n, k = 0, *prev;
-	struct e2b_meta_op *out;
+	struct sbx_rmq_op *out;
 	bool *used;
 	if (n < 3 || n > GATHER_MAX)
 		return;
@@ -279,7 +279,7 @@ void e2b_meta_gather(struct e2b_meta_queue *q)
 
 /* "touch -h -cFLAG [-d @T] -- P..." for the paths of ops [i, j). */
 static void add_touch(struct sbx_buf *b, const char *flag, const struct timespec *t,
-		      const struct e2b_meta_queue *q, size_t i, size_t j)
+		      const struct sbx_rmq_queue *q, size_t i, size_t j)
 {
 	sbx_buf_addf(b, "touch -h -c%s", flag);
 	if (t->tv_nsec != UTIME_NOW)
@@ -292,19 +292,19 @@ static void add_touch(struct sbx_buf *b, const char *flag, const struct timespec
 /* " && chown -h OWNER: -- PATH": an entry the (root) script made goes to the default user. */
 static void add_owner(struct sbx_buf *b, const char *path)
 {
-	sbx_buf_adds(b, " && chown -h " E2B_META_OWNER ": --");
+	sbx_buf_adds(b, " && chown -h " SBX_RMQ_OWNER ": --");
 	add_path(b, path);
 }
 
 /* Renders op (and, for chmod/chown, the run [i, *next) of its like). */
-static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, size_t room,
+static void render_one(const struct sbx_rmq_queue *q, size_t i, size_t *next, size_t room,
 		       struct sbx_buf *b)
 {
-	const struct e2b_meta_op *op = &q->ops[i];
+	const struct sbx_rmq_op *op = &q->ops[i];
 	const struct timespec *ts = op->ts;
 	size_t j = i + 1;
 	switch (op->kind) {
-	case E2B_META_CHOWN:
+	case SBX_RMQ_CHOWN:
 		if (op->creator) {
 			/* chown UID P, chgrp to DIR's group if it is setgid, else GID */
 			const char *slash = strrchr(op->path, '/');
@@ -325,8 +325,8 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 			break;
 		}
 		/* fall through */
-	case E2B_META_CHMOD:
-		if (op->kind == E2B_META_CHMOD)
+	case SBX_RMQ_CHMOD:
+		if (op->kind == SBX_RMQ_CHMOD)
 			sbx_buf_addf(b, "chmod %04o --", (unsigned)(op->mode & 07777));
 		else if (op->uid != (uid_t)-1 && op->gid != (gid_t)-1)
 			sbx_buf_addf(b, "chown -h %u:%u --", (unsigned)op->uid, (unsigned)op->gid);
@@ -340,8 +340,8 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 		     j++)
 			add_path(b, q->ops[j].path);
 		break;
-	case E2B_META_UTIMENS: {
-		/* Alike times of several files (e2b_meta_gather): one touch for all. */
+	case SBX_RMQ_UTIMENS: {
+		/* Alike times of several files (sbx_rmq_gather): one touch for all. */
 		size_t len = b->len + 2 * strlen(op->path);
 		for (; j < q->n && same_group(op, &q->ops[j]) &&
 		       len + 2 * strlen(q->ops[j].path) + 128 < room;
@@ -364,22 +364,22 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 		}
 		break;
 	}
-	case E2B_META_SYMLINK:
+	case SBX_RMQ_SYMLINK:
 		sbx_buf_adds(b, "ln -s --");
 		add_path(b, op->arg);
 		add_path(b, op->path);
 		add_owner(b, op->path);
 		break;
-	case E2B_META_TRUNCATE:
+	case SBX_RMQ_TRUNCATE:
 		sbx_buf_addf(b, "truncate -s %lld --", (long long)op->size);
 		add_path(b, op->path);
 		break;
-	case E2B_META_LINK:
+	case SBX_RMQ_LINK:
 		sbx_buf_adds(b, "ln --");
 		add_path(b, op->arg);
 		add_path(b, op->path);
 		break;
-	case E2B_META_MKNOD:
+	case SBX_RMQ_MKNOD:
 		if (S_ISFIFO(op->mode)) {
 			sbx_buf_addf(b, "mkfifo -m %04o --", (unsigned)(op->mode & 07777));
 			add_path(b, op->path);
@@ -411,7 +411,7 @@ static void render_one(const struct e2b_meta_queue *q, size_t i, size_t *next, s
 	*next = j;
 }
 
-size_t e2b_meta_render(const struct e2b_meta_queue *q, size_t first, size_t max_bytes,
+size_t sbx_rmq_render(const struct sbx_rmq_queue *q, size_t first, size_t max_bytes,
 		       struct sbx_buf *b)
 {
 	size_t i = first, start = b->len;

@@ -1,15 +1,17 @@
 /*
- * meta — the queue of metadata changes envd has no RPC for (chmod, chown,
- * utimens, symlink, truncate, link, mknod) and its rendering into shell
- * scripts, so that a `tar x` or `rsync -a` costs one command in the
+ * rmeta_queue — the queue of metadata changes the remote providers' APIs
+ * have no call for (chmod, chown, utimens, symlink, truncate, link, mknod:
+ * rmeta.h keeps their failures), its questions (does an op touch, create
+ * or truncate a path), the overlay of queued attributes on a stat, and its
+ * rendering into shell scripts, so that a `tar x` or `rsync -a` costs one command in the
  * sandbox per batch, not one per file per attribute.
  *
  * Pure: strings in, shell text out; every path and target is quoted with
  * sbx_buf_add_shquoted() and preceded by `--`. It does not run anything
  * and has no lock (the instance that owns a queue locks it).
  */
-#ifndef SBX_E2B_META_H
-#define SBX_E2B_META_H
+#ifndef SBX_RMETA_QUEUE_H
+#define SBX_RMETA_QUEUE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -21,20 +23,20 @@
 #include "provider.h"
 
 /* One script stays well under Linux's 128 KiB limit on one argv string. */
-#define E2B_META_SCRIPT_MAX (96u << 10)
+#define SBX_RMQ_SCRIPT_MAX (96u << 10)
 
-enum e2b_meta_kind {
-	E2B_META_CHMOD,
-	E2B_META_CHOWN,
-	E2B_META_UTIMENS,
-	E2B_META_SYMLINK,
-	E2B_META_TRUNCATE,
-	E2B_META_LINK,
-	E2B_META_MKNOD,
+enum sbx_rmq_kind {
+	SBX_RMQ_CHMOD,
+	SBX_RMQ_CHOWN,
+	SBX_RMQ_UTIMENS,
+	SBX_RMQ_SYMLINK,
+	SBX_RMQ_TRUNCATE,
+	SBX_RMQ_LINK,
+	SBX_RMQ_MKNOD,
 };
 
-struct e2b_meta_op {
-	enum e2b_meta_kind kind;
+struct sbx_rmq_op {
+	enum sbx_rmq_kind kind;
 	char *path;  /* the path changed (owned) */
 	char *arg;   /* symlink: the target; link: the existing file (owned) */
 	mode_t mode; /* chmod, mknod (with the type bits) */
@@ -51,49 +53,49 @@ struct e2b_meta_op {
 	dev_t dev;	       /* mknod */
 };
 
-struct e2b_meta_queue {
-	struct e2b_meta_op *ops;
+struct sbx_rmq_queue {
+	struct sbx_rmq_op *ops;
 	size_t n, alloc;
 };
 
-void e2b_meta_init(struct e2b_meta_queue *q);
+void sbx_rmq_init(struct sbx_rmq_queue *q);
 /* Frees every op and the array; q is empty and reusable afterwards. */
-void e2b_meta_clear(struct e2b_meta_queue *q);
+void sbx_rmq_clear(struct sbx_rmq_queue *q);
 /* Appends a copy of op (path and arg are duplicated). */
-void e2b_meta_add(struct e2b_meta_queue *q, const struct e2b_meta_op *op);
+void sbx_rmq_add(struct sbx_rmq_queue *q, const struct sbx_rmq_op *op);
 /* Moves all ops of src to the end of dst (src becomes empty). */
-void e2b_meta_take(struct e2b_meta_queue *dst, struct e2b_meta_queue *src);
+void sbx_rmq_take(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *src);
 /*
  * Whether applying q could change what a read of path shows: an op on
  * path itself, naming it (link source, symlink target path), or on one of
  * its direct children (a listing shows their attributes). With subtree,
  * also any op below path (for rename and remove of a directory).
  */
-bool e2b_meta_touches(const struct e2b_meta_queue *q, const char *path, bool subtree);
+bool sbx_rmq_touches(const struct sbx_rmq_queue *q, const char *path, bool subtree);
 /*
  * Whether an op still waiting would create the entry at path (symlink,
  * link, mknod), or with children, any entry directly inside path too:
  * then a remote read cannot show it and the queue must be applied first.
  */
-bool e2b_meta_creates(const struct e2b_meta_queue *q, const char *path, bool children);
+bool sbx_rmq_creates(const struct sbx_rmq_queue *q, const char *path, bool children);
 /*
  * Whether a chmod setting the setgid bit of path's directory is waiting:
  * an entry envd makes there (upload, MakeDir) before it is applied would
  * miss the group (and a directory the bit) it hands down.
  */
-bool e2b_meta_setgid_dir(const struct e2b_meta_queue *q, const char *path);
+bool sbx_rmq_setgid_dir(const struct sbx_rmq_queue *q, const char *path);
 /* The target of the last symlink op making path, or NULL (borrowed from q). */
-const char *e2b_meta_link_target(const struct e2b_meta_queue *q, const char *path);
+const char *sbx_rmq_link_target(const struct sbx_rmq_queue *q, const char *path);
 /* Whether a truncate of path is waiting (a read of its content must wait). */
-bool e2b_meta_truncates(const struct e2b_meta_queue *q, const char *path);
+bool sbx_rmq_truncates(const struct sbx_rmq_queue *q, const char *path);
 /* Drops the waiting truncates of path (its whole content is being replaced). */
-void e2b_meta_drop_truncates(struct e2b_meta_queue *q, const char *path);
+void sbx_rmq_drop_truncates(struct sbx_rmq_queue *q, const char *path);
 /*
  * Applies the waiting attribute ops on path (chmod, chown, utimens,
  * truncate: all absolute, so applying them twice is harmless) to st, so
  * that a stat or list answered before the flush already shows them.
  */
-void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct sbx_stat *st);
+void sbx_rmq_overlay(const struct sbx_rmq_queue *q, const char *path, struct sbx_stat *st);
 
 /*
  * Renders ops [first, n) into b as shell text, one command per op (runs
@@ -108,9 +110,9 @@ void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct s
  *
  * The script is meant to run as root (chown, and chmod of files another
  * user made, need it); the entries it creates (symlink, fifo, device,
- * socket, empty file) are then given to E2B_META_OWNER, as envd's own uploads are.
+ * socket, empty file) are then given to SBX_RMQ_OWNER, as envd's own uploads are.
  */
-#define E2B_META_OWNER "user"
+#define SBX_RMQ_OWNER "user"
 
 /*
  * Puts alike chmod, chown and utimens ops (same mode, owner, times) next
@@ -120,10 +122,10 @@ void e2b_meta_overlay(const struct e2b_meta_queue *q, const char *path, struct s
  * paths (neither is the other nor below it), or attribute changes of
  * other paths, or, of its own path, times past mode and owner.
  */
-void e2b_meta_gather(struct e2b_meta_queue *q);
-size_t e2b_meta_render(const struct e2b_meta_queue *q, size_t first, size_t max_bytes,
+void sbx_rmq_gather(struct sbx_rmq_queue *q);
+size_t sbx_rmq_render(const struct sbx_rmq_queue *q, size_t first, size_t max_bytes,
 		       struct sbx_buf *b);
 /* A short description of op for error text ("chmod /a/b"). */
-const char *e2b_meta_name(enum e2b_meta_kind kind);
+const char *sbx_rmq_name(enum sbx_rmq_kind kind);
 
 #endif
