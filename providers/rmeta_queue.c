@@ -4,6 +4,7 @@
 
 #include "rmeta.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
@@ -66,8 +67,7 @@ void sbx_rmq_take(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *src)
 	memset(src, 0, sizeof(*src));
 }
 
-/* a is path or lies below it (child only when !deep). */
-static bool under(const char *a, const char *path, bool deep)
+bool sbx_rmq_under(const char *a, const char *path, bool deep)
 {
 	size_t n = strlen(path);
 	const char *rest;
@@ -87,9 +87,9 @@ bool sbx_rmq_touches(const struct sbx_rmq_queue *q, const char *path, bool subtr
 {
 	for (size_t i = 0; i < q->n; i++) {
 		const struct sbx_rmq_op *op = &q->ops[i];
-		if (under(op->path, path, subtree))
+		if (sbx_rmq_under(op->path, path, subtree))
 			return true;
-		if (op->kind == SBX_RMQ_LINK && under(op->arg, path, subtree))
+		if (op->kind == SBX_RMQ_LINK && sbx_rmq_under(op->arg, path, subtree))
 			return true;
 	}
 	return false;
@@ -104,7 +104,7 @@ bool sbx_rmq_creates(const struct sbx_rmq_queue *q, const char *path, bool child
 {
 	for (size_t i = 0; i < q->n; i++)
 		if (creates_kind(q->ops[i].kind) &&
-		    (children ? under(q->ops[i].path, path, false) : !strcmp(q->ops[i].path, path)))
+		    (children ? sbx_rmq_under(q->ops[i].path, path, false) : !strcmp(q->ops[i].path, path)))
 			return true;
 	return false;
 }
@@ -188,6 +188,35 @@ const char *sbx_rmq_name(enum sbx_rmq_kind kind)
 	return kind <= SBX_RMQ_MKNOD ? names[kind] : "metadata change";
 }
 
+void sbx_rmq_op_of(void *ctx, size_t i, const char **name, const char **path)
+{
+	const struct sbx_rmq_queue *q = ctx;
+	*name = sbx_rmq_name(q->ops[i].kind);
+	*path = q->ops[i].path;
+}
+
+size_t sbx_rmq_settle(const struct sbx_rmq_queue *q, size_t first, size_t end,
+		      struct sbx_rmeta_fails *f, struct sbx_instance *inst, int rc,
+		      const struct sbx_error *e, const char *out, int code, bool explained)
+{
+	struct sbx_error all = SBX_ERROR_INIT;
+	size_t n;
+	if (rc) {
+		sbx_error_set(&all, EIO, SBX_E_EXECUTION_FAILED, "%s",
+			      e && e->msg[0] ? e->msg : "the script did not run");
+		sbx_rmeta_fail_all(f, inst, first, end, sbx_rmq_op_of, (void *)q, &all);
+		return end - first;
+	}
+	n = sbx_rmeta_attribute(f, inst, out ? out : "", first, end, sbx_rmq_op_of, (void *)q);
+	if (n || !code || explained)
+		return n;
+	out = out ? out : "";
+	sbx_error_set(&all, EIO, SBX_E_EXECUTION_FAILED, "the script ended %d: %.*s", code,
+		      (int)strcspn(out, "\n"), out);
+	sbx_rmeta_fail_all(f, inst, first, end, sbx_rmq_op_of, (void *)q, &all);
+	return end - first;
+}
+
 static void add_path(struct sbx_buf *b, const char *p)
 {
 	sbx_buf_addch(b, ' ');
@@ -235,7 +264,7 @@ static bool related(const struct sbx_rmq_op *a, const struct sbx_rmq_op *b)
 	for (int x = 0; x < 2; x++)
 		for (int y = 0; y < 2; y++)
 			if (pa[x] && pb[y] &&
-			    (under(pa[x], pb[y], true) || under(pb[y], pa[x], true)))
+			    (sbx_rmq_under(pa[x], pb[y], true) || sbx_rmq_under(pb[y], pa[x], true)))
 				return true;
 	return false;
 }
@@ -289,20 +318,67 @@ static void add_touch(struct sbx_buf *b, const char *flag, const struct timespec
 		add_path(b, q->ops[i].path);
 }
 
+const struct sbx_rmq_style sbx_rmq_style_root = {
+    .new_owner = "user", .check_free = true, .merge = true};
+
 /* " && chown -h OWNER: -- PATH": an entry the (root) script made goes to the default user. */
-static void add_owner(struct sbx_buf *b, const char *path)
+static void add_owner(struct sbx_buf *b, const struct sbx_rmq_style *st, const char *path)
 {
-	sbx_buf_adds(b, " && chown -h " SBX_RMQ_OWNER ": --");
+	if (!st->new_owner)
+		return;
+	sbx_buf_addf(b, " && chown -h %s: --", st->new_owner);
 	add_path(b, path);
 }
 
-/* Renders op (and, for chmod/chown, the run [i, *next) of its like). */
-static void render_one(const struct sbx_rmq_queue *q, size_t i, size_t *next, size_t room,
-		       struct sbx_buf *b)
+void sbx_rmq_add_as_root_else(struct sbx_buf *b, const char *cmd)
+{
+	sbx_buf_addf(
+	    b, "{ m=$(%s 2>&1) || sudo -n %s 2>/dev/null || { printf '%%s\\n' \"$m\"; false; }; }",
+	    cmd, cmd);
+}
+
+/* `{ [ ! -e P ] && [ ! -L P ] || { echo "P: File exists" >&2; false; }; } && ` */
+static void add_must_not_exist(struct sbx_buf *b, const char *path)
+{
+	sbx_buf_adds(b, "{ { [ ! -e");
+	add_path(b, path);
+	sbx_buf_adds(b, " ] && [ ! -L");
+	add_path(b, path);
+	sbx_buf_adds(b, " ]; } || { echo");
+	add_path(b, path);
+	sbx_buf_adds(b, "': File exists' >&2; false; }; } && ");
+}
+
+/*
+ * Appends cmd (text of its own buffer) to b as it runs: as it is where
+ * the script runs as root or the op does not need root, else through
+ * sbx_rmq_add_as_root_else (a compound command as `sh -c '...'`).
+ */
+static void add_maybe_root(struct sbx_buf *b, const struct sbx_rmq_style *st, bool root,
+			   const struct sbx_buf *cmd, bool compound)
+{
+	struct sbx_buf sh = SBX_BUF_INIT;
+	if (st->new_owner || !root) {
+		sbx_buf_adds(b, cmd->buf);
+		return;
+	}
+	if (compound) {
+		sbx_buf_adds(&sh, "sh -c ");
+		sbx_buf_add_shquoted(&sh, cmd->buf);
+	}
+	sbx_rmq_add_as_root_else(b, compound ? sh.buf : cmd->buf);
+	sbx_buf_release(&sh);
+}
+
+/* Renders op (and, with merge, for chmod/chown/utimens the run [i, *next) of its like). */
+void sbx_rmq_render_op(const struct sbx_rmq_queue *q, size_t i, const struct sbx_rmq_style *st,
+		       size_t room, struct sbx_buf *b, size_t *next)
 {
 	const struct sbx_rmq_op *op = &q->ops[i];
 	const struct timespec *ts = op->ts;
-	size_t j = i + 1;
+	struct sbx_buf c = SBX_BUF_INIT;
+	size_t j = i + 1, n = st->merge ? q->n : i + 1;
+	bool compound = false;
 	switch (op->kind) {
 	case SBX_RMQ_CHOWN:
 		if (op->creator) {
@@ -310,115 +386,136 @@ static void render_one(const struct sbx_rmq_queue *q, size_t i, size_t *next, si
 			const char *slash = strrchr(op->path, '/');
 			char *dir = sbx_xstrndup(
 			    op->path, slash && slash > op->path ? (size_t)(slash - op->path) : 1);
-			sbx_buf_addf(b, "chown -h %u --", (unsigned)op->uid);
-			add_path(b, op->path);
-			sbx_buf_adds(b, " && if [ -g");
-			add_path(b, dir);
-			sbx_buf_adds(b, " ]; then chgrp -h \"$(stat -c %g --");
-			add_path(b, dir);
-			sbx_buf_adds(b, ")\" --");
-			add_path(b, op->path);
-			sbx_buf_addf(b, "; else chgrp -h %u --", (unsigned)op->gid);
-			add_path(b, op->path);
-			sbx_buf_adds(b, "; fi");
+			sbx_buf_addf(&c, "chown -h %u --", (unsigned)op->uid);
+			add_path(&c, op->path);
+			sbx_buf_adds(&c, " && if [ -g");
+			add_path(&c, dir);
+			sbx_buf_adds(&c, " ]; then chgrp -h \"$(stat -c %g --");
+			add_path(&c, dir);
+			sbx_buf_adds(&c, ")\" --");
+			add_path(&c, op->path);
+			sbx_buf_addf(&c, "; else chgrp -h %u --", (unsigned)op->gid);
+			add_path(&c, op->path);
+			sbx_buf_adds(&c, "; fi");
 			free(dir);
+			compound = true;
 			break;
 		}
 		/* fall through */
 	case SBX_RMQ_CHMOD:
 		if (op->kind == SBX_RMQ_CHMOD)
-			sbx_buf_addf(b, "chmod %04o --", (unsigned)(op->mode & 07777));
+			sbx_buf_addf(&c, "chmod %04o --", (unsigned)(op->mode & 07777));
 		else if (op->uid != (uid_t)-1 && op->gid != (gid_t)-1)
-			sbx_buf_addf(b, "chown -h %u:%u --", (unsigned)op->uid, (unsigned)op->gid);
+			sbx_buf_addf(&c, "chown -h %u:%u --", (unsigned)op->uid, (unsigned)op->gid);
 		else if (op->uid != (uid_t)-1)
-			sbx_buf_addf(b, "chown -h %u --", (unsigned)op->uid);
+			sbx_buf_addf(&c, "chown -h %u --", (unsigned)op->uid);
 		else
-			sbx_buf_addf(b, "chgrp -h %u --", (unsigned)op->gid);
-		add_path(b, op->path);
-		for (; j < q->n && same_group(op, &q->ops[j]) &&
-		       b->len + strlen(q->ops[j].path) + 64 < room;
+			sbx_buf_addf(&c, "chgrp -h %u --", (unsigned)op->gid);
+		add_path(&c, op->path);
+		for (; j < n && same_group(op, &q->ops[j]) &&
+		       b->len + c.len + strlen(q->ops[j].path) + 64 < room;
 		     j++)
-			add_path(b, q->ops[j].path);
+			add_path(&c, q->ops[j].path);
 		break;
 	case SBX_RMQ_UTIMENS: {
 		/* Alike times of several files (sbx_rmq_gather): one touch for all. */
 		size_t len = b->len + 2 * strlen(op->path);
-		for (; j < q->n && same_group(op, &q->ops[j]) &&
+		for (; j < n && same_group(op, &q->ops[j]) &&
 		       len + 2 * strlen(q->ops[j].path) + 128 < room;
 		     j++)
 			len += 2 * strlen(q->ops[j].path) + 6;
 		if (ts[0].tv_nsec == UTIME_OMIT && ts[1].tv_nsec == UTIME_OMIT) {
-			sbx_buf_adds(b, "true");
+			sbx_buf_adds(&c, "true");
 		} else if (ts[0].tv_nsec != UTIME_OMIT && ts[1].tv_nsec != UTIME_OMIT &&
 			   same_time(&ts[0], &ts[1])) {
-			add_touch(b, "", &ts[0], q, i, j);
+			add_touch(&c, "", &ts[0], q, i, j);
 		} else {
-			sbx_buf_adds(b, "{ ");
+			sbx_buf_adds(&c, "{ ");
 			if (ts[0].tv_nsec != UTIME_OMIT) {
-				add_touch(b, " -a", &ts[0], q, i, j);
-				sbx_buf_adds(b, ts[1].tv_nsec != UTIME_OMIT ? " && " : "");
+				add_touch(&c, " -a", &ts[0], q, i, j);
+				sbx_buf_adds(&c, ts[1].tv_nsec != UTIME_OMIT ? " && " : "");
 			}
 			if (ts[1].tv_nsec != UTIME_OMIT)
-				add_touch(b, " -m", &ts[1], q, i, j);
-			sbx_buf_adds(b, "; }");
+				add_touch(&c, " -m", &ts[1], q, i, j);
+			sbx_buf_adds(&c, "; }");
+			compound = true;
 		}
 		break;
 	}
 	case SBX_RMQ_SYMLINK:
-		sbx_buf_adds(b, "ln -s --");
-		add_path(b, op->arg);
-		add_path(b, op->path);
-		add_owner(b, op->path);
+		if (st->check_free)
+			add_must_not_exist(b, op->path);
+		sbx_buf_adds(&c, "ln -s --");
+		add_path(&c, op->arg);
+		add_path(&c, op->path);
+		add_owner(&c, st, op->path);
 		break;
 	case SBX_RMQ_TRUNCATE:
-		sbx_buf_addf(b, "truncate -s %lld --", (long long)op->size);
-		add_path(b, op->path);
+		sbx_buf_addf(&c, "truncate -s %lld --", (long long)op->size);
+		add_path(&c, op->path);
 		break;
 	case SBX_RMQ_LINK:
-		sbx_buf_adds(b, "ln --");
-		add_path(b, op->arg);
-		add_path(b, op->path);
-		break;
+		if (st->check_free)
+			add_must_not_exist(b, op->path);
+		sbx_buf_adds(&c, "ln --");
+		add_path(&c, op->arg);
+		add_path(&c, op->path);
+		/* as the user, a link to what it does not own needs root
+		 * (the mount's kernel applied fs.protected_hardlinks already) */
+		add_maybe_root(b, st, true, &c, false);
+		goto out;
 	case SBX_RMQ_MKNOD:
 		if (S_ISFIFO(op->mode)) {
-			sbx_buf_addf(b, "mkfifo -m %04o --", (unsigned)(op->mode & 07777));
-			add_path(b, op->path);
-			add_owner(b, op->path);
+			sbx_buf_addf(&c, "mkfifo -m %04o --", (unsigned)(op->mode & 07777));
+			add_path(&c, op->path);
+			add_owner(&c, st, op->path);
 		} else if (S_ISCHR(op->mode) || S_ISBLK(op->mode)) {
-			sbx_buf_addf(b, "mknod -m %04o --", (unsigned)(op->mode & 07777));
-			add_path(b, op->path);
-			sbx_buf_addf(b, " %c %u %u", S_ISCHR(op->mode) ? 'c' : 'b', major(op->dev),
+			sbx_buf_addf(&c, "mknod -m %04o --", (unsigned)(op->mode & 07777));
+			add_path(&c, op->path);
+			sbx_buf_addf(&c, " %c %u %u", S_ISCHR(op->mode) ? 'c' : 'b', major(op->dev),
 				     minor(op->dev));
-			add_owner(b, op->path);
+			add_owner(&c, st, op->path);
+			add_maybe_root(b, st, true, &c, false); /* only root may */
+			goto out;
 		} else if (S_ISSOCK(op->mode)) {
-			sbx_rmeta_add_mksock(b, op->path, op->mode);
-			add_owner(b, op->path);
+			sbx_rmeta_add_mksock(&c, op->path, op->mode);
+			add_owner(&c, st, op->path);
 		} else if (S_ISREG(op->mode) || !(op->mode & S_IFMT)) {
 			/* noclobber in a subshell: EEXIST semantics, no leak */
-			sbx_buf_adds(b, "( set -C; : >");
-			add_path(b, op->path);
-			sbx_buf_addf(b, " && chmod %04o --", (unsigned)(op->mode & 07777));
-			add_path(b, op->path);
-			add_owner(b, op->path);
-			sbx_buf_adds(b, " )");
+			sbx_buf_adds(&c, "( set -C; : >");
+			add_path(&c, op->path);
+			sbx_buf_addf(&c, " && chmod %04o --", (unsigned)(op->mode & 07777));
+			add_path(&c, op->path);
+			add_owner(&c, st, op->path);
+			sbx_buf_adds(&c, " )");
 		} else {
-			sbx_buf_adds(b, "false");
+			sbx_buf_adds(&c, "false");
 		}
 		break;
 	}
-	/* After the command's own message, on the same stream: which ops failed. */
-	sbx_rmeta_add_mark(b, i, j);
+	if (op->soft) {
+		/* its own try as the user, then as root, quiet, and never a failure */
+		sbx_buf_adds(b, "{ ");
+		add_maybe_root(b, st, op->root, &c, compound);
+		sbx_buf_adds(b, "; } >/dev/null 2>&1 || :");
+	} else {
+		add_maybe_root(b, st, op->root, &c, compound);
+	}
+out:
+	sbx_buf_release(&c);
 	*next = j;
 }
 
-size_t sbx_rmq_render(const struct sbx_rmq_queue *q, size_t first, size_t max_bytes,
-		       struct sbx_buf *b)
+size_t sbx_rmq_render(const struct sbx_rmq_queue *q, size_t first, const struct sbx_rmq_style *st,
+		      size_t max_bytes, struct sbx_buf *b)
 {
 	size_t i = first, start = b->len;
 	sbx_rmeta_add_marker(b, true);
 	while (i < q->n) {
 		size_t mark = b->len, next;
-		render_one(q, i, &next, start + max_bytes, b);
+		sbx_rmq_render_op(q, i, st, start + max_bytes, b, &next);
+		/* After the command's own message, on the same stream: which ops failed. */
+		sbx_rmeta_add_mark(b, i, next);
 		if (b->len - start > max_bytes && i > first) {
 			/* Did not fit: leave it for the next script. */
 			b->len = mark;
@@ -428,4 +525,18 @@ size_t sbx_rmq_render(const struct sbx_rmq_queue *q, size_t first, size_t max_by
 		i = next;
 	}
 	return i;
+}
+
+struct sbx_rmq_op sbx_rmq_utimens_op(const char *path, const struct timespec ts[2])
+{
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_UTIMENS, .path = (char *)path};
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (int i = 0; i < 2; i++) {
+		op.ts[i] = ts ? ts[i] : now;
+		/* "now" is the time of the call, not of the flush. */
+		if (op.ts[i].tv_nsec == UTIME_NOW)
+			op.ts[i] = now;
+	}
+	return op;
 }

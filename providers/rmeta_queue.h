@@ -21,6 +21,7 @@
 
 #include "base/buf.h"
 #include "provider.h"
+#include "rmeta.h"
 
 /* One script stays well under Linux's 128 KiB limit on one argv string. */
 #define SBX_RMQ_SCRIPT_MAX (96u << 10)
@@ -48,6 +49,13 @@ struct sbx_rmq_op {
 	 * the directory's group already, as on a local disk).
 	 */
 	bool creator;
+	/*
+	 * Only root may do it (utimens or chown of a symbolic link the
+	 * permissions API cannot reach): run as the user, the command falls
+	 * back to `sudo -n` (device nodes and hard links always do).
+	 */
+	bool root;
+	bool soft; /* its failure is no failure (a link's chown as the user: see daytona) */
 	struct timespec ts[2]; /* utimens: atime, mtime; UTIME_NOW / UTIME_OMIT */
 	off_t size;	       /* truncate */
 	dev_t dev;	       /* mknod */
@@ -65,6 +73,8 @@ void sbx_rmq_clear(struct sbx_rmq_queue *q);
 void sbx_rmq_add(struct sbx_rmq_queue *q, const struct sbx_rmq_op *op);
 /* Moves all ops of src to the end of dst (src becomes empty). */
 void sbx_rmq_take(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *src);
+/* a is path, or below it (deep), or an entry directly in it (!deep); a may be NULL. */
+bool sbx_rmq_under(const char *a, const char *path, bool deep);
 /*
  * Whether applying q could change what a read of path shows: an op on
  * path itself, naming it (link source, symlink target path), or on one of
@@ -97,22 +107,6 @@ void sbx_rmq_drop_truncates(struct sbx_rmq_queue *q, const char *path);
  */
 void sbx_rmq_overlay(const struct sbx_rmq_queue *q, const char *path, struct sbx_stat *st);
 
-/*
- * Renders ops [first, n) into b as shell text, one command per op (runs
- * of the same chmod/chown merged into one command), each followed by
- * sbx_rmeta_add_mark's `|| sbx_f I-J` (ops [I, J) were that
- * command; the script starts with sbx_rmeta_add_marker, to stderr) so
- * the caller learns which ops failed. Stops before the
- * script would pass max_bytes (but always renders at least one op).
- * Returns the index after the last op rendered. Invalid ops (mknod of an
- * unknown type) render as `false` and their mark; a socket is bound by
- * sbx_rmeta_add_mksock's command.
- *
- * The script is meant to run as root (chown, and chmod of files another
- * user made, need it); the entries it creates (symlink, fifo, device,
- * socket, empty file) are then given to SBX_RMQ_OWNER, as envd's own uploads are.
- */
-#define SBX_RMQ_OWNER "user"
 
 /*
  * Puts alike chmod, chown and utimens ops (same mode, owner, times) next
@@ -123,9 +117,82 @@ void sbx_rmq_overlay(const struct sbx_rmq_queue *q, const char *path, struct sbx
  * other paths, or, of its own path, times past mode and owner.
  */
 void sbx_rmq_gather(struct sbx_rmq_queue *q);
-size_t sbx_rmq_render(const struct sbx_rmq_queue *q, size_t first, size_t max_bytes,
-		       struct sbx_buf *b);
+
+/*
+ * How a provider's scripts run: the rendering slots of the layer.
+ *
+ * new_owner set (e2b: "user"): the script runs as root (chown, and chmod
+ * of files another user made, need it), and the entries it creates
+ * (symlink, fifo, device, socket, empty file) are given to new_owner, as
+ * the service's own uploads are. NULL (daytona): it runs as the
+ * sandbox's user, and what only root may do (device nodes, hard links to
+ * what the user does not own, ops marked root) is tried as the user, then
+ * through `sudo -n` (sbx_rmq_add_as_root_else).
+ */
+struct sbx_rmq_style {
+	const char *new_owner;
+	/* symlink, link: refuse an existing name first with "P: File exists"
+	 * (`ln` onto a directory would make the link inside it) */
+	bool check_free;
+	/* alike chmod/chown/utimens ops next to each other (sbx_rmq_gather)
+	 * are one command (else each op is its own) */
+	bool merge;
+};
+
+/* The e2b style: as root, new entries to "user", names checked free, merged commands. */
+extern const struct sbx_rmq_style sbx_rmq_style_root;
+
+/*
+ * Renders the command of op i (and, with st->merge, of the alike ops
+ * after it: [i, *next)) into b, without its mark; room bounds how far
+ * a merged command grows (b->len < room). Invalid ops (mknod of an
+ * unknown type) render as `false`; a socket is bound by
+ * sbx_rmeta_add_mksock's command.
+ */
+void sbx_rmq_render_op(const struct sbx_rmq_queue *q, size_t i, const struct sbx_rmq_style *st,
+		       size_t room, struct sbx_buf *b, size_t *next);
+/*
+ * Renders ops [first, n) into b as a script: sbx_rmeta_add_marker (to
+ * stderr), then each command followed by sbx_rmeta_add_mark's
+ * `|| sbx_f I-J` (ops [I, J) were that command), so that
+ * sbx_rmeta_attribute learns which ops failed. Stops before the script
+ * would pass max_bytes (but always renders at least one op). Returns the
+ * index after the last op rendered.
+ */
+size_t sbx_rmq_render(const struct sbx_rmq_queue *q, size_t first, const struct sbx_rmq_style *st,
+		      size_t max_bytes, struct sbx_buf *b);
+/*
+ * `{ m=$(CMD 2>&1) || sudo -n CMD 2>/dev/null || { printf '%s\n' "$m"; false; }; }`:
+ * CMD as the sandbox's user, else as root where it may `sudo -n`, with
+ * the first try's message (EPERM) when both are refused.
+ */
+void sbx_rmq_add_as_root_else(struct sbx_buf *b, const char *cmd);
+/*
+ * The op of a utimens(path, ts) call (ts NULL: now): UTIME_NOW becomes
+ * the time of the call, not of the flush.
+ */
+struct sbx_rmq_op sbx_rmq_utimens_op(const char *path, const struct timespec ts[2]);
 /* A short description of op for error text ("chmod /a/b"). */
 const char *sbx_rmq_name(enum sbx_rmq_kind kind);
+/* sbx_rmeta_op_fn over a queue (ctx: the struct sbx_rmq_queue). */
+void sbx_rmq_op_of(void *ctx, size_t i, const char **name, const char **path);
+
+/*
+ * What running the script of ops [first, end) of q through the provider's
+ * run slot did, recorded against the ops' paths (rmeta.h), the same way
+ * for every provider:
+ *  - rc != 0: the script did not run (the run's error e): each op failed
+ *    with EIO and e's message (its change was not made; why is in the
+ *    message and the lease's `error`);
+ *  - else the marks in out (the stream that carries them) name the ops
+ *    that failed, each with its own message (sbx_rmeta_attribute);
+ *  - a script that ended non-zero (code) without a mark failed as a
+ *    whole, unless `explained` (the caller knows why: daytona's borrow
+ *    requests): each op with EIO "the script ended CODE: FIRST LINE".
+ * Returns how many ops failed.
+ */
+size_t sbx_rmq_settle(const struct sbx_rmq_queue *q, size_t first, size_t end,
+		      struct sbx_rmeta_fails *f, struct sbx_instance *inst, int rc,
+		      const struct sbx_error *e, const char *out, int code, bool explained);
 
 #endif

@@ -26,6 +26,7 @@
 #include "daytona/protocol.h"
 #include "provider.h"
 #include "rmeta.h"
+#include "rmeta_queue.h"
 
 /* Deadlines when providers.daytona does not set them (see dt_conf). */
 #define DT_STATE_TIMEOUT_MS 60000L
@@ -66,15 +67,6 @@ struct dt_conf {
 extern struct dt_conf dt_conf;
 extern const struct sbx_provider sbx_provider_daytona;
 
-/* One queued command (a line of shell) and the path it touches. */
-struct dt_op {
-	char *path;
-	char *cmd;
-	char *borrow; /* the path to borrow when the sandbox's user may not (batch.c), or NULL */
-	char need;    /* what the user lacks on it for a borrow: 'O' (owner) or 'w' (write) */
-	const char *what; /* the operation ("mknod"), for its failure (static) */
-};
-
 /* A queued chmod/chown, applied through /files/permissions after the commands. */
 struct dt_perm {
 	char *path;
@@ -83,8 +75,8 @@ struct dt_perm {
 };
 
 struct dt_batch {
-	struct dt_op *ops;
-	size_t n, bytes;
+	struct sbx_rmq_queue q; /* the queued commands (rmeta_queue.h), in their order */
+	size_t bytes;
 	struct dt_perm *perms;
 	size_t n_perms;
 };

@@ -30,13 +30,6 @@
 
 /* --- the metadata batch --------------------------------------------------- */
 
-static void op_of(void *ctx, size_t i, const char **name, const char **path)
-{
-	const struct sbx_rmq_queue *q = ctx;
-	*name = sbx_rmq_name(q->ops[i].kind);
-	*path = q->ops[i].path;
-}
-
 /*
  * Applies every op of q (one run per SBX_RMQ_SCRIPT_MAX of script). An
  * op that fails is recorded against its path (rmeta.h), with its message.
@@ -50,19 +43,9 @@ static void apply(struct e2b_inst *in, struct sbx_rmq_queue *q)
 		sbx_buf_reset(&script);
 		sbx_buf_reset(&out);
 		sbx_buf_reset(&err);
-		next = sbx_rmq_render(q, first, SBX_RMQ_SCRIPT_MAX, &script);
+		next = sbx_rmq_render(q, first, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &script);
 		rc = e2b_run_capture(in, script.buf, true, 120000, 65536, &out, &err, &code, &e);
-		if (rc) {
-			sbx_rmeta_fail_all(&in->fails, &in->base, first, next, op_of, q, &e);
-			continue;
-		}
-		if (!sbx_rmeta_attribute(&in->fails, &in->base, err.buf, first, next, op_of, q) &&
-		    code) {
-			err.buf[strcspn(err.buf, "\n")] = '\0';
-			sbx_error_set(&e, EIO, SBX_E_EXECUTION_FAILED, "the script ended %d: %s",
-				      code, err.buf);
-			sbx_rmeta_fail_all(&in->fails, &in->base, first, next, op_of, q, &e);
-		}
+		sbx_rmq_settle(q, first, next, &in->fails, &in->base, rc, &e, err.buf, code, false);
 	}
 	sbx_buf_release(&script);
 	sbx_buf_release(&out);
@@ -310,15 +293,7 @@ int e2b_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
 int e2b_utimens(struct sbx_instance *inst, const char *path, const struct timespec ts[2],
 		struct sbx_error *err)
 {
-	struct sbx_rmq_op op = {.kind = SBX_RMQ_UTIMENS, .path = (char *)path};
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	for (int i = 0; i < 2; i++) {
-		op.ts[i] = ts ? ts[i] : now;
-		/* "now" is the time of the call, not of the flush. */
-		if (op.ts[i].tv_nsec == UTIME_NOW)
-			op.ts[i] = now;
-	}
+	struct sbx_rmq_op op = sbx_rmq_utimens_op(path, ts);
 	return enqueue(e2b_of(inst), &op);
 }
 

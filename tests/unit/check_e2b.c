@@ -647,16 +647,19 @@ START_TEST(test_meta_render)
 	sbx_rmq_add(&q, &op);
 	op = (struct sbx_rmq_op){.kind = SBX_RMQ_MKNOD, .path = "/a/p", .mode = S_IFIFO | 0600};
 	sbx_rmq_add(&q, &op);
-	ck_assert_int_eq(sbx_rmq_render(&q, 0, SBX_RMQ_SCRIPT_MAX, &b), 9);
+	ck_assert_int_eq(sbx_rmq_render(&q, 0, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &b), 9);
 	ck_assert_str_eq(b.buf,
 			 "sbx_f() { echo @sbxfs-failed@$1 >&2; }\n"
 			 "chmod 0644 -- '/a/it'\\''s' '/a/$(rm -rf ~)' || sbx_f 0-2\n"
 			 "touch -h -c -d @1700000000.000000005 -- '/a/-x' || sbx_f 2\n"
 			 "{ touch -h -c -m -d @12.000000000 -- '/a/-x'; } || sbx_f 3\n"
-			 "ln -s -- '../t t' '/a/l' && chown -h user: -- '/a/l' || sbx_f 4\n"
+			 "{ { [ ! -e '/a/l' ] && [ ! -L '/a/l' ]; } || { echo '/a/l'': File exists' "
+			 ">&2; false; }; } && ln -s -- '../t t' '/a/l' && chown -h user: -- '/a/l' "
+			 "|| sbx_f 4\n"
 			 "chown -h 0 -- '/a/f' || sbx_f 5\n"
 			 "truncate -s 5 -- '/a/f' || sbx_f 6\n"
-			 "ln -- '/a/f' '/a/h' || sbx_f 7\n"
+			 "{ { [ ! -e '/a/h' ] && [ ! -L '/a/h' ]; } || { echo '/a/h'': File exists' "
+			 ">&2; false; }; } && ln -- '/a/f' '/a/h' || sbx_f 7\n"
 			 "mkfifo -m 0600 -- '/a/p' && chown -h user: -- '/a/p' || sbx_f 8\n");
 	ck_assert(sbx_rmq_touches(&q, "/a/f", false));
 	ck_assert(sbx_rmq_touches(&q, "/a", false)); /* a listing of the parent */
@@ -671,7 +674,7 @@ START_TEST(test_meta_render)
 	    .kind = SBX_RMQ_CHOWN, .path = "/d/n", .uid = 65534, .gid = 65533, .creator = true};
 	sbx_rmq_add(&q, &op);
 	sbx_rmq_add(&q, &op); /* never merged */
-	ck_assert_int_eq(sbx_rmq_render(&q, 0, SBX_RMQ_SCRIPT_MAX, &b), 2);
+	ck_assert_int_eq(sbx_rmq_render(&q, 0, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &b), 2);
 	ck_assert(strstr(b.buf, "chown -h 65534 -- '/d/n' && if [ -g '/d' ]; then chgrp -h "
 				"\"$(stat -c %g -- '/d')\" -- '/d/n'; else chgrp -h 65533 -- "
 				"'/d/n'; fi || sbx_f 0\n"));
@@ -720,7 +723,7 @@ START_TEST(test_meta_gather)
 	sbx_rmq_add(&q, &op);
 	sbx_rmq_gather(&q);
 	ck_assert_int_eq(q.n, 10);
-	ck_assert_int_eq(sbx_rmq_render(&q, 0, SBX_RMQ_SCRIPT_MAX, &b), 10);
+	ck_assert_int_eq(sbx_rmq_render(&q, 0, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &b), 10);
 	ck_assert_str_eq(
 	    b.buf, "sbx_f() { echo @sbxfs-failed@$1 >&2; }\n"
 		   "chmod 0644 -- '/t/a' '/t/c' || sbx_f 0-2\n"
@@ -728,7 +731,8 @@ START_TEST(test_meta_gather)
 		   "chmod 0755 -- '/t/b' || sbx_f 5\n"
 		   "chown -h 0:0 -- '/t/c' || sbx_f 6\n"
 		   "chmod 4755 -- '/t/c' || sbx_f 7\n"
-		   "ln -s -- 'a' '/t/l' && chown -h user: -- '/t/l' || sbx_f 8\n"
+		   "{ { [ ! -e '/t/l' ] && [ ! -L '/t/l' ]; } || { echo '/t/l'': File exists' >&2; "
+		   "false; }; } && ln -s -- 'a' '/t/l' && chown -h user: -- '/t/l' || sbx_f 8\n"
 		   "touch -h -c -d @1700000000.000000000 -- '/t' || sbx_f 9\n");
 	sbx_rmq_clear(&q);
 	sbx_buf_release(&b);
@@ -949,7 +953,7 @@ START_TEST(test_meta_split)
 	}
 	while (first < q.n) {
 		sbx_buf_reset(&b);
-		first = sbx_rmq_render(&q, first, SBX_RMQ_SCRIPT_MAX, &b);
+		first = sbx_rmq_render(&q, first, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &b);
 		ck_assert_int_le(b.len, SBX_RMQ_SCRIPT_MAX);
 		scripts++;
 	}
