@@ -120,6 +120,28 @@ bool sbx_rmq_setgid_dir(const struct sbx_rmq_queue *q, const char *path)
 	return false;
 }
 
+bool sbx_rmq_needs(const struct sbx_rmq_queue *q, const char *path, enum sbx_rmq_need need)
+{
+	switch (need) {
+	case SBX_RMQ_NEED_ALL:
+		return q->n > 0;
+	case SBX_RMQ_NEED_TOUCH:
+		return sbx_rmq_touches(q, path, true);
+	case SBX_RMQ_NEED_NEAR:
+		return sbx_rmq_touches(q, path, false);
+	case SBX_RMQ_NEED_ENTRY:
+		return sbx_rmq_creates(q, path, false);
+	case SBX_RMQ_NEED_CHILDREN:
+		return sbx_rmq_creates(q, path, true);
+	case SBX_RMQ_NEED_CONTENT:
+		return sbx_rmq_creates(q, path, false) || sbx_rmq_truncates(q, path);
+	case SBX_RMQ_NEED_NEW: /* a new entry takes a setgid directory's group (and bit) */
+		return sbx_rmq_creates(q, path, false) || sbx_rmq_truncates(q, path) ||
+		       sbx_rmq_setgid_dir(q, path);
+	}
+	return true;
+}
+
 const char *sbx_rmq_link_target(const struct sbx_rmq_queue *q, const char *path)
 {
 	for (size_t i = q->n; i-- > 0;)

@@ -56,6 +56,9 @@ struct sbx_rmq_op {
 	 */
 	bool root;
 	bool soft; /* its failure is no failure (a link's chown as the user: see daytona) */
+	/* chmod: the mode the file has already (the service's upload made
+	 * it): overlaid like any chmod, but asks for no change of its own */
+	bool known;
 	struct timespec ts[2]; /* utimens: atime, mtime; UTIME_NOW / UTIME_OMIT */
 	off_t size;	       /* truncate */
 	dev_t dev;	       /* mknod */
@@ -94,6 +97,21 @@ bool sbx_rmq_creates(const struct sbx_rmq_queue *q, const char *path, bool child
  * miss the group (and a directory the bit) it hands down.
  */
 bool sbx_rmq_setgid_dir(const struct sbx_rmq_queue *q, const char *path);
+/*
+ * Which waiting ops an operation on a path cannot do without (the flush
+ * before a dependent op): the remote read or change would not see them.
+ */
+enum sbx_rmq_need {
+	SBX_RMQ_NEED_ALL,      /* all of them (sync, before a run or a pause); path unused */
+	SBX_RMQ_NEED_TOUCH,    /* any op on path or below it (rename, remove) */
+	SBX_RMQ_NEED_NEAR,     /* any op on path or on an entry in it (touches, !subtree) */
+	SBX_RMQ_NEED_ENTRY,    /* ops creating path (stat, readlink, mkdir) */
+	SBX_RMQ_NEED_CHILDREN, /* ops creating path or an entry in it (list) */
+	SBX_RMQ_NEED_CONTENT,  /* ENTRY, plus a truncate of path (read, write) */
+	SBX_RMQ_NEED_NEW,      /* CONTENT, plus a setgid chmod of its directory (write, mkdir) */
+};
+/* Whether q holds an op that an operation on path with that need must wait for. */
+bool sbx_rmq_needs(const struct sbx_rmq_queue *q, const char *path, enum sbx_rmq_need need);
 /* The target of the last symlink op making path, or NULL (borrowed from q). */
 const char *sbx_rmq_link_target(const struct sbx_rmq_queue *q, const char *path);
 /* Whether a truncate of path is waiting (a read of its content must wait). */

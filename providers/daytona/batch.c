@@ -8,8 +8,9 @@
  * filesystem, and before a read of a path they touch (a device node at
  * once: see dt_mknod). What stays here is daytona's own: the borrow of a
  * path through /files/permissions, and the symlink table. chmod and chown
- * wait in the same queue and go to /files/permissions after the script
- * (see dt_chmod). readlink and statfs are one command each (statfs cached
+ * are layer ops too, in a queue of their own (dt_batch.perms: one overlay
+ * for both providers), folded per path into /files/permissions calls
+ * after the script (see dt_chmod, fold_perms). readlink and statfs are one command each (statfs cached
  * by rmeta's statfs cache).
  *
  * A queued operation returns 0 at once; when its command later fails, the
@@ -42,9 +43,7 @@ static void arg(struct sbx_buf *b, const char *s)
 void dt_batch_free(struct dt_batch *b)
 {
 	sbx_rmq_clear(&b->q);
-	for (size_t i = 0; i < b->n_perms; i++)
-		free(b->perms[i].path);
-	free(b->perms);
+	sbx_rmq_clear(&b->perms);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -253,6 +252,44 @@ out:
 	return nfail > 0;
 }
 
+/* Whether op i of p is the first of its path (the one that folds them all). */
+static bool first_of_path(const struct sbx_rmq_queue *p, size_t i)
+{
+	for (size_t k = 0; k < i; k++)
+		if (!strcmp(p->ops[k].path, p->ops[i].path))
+			return false;
+	return true;
+}
+
+/*
+ * The native slot of the layer for chmod and chown: the queued ops of the
+ * path of op i folded into one /files/permissions call (mode, uid, gid;
+ * -1: unchanged). A mode the file has already (a known chmod after an
+ * upload, then a chmod to that mode: tar's) asks for nothing.
+ */
+static void fold_perms(const struct sbx_rmq_queue *p, size_t i, long *mode, long *uid, long *gid)
+{
+	const char *path = p->ops[i].path;
+	long base = -1, m = -1;
+	*uid = *gid = -1;
+	for (; i < p->n; i++) {
+		const struct sbx_rmq_op *op = &p->ops[i];
+		if (strcmp(op->path, path))
+			continue;
+		if (op->kind == SBX_RMQ_CHMOD) {
+			m = op->known ? -1 : (long)(op->mode & 07777);
+			if (op->known)
+				base = (long)(op->mode & 07777);
+			continue;
+		}
+		if (op->uid != (uid_t)-1)
+			*uid = (long)op->uid;
+		if (op->gid != (gid_t)-1)
+			*gid = (long)op->gid;
+	}
+	*mode = m == base ? -1 : m;
+}
+
 int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 {
 	struct dt_batch b;
@@ -263,9 +300,9 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 	pthread_mutex_lock(&di->lock);
 	b = di->batch;
 	memset(&di->batch, 0, sizeof(di->batch));
-	di->flushing = b.q.n || b.n_perms;
+	di->flushing = b.q.n || b.perms.n;
 	pthread_mutex_unlock(&di->lock);
-	if (!b.q.n && !b.n_perms)
+	if (!b.q.n && !b.perms.n)
 		goto out;
 	/* Failures go to their paths (rmeta.h), not to this call. */
 	if (b.q.n && run_ops(di, &b))
@@ -273,17 +310,20 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 			dt_links_forget(di, b.q.ops[i].path);
 	/* After the commands: they may create the paths, and they run as a
 	 * user who could not touch what a chown gives away. */
-	for (size_t i = 0; i < b.n_perms; i++) {
-		const struct dt_perm *p = &b.perms[i];
-		long mode = p->mode == p->base ? -1 : p->mode; /* the mode it has: no request */
+	for (size_t i = 0; i < b.perms.n; i++) {
+		const char *path = b.perms.ops[i].path;
+		long mode, uid, gid;
 		char u[24], g[24];
-		if (mode < 0 && p->uid < 0 && p->gid < 0)
+		if (!first_of_path(&b.perms, i))
 			continue;
-		snprintf(u, sizeof(u), "%ld", p->uid);
-		snprintf(g, sizeof(g), "%ld", p->gid);
-		if (dt_perms(di, p->path, mode, p->uid >= 0 ? u : NULL, p->gid >= 0 ? g : NULL, &e))
-			sbx_rmeta_fail(&di->fails, &di->base, p->mode >= 0 ? "chmod" : "chown",
-				       p->path, &e, true);
+		fold_perms(&b.perms, i, &mode, &uid, &gid);
+		if (mode < 0 && uid < 0 && gid < 0)
+			continue;
+		snprintf(u, sizeof(u), "%ld", uid);
+		snprintf(g, sizeof(g), "%ld", gid);
+		if (dt_perms(di, path, mode, uid >= 0 ? u : NULL, gid >= 0 ? g : NULL, &e))
+			sbx_rmeta_fail(&di->fails, &di->base, mode >= 0 ? "chmod" : "chown", path,
+				       &e, true);
 	}
 	pthread_mutex_lock(&di->lock);
 	di->flushing = false;
@@ -300,9 +340,8 @@ static int flush_if(struct dt_instance *di, const char *path, bool perms, struct
 	bool need;
 	pthread_mutex_lock(&di->lock);
 	need = di->flushing;
-	need = need || sbx_rmq_touches(&di->batch.q, path, false);
-	for (size_t i = 0; perms && !need && i < di->batch.n_perms; i++)
-		need = sbx_rmq_under(di->batch.perms[i].path, path, false);
+	need = need || sbx_rmq_needs(&di->batch.q, path, SBX_RMQ_NEED_NEAR);
+	need = need || (perms && sbx_rmq_needs(&di->batch.perms, path, SBX_RMQ_NEED_NEAR));
 	pthread_mutex_unlock(&di->lock);
 	return need ? dt_batch_flush(di, err) : 0;
 }
@@ -323,38 +362,25 @@ int dt_take_failure(struct sbx_instance *inst, const char *path, struct sbx_erro
 	return sbx_rmeta_fail_take(&dt_inst(inst)->fails, path, err);
 }
 
-bool dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st)
+void dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st)
 {
-	bool found = false;
 	pthread_mutex_lock(&di->lock);
-	for (size_t i = di->batch.n_perms; !found && i-- > 0;) {
-		const struct dt_perm *p = &di->batch.perms[i];
-		if (strcmp(p->path, path))
-			continue;
-		found = true;
-		if (p->mode >= 0)
-			st->mode = (st->mode & S_IFMT) | (mode_t)p->mode;
-		if (p->uid >= 0)
-			st->uid = (uid_t)p->uid;
-		if (p->gid >= 0)
-			st->gid = (gid_t)p->gid;
-	}
+	sbx_rmq_overlay(&di->batch.perms, path, st);
 	pthread_mutex_unlock(&di->lock);
-	return found;
 }
 
 bool dt_batch_has_perms(struct dt_instance *di)
 {
 	bool any;
 	pthread_mutex_lock(&di->lock);
-	any = di->batch.n_perms > 0;
+	any = di->batch.perms.n > 0;
 	pthread_mutex_unlock(&di->lock);
 	return any;
 }
 
 static bool full_locked(const struct dt_batch *b)
 {
-	return b->q.n + b->n_perms >= DT_BATCH_MAX_ENTRIES || b->bytes >= DT_BATCH_MAX_BYTES;
+	return b->q.n + b->n_perm_paths >= DT_BATCH_MAX_ENTRIES || b->bytes >= DT_BATCH_MAX_BYTES;
 }
 
 /* Queues op (copied); flushes when full. */
@@ -370,53 +396,47 @@ static int enqueue(struct dt_instance *di, const struct sbx_rmq_op *op, struct s
 	return full ? dt_batch_flush(di, err) : 0;
 }
 
-/* path's permission entry (a new one: nothing to change), lock held. */
-static struct dt_perm *perm_of_locked(struct dt_instance *di, const char *path)
+/* Queues the chmod/chown op (copied) for the permissions call; flushes when full. */
+static int enqueue_perm(struct dt_instance *di, const struct sbx_rmq_op *op,
+			const struct sbx_rmq_op *op2, struct sbx_error *err)
 {
-	struct dt_perm *p = NULL;
-	for (size_t i = di->batch.n_perms; !p && i-- > 0;)
-		if (!strcmp(di->batch.perms[i].path, path))
-			p = &di->batch.perms[i];
-	if (!p) {
-		p = sbx_xrealloc(di->batch.perms, (di->batch.n_perms + 1) * sizeof(*p));
-		di->batch.perms = p;
-		p += di->batch.n_perms++;
-		*p = (struct dt_perm){
-		    .path = sbx_xstrdup(path), .mode = -1, .uid = -1, .gid = -1, .base = -1};
-		di->batch.bytes += strlen(path);
+	bool full, known = false;
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = 0; !known && i < di->batch.perms.n; i++)
+		known = !strcmp(di->batch.perms.ops[i].path, op->path);
+	if (!known) {
+		di->batch.n_perm_paths++;
+		di->batch.bytes += strlen(op->path);
 	}
-	return p;
+	sbx_rmq_add(&di->batch.perms, op);
+	if (op2)
+		sbx_rmq_add(&di->batch.perms, op2);
+	full = full_locked(&di->batch);
+	pthread_mutex_unlock(&di->lock);
+	return full ? dt_batch_flush(di, err) : 0;
 }
 
 int dt_batch_perms_new(struct dt_instance *di, const char *path, long mode, struct sbx_error *err)
 {
-	struct dt_perm *p;
-	bool full;
-	pthread_mutex_lock(&di->lock);
-	p = perm_of_locked(di, path);
-	p->base = DT_UPLOAD_MODE;
-	p->mode = mode == DT_UPLOAD_MODE ? -1 : mode;
-	full = full_locked(&di->batch);
-	pthread_mutex_unlock(&di->lock);
-	return full ? dt_batch_flush(di, err) : 0;
+	struct sbx_rmq_op base = {
+	    .kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = DT_UPLOAD_MODE, .known = true};
+	struct sbx_rmq_op set = {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = (mode_t)mode};
+	return enqueue_perm(di, &base, mode == DT_UPLOAD_MODE ? NULL : &set, err);
 }
 
 int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid, long gid,
 		   struct sbx_error *err)
 {
-	struct dt_perm *p = NULL;
-	bool full;
-	pthread_mutex_lock(&di->lock);
-	p = perm_of_locked(di, path);
-	if (mode >= 0)
-		p->mode = mode;
-	if (uid >= 0)
-		p->uid = uid;
-	if (gid >= 0)
-		p->gid = gid;
-	full = full_locked(&di->batch);
-	pthread_mutex_unlock(&di->lock);
-	return full ? dt_batch_flush(di, err) : 0;
+	struct sbx_rmq_op chmod = {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = (mode_t)mode};
+	struct sbx_rmq_op chown = {.kind = SBX_RMQ_CHOWN,
+				   .path = (char *)path,
+				   .uid = uid >= 0 ? (uid_t)uid : (uid_t)-1,
+				   .gid = gid >= 0 ? (gid_t)gid : (gid_t)-1};
+	if (mode < 0 && uid < 0 && gid < 0)
+		return 0;
+	if (mode < 0)
+		return enqueue_perm(di, &chown, NULL, err);
+	return enqueue_perm(di, &chmod, uid >= 0 || gid >= 0 ? &chown : NULL, err);
 }
 
 int dt_sync(struct sbx_instance *inst, struct sbx_error *err)

@@ -187,14 +187,14 @@ int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 
 /* --- files.c ------------------------------------------------------------- */
 
-/* Which waiting metadata ops an operation on a path cannot do without. */
+/* Which waiting metadata ops an operation on a path cannot do without (rmeta_queue.h). */
 enum e2b_flush_need {
-	E2B_FLUSH_ALL,	    /* all of them (sync, before a run or a pause); path unused */
-	E2B_FLUSH_TOUCH,    /* any op on path or below it (rename, remove) */
-	E2B_FLUSH_ENTRY,    /* ops creating path (stat, readlink, mkdir) */
-	E2B_FLUSH_CHILDREN, /* ops creating path or an entry in it (list) */
-	E2B_FLUSH_CONTENT,  /* ENTRY, plus a truncate of path (read, write) */
-	E2B_FLUSH_NEW,	    /* CONTENT, plus a setgid chmod of its directory (write, mkdir) */
+	E2B_FLUSH_ALL = SBX_RMQ_NEED_ALL,
+	E2B_FLUSH_TOUCH = SBX_RMQ_NEED_TOUCH,
+	E2B_FLUSH_ENTRY = SBX_RMQ_NEED_ENTRY,
+	E2B_FLUSH_CHILDREN = SBX_RMQ_NEED_CHILDREN,
+	E2B_FLUSH_CONTENT = SBX_RMQ_NEED_CONTENT,
+	E2B_FLUSH_NEW = SBX_RMQ_NEED_NEW,
 };
 /*
  * Applies the queued metadata ops if `need` says path depends on them

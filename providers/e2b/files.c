@@ -118,22 +118,7 @@ void e2b_own_clear(struct e2b_inst *in)
 
 static bool needs(const struct sbx_rmq_queue *q, const char *path, enum e2b_flush_need need)
 {
-	switch (need) {
-	case E2B_FLUSH_ALL:
-		return q->n > 0;
-	case E2B_FLUSH_TOUCH:
-		return sbx_rmq_touches(q, path, true);
-	case E2B_FLUSH_ENTRY:
-		return sbx_rmq_creates(q, path, false);
-	case E2B_FLUSH_CHILDREN:
-		return sbx_rmq_creates(q, path, true);
-	case E2B_FLUSH_CONTENT:
-		return sbx_rmq_creates(q, path, false) || sbx_rmq_truncates(q, path);
-	case E2B_FLUSH_NEW: /* a new entry takes a setgid directory's group (and bit) */
-		return sbx_rmq_creates(q, path, false) || sbx_rmq_truncates(q, path) ||
-		       sbx_rmq_setgid_dir(q, path);
-	}
-	return true;
+	return sbx_rmq_needs(q, path, (enum sbx_rmq_need)need);
 }
 
 int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, struct sbx_error *e)

@@ -145,6 +145,40 @@ START_TEST(test_settle)
 }
 END_TEST
 
+/* The flush questions both providers ask before an op that depends on the queue. */
+START_TEST(test_needs)
+{
+	struct sbx_rmq_queue q;
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_CHMOD, .path = "/d/f", .mode = 0600};
+	sbx_rmq_init(&q);
+	ck_assert(!sbx_rmq_needs(&q, NULL, SBX_RMQ_NEED_ALL));
+	sbx_rmq_add(&q, &op);
+	ck_assert(sbx_rmq_needs(&q, NULL, SBX_RMQ_NEED_ALL));
+	/* an attribute op: shown by the overlay, no flush for a stat or a list */
+	ck_assert(!sbx_rmq_needs(&q, "/d/f", SBX_RMQ_NEED_ENTRY));
+	ck_assert(!sbx_rmq_needs(&q, "/d", SBX_RMQ_NEED_CHILDREN));
+	/* ... but daytona's rule (NEAR) and a rename or remove (TOUCH) wait for it */
+	ck_assert(sbx_rmq_needs(&q, "/d/f", SBX_RMQ_NEED_NEAR));
+	ck_assert(sbx_rmq_needs(&q, "/d", SBX_RMQ_NEED_NEAR));
+	ck_assert(!sbx_rmq_needs(&q, "/", SBX_RMQ_NEED_NEAR));
+	ck_assert(sbx_rmq_needs(&q, "/", SBX_RMQ_NEED_TOUCH));
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_LINK, .path = "/e/h", .arg = "/d/g"};
+	sbx_rmq_add(&q, &op);
+	ck_assert(sbx_rmq_needs(&q, "/e/h", SBX_RMQ_NEED_ENTRY));
+	ck_assert(sbx_rmq_needs(&q, "/e", SBX_RMQ_NEED_CHILDREN));
+	ck_assert(sbx_rmq_needs(&q, "/d/g", SBX_RMQ_NEED_NEAR)); /* its link count changes */
+	ck_assert(!sbx_rmq_needs(&q, "/d/g", SBX_RMQ_NEED_CONTENT));
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_TRUNCATE, .path = "/d/g", .size = 0};
+	sbx_rmq_add(&q, &op);
+	ck_assert(sbx_rmq_needs(&q, "/d/g", SBX_RMQ_NEED_CONTENT));
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_CHMOD, .path = "/s", .mode = 02775};
+	sbx_rmq_add(&q, &op);
+	ck_assert(sbx_rmq_needs(&q, "/s/new", SBX_RMQ_NEED_NEW));
+	ck_assert(!sbx_rmq_needs(&q, "/t/new", SBX_RMQ_NEED_NEW));
+	sbx_rmq_clear(&q);
+}
+END_TEST
+
 /* The user style: what only root may do is tried as the user, then through `sudo -n`. */
 START_TEST(test_user_style)
 {
@@ -189,6 +223,7 @@ int main(void)
 	int failed;
 	tcase_add_loop_test(tc, test_taken_name, 0, 2);
 	tcase_add_test(tc, test_settle);
+	tcase_add_test(tc, test_needs);
 	tcase_add_test(tc, test_user_style);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
