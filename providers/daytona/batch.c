@@ -1,13 +1,16 @@
 /*
  * daytona/batch — the operations the toolbox has no endpoint for, done by
  * commands in the sandbox: utimens, symlink, truncate, link and mknod are
- * queued (every path single-quoted) and applied together as one script
- * through /process/execute: on sync, before a run, before any change to
- * the filesystem, and before a read of a path they touch (a device node
- * at once: see dt_mknod; what only root may do falls back to `sudo -n`,
- * add_as_root_else). chmod and chown
- * wait in the same queue and go to /files/permissions after the script
- * (see dt_chmod). readlink and statfs are one command each (statfs cached
+ * queued as the remote metadata layer's ops (rmeta_queue.h), rendered by
+ * it in the style of a user's script (dt_style: what only root may do
+ * falls back to `sudo -n`), and applied together as one script through
+ * /process/execute: on sync, before a run, before any change to the
+ * filesystem, and before a read of a path they touch (a device node at
+ * once: see dt_mknod). What stays here is daytona's own: the borrow of a
+ * path through /files/permissions, and the symlink table. chmod and chown
+ * are layer ops too, in a queue of their own (dt_batch.perms: one overlay
+ * for both providers), folded per path into /files/permissions calls
+ * after the script (see dt_chmod, fold_perms). readlink and statfs are one command each (statfs cached
  * by rmeta's statfs cache).
  *
  * A queued operation returns 0 at once; when its command later fails, the
@@ -25,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sysmacros.h>
 
 #include "base/df.h"
 #include "base/log.h"
@@ -38,45 +40,10 @@ static void arg(struct sbx_buf *b, const char *s)
 	sbx_buf_add_shquoted(b, s);
 }
 
-/* `{ [ ! -e P ] && [ ! -L P ] || { echo "P: exists" >&2; false; }; } && ` */
-static void must_not_exist(struct sbx_buf *b, const char *path)
-{
-	sbx_buf_adds(b, "{ { [ ! -e");
-	arg(b, path);
-	sbx_buf_adds(b, " ] && [ ! -L");
-	arg(b, path);
-	sbx_buf_adds(b, " ]; } || { echo");
-	arg(b, path);
-	sbx_buf_adds(b, "': File exists' >&2; false; }; } && ");
-}
-
-/*
- * `{ m=$(CMD 2>&1) || sudo -n CMD 2>/dev/null || { printf '%s\n' "$m"; false; }; }`
- * (braced: it may follow a `TEST && `):
- * CMD as the sandbox's user, else as root where it may `sudo -n`
- * (Daytona's images let it), with the first try's message (EPERM) when
- * both are refused. For what only root may do on the mount caller's
- * behalf: device nodes, hard links to what the user does not own (the
- * mount's kernel already applied fs.protected_hardlinks to the caller).
- */
-static void add_as_root_else(struct sbx_buf *b, const char *cmd)
-{
-	sbx_buf_addf(
-	    b, "{ m=$(%s 2>&1) || sudo -n %s 2>/dev/null || { printf '%%s\\n' \"$m\"; false; }; }",
-	    cmd, cmd);
-}
-
 void dt_batch_free(struct dt_batch *b)
 {
-	for (size_t i = 0; i < b->n; i++) {
-		free(b->ops[i].path);
-		free(b->ops[i].cmd);
-		free(b->ops[i].borrow);
-	}
-	for (size_t i = 0; i < b->n_perms; i++)
-		free(b->perms[i].path);
-	free(b->ops);
-	free(b->perms);
+	sbx_rmq_clear(&b->q);
+	sbx_rmq_clear(&b->perms);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -88,6 +55,42 @@ void dt_batch_drop(struct dt_instance *di)
 	memset(&di->batch, 0, sizeof(di->batch));
 	pthread_mutex_unlock(&di->lock);
 	dt_batch_free(&b);
+}
+
+/*
+ * How the queued commands run: as the sandbox's user (what only root may
+ * do through `sudo -n`), a name checked free before a link is made, each
+ * op its own command (a refused one is retried alone: see run_ops).
+ */
+static const struct sbx_rmq_style dt_style = {.check_free = true};
+
+/*
+ * What op needs of the sandbox's user, and on which path, that a borrow
+ * can give (see run_ops): 'O' (owner) of the file for utimens, 'w' on it
+ * for truncate, 'w' on the directory for what makes an entry. NULL: no
+ * borrow (a link's own times and owner: the permissions endpoint follows
+ * links; they go through `sudo -n`). dir: room for the directory.
+ */
+static const char *borrow_of(const struct sbx_rmq_op *op, char *need, struct sbx_buf *dir)
+{
+	const char *slash;
+	switch (op->kind) {
+	case SBX_RMQ_UTIMENS:
+		*need = 'O';
+		return op->root ? NULL : op->path;
+	case SBX_RMQ_TRUNCATE:
+		*need = 'w';
+		return op->path;
+	case SBX_RMQ_SYMLINK:
+	case SBX_RMQ_LINK:
+	case SBX_RMQ_MKNOD:
+		*need = 'w';
+		slash = strrchr(op->path, '/');
+		sbx_buf_add(dir, op->path, slash && slash > op->path ? (size_t)(slash - op->path) : 1);
+		return dir->buf;
+	default:
+		return NULL;
+	}
 }
 
 /* "rc=0 ... exit $rc" around the ops idx[0..n) (all of them when idx is NULL). */
@@ -106,39 +109,29 @@ static void script_of(struct sbx_buf *s, const struct dt_batch *b, const size_t 
 			     "\"$(stat -c '%u %g %a' -- \"$2\")\"; "
 			     "else printf '%s\\n' \"$4\"; " SBX_RMETA_MARK_FN " \"$1\"; fi; }\n");
 	for (size_t k = 0; k < n; k++) {
-		size_t i = idx ? idx[k] : k;
-		if (borrow && b->ops[i].borrow) {
+		size_t i = idx ? idx[k] : k, next;
+		struct sbx_buf cmd = SBX_BUF_INIT, dir = SBX_BUF_INIT;
+		char need = 0;
+		const char *bpath = borrow_of(&b->q.ops[i], &need, &dir);
+		sbx_rmq_render_op(&b->q, i, &dt_style, SIZE_MAX, &cmd, &next);
+		if (borrow && bpath) {
 			sbx_buf_adds(s, "e=$( { ");
-			sbx_buf_adds(s, b->ops[i].cmd);
+			sbx_buf_adds(s, cmd.buf);
 			sbx_buf_addf(s, "; } 2>&1) || b %zu", i);
-			arg(s, b->ops[i].borrow);
-			sbx_buf_addf(s, " %c \"$e\"\n", b->ops[i].need);
+			arg(s, bpath);
+			sbx_buf_addf(s, " %c \"$e\"\n", need);
 		} else {
 			sbx_buf_adds(s, "{ ");
-			sbx_buf_adds(s, b->ops[i].cmd);
+			sbx_buf_adds(s, cmd.buf);
 			sbx_buf_adds(s, "; } 2>&1");
 			sbx_rmeta_add_mark(s, i, i + 1);
 		}
+		sbx_buf_release(&cmd);
+		sbx_buf_release(&dir);
 	}
 	if (borrow) /* who ran them: the owner of the links they made */
 		sbx_buf_adds(s, "printf '" DT_IDS_TAG "%s %s\\n' \"$(id -u)\" \"$(id -g)\"\n");
 	sbx_buf_adds(s, "exit $rc\n");
-}
-
-/* The name and path of queued op i, for rmeta. */
-static void op_of(void *ctx, size_t i, const char **name, const char **path)
-{
-	const struct dt_batch *b = ctx;
-	*name = b->ops[i].what;
-	*path = b->ops[i].path;
-}
-
-/* The ops [0, n) failed without a word of their own (the script did not run). */
-static void failed_all(struct dt_instance *di, const struct dt_batch *b, const char *msg)
-{
-	struct sbx_error e = SBX_ERROR_INIT;
-	sbx_error_set(&e, EIO, SBX_E_EXECUTION_FAILED, "%s", msg && *msg ? msg : "(no message)");
-	sbx_rmeta_fail_all(&di->fails, &di->base, 0, b->n, op_of, (void *)b, &e);
 }
 
 /* Takes the DT_IDS_TAG line of a script's output: who runs commands. */
@@ -157,7 +150,7 @@ static void note_ids(struct dt_instance *di, const char *out)
 
 /* A borrowed path: who runs the commands, and what to give back. */
 struct borrow {
-	const char *path;
+	char *path; /* owned */
 	char me[24], uid[24], gid[24];
 	long mode; /* -1: the borrow itself failed, nothing to give back */
 };
@@ -185,41 +178,47 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 	char *line;
 	int rc, code = 0;
 
-	script_of(&s, b, NULL, b->n, true);
+	script_of(&s, b, NULL, b->q.n, true);
 	rc = dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, &e);
 	if (rc) {
-		failed_all(di, b, e.msg);
-		nfail = b->n;
+		nfail = sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, rc, &e, NULL, 0,
+				       false);
 		goto out;
 	}
 	note_ids(di, out.buf);
-	/* Exit 0 still may have marks: only a borrow sets rc. */
-	nfail = sbx_rmeta_attribute(&di->fails, &di->base, out.buf, 0, b->n, op_of, (void *)b);
-	bw = sbx_xcalloc(b->n, sizeof(*bw));
-	idx = sbx_xcalloc(b->n, sizeof(*idx));
+	/* Exit 0 still may have marks: only a borrow sets rc (below). */
+	nfail = sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, 0, NULL, out.buf, 0, true);
+	bw = sbx_xcalloc(b->q.n, sizeof(*bw));
+	idx = sbx_xcalloc(b->q.n, sizeof(*idx));
 	for (line = out.buf; *line; line += strcspn(line, "\n"), line += *line == '\n') {
 		struct borrow x = {NULL};
+		struct sbx_buf dir = SBX_BUF_INIT;
+		const char *bpath;
 		unsigned long mode;
+		char need;
 		size_t i, k;
 		if (strncmp(line, DT_BORROW_TAG, skip))
 			continue;
 		if (sscanf(line + skip, "%zu %23s %23s %23s %lo", &i, x.me, x.uid, x.gid, &mode) !=
 			5 ||
-		    i >= b->n || !b->ops[i].borrow || nidx == b->n)
+		    i >= b->q.n || nidx == b->q.n ||
+		    !(bpath = borrow_of(&b->q.ops[i], &need, &dir))) {
+			sbx_buf_release(&dir);
 			continue;
+		}
 		idx[nidx++] = i;
-		x.path = b->ops[i].borrow;
 		x.mode = (long)(mode & 07777);
-		for (k = 0; k < nbw && strcmp(bw[k].path, x.path); k++)
+		for (k = 0; k < nbw && strcmp(bw[k].path, bpath); k++)
 			;
-		if (k == nbw) /* several ops may need one path: borrowed once */
+		if (k == nbw) { /* several ops may need one path: borrowed once */
+			x.path = sbx_xstrdup(bpath);
 			bw[nbw++] = x;
+		}
+		sbx_buf_release(&dir);
 	}
-	if (code && !nfail && !nidx) { /* it failed, and not by an op: the script itself */
-		out.buf[strcspn(out.buf, "\n")] = '\0';
-		failed_all(di, b, out.buf);
-		nfail = b->n;
-	}
+	if (code && !nfail && !nidx) /* it failed, and not by an op: the script itself */
+		nfail = sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, 0, NULL, out.buf,
+				       code, false);
 	if (!nidx)
 		goto out;
 	sbx_log(SBX_LOG_DEBUG, "daytona: %s: borrowing %zu path%s for %zu queued change%s",
@@ -232,25 +231,63 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 	sbx_buf_reset(&out);
 	sbx_buf_reset(&s);
 	script_of(&s, b, idx, nidx, false);
-	if (dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, &e)) {
+	if ((rc = dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, &e)))
 		for (size_t k = 0; k < nidx; k++)
-			sbx_rmeta_fail_all(&di->fails, &di->base, idx[k], idx[k] + 1, op_of,
-					   (void *)b, &e);
-		nfail += nidx;
-	} else {
-		nfail +=
-		    sbx_rmeta_attribute(&di->fails, &di->base, out.buf, 0, b->n, op_of, (void *)b);
-	}
+			nfail += sbx_rmq_settle(&b->q, idx[k], idx[k] + 1, &di->fails, &di->base,
+						rc, &e, NULL, 0, false);
+	else
+		nfail += sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, 0, NULL, out.buf,
+					0, true);
 	for (size_t k = 0; k < nbw; k++)
 		if (bw[k].mode >= 0 &&
 		    dt_perms(di, bw[k].path, bw[k].mode, bw[k].uid, bw[k].gid, &e))
 			sbx_rmeta_fail(&di->fails, &di->base, "give back", bw[k].path, &e, true);
 out:
+	for (size_t k = 0; k < nbw; k++)
+		free(bw[k].path);
 	free(bw);
 	free(idx);
 	sbx_buf_release(&s);
 	sbx_buf_release(&out);
 	return nfail > 0;
+}
+
+/* Whether op i of p is the first of its path (the one that folds them all). */
+static bool first_of_path(const struct sbx_rmq_queue *p, size_t i)
+{
+	for (size_t k = 0; k < i; k++)
+		if (!strcmp(p->ops[k].path, p->ops[i].path))
+			return false;
+	return true;
+}
+
+/*
+ * The native slot of the layer for chmod and chown: the queued ops of the
+ * path of op i folded into one /files/permissions call (mode, uid, gid;
+ * -1: unchanged). A mode the file has already (a known chmod after an
+ * upload, then a chmod to that mode: tar's) asks for nothing.
+ */
+static void fold_perms(const struct sbx_rmq_queue *p, size_t i, long *mode, long *uid, long *gid)
+{
+	const char *path = p->ops[i].path;
+	long base = -1, m = -1;
+	*uid = *gid = -1;
+	for (; i < p->n; i++) {
+		const struct sbx_rmq_op *op = &p->ops[i];
+		if (strcmp(op->path, path))
+			continue;
+		if (op->kind == SBX_RMQ_CHMOD) {
+			m = op->known ? -1 : (long)(op->mode & 07777);
+			if (op->known)
+				base = (long)(op->mode & 07777);
+			continue;
+		}
+		if (op->uid != (uid_t)-1)
+			*uid = (long)op->uid;
+		if (op->gid != (gid_t)-1)
+			*gid = (long)op->gid;
+	}
+	*mode = m == base ? -1 : m;
 }
 
 int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
@@ -263,27 +300,30 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 	pthread_mutex_lock(&di->lock);
 	b = di->batch;
 	memset(&di->batch, 0, sizeof(di->batch));
-	di->flushing = b.n || b.n_perms;
+	di->flushing = b.q.n || b.perms.n;
 	pthread_mutex_unlock(&di->lock);
-	if (!b.n && !b.n_perms)
+	if (!b.q.n && !b.perms.n)
 		goto out;
 	/* Failures go to their paths (rmeta.h), not to this call. */
-	if (b.n && run_ops(di, &b))
-		for (size_t i = 0; i < b.n; i++) /* a link that failed is no link */
-			dt_links_forget(di, b.ops[i].path);
+	if (b.q.n && run_ops(di, &b))
+		for (size_t i = 0; i < b.q.n; i++) /* a link that failed is no link */
+			dt_links_forget(di, b.q.ops[i].path);
 	/* After the commands: they may create the paths, and they run as a
 	 * user who could not touch what a chown gives away. */
-	for (size_t i = 0; i < b.n_perms; i++) {
-		const struct dt_perm *p = &b.perms[i];
-		long mode = p->mode == p->base ? -1 : p->mode; /* the mode it has: no request */
+	for (size_t i = 0; i < b.perms.n; i++) {
+		const char *path = b.perms.ops[i].path;
+		long mode, uid, gid;
 		char u[24], g[24];
-		if (mode < 0 && p->uid < 0 && p->gid < 0)
+		if (!first_of_path(&b.perms, i))
 			continue;
-		snprintf(u, sizeof(u), "%ld", p->uid);
-		snprintf(g, sizeof(g), "%ld", p->gid);
-		if (dt_perms(di, p->path, mode, p->uid >= 0 ? u : NULL, p->gid >= 0 ? g : NULL, &e))
-			sbx_rmeta_fail(&di->fails, &di->base, p->mode >= 0 ? "chmod" : "chown",
-				       p->path, &e, true);
+		fold_perms(&b.perms, i, &mode, &uid, &gid);
+		if (mode < 0 && uid < 0 && gid < 0)
+			continue;
+		snprintf(u, sizeof(u), "%ld", uid);
+		snprintf(g, sizeof(g), "%ld", gid);
+		if (dt_perms(di, path, mode, uid >= 0 ? u : NULL, gid >= 0 ? g : NULL, &e))
+			sbx_rmeta_fail(&di->fails, &di->base, mode >= 0 ? "chmod" : "chown", path,
+				       &e, true);
 	}
 	pthread_mutex_lock(&di->lock);
 	di->flushing = false;
@@ -295,30 +335,13 @@ out:
 	return rc;
 }
 
-/* True when p is path or an entry directly in directory path. */
-static bool touches(const char *p, const char *path)
-{
-	size_t n = strlen(path);
-	const char *slash;
-	if (!strcmp(p, path))
-		return true;
-	slash = strrchr(p, '/');
-	if (!slash)
-		return false;
-	if (slash == p) /* an entry of "/" */
-		return !strcmp(path, "/");
-	return (size_t)(slash - p) == n && !strncmp(p, path, n);
-}
-
 static int flush_if(struct dt_instance *di, const char *path, bool perms, struct sbx_error *err)
 {
 	bool need;
 	pthread_mutex_lock(&di->lock);
 	need = di->flushing;
-	for (size_t i = 0; !need && i < di->batch.n; i++)
-		need = touches(di->batch.ops[i].path, path);
-	for (size_t i = 0; perms && !need && i < di->batch.n_perms; i++)
-		need = touches(di->batch.perms[i].path, path);
+	need = need || sbx_rmq_needs(&di->batch.q, path, SBX_RMQ_NEED_NEAR);
+	need = need || (perms && sbx_rmq_needs(&di->batch.perms, path, SBX_RMQ_NEED_NEAR));
 	pthread_mutex_unlock(&di->lock);
 	return need ? dt_batch_flush(di, err) : 0;
 }
@@ -339,121 +362,81 @@ int dt_take_failure(struct sbx_instance *inst, const char *path, struct sbx_erro
 	return sbx_rmeta_fail_take(&dt_inst(inst)->fails, path, err);
 }
 
-bool dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st)
+void dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st)
 {
-	bool found = false;
 	pthread_mutex_lock(&di->lock);
-	for (size_t i = di->batch.n_perms; !found && i-- > 0;) {
-		const struct dt_perm *p = &di->batch.perms[i];
-		if (strcmp(p->path, path))
-			continue;
-		found = true;
-		if (p->mode >= 0)
-			st->mode = (st->mode & S_IFMT) | (mode_t)p->mode;
-		if (p->uid >= 0)
-			st->uid = (uid_t)p->uid;
-		if (p->gid >= 0)
-			st->gid = (gid_t)p->gid;
-	}
+	sbx_rmq_overlay(&di->batch.perms, path, st);
 	pthread_mutex_unlock(&di->lock);
-	return found;
 }
 
 bool dt_batch_has_perms(struct dt_instance *di)
 {
 	bool any;
 	pthread_mutex_lock(&di->lock);
-	any = di->batch.n_perms > 0;
+	any = di->batch.perms.n > 0;
 	pthread_mutex_unlock(&di->lock);
 	return any;
 }
 
 static bool full_locked(const struct dt_batch *b)
 {
-	return b->n + b->n_perms >= DT_BATCH_MAX_ENTRIES || b->bytes >= DT_BATCH_MAX_BYTES;
+	return b->q.n + b->n_perm_paths >= DT_BATCH_MAX_ENTRIES || b->bytes >= DT_BATCH_MAX_BYTES;
 }
 
-/*
- * Queues one command (a line of shell) touching path; flushes when full.
- * borrow: what to borrow when the sandbox's user lacks `need` on it ('O'
- * owner, 'w' write; see run_ops).
- */
-static int enqueue(struct dt_instance *di, const char *what, const struct sbx_buf *cmd,
-		   const char *path, const char *borrow, char need, struct sbx_error *err)
+/* Queues op (copied); flushes when full. */
+static int enqueue(struct dt_instance *di, const struct sbx_rmq_op *op, struct sbx_error *err)
 {
-	struct dt_op op = {sbx_xstrdup(path), sbx_xstrdup(cmd->buf),
-			   borrow ? sbx_xstrdup(borrow) : NULL, need, what};
-	struct dt_op *ops;
 	bool full;
 	pthread_mutex_lock(&di->lock);
-	ops = sbx_xrealloc(di->batch.ops, (di->batch.n + 1) * sizeof(*ops));
-	di->batch.ops = ops;
-	ops[di->batch.n++] = op;
-	di->batch.bytes += cmd->len + strlen(path);
+	sbx_rmq_add(&di->batch.q, op);
+	/* about what its command takes (the path 3 times more with the checks) */
+	di->batch.bytes += 4 * strlen(op->path) + (op->arg ? 2 * strlen(op->arg) : 0) + 96;
 	full = full_locked(&di->batch);
 	pthread_mutex_unlock(&di->lock);
 	return full ? dt_batch_flush(di, err) : 0;
 }
 
-/* Queues a command that makes the entry path: its directory is what may be borrowed. */
-static int enqueue_new(struct dt_instance *di, const char *what, const struct sbx_buf *cmd,
-		       const char *path, struct sbx_error *err)
+/* Queues the chmod/chown op (copied) for the permissions call; flushes when full. */
+static int enqueue_perm(struct dt_instance *di, const struct sbx_rmq_op *op,
+			const struct sbx_rmq_op *op2, struct sbx_error *err)
 {
-	const char *slash = strrchr(path, '/');
-	char *dir = sbx_xstrndup(path, slash && slash > path ? (size_t)(slash - path) : 1);
-	int rc;
-	rc = enqueue(di, what, cmd, path, dir, 'w', err);
-	free(dir);
-	return rc;
-}
-
-/* path's permission entry (a new one: nothing to change), lock held. */
-static struct dt_perm *perm_of_locked(struct dt_instance *di, const char *path)
-{
-	struct dt_perm *p = NULL;
-	for (size_t i = di->batch.n_perms; !p && i-- > 0;)
-		if (!strcmp(di->batch.perms[i].path, path))
-			p = &di->batch.perms[i];
-	if (!p) {
-		p = sbx_xrealloc(di->batch.perms, (di->batch.n_perms + 1) * sizeof(*p));
-		di->batch.perms = p;
-		p += di->batch.n_perms++;
-		*p = (struct dt_perm){
-		    .path = sbx_xstrdup(path), .mode = -1, .uid = -1, .gid = -1, .base = -1};
-		di->batch.bytes += strlen(path);
+	bool full, known = false;
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = 0; !known && i < di->batch.perms.n; i++)
+		known = !strcmp(di->batch.perms.ops[i].path, op->path);
+	if (!known) {
+		di->batch.n_perm_paths++;
+		di->batch.bytes += strlen(op->path);
 	}
-	return p;
+	sbx_rmq_add(&di->batch.perms, op);
+	if (op2)
+		sbx_rmq_add(&di->batch.perms, op2);
+	full = full_locked(&di->batch);
+	pthread_mutex_unlock(&di->lock);
+	return full ? dt_batch_flush(di, err) : 0;
 }
 
 int dt_batch_perms_new(struct dt_instance *di, const char *path, long mode, struct sbx_error *err)
 {
-	struct dt_perm *p;
-	bool full;
-	pthread_mutex_lock(&di->lock);
-	p = perm_of_locked(di, path);
-	p->base = DT_UPLOAD_MODE;
-	p->mode = mode == DT_UPLOAD_MODE ? -1 : mode;
-	full = full_locked(&di->batch);
-	pthread_mutex_unlock(&di->lock);
-	return full ? dt_batch_flush(di, err) : 0;
+	struct sbx_rmq_op base = {
+	    .kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = DT_UPLOAD_MODE, .known = true};
+	struct sbx_rmq_op set = {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = (mode_t)mode};
+	return enqueue_perm(di, &base, mode == DT_UPLOAD_MODE ? NULL : &set, err);
 }
 
 int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid, long gid,
 		   struct sbx_error *err)
 {
-	struct dt_perm *p = NULL;
-	bool full;
-	pthread_mutex_lock(&di->lock);
-	p = perm_of_locked(di, path);
-	if (mode >= 0)
-		p->mode = mode;
-	if (uid >= 0)
-		p->uid = uid;
-	if (gid >= 0)
-		p->gid = gid;
-	full = full_locked(&di->batch);
-	pthread_mutex_unlock(&di->lock);
-	return full ? dt_batch_flush(di, err) : 0;
+	struct sbx_rmq_op chmod = {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = (mode_t)mode};
+	struct sbx_rmq_op chown = {.kind = SBX_RMQ_CHOWN,
+				   .path = (char *)path,
+				   .uid = uid >= 0 ? (uid_t)uid : (uid_t)-1,
+				   .gid = gid >= 0 ? (gid_t)gid : (gid_t)-1};
+	if (mode < 0 && uid < 0 && gid < 0)
+		return 0;
+	if (mode < 0)
+		return enqueue_perm(di, &chown, NULL, err);
+	return enqueue_perm(di, &chmod, uid >= 0 || gid >= 0 ? &chown : NULL, err);
 }
 
 int dt_sync(struct sbx_instance *inst, struct sbx_error *err)
@@ -461,61 +444,24 @@ int dt_sync(struct sbx_instance *inst, struct sbx_error *err)
 	return dt_batch_flush(dt_inst(inst), err);
 }
 
-static void touch_arg(struct sbx_buf *b, const struct timespec *t)
-{
-	if (t->tv_nsec != UTIME_NOW)
-		sbx_buf_addf(b, " -d @%lld.%09ld", (long long)t->tv_sec, t->tv_nsec);
-}
-
 int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespec ts[2],
 	       struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
-	struct sbx_buf b = SBX_BUF_INIT;
-	bool a = ts[0].tv_nsec != UTIME_OMIT, m = ts[1].tv_nsec != UTIME_OMIT;
-	/* A link we made: its own times (utimensat AT_SYMLINK_NOFOLLOW, as rsync does). */
-	bool link = dt_link_lookup(di, path, NULL, NULL, 0);
-	const char *touch = link ? "touch -h -c" : "touch -c";
-	int rc = 0;
-	if (!a && !m)
+	struct sbx_rmq_op op = sbx_rmq_utimens_op(path, ts);
+	int rc;
+	if (op.ts[0].tv_nsec == UTIME_OMIT && op.ts[1].tv_nsec == UTIME_OMIT)
 		return 0;
-	if (a && m && ts[0].tv_nsec == ts[1].tv_nsec &&
-	    (ts[0].tv_nsec == UTIME_NOW || ts[0].tv_sec == ts[1].tv_sec)) {
-		sbx_buf_adds(&b, touch);
-		touch_arg(&b, &ts[1]);
-	} else {
-		if (a) {
-			sbx_buf_addf(&b, "%s -a", touch);
-			touch_arg(&b, &ts[0]);
-			sbx_buf_adds(&b, " --");
-			arg(&b, path);
-		}
-		if (a && m)
-			sbx_buf_adds(&b, " && ");
-		if (m) {
-			sbx_buf_addf(&b, "%s -m", touch);
-			touch_arg(&b, &ts[1]);
-		}
-	}
-	if (m || !a) {
-		sbx_buf_adds(&b, " --");
-		arg(&b, path);
-	}
-	/* The daemon's permissions endpoint follows links: a link cannot be
-	 * borrowed, so one root owns (an lchown 0:0 of rsync -a) is touched
-	 * through sudo -n where the user may not. */
-	if (link) {
-		struct sbx_buf sh = SBX_BUF_INIT;
-		sbx_buf_adds(&sh, "sh -c ");
-		sbx_buf_add_shquoted(&sh, b.buf);
-		sbx_buf_reset(&b);
-		add_as_root_else(&b, sh.buf);
-		sbx_buf_release(&sh);
-	}
-	rc = enqueue(di, "utimens", &b, path, link ? NULL : path, 'O', err);
-	if (!rc && link && m && ts[1].tv_nsec != UTIME_NOW)
-		dt_link_note(di, path, -1, -1, &ts[1]);
-	sbx_buf_release(&b);
+	/*
+	 * A link we made: its own times (utimensat AT_SYMLINK_NOFOLLOW, as
+	 * rsync does). The daemon's permissions endpoint follows links: a
+	 * link cannot be borrowed, so one root owns (an lchown 0:0 of rsync
+	 * -a) is touched through sudo -n where the user may not.
+	 */
+	op.root = dt_link_lookup(di, path, NULL, NULL, 0);
+	rc = enqueue(di, &op, err);
+	if (!rc && op.root && op.ts[1].tv_nsec != UTIME_OMIT)
+		dt_link_note(di, path, -1, -1, &op.ts[1]);
 	return rc;
 }
 
@@ -533,7 +479,7 @@ int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
 	     struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
-	struct sbx_buf b = SBX_BUF_INIT;
+	struct sbx_rmq_op op;
 	int rc;
 	if (uid == (uid_t)-1 && gid == (gid_t)-1)
 		return 0;
@@ -549,33 +495,20 @@ int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
 	 * run). The owner of a symbolic link grants nothing on Linux, and tar
 	 * and rsync run by root always ask: refusing would fail every copy.
 	 */
-	for (int k = 0; k < 2; k++) { /* as the user, else as root where `sudo -n` may */
-		sbx_buf_adds(&b, k ? " || sudo -n chown -h " : "chown -h ");
-		if (uid != (uid_t)-1)
-			sbx_buf_addf(&b, "%u", (unsigned)uid);
-		if (gid != (gid_t)-1)
-			sbx_buf_addf(&b, ":%u", (unsigned)gid);
-		sbx_buf_adds(&b, " --");
-		arg(&b, path);
-		sbx_buf_adds(&b, " 2>/dev/null");
-	}
-	sbx_buf_adds(&b, " || :");
-	rc = enqueue(di, "chown", &b, path, NULL, 0, err);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_CHOWN,
+				 .path = (char *)path,
+				 .uid = uid,
+				 .gid = gid,
+				 .root = true,
+				 .soft = true};
+	rc = enqueue(di, &op, err);
 	if (!rc)
 		dt_link_note(di, path, uid == (uid_t)-1 ? -1 : (long)uid,
 			     gid == (gid_t)-1 ? -1 : (long)gid, NULL);
-	sbx_buf_release(&b);
 	return rc;
 }
 
 /* --- the symlink table (see struct dt_link) ---------------------------------- */
-
-/* path is p, or p is below directory path. */
-static bool under(const char *p, const char *path)
-{
-	size_t n = strlen(path);
-	return !strncmp(p, path, n) && (p[n] == '\0' || p[n] == '/' || !strcmp(path, "/"));
-}
 
 static void link_drop(struct dt_instance *di, size_t i)
 {
@@ -653,7 +586,7 @@ void dt_links_forget(struct dt_instance *di, const char *path)
 {
 	pthread_mutex_lock(&di->lock);
 	for (size_t i = di->n_links; i-- > 0;)
-		if (under(di->links[i].path, path))
+		if (sbx_rmq_under(di->links[i].path, path, true))
 			link_drop(di, i);
 	pthread_mutex_unlock(&di->lock);
 }
@@ -665,7 +598,7 @@ void dt_links_rename(struct dt_instance *di, const char *from, const char *to)
 	pthread_mutex_lock(&di->lock);
 	for (size_t i = 0; i < di->n_links; i++) {
 		char *p;
-		if (!under(di->links[i].path, from))
+		if (!sbx_rmq_under(di->links[i].path, from, true))
 			continue;
 		p = sbx_xasprintf("%s%s", to, di->links[i].path + fl);
 		free(di->links[i].path);
@@ -685,45 +618,25 @@ void dt_links_clear(struct dt_instance *di)
 int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 	       struct sbx_error *err)
 {
-	struct sbx_buf b = SBX_BUF_INIT;
-	int rc;
-	must_not_exist(&b, path);
-	sbx_buf_adds(&b, "ln -s --");
-	arg(&b, target);
-	arg(&b, path);
-	rc = enqueue_new(dt_inst(inst), "symlink", &b, path, err);
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_SYMLINK, .path = (char *)path, .arg = (char *)target};
+	int rc = enqueue(dt_inst(inst), &op, err);
 	if (!rc)
 		links_add(dt_inst(inst), path, target);
-	sbx_buf_release(&b);
 	return rc;
 }
 
 int dt_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err)
 {
-	struct sbx_buf b = SBX_BUF_INIT, ln = SBX_BUF_INIT;
-	int rc;
-	must_not_exist(&b, to);
-	sbx_buf_adds(&ln, "ln --");
-	arg(&ln, from);
-	arg(&ln, to);
-	add_as_root_else(&b, ln.buf);
-	rc = enqueue_new(dt_inst(inst), "link", &b, to, err);
-	sbx_buf_release(&b);
-	sbx_buf_release(&ln);
-	return rc;
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_LINK, .path = (char *)to, .arg = (char *)from};
+	return enqueue(dt_inst(inst), &op, err);
 }
 
 int dt_truncate(struct sbx_instance *inst, const char *path, off_t size, struct sbx_error *err)
 {
-	struct sbx_buf b = SBX_BUF_INIT;
-	int rc;
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_TRUNCATE, .path = (char *)path, .size = size};
 	if (size < 0)
 		return sbx_error_set(err, EINVAL, 0, "truncate %s: negative size", path);
-	sbx_buf_addf(&b, "truncate -s %lld --", (long long)size);
-	arg(&b, path);
-	rc = enqueue(dt_inst(inst), "truncate", &b, path, path, 'w', err);
-	sbx_buf_release(&b);
-	return rc;
+	return enqueue(dt_inst(inst), &op, err);
 }
 
 static int df_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_error *err);
@@ -731,39 +644,24 @@ static int df_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_er
 int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
 	     struct sbx_error *err)
 {
-	struct sbx_buf b = SBX_BUF_INIT, node = SBX_BUF_INIT;
-	unsigned perm = mode & 07777;
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_MKNOD, .path = (char *)path, .mode = mode, .dev = dev};
 	int rc;
 	switch (mode & S_IFMT) {
 	case S_IFIFO:
-		sbx_buf_addf(&b, "mkfifo -m %o --", perm);
-		arg(&b, path);
-		break;
 	case S_IFREG:
-		sbx_buf_adds(&b, "(set -C; : >");
-		arg(&b, path);
-		sbx_buf_addf(&b, ") && chmod %o --", perm);
-		arg(&b, path);
-		break;
 	case S_IFCHR:
 	case S_IFBLK:
-		sbx_buf_addf(&node, "mknod -m %o --", perm);
-		arg(&node, path);
-		sbx_buf_addf(&node, " %c %u %u", S_ISCHR(mode) ? 'c' : 'b', major(dev), minor(dev));
-		add_as_root_else(&b, node.buf); /* only root may */
-		sbx_buf_release(&node);
 		break;
 	case S_IFSOCK: /* a command binds it: is there an interpreter to run one? */
 		if ((rc = sbx_rmeta_sock_check(&dt_inst(inst)->sock_ok, inst, df_run, dt_inst(inst),
 					       path, err)))
 			return rc;
-		sbx_rmeta_add_mksock(&b, path, perm);
 		break;
 	default:
 		return sbx_error_set(err, ENOTSUP, 0, "mknod %s: this file type is not supported",
 				     path);
 	}
-	rc = enqueue_new(dt_inst(inst), "mknod", &b, path, err);
+	rc = enqueue(dt_inst(inst), &op, err);
 	/*
 	 * A device node is made now, not later: only root may make one, and
 	 * commands run as the sandbox's user, so it is usually refused. Said
@@ -773,7 +671,6 @@ int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev
 	 */
 	if (!rc && (S_ISCHR(mode) || S_ISBLK(mode)) && !(rc = dt_batch_flush(dt_inst(inst), err)))
 		rc = sbx_rmeta_fail_take(&dt_inst(inst)->fails, path, err);
-	sbx_buf_release(&b);
 	return rc;
 }
 

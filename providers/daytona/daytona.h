@@ -26,6 +26,7 @@
 #include "daytona/protocol.h"
 #include "provider.h"
 #include "rmeta.h"
+#include "rmeta_queue.h"
 
 /* Deadlines when providers.daytona does not set them (see dt_conf). */
 #define DT_STATE_TIMEOUT_MS 60000L
@@ -66,27 +67,13 @@ struct dt_conf {
 extern struct dt_conf dt_conf;
 extern const struct sbx_provider sbx_provider_daytona;
 
-/* One queued command (a line of shell) and the path it touches. */
-struct dt_op {
-	char *path;
-	char *cmd;
-	char *borrow; /* the path to borrow when the sandbox's user may not (batch.c), or NULL */
-	char need;    /* what the user lacks on it for a borrow: 'O' (owner) or 'w' (write) */
-	const char *what; /* the operation ("mknod"), for its failure (static) */
-};
-
-/* A queued chmod/chown, applied through /files/permissions after the commands. */
-struct dt_perm {
-	char *path;
-	long mode, uid, gid; /* -1: unchanged */
-	long base; /* the mode the file has in the sandbox (an upload made it), -1: unknown */
-};
-
 struct dt_batch {
-	struct dt_op *ops;
-	size_t n, bytes;
-	struct dt_perm *perms;
-	size_t n_perms;
+	struct sbx_rmq_queue q; /* the queued commands (rmeta_queue.h), in their order */
+	size_t bytes;
+	/* chmod and chown ops, applied through /files/permissions after the
+	 * commands, one call per path (batch.c: fold_perms) */
+	struct sbx_rmq_queue perms;
+	size_t n_perm_paths; /* distinct paths in perms */
 };
 
 /*
@@ -248,12 +235,12 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err);
 int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_error *err);
 /*
  * The same for queued commands only: a reader of attributes then lays the
- * queued chmod/chown of path over what the daemon said (dt_batch_overlay:
- * true when there was one), so that a stat does not cost the flush. Then
+ * queued chmod/chown of path over what the daemon said (dt_batch_overlay),
+ * so that a stat does not cost the flush. Then
  * returns the failure of a queued op of path itself, once (rmeta.h).
  */
 int dt_batch_settle_for(struct dt_instance *di, const char *path, struct sbx_error *err);
-bool dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st);
+void dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st);
 /* Whether any chmod/chown waits (cheap check before overlaying a listing). */
 bool dt_batch_has_perms(struct dt_instance *di);
 void dt_batch_free(struct dt_batch *b);

@@ -112,8 +112,8 @@ static struct e2b_inst *inst_new(struct e2b_sandbox *sb, const struct sbx_spec *
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&in->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	e2b_meta_init(&in->queue);
-	e2b_meta_init(&in->inflight);
+	sbx_rmq_init(&in->queue);
+	sbx_rmq_init(&in->inflight);
 	sbx_rmeta_fails_init(&in->fails);
 	sbx_rmeta_df_init(&in->df);
 	sbx_rmeta_ids_init(&in->ids, e2b_helper_run, in);
@@ -134,8 +134,8 @@ static void e2b_release(struct sbx_instance *inst)
 	else if (in->queue.n)
 		sbx_log(SBX_LOG_WARN, "e2b: %s: %zu metadata changes not applied (paused)",
 			inst->id, in->queue.n);
-	e2b_meta_clear(&in->queue);
-	e2b_meta_clear(&in->inflight);
+	sbx_rmq_clear(&in->queue);
+	sbx_rmq_clear(&in->inflight);
 	e2b_recent_clear(in);
 	e2b_own_clear(in);
 	sbx_rmeta_fails_destroy(&in->fails);

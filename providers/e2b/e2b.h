@@ -9,7 +9,7 @@
  * metadata batch; run.c the run slot and statfs; tty.c terminals; proc.c
  * processes (Start stream, kill, capture) under run.c, tty.c and the
  * batch; watch.c the WatchDir thread; transport.c HTTP and the
- * provider-wide state; protocol.c / connect.c / meta.c pure. code.c is
+ * provider-wide state; protocol.c / connect.c pure (the metadata queue is ../rmeta_queue.c). code.c is
  * the code interpreter (:49999, run_code/code_reset).
  */
 #ifndef SBX_E2B_H
@@ -21,10 +21,10 @@
 
 #include "base/http.h"
 #include "base/sysutil.h"
-#include "e2b/meta.h"
 #include "e2b/protocol.h"
 #include "provider.h"
 #include "rmeta.h"
+#include "rmeta_queue.h"
 
 struct e2b_watch;
 struct e2b_code;
@@ -49,9 +49,9 @@ struct e2b_inst {
 	char *workdir;		  /* spec workingDirectory or NULL (immutable) */
 	long ttl_s;		  /* lifetime asked for on create and resume (immutable) */
 
-	/* Metadata batch (meta.h). */
-	struct e2b_meta_queue queue;	/* (L) waiting */
-	struct e2b_meta_queue inflight; /* (L) being applied by a flush */
+	/* Metadata batch (rmeta_queue.h). */
+	struct sbx_rmq_queue queue;	/* (L) waiting */
+	struct sbx_rmq_queue inflight; /* (L) being applied by a flush */
 	pthread_mutex_t flush_lock;	/* serialises flushes; taken before lock */
 	struct sbx_rmeta_fails fails;	/* queued ops that failed, by path (rmeta.h) */
 	pthread_t flusher;		/* the timer thread (started with the first op) */
@@ -187,14 +187,14 @@ int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 
 /* --- files.c ------------------------------------------------------------- */
 
-/* Which waiting metadata ops an operation on a path cannot do without. */
+/* Which waiting metadata ops an operation on a path cannot do without (rmeta_queue.h). */
 enum e2b_flush_need {
-	E2B_FLUSH_ALL,	    /* all of them (sync, before a run or a pause); path unused */
-	E2B_FLUSH_TOUCH,    /* any op on path or below it (rename, remove) */
-	E2B_FLUSH_ENTRY,    /* ops creating path (stat, readlink, mkdir) */
-	E2B_FLUSH_CHILDREN, /* ops creating path or an entry in it (list) */
-	E2B_FLUSH_CONTENT,  /* ENTRY, plus a truncate of path (read, write) */
-	E2B_FLUSH_NEW,	    /* CONTENT, plus a setgid chmod of its directory (write, mkdir) */
+	E2B_FLUSH_ALL = SBX_RMQ_NEED_ALL,
+	E2B_FLUSH_TOUCH = SBX_RMQ_NEED_TOUCH,
+	E2B_FLUSH_ENTRY = SBX_RMQ_NEED_ENTRY,
+	E2B_FLUSH_CHILDREN = SBX_RMQ_NEED_CHILDREN,
+	E2B_FLUSH_CONTENT = SBX_RMQ_NEED_CONTENT,
+	E2B_FLUSH_NEW = SBX_RMQ_NEED_NEW,
 };
 /*
  * Applies the queued metadata ops if `need` says path depends on them

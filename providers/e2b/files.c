@@ -2,7 +2,7 @@
  * files — the filesystem slots of the E2B provider: envd's Filesystem RPCs
  * (Stat, ListDir, MakeDir, Move, Remove) and /files for contents, with
  * errno refined per operation (sshfs-style); and the metadata batch: ops
- * envd lacks are queued (meta.h) and applied as one shell script per
+ * envd lacks are queued (rmeta_queue.h) and applied as one shell script per
  * batch at sync, before a run, before any access to a path they touch,
  * and by a timer thread a second after the last one was queued.
  *
@@ -30,18 +30,11 @@
 
 /* --- the metadata batch --------------------------------------------------- */
 
-static void op_of(void *ctx, size_t i, const char **name, const char **path)
-{
-	const struct e2b_meta_queue *q = ctx;
-	*name = e2b_meta_name(q->ops[i].kind);
-	*path = q->ops[i].path;
-}
-
 /*
- * Applies every op of q (one run per E2B_META_SCRIPT_MAX of script). An
+ * Applies every op of q (one run per SBX_RMQ_SCRIPT_MAX of script). An
  * op that fails is recorded against its path (rmeta.h), with its message.
  */
-static void apply(struct e2b_inst *in, struct e2b_meta_queue *q)
+static void apply(struct e2b_inst *in, struct sbx_rmq_queue *q)
 {
 	struct sbx_buf script = SBX_BUF_INIT, out = SBX_BUF_INIT, err = SBX_BUF_INIT;
 	for (size_t first = 0, next; first < q->n; first = next) {
@@ -50,19 +43,9 @@ static void apply(struct e2b_inst *in, struct e2b_meta_queue *q)
 		sbx_buf_reset(&script);
 		sbx_buf_reset(&out);
 		sbx_buf_reset(&err);
-		next = e2b_meta_render(q, first, E2B_META_SCRIPT_MAX, &script);
+		next = sbx_rmq_render(q, first, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &script);
 		rc = e2b_run_capture(in, script.buf, true, 120000, 65536, &out, &err, &code, &e);
-		if (rc) {
-			sbx_rmeta_fail_all(&in->fails, &in->base, first, next, op_of, q, &e);
-			continue;
-		}
-		if (!sbx_rmeta_attribute(&in->fails, &in->base, err.buf, first, next, op_of, q) &&
-		    code) {
-			err.buf[strcspn(err.buf, "\n")] = '\0';
-			sbx_error_set(&e, EIO, SBX_E_EXECUTION_FAILED, "the script ended %d: %s",
-				      code, err.buf);
-			sbx_rmeta_fail_all(&in->fails, &in->base, first, next, op_of, q, &e);
-		}
+		sbx_rmq_settle(q, first, next, &in->fails, &in->base, rc, &e, err.buf, code, false);
 	}
 	sbx_buf_release(&script);
 	sbx_buf_release(&out);
@@ -94,7 +77,7 @@ static void own_free(struct e2b_inst *in, struct e2b_own *o)
  * upload (2 s), each dropping its file's attributes (a Stat at the next
  * utimens or stat of it).
  */
-static void own_note_locked(struct e2b_inst *in, const struct e2b_meta_queue *q)
+static void own_note_locked(struct e2b_inst *in, const struct sbx_rmq_queue *q)
 {
 	long long now = sbx_now_ms();
 	struct e2b_own *o, *tmp;
@@ -133,24 +116,9 @@ void e2b_own_clear(struct e2b_inst *in)
 	pthread_mutex_unlock(&in->lock);
 }
 
-static bool needs(const struct e2b_meta_queue *q, const char *path, enum e2b_flush_need need)
+static bool needs(const struct sbx_rmq_queue *q, const char *path, enum e2b_flush_need need)
 {
-	switch (need) {
-	case E2B_FLUSH_ALL:
-		return q->n > 0;
-	case E2B_FLUSH_TOUCH:
-		return e2b_meta_touches(q, path, true);
-	case E2B_FLUSH_ENTRY:
-		return e2b_meta_creates(q, path, false);
-	case E2B_FLUSH_CHILDREN:
-		return e2b_meta_creates(q, path, true);
-	case E2B_FLUSH_CONTENT:
-		return e2b_meta_creates(q, path, false) || e2b_meta_truncates(q, path);
-	case E2B_FLUSH_NEW: /* a new entry takes a setgid directory's group (and bit) */
-		return e2b_meta_creates(q, path, false) || e2b_meta_truncates(q, path) ||
-		       e2b_meta_setgid_dir(q, path);
-	}
-	return true;
+	return sbx_rmq_needs(q, path, (enum sbx_rmq_need)need);
 }
 
 int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, struct sbx_error *e)
@@ -173,8 +141,8 @@ int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, s
 		pthread_mutex_unlock(&in->flush_lock);
 		return 0;
 	}
-	e2b_meta_take(&in->inflight, &in->queue);
-	e2b_meta_gather(&in->inflight);
+	sbx_rmq_take(&in->inflight, &in->queue);
+	sbx_rmq_gather(&in->inflight);
 	own_note_locked(in, &in->inflight); /* events may come while it runs */
 	pthread_mutex_unlock(&in->lock);
 
@@ -185,7 +153,7 @@ int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, s
 	/* Until now e2b_overlay() showed these ops on recent entries; now they are stale. */
 	for (size_t i = 0; i < in->inflight.n; i++)
 		e2b_recent_drop_locked(in, in->inflight.ops[i].path);
-	e2b_meta_clear(&in->inflight);
+	sbx_rmq_clear(&in->inflight);
 	pthread_mutex_unlock(&in->lock);
 	pthread_mutex_unlock(&in->flush_lock);
 	return 0;
@@ -207,8 +175,8 @@ int e2b_take_failure(struct sbx_instance *inst, const char *path, struct sbx_err
 void e2b_overlay(struct e2b_inst *in, const char *path, struct sbx_stat *st)
 {
 	pthread_mutex_lock(&in->lock);
-	e2b_meta_overlay(&in->inflight, path, st);
-	e2b_meta_overlay(&in->queue, path, st);
+	sbx_rmq_overlay(&in->inflight, path, st);
+	sbx_rmq_overlay(&in->queue, path, st);
 	pthread_mutex_unlock(&in->lock);
 }
 
@@ -247,10 +215,10 @@ void e2b_flusher_stop(struct e2b_inst *in)
 		pthread_join(in->flusher, NULL);
 }
 
-static int enqueue(struct e2b_inst *in, const struct e2b_meta_op *op)
+static int enqueue(struct e2b_inst *in, const struct sbx_rmq_op *op)
 {
 	pthread_mutex_lock(&in->lock);
-	e2b_meta_add(&in->queue, op);
+	sbx_rmq_add(&in->queue, op);
 	in->last_op_ms = sbx_now_ms();
 	sbx_rmeta_df_forget(&in->df); /* leaf lock */
 	if (!in->flusher_on && !in->stopping)
@@ -277,7 +245,7 @@ static const struct sbx_caller *other_caller(void)
 static void own_new(struct e2b_inst *in, const char *path)
 {
 	const struct sbx_caller *c = other_caller();
-	struct e2b_meta_op op = {.kind = E2B_META_CHOWN, .path = (char *)path, .creator = true};
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_CHOWN, .path = (char *)path, .creator = true};
 	if (!c)
 		return;
 	op.uid = c->uid;
@@ -293,15 +261,15 @@ int e2b_sync(struct sbx_instance *inst, struct sbx_error *err)
 
 int e2b_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
 {
-	struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .path = (char *)path, .mode = mode};
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = mode};
 	return enqueue(e2b_of(inst), &op);
 }
 
 int e2b_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
 	      struct sbx_error *err)
 {
-	struct e2b_meta_op op = {
-	    .kind = E2B_META_CHOWN, .path = (char *)path, .uid = uid, .gid = gid};
+	struct sbx_rmq_op op = {
+	    .kind = SBX_RMQ_CHOWN, .path = (char *)path, .uid = uid, .gid = gid};
 	if (uid == (uid_t)-1 && gid == (gid_t)-1)
 		return 0;
 	return enqueue(e2b_of(inst), &op);
@@ -310,23 +278,15 @@ int e2b_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
 int e2b_utimens(struct sbx_instance *inst, const char *path, const struct timespec ts[2],
 		struct sbx_error *err)
 {
-	struct e2b_meta_op op = {.kind = E2B_META_UTIMENS, .path = (char *)path};
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	for (int i = 0; i < 2; i++) {
-		op.ts[i] = ts ? ts[i] : now;
-		/* "now" is the time of the call, not of the flush. */
-		if (op.ts[i].tv_nsec == UTIME_NOW)
-			op.ts[i] = now;
-	}
+	struct sbx_rmq_op op = sbx_rmq_utimens_op(path, ts);
 	return enqueue(e2b_of(inst), &op);
 }
 
 int e2b_symlink(struct sbx_instance *inst, const char *target, const char *path,
 		struct sbx_error *err)
 {
-	struct e2b_meta_op op = {
-	    .kind = E2B_META_SYMLINK, .path = (char *)path, .arg = (char *)target};
+	struct sbx_rmq_op op = {
+	    .kind = SBX_RMQ_SYMLINK, .path = (char *)path, .arg = (char *)target};
 	enqueue(e2b_of(inst), &op);
 	own_new(e2b_of(inst), path);
 	return 0;
@@ -334,7 +294,7 @@ int e2b_symlink(struct sbx_instance *inst, const char *target, const char *path,
 
 int e2b_truncate(struct sbx_instance *inst, const char *path, off_t size, struct sbx_error *err)
 {
-	struct e2b_meta_op op = {.kind = E2B_META_TRUNCATE, .path = (char *)path, .size = size};
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_TRUNCATE, .path = (char *)path, .size = size};
 	if (size < 0)
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "truncate: negative size");
 	return enqueue(e2b_of(inst), &op);
@@ -342,15 +302,15 @@ int e2b_truncate(struct sbx_instance *inst, const char *path, off_t size, struct
 
 int e2b_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err)
 {
-	struct e2b_meta_op op = {.kind = E2B_META_LINK, .path = (char *)to, .arg = (char *)from};
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_LINK, .path = (char *)to, .arg = (char *)from};
 	return enqueue(e2b_of(inst), &op);
 }
 
 int e2b_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
 	      struct sbx_error *err)
 {
-	struct e2b_meta_op op = {
-	    .kind = E2B_META_MKNOD, .path = (char *)path, .mode = mode, .dev = dev};
+	struct sbx_rmq_op op = {
+	    .kind = SBX_RMQ_MKNOD, .path = (char *)path, .mode = mode, .dev = dev};
 	int rc = 0;
 	if (S_ISSOCK(mode)) /* a command binds it: is there an interpreter to run one? */
 		rc = sbx_rmeta_sock_check(&e2b_of(inst)->sock_ok, inst, e2b_helper_run,
@@ -483,8 +443,8 @@ int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 /* The target of a symlink still waiting in the batch (lock held), or NULL. */
 static const char *waiting_link_locked(struct e2b_inst *in, const char *path)
 {
-	const char *t = e2b_meta_link_target(&in->queue, path);
-	return t ? t : e2b_meta_link_target(&in->inflight, path);
+	const char *t = sbx_rmq_link_target(&in->queue, path);
+	return t ? t : sbx_rmq_link_target(&in->inflight, path);
 }
 
 /*
@@ -562,8 +522,8 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&in->lock);
-	overlay = e2b_meta_touches(&in->queue, path, false) ||
-		  e2b_meta_touches(&in->inflight, path, false);
+	overlay = sbx_rmq_touches(&in->queue, path, false) ||
+		  sbx_rmq_touches(&in->inflight, path, false);
 	pthread_mutex_unlock(&in->lock);
 	entries = json_object_get(out, "entries");
 	json_array_foreach(entries, i, entry)
@@ -642,7 +602,7 @@ static int write_prep(struct e2b_inst *in, const char *path, struct sbx_error *e
 	 * chmod/utimens of path stay queued and land on the new file.
 	 */
 	pthread_mutex_lock(&in->lock);
-	e2b_meta_drop_truncates(&in->queue, path);
+	sbx_rmq_drop_truncates(&in->queue, path);
 	pthread_mutex_unlock(&in->lock);
 	rc = e2b_flush(in, path, E2B_FLUSH_NEW, err); /* and a truncate in progress */
 	if (rc)
@@ -659,8 +619,8 @@ static int write_prep(struct e2b_inst *in, const char *path, struct sbx_error *e
 static void write_mode(struct e2b_inst *in, const char *path, mode_t mode)
 {
 	if ((mode & 07777) && (mode & 07777) != 0644) {
-		struct e2b_meta_op op = {
-		    .kind = E2B_META_CHMOD, .path = (char *)path, .mode = mode};
+		struct sbx_rmq_op op = {
+		    .kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = mode};
 		enqueue(in, &op);
 	}
 }
@@ -702,8 +662,8 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 	if (!rc && had == -ENOENT) {
 		own_new(in, path);
 	} else if (!rc && !had && S_ISREG(old.mode)) {
-		struct e2b_meta_op op = {
-		    .kind = E2B_META_CHOWN, .path = (char *)path, .uid = old.uid, .gid = old.gid};
+		struct sbx_rmq_op op = {
+		    .kind = SBX_RMQ_CHOWN, .path = (char *)path, .uid = old.uid, .gid = old.gid};
 		enqueue(in, &op);
 	}
 	if (!rc)
@@ -747,8 +707,8 @@ int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct s
 	if (!rc)
 		own_new(in, path);
 	if (!rc && (mode & 07777) && (mode & 07777) != 0755) {
-		struct e2b_meta_op op = {
-		    .kind = E2B_META_CHMOD, .path = (char *)path, .mode = mode};
+		struct sbx_rmq_op op = {
+		    .kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = mode};
 		enqueue(in, &op);
 	}
 	return rc;

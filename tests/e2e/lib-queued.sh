@@ -5,7 +5,8 @@
 # the lease's `error` names the change; the next fsync or stat of its own
 # path fails with it, once.
 # The caller sets L, F (a directory in fs/), FHOME (F in the sandbox) and
-# CHANGE_FAULT (a fault JSON that fails the command a batch runs in).
+# CHANGE_FAULT (a fault JSON that fails the command a batch runs in), and
+# CHANGE_DROP (one that drops its connection) for story_queued_not_run.
 
 # fsync_write PATH TEXT DATASYNC: appends TEXT, then fsync (or fdatasync), then close.
 fsync_write() {
@@ -33,4 +34,21 @@ story_queued_failure() {
 		"$(errno_of "fd = os.open('$F/qb', os.O_RDONLY); os.fsync(fd)")" OK
 	eq "qa's data arrived" "$(lease_run "cat $FHOME/qa")" "$(printf 'one\nmore')"
 
+}
+
+# A batch that could not run at all (the connection to the sandbox's process
+# endpoint dropped: CHANGE_DROP) is EIO for each change it carried, on every
+# remote provider (the change was not made; the transport's own errno,
+# ENOTCONN, is the reason in the lease's `error`, not the next stat's answer;
+# e2b said ENOTCONN there before the two providers shared the rule).
+story_queued_not_run() {
+	echo four >"$F/qd"
+	echo five >"$F/qe"
+	fault_only "$CHANGE_DROP"
+	ok "utimens of qd is queued: returns 0" touch -m -d @1000000000 "$F/qd"
+	eq "fsync of another file (qe) succeeds" "$(errno_of "$(fsync_write "$F/qe" more False)")" OK
+	fake_clear_faults
+	ok "the error file names the change that did not run" error_says "utimens $FHOME/qd"
+	eq "fsync of qd fails with EIO" "$(errno_of "fd = os.open('$F/qd', os.O_RDONLY); os.fsync(fd)")" EIO
+	eq "... once" "$(errno_of "fd = os.open('$F/qd', os.O_RDONLY); os.fsync(fd)")" OK
 }

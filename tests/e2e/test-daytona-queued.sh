@@ -14,6 +14,8 @@ F=$L/fs/home/daytona
 FHOME=/home/daytona
 CHANGE_FAULT='{"kind":"5xx","status":500,"key":"POST /toolbox/:id/process/execute"}'
 story_queued_failure
+CHANGE_DROP='{"kind":"drop","key":"POST /toolbox/:id/process/execute"}'
+story_queued_not_run
 
 # Refused by the sandbox: commands run as its user, who may not make devices
 # once it may not sudo either (the fake, like Daytona's images, lets it: it

@@ -12,4 +12,6 @@ F=$L/fs/home/user
 FHOME=/home/user
 CHANGE_FAULT='{"kind":"5xx","status":500,"key":"POST /process.Process/Start"}'
 story_queued_failure
+CHANGE_DROP='{"kind":"drop","key":"POST /process.Process/Start"}'
+story_queued_not_run
 finish

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "e2b/connect.h"
-#include "e2b/meta.h"
+#include "rmeta_queue.h"
 #include "rmeta.h"
 #include "e2b/protocol.h"
 
@@ -621,71 +621,74 @@ END_TEST
 
 START_TEST(test_meta_render)
 {
-	struct e2b_meta_queue q;
+	struct sbx_rmq_queue q;
 	struct sbx_buf b = SBX_BUF_INIT;
-	struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .mode = 0100644};
-	e2b_meta_init(&q);
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_CHMOD, .mode = 0100644};
+	sbx_rmq_init(&q);
 	op.path = "/a/it's";
-	e2b_meta_add(&q, &op);
+	sbx_rmq_add(&q, &op);
 	op.path = "/a/$(rm -rf ~)";
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_UTIMENS, .path = "/a/-x"};
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_UTIMENS, .path = "/a/-x"};
 	op.ts[0] = (struct timespec){1700000000, 5};
 	op.ts[1] = (struct timespec){1700000000, 5};
-	e2b_meta_add(&q, &op);
+	sbx_rmq_add(&q, &op);
 	op.ts[0].tv_nsec = UTIME_OMIT;
 	op.ts[1] = (struct timespec){12, 0};
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_SYMLINK, .path = "/a/l", .arg = "../t t"};
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){
-	    .kind = E2B_META_CHOWN, .path = "/a/f", .uid = 0, .gid = (gid_t)-1};
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_TRUNCATE, .path = "/a/f", .size = 5};
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_LINK, .path = "/a/h", .arg = "/a/f"};
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_MKNOD, .path = "/a/p", .mode = S_IFIFO | 0600};
-	e2b_meta_add(&q, &op);
-	ck_assert_int_eq(e2b_meta_render(&q, 0, E2B_META_SCRIPT_MAX, &b), 9);
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_SYMLINK, .path = "/a/l", .arg = "../t t"};
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){
+	    .kind = SBX_RMQ_CHOWN, .path = "/a/f", .uid = 0, .gid = (gid_t)-1};
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_TRUNCATE, .path = "/a/f", .size = 5};
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_LINK, .path = "/a/h", .arg = "/a/f"};
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_MKNOD, .path = "/a/p", .mode = S_IFIFO | 0600};
+	sbx_rmq_add(&q, &op);
+	ck_assert_int_eq(sbx_rmq_render(&q, 0, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &b), 9);
 	ck_assert_str_eq(b.buf,
 			 "sbx_f() { echo @sbxfs-failed@$1 >&2; }\n"
 			 "chmod 0644 -- '/a/it'\\''s' '/a/$(rm -rf ~)' || sbx_f 0-2\n"
 			 "touch -h -c -d @1700000000.000000005 -- '/a/-x' || sbx_f 2\n"
 			 "{ touch -h -c -m -d @12.000000000 -- '/a/-x'; } || sbx_f 3\n"
-			 "ln -s -- '../t t' '/a/l' && chown -h user: -- '/a/l' || sbx_f 4\n"
+			 "{ { [ ! -e '/a/l' ] && [ ! -L '/a/l' ]; } || { echo '/a/l'': File exists' "
+			 ">&2; false; }; } && ln -s -- '../t t' '/a/l' && chown -h user: -- '/a/l' "
+			 "|| sbx_f 4\n"
 			 "chown -h 0 -- '/a/f' || sbx_f 5\n"
 			 "truncate -s 5 -- '/a/f' || sbx_f 6\n"
-			 "ln -- '/a/f' '/a/h' || sbx_f 7\n"
+			 "{ { [ ! -e '/a/h' ] && [ ! -L '/a/h' ]; } || { echo '/a/h'': File exists' "
+			 ">&2; false; }; } && ln -- '/a/f' '/a/h' || sbx_f 7\n"
 			 "mkfifo -m 0600 -- '/a/p' && chown -h user: -- '/a/p' || sbx_f 8\n");
-	ck_assert(e2b_meta_touches(&q, "/a/f", false));
-	ck_assert(e2b_meta_touches(&q, "/a", false)); /* a listing of the parent */
-	ck_assert(!e2b_meta_touches(&q, "/", false));
-	ck_assert(e2b_meta_touches(&q, "/", true));
-	ck_assert(!e2b_meta_touches(&q, "/a/g", false));
-	ck_assert(!e2b_meta_touches(&q, "/a/ff", false));
-	e2b_meta_clear(&q);
+	ck_assert(sbx_rmq_touches(&q, "/a/f", false));
+	ck_assert(sbx_rmq_touches(&q, "/a", false)); /* a listing of the parent */
+	ck_assert(!sbx_rmq_touches(&q, "/", false));
+	ck_assert(sbx_rmq_touches(&q, "/", true));
+	ck_assert(!sbx_rmq_touches(&q, "/a/g", false));
+	ck_assert(!sbx_rmq_touches(&q, "/a/ff", false));
+	sbx_rmq_clear(&q);
 	/* a new entry's owner for a caller who is not the mount's: the setgid dir's group */
 	sbx_buf_reset(&b);
-	op = (struct e2b_meta_op){
-	    .kind = E2B_META_CHOWN, .path = "/d/n", .uid = 65534, .gid = 65533, .creator = true};
-	e2b_meta_add(&q, &op);
-	e2b_meta_add(&q, &op); /* never merged */
-	ck_assert_int_eq(e2b_meta_render(&q, 0, E2B_META_SCRIPT_MAX, &b), 2);
+	op = (struct sbx_rmq_op){
+	    .kind = SBX_RMQ_CHOWN, .path = "/d/n", .uid = 65534, .gid = 65533, .creator = true};
+	sbx_rmq_add(&q, &op);
+	sbx_rmq_add(&q, &op); /* never merged */
+	ck_assert_int_eq(sbx_rmq_render(&q, 0, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &b), 2);
 	ck_assert(strstr(b.buf, "chown -h 65534 -- '/d/n' && if [ -g '/d' ]; then chgrp -h "
 				"\"$(stat -c %g -- '/d')\" -- '/d/n'; else chgrp -h 65533 -- "
 				"'/d/n'; fi || sbx_f 0\n"));
 	ck_assert(strstr(b.buf, "|| sbx_f 1\n"));
-	ck_assert(!e2b_meta_setgid_dir(&q, "/d/n"));
-	op = (struct e2b_meta_op){.kind = E2B_META_CHMOD, .path = "/d", .mode = 0755};
-	e2b_meta_add(&q, &op);
-	ck_assert(!e2b_meta_setgid_dir(&q, "/d/n"));
+	ck_assert(!sbx_rmq_setgid_dir(&q, "/d/n"));
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_CHMOD, .path = "/d", .mode = 0755};
+	sbx_rmq_add(&q, &op);
+	ck_assert(!sbx_rmq_setgid_dir(&q, "/d/n"));
 	op.mode = 02775;
-	e2b_meta_add(&q, &op);
-	ck_assert(e2b_meta_setgid_dir(&q, "/d/n"));
-	ck_assert(!e2b_meta_setgid_dir(&q, "/d"));
-	ck_assert(!e2b_meta_setgid_dir(&q, "/dd/n"));
-	e2b_meta_clear(&q);
+	sbx_rmq_add(&q, &op);
+	ck_assert(sbx_rmq_setgid_dir(&q, "/d/n"));
+	ck_assert(!sbx_rmq_setgid_dir(&q, "/d"));
+	ck_assert(!sbx_rmq_setgid_dir(&q, "/dd/n"));
+	sbx_rmq_clear(&q);
 	sbx_buf_release(&b);
 }
 END_TEST
@@ -694,33 +697,33 @@ END_TEST
  */
 START_TEST(test_meta_gather)
 {
-	struct e2b_meta_queue q;
+	struct sbx_rmq_queue q;
 	struct sbx_buf b = SBX_BUF_INIT;
-	struct e2b_meta_op op;
+	struct sbx_rmq_op op;
 	static const char *const files[] = {"/t/a", "/t/b", "/t/c"};
-	e2b_meta_init(&q);
+	sbx_rmq_init(&q);
 	for (int i = 0; i < 3; i++) {
-		op = (struct e2b_meta_op){
-		    .kind = E2B_META_CHMOD, .path = (char *)files[i], .mode = i == 1 ? 0755 : 0644};
-		e2b_meta_add(&q, &op);
-		op = (struct e2b_meta_op){.kind = E2B_META_UTIMENS, .path = (char *)files[i]};
+		op = (struct sbx_rmq_op){
+		    .kind = SBX_RMQ_CHMOD, .path = (char *)files[i], .mode = i == 1 ? 0755 : 0644};
+		sbx_rmq_add(&q, &op);
+		op = (struct sbx_rmq_op){.kind = SBX_RMQ_UTIMENS, .path = (char *)files[i]};
 		op.ts[0] = op.ts[1] = (struct timespec){1700000000, 0};
-		e2b_meta_add(&q, &op);
+		sbx_rmq_add(&q, &op);
 	}
 	/* /t/c's own chown after its times, then a chmod of /t/c that must stay after the chown */
-	op = (struct e2b_meta_op){.kind = E2B_META_CHOWN, .path = "/t/c", .uid = 0, .gid = 0};
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_CHMOD, .path = "/t/c", .mode = 04755};
-	e2b_meta_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_CHOWN, .path = "/t/c", .uid = 0, .gid = 0};
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_CHMOD, .path = "/t/c", .mode = 04755};
+	sbx_rmq_add(&q, &op);
 	/* a time of the directory is not moved before an entry made in it */
-	op = (struct e2b_meta_op){.kind = E2B_META_SYMLINK, .path = "/t/l", .arg = "a"};
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_UTIMENS, .path = "/t"};
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_SYMLINK, .path = "/t/l", .arg = "a"};
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_UTIMENS, .path = "/t"};
 	op.ts[0] = op.ts[1] = (struct timespec){1700000000, 0};
-	e2b_meta_add(&q, &op);
-	e2b_meta_gather(&q);
+	sbx_rmq_add(&q, &op);
+	sbx_rmq_gather(&q);
 	ck_assert_int_eq(q.n, 10);
-	ck_assert_int_eq(e2b_meta_render(&q, 0, E2B_META_SCRIPT_MAX, &b), 10);
+	ck_assert_int_eq(sbx_rmq_render(&q, 0, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &b), 10);
 	ck_assert_str_eq(
 	    b.buf, "sbx_f() { echo @sbxfs-failed@$1 >&2; }\n"
 		   "chmod 0644 -- '/t/a' '/t/c' || sbx_f 0-2\n"
@@ -728,52 +731,53 @@ START_TEST(test_meta_gather)
 		   "chmod 0755 -- '/t/b' || sbx_f 5\n"
 		   "chown -h 0:0 -- '/t/c' || sbx_f 6\n"
 		   "chmod 4755 -- '/t/c' || sbx_f 7\n"
-		   "ln -s -- 'a' '/t/l' && chown -h user: -- '/t/l' || sbx_f 8\n"
+		   "{ { [ ! -e '/t/l' ] && [ ! -L '/t/l' ]; } || { echo '/t/l'': File exists' >&2; "
+		   "false; }; } && ln -s -- 'a' '/t/l' && chown -h user: -- '/t/l' || sbx_f 8\n"
 		   "touch -h -c -d @1700000000.000000000 -- '/t' || sbx_f 9\n");
-	e2b_meta_clear(&q);
+	sbx_rmq_clear(&q);
 	sbx_buf_release(&b);
 }
 END_TEST
 
 START_TEST(test_meta_overlay)
 {
-	struct e2b_meta_queue q;
+	struct sbx_rmq_queue q;
 	struct sbx_stat st = {.mode = S_IFREG | 0644, .uid = 1, .gid = 1, .size = 100};
-	struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .path = "/d/f", .mode = 0100700};
-	e2b_meta_init(&q);
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){
-	    .kind = E2B_META_CHOWN, .path = "/d/f", .uid = (uid_t)-1, .gid = 5};
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_UTIMENS, .path = "/d/f"};
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_CHMOD, .path = "/d/f", .mode = 0100700};
+	sbx_rmq_init(&q);
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){
+	    .kind = SBX_RMQ_CHOWN, .path = "/d/f", .uid = (uid_t)-1, .gid = 5};
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_UTIMENS, .path = "/d/f"};
 	op.ts[0].tv_nsec = UTIME_OMIT;
 	op.ts[1] = (struct timespec){77, 1};
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_TRUNCATE, .path = "/d/f", .size = 3};
-	e2b_meta_add(&q, &op);
-	op = (struct e2b_meta_op){.kind = E2B_META_CHMOD, .path = "/d/g", .mode = 0};
-	e2b_meta_add(&q, &op);
-	e2b_meta_overlay(&q, "/d/f", &st);
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_TRUNCATE, .path = "/d/f", .size = 3};
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_CHMOD, .path = "/d/g", .mode = 0};
+	sbx_rmq_add(&q, &op);
+	sbx_rmq_overlay(&q, "/d/f", &st);
 	ck_assert_int_eq(st.mode, S_IFREG | 0700);
 	ck_assert_int_eq(st.uid, 1);
 	ck_assert_int_eq(st.gid, 5);
 	ck_assert_int_eq(st.mtime.tv_sec, 77);
 	ck_assert_int_eq(st.atime.tv_sec, 0);
 	ck_assert_int_eq(st.size, 3);
-	ck_assert(e2b_meta_truncates(&q, "/d/f"));
-	ck_assert(!e2b_meta_creates(&q, "/d/f", false));
-	ck_assert(!e2b_meta_creates(&q, "/d", true));
-	e2b_meta_drop_truncates(&q, "/d/f");
-	ck_assert(!e2b_meta_truncates(&q, "/d/f"));
+	ck_assert(sbx_rmq_truncates(&q, "/d/f"));
+	ck_assert(!sbx_rmq_creates(&q, "/d/f", false));
+	ck_assert(!sbx_rmq_creates(&q, "/d", true));
+	sbx_rmq_drop_truncates(&q, "/d/f");
+	ck_assert(!sbx_rmq_truncates(&q, "/d/f"));
 	ck_assert_int_eq(q.n, 4);
-	op = (struct e2b_meta_op){.kind = E2B_META_SYMLINK, .path = "/d/l", .arg = "f"};
-	e2b_meta_add(&q, &op);
-	ck_assert_str_eq(e2b_meta_link_target(&q, "/d/l"), "f");
-	ck_assert_ptr_null(e2b_meta_link_target(&q, "/d/f"));
-	ck_assert(e2b_meta_creates(&q, "/d/l", false));
-	ck_assert(e2b_meta_creates(&q, "/d", true));
-	ck_assert(!e2b_meta_creates(&q, "/", true));
-	e2b_meta_clear(&q);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_SYMLINK, .path = "/d/l", .arg = "f"};
+	sbx_rmq_add(&q, &op);
+	ck_assert_str_eq(sbx_rmq_link_target(&q, "/d/l"), "f");
+	ck_assert_ptr_null(sbx_rmq_link_target(&q, "/d/f"));
+	ck_assert(sbx_rmq_creates(&q, "/d/l", false));
+	ck_assert(sbx_rmq_creates(&q, "/d", true));
+	ck_assert(!sbx_rmq_creates(&q, "/", true));
+	sbx_rmq_clear(&q);
 }
 END_TEST
 
@@ -934,32 +938,32 @@ END_TEST
 /* A thousand files' chmod + utimens: few scripts, none over the limit. */
 START_TEST(test_meta_split)
 {
-	struct e2b_meta_queue q, q2;
+	struct sbx_rmq_queue q, q2;
 	struct sbx_buf b = SBX_BUF_INIT;
 	char path[64];
 	size_t first = 0, scripts = 0;
-	e2b_meta_init(&q);
+	sbx_rmq_init(&q);
 	for (int i = 0; i < 1000; i++) {
-		struct e2b_meta_op op = {.kind = E2B_META_CHMOD, .path = path, .mode = 0755};
+		struct sbx_rmq_op op = {.kind = SBX_RMQ_CHMOD, .path = path, .mode = 0755};
 		snprintf(path, sizeof(path), "/home/user/project/src/file-%04d.c", i);
-		e2b_meta_add(&q, &op);
-		op.kind = E2B_META_UTIMENS;
+		sbx_rmq_add(&q, &op);
+		op.kind = SBX_RMQ_UTIMENS;
 		op.ts[0] = op.ts[1] = (struct timespec){1700000000 + i, 0};
-		e2b_meta_add(&q, &op);
+		sbx_rmq_add(&q, &op);
 	}
 	while (first < q.n) {
 		sbx_buf_reset(&b);
-		first = e2b_meta_render(&q, first, E2B_META_SCRIPT_MAX, &b);
-		ck_assert_int_le(b.len, E2B_META_SCRIPT_MAX);
+		first = sbx_rmq_render(&q, first, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &b);
+		ck_assert_int_le(b.len, SBX_RMQ_SCRIPT_MAX);
 		scripts++;
 	}
 	ck_assert_int_eq(scripts, 2);
 	/* take() moves everything */
-	e2b_meta_init(&q2);
-	e2b_meta_take(&q2, &q);
+	sbx_rmq_init(&q2);
+	sbx_rmq_take(&q2, &q);
 	ck_assert_int_eq(q2.n, 2000);
 	ck_assert_int_eq(q.n, 0);
-	e2b_meta_clear(&q2);
+	sbx_rmq_clear(&q2);
 	sbx_buf_release(&b);
 }
 END_TEST

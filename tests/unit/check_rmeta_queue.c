@@ -1,0 +1,234 @@
+/*
+ * check_rmeta_queue — the remote metadata layer's queue as both remote
+ * providers use it (providers/rmeta_queue.c): the scripts of its two
+ * styles (as root, e2b; as the user with `sudo -n`, daytona) run by a
+ * real /bin/sh, and what a run's outcome records against each op's path
+ * (sbx_rmq_settle), the same for both.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "rmeta.h"
+#include "rmeta_queue.h"
+
+/* The daytona style (providers/daytona/batch.c). */
+static const struct sbx_rmq_style user_style = {.check_free = true};
+
+/* Runs script with /bin/sh, stdout and stderr into out; returns the exit status. */
+static int run_sh(const char *script, struct sbx_buf *out)
+{
+	char path[] = "/tmp/check_rmq_XXXXXX", cmd[64], buf[512];
+	int fd = mkstemp(path), status;
+	size_t n;
+	FILE *p;
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, script, strlen(script)), (ssize_t)strlen(script));
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "sh %s 2>&1", path);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
+		sbx_buf_add(out, buf, n);
+	status = pclose(p);
+	unlink(path);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/*
+ * A name the sandbox has taken since the kernel's lookup (a directory made
+ * there behind the mount's back): symlink and link onto it fail with
+ * EEXIST against their own path, and make nothing inside that directory
+ * (`ln` onto a directory would make the link inside it and succeed).
+ * Both styles: it was daytona's behaviour only; e2b made d/x/t silently.
+ */
+START_TEST(test_taken_name)
+{
+	const struct sbx_rmq_style *styles[] = {&sbx_rmq_style_root, &user_style};
+	const struct sbx_rmq_style *st = styles[_i];
+	char dir[] = "/tmp/check_rmq_dXXXXXX", x[64], y[64], f[64], in[96];
+	struct sbx_rmq_queue q;
+	struct sbx_rmq_op op;
+	struct sbx_buf script = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	struct sbx_rmeta_fails fails;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct stat sb;
+	FILE *fp;
+	int code;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(x, sizeof(x), "%s/x", dir);
+	snprintf(y, sizeof(y), "%s/y", dir);
+	snprintf(f, sizeof(f), "%s/f", dir);
+	ck_assert_int_eq(mkdir(x, 0755), 0);
+	ck_assert_int_eq(mkdir(y, 0755), 0);
+	fp = fopen(f, "w");
+	ck_assert_ptr_nonnull(fp);
+	fclose(fp);
+
+	sbx_rmq_init(&q);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_SYMLINK, .path = x, .arg = "t"};
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_LINK, .path = y, .arg = f};
+	sbx_rmq_add(&q, &op);
+	/* the entries the script makes go to "user" (root style): there may be none here */
+	ck_assert_int_eq(sbx_rmq_render(&q, 0, st, SBX_RMQ_SCRIPT_MAX, &script), 2);
+	code = run_sh(script.buf, &out);
+	sbx_rmeta_fails_init(&fails);
+	ck_assert_int_eq(sbx_rmq_settle(&q, 0, q.n, &fails, NULL, 0, NULL, out.buf, code, false),
+			 2);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&fails, x, &e), -EEXIST);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&fails, y, &e), -EEXIST);
+	snprintf(in, sizeof(in), "%s/t", x);
+	ck_assert_int_ne(lstat(in, &sb), 0);
+	snprintf(in, sizeof(in), "%s/f", y);
+	ck_assert_int_ne(lstat(in, &sb), 0);
+
+	sbx_rmeta_fails_destroy(&fails);
+	sbx_rmq_clear(&q);
+	sbx_buf_release(&script);
+	sbx_buf_release(&out);
+	unlink(f);
+	rmdir(x);
+	rmdir(y);
+	rmdir(dir);
+}
+END_TEST
+
+/* What a run's outcome records, whatever the provider. */
+START_TEST(test_settle)
+{
+	struct sbx_rmq_queue q;
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_TRUNCATE, .path = "/a/1", .size = 1};
+	struct sbx_rmeta_fails f;
+	struct sbx_error e = SBX_ERROR_INIT, run = SBX_ERROR_INIT;
+
+	sbx_rmq_init(&q);
+	sbx_rmq_add(&q, &op);
+	op.path = "/a/2";
+	sbx_rmq_add(&q, &op);
+	sbx_rmeta_fails_init(&f);
+
+	/* the script did not run: every op, EIO with the run's message */
+	sbx_error_set(&run, ETIMEDOUT, SBX_E_TIMEOUT, "exec: timed out");
+	ck_assert_int_eq(sbx_rmq_settle(&q, 0, 2, &f, NULL, -ETIMEDOUT, &run, NULL, 0, false), 2);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/1", &e), -EIO);
+	ck_assert_ptr_nonnull(strstr(e.msg, "exec: timed out"));
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/2", &e), -EIO);
+
+	/* it ran, and ended non-zero without a mark: the script as a whole */
+	ck_assert_int_eq(sbx_rmq_settle(&q, 0, 2, &f, NULL, 0, NULL, "boom\nmore\n", 2, false), 2);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/2", &e), -EIO);
+	ck_assert_ptr_nonnull(strstr(e.msg, "the script ended 2: boom"));
+	ck_assert_ptr_null(strstr(e.msg, "more"));
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/1", &e), -EIO);
+	/* ... unless the caller knows why (daytona's borrow requests) */
+	ck_assert_int_eq(sbx_rmq_settle(&q, 0, 2, &f, NULL, 0, NULL, "boom\n", 1, true), 0);
+	/* a mark names its op only */
+	ck_assert_int_eq(sbx_rmq_settle(&q, 0, 2, &f, NULL, 0, NULL,
+					"truncate: '/a/2': Permission denied\n" SBX_RMETA_FAILED
+					"1\n",
+					1, false),
+			 1);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/1", &e), 0);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&f, "/a/2", &e), -EACCES);
+
+	sbx_rmeta_fails_destroy(&f);
+	sbx_rmq_clear(&q);
+}
+END_TEST
+
+/* The flush questions both providers ask before an op that depends on the queue. */
+START_TEST(test_needs)
+{
+	struct sbx_rmq_queue q;
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_CHMOD, .path = "/d/f", .mode = 0600};
+	sbx_rmq_init(&q);
+	ck_assert(!sbx_rmq_needs(&q, NULL, SBX_RMQ_NEED_ALL));
+	sbx_rmq_add(&q, &op);
+	ck_assert(sbx_rmq_needs(&q, NULL, SBX_RMQ_NEED_ALL));
+	/* an attribute op: shown by the overlay, no flush for a stat or a list */
+	ck_assert(!sbx_rmq_needs(&q, "/d/f", SBX_RMQ_NEED_ENTRY));
+	ck_assert(!sbx_rmq_needs(&q, "/d", SBX_RMQ_NEED_CHILDREN));
+	/* ... but daytona's rule (NEAR) and a rename or remove (TOUCH) wait for it */
+	ck_assert(sbx_rmq_needs(&q, "/d/f", SBX_RMQ_NEED_NEAR));
+	ck_assert(sbx_rmq_needs(&q, "/d", SBX_RMQ_NEED_NEAR));
+	ck_assert(!sbx_rmq_needs(&q, "/", SBX_RMQ_NEED_NEAR));
+	ck_assert(sbx_rmq_needs(&q, "/", SBX_RMQ_NEED_TOUCH));
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_LINK, .path = "/e/h", .arg = "/d/g"};
+	sbx_rmq_add(&q, &op);
+	ck_assert(sbx_rmq_needs(&q, "/e/h", SBX_RMQ_NEED_ENTRY));
+	ck_assert(sbx_rmq_needs(&q, "/e", SBX_RMQ_NEED_CHILDREN));
+	ck_assert(sbx_rmq_needs(&q, "/d/g", SBX_RMQ_NEED_NEAR)); /* its link count changes */
+	ck_assert(!sbx_rmq_needs(&q, "/d/g", SBX_RMQ_NEED_CONTENT));
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_TRUNCATE, .path = "/d/g", .size = 0};
+	sbx_rmq_add(&q, &op);
+	ck_assert(sbx_rmq_needs(&q, "/d/g", SBX_RMQ_NEED_CONTENT));
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_CHMOD, .path = "/s", .mode = 02775};
+	sbx_rmq_add(&q, &op);
+	ck_assert(sbx_rmq_needs(&q, "/s/new", SBX_RMQ_NEED_NEW));
+	ck_assert(!sbx_rmq_needs(&q, "/t/new", SBX_RMQ_NEED_NEW));
+	sbx_rmq_clear(&q);
+}
+END_TEST
+
+/* The user style: what only root may do is tried as the user, then through `sudo -n`. */
+START_TEST(test_user_style)
+{
+	struct sbx_rmq_queue q;
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_CHOWN,
+				.path = "/l",
+				.uid = 0,
+				.gid = 0,
+				.root = true,
+				.soft = true};
+	struct sbx_buf b = SBX_BUF_INIT;
+	size_t next;
+
+	sbx_rmq_init(&q);
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){
+	    .kind = SBX_RMQ_MKNOD, .path = "/d", .mode = S_IFCHR | 0600, .dev = makedev(1, 3)};
+	sbx_rmq_add(&q, &op);
+	sbx_rmq_render_op(&q, 0, &user_style, SIZE_MAX, &b, &next);
+	ck_assert_int_eq(next, 1);
+	ck_assert_str_eq(b.buf, "{ { m=$(chown -h 0:0 -- '/l' 2>&1) || sudo -n chown -h 0:0 -- '/l' "
+				"2>/dev/null || { printf '%s\\n' \"$m\"; false; }; }; } >/dev/null "
+				"2>&1 || :");
+	sbx_buf_reset(&b);
+	sbx_rmq_render_op(&q, 1, &user_style, SIZE_MAX, &b, &next);
+	ck_assert_str_eq(b.buf, "{ m=$(mknod -m 0600 -- '/d' c 1 3 2>&1) || sudo -n mknod -m 0600 "
+				"-- '/d' c 1 3 2>/dev/null || { printf '%s\\n' \"$m\"; false; }; }");
+	/* as root, the same op is the command itself, its node given to the user */
+	sbx_buf_reset(&b);
+	sbx_rmq_render_op(&q, 1, &sbx_rmq_style_root, SIZE_MAX, &b, &next);
+	ck_assert_str_eq(b.buf, "mknod -m 0600 -- '/d' c 1 3 && chown -h user: -- '/d'");
+	sbx_buf_release(&b);
+	sbx_rmq_clear(&q);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("rmeta_queue");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+	tcase_add_loop_test(tc, test_taken_name, 0, 2);
+	tcase_add_test(tc, test_settle);
+	tcase_add_test(tc, test_needs);
+	tcase_add_test(tc, test_user_style);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
