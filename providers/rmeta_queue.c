@@ -104,7 +104,8 @@ bool sbx_rmq_creates(const struct sbx_rmq_queue *q, const char *path, bool child
 {
 	for (size_t i = 0; i < q->n; i++)
 		if (creates_kind(q->ops[i].kind) &&
-		    (children ? sbx_rmq_under(q->ops[i].path, path, false) : !strcmp(q->ops[i].path, path)))
+		    (children ? sbx_rmq_under(q->ops[i].path, path, false)
+			      : !strcmp(q->ops[i].path, path)))
 			return true;
 	return false;
 }
@@ -286,7 +287,8 @@ static bool related(const struct sbx_rmq_op *a, const struct sbx_rmq_op *b)
 	for (int x = 0; x < 2; x++)
 		for (int y = 0; y < 2; y++)
 			if (pa[x] && pb[y] &&
-			    (sbx_rmq_under(pa[x], pb[y], true) || sbx_rmq_under(pb[y], pa[x], true)))
+			    (sbx_rmq_under(pa[x], pb[y], true) ||
+			     sbx_rmq_under(pb[y], pa[x], true)))
 				return true;
 	return false;
 }

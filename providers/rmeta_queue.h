@@ -125,7 +125,6 @@ void sbx_rmq_drop_truncates(struct sbx_rmq_queue *q, const char *path);
  */
 void sbx_rmq_overlay(const struct sbx_rmq_queue *q, const char *path, struct sbx_stat *st);
 
-
 /*
  * Puts alike chmod, chown and utimens ops (same mode, owner, times) next
  * to the first of them, so that each kind and value is one command for

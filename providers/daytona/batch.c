@@ -10,8 +10,8 @@
  * path through /files/permissions, and the symlink table. chmod and chown
  * are layer ops too, in a queue of their own (dt_batch.perms: one overlay
  * for both providers), folded per path into /files/permissions calls
- * after the script (see dt_chmod, fold_perms). readlink and statfs are one command each (statfs cached
- * by rmeta's statfs cache).
+ * after the script (see dt_chmod, fold_perms). readlink and statfs are one command each (statfs
+ * cached by rmeta's statfs cache).
  *
  * A queued operation returns 0 at once; when its command later fails, the
  * failure is recorded against its path with the command's message
@@ -86,7 +86,8 @@ static const char *borrow_of(const struct sbx_rmq_op *op, char *need, struct sbx
 	case SBX_RMQ_MKNOD:
 		*need = 'w';
 		slash = strrchr(op->path, '/');
-		sbx_buf_add(dir, op->path, slash && slash > op->path ? (size_t)(slash - op->path) : 1);
+		sbx_buf_add(dir, op->path,
+			    slash && slash > op->path ? (size_t)(slash - op->path) : 1);
 		return dir->buf;
 	default:
 		return NULL;
@@ -181,8 +182,8 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 	script_of(&s, b, NULL, b->q.n, true);
 	rc = dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, &e);
 	if (rc) {
-		nfail = sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, rc, &e, NULL, 0,
-				       false);
+		nfail =
+		    sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, rc, &e, NULL, 0, false);
 		goto out;
 	}
 	note_ids(di, out.buf);
@@ -427,7 +428,8 @@ int dt_batch_perms_new(struct dt_instance *di, const char *path, long mode, stru
 int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid, long gid,
 		   struct sbx_error *err)
 {
-	struct sbx_rmq_op chmod = {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = (mode_t)mode};
+	struct sbx_rmq_op chmod = {
+	    .kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = (mode_t)mode};
 	struct sbx_rmq_op chown = {.kind = SBX_RMQ_CHOWN,
 				   .path = (char *)path,
 				   .uid = uid >= 0 ? (uid_t)uid : (uid_t)-1,
@@ -618,7 +620,8 @@ void dt_links_clear(struct dt_instance *di)
 int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 	       struct sbx_error *err)
 {
-	struct sbx_rmq_op op = {.kind = SBX_RMQ_SYMLINK, .path = (char *)path, .arg = (char *)target};
+	struct sbx_rmq_op op = {
+	    .kind = SBX_RMQ_SYMLINK, .path = (char *)path, .arg = (char *)target};
 	int rc = enqueue(dt_inst(inst), &op, err);
 	if (!rc)
 		links_add(dt_inst(inst), path, target);
@@ -644,7 +647,8 @@ static int df_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_er
 int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
 	     struct sbx_error *err)
 {
-	struct sbx_rmq_op op = {.kind = SBX_RMQ_MKNOD, .path = (char *)path, .mode = mode, .dev = dev};
+	struct sbx_rmq_op op = {
+	    .kind = SBX_RMQ_MKNOD, .path = (char *)path, .mode = mode, .dev = dev};
 	int rc;
 	switch (mode & S_IFMT) {
 	case S_IFIFO:

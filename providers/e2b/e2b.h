@@ -9,8 +9,8 @@
  * metadata batch; run.c the run slot and statfs; tty.c terminals; proc.c
  * processes (Start stream, kill, capture) under run.c, tty.c and the
  * batch; watch.c the WatchDir thread; transport.c HTTP and the
- * provider-wide state; protocol.c / connect.c pure (the metadata queue is ../rmeta_queue.c). code.c is
- * the code interpreter (:49999, run_code/code_reset).
+ * provider-wide state; protocol.c / connect.c pure (the metadata queue is ../rmeta_queue.c). code.c
+ * is the code interpreter (:49999, run_code/code_reset).
  */
 #ifndef SBX_E2B_H
 #define SBX_E2B_H
@@ -50,15 +50,15 @@ struct e2b_inst {
 	long ttl_s;		  /* lifetime asked for on create and resume (immutable) */
 
 	/* Metadata batch (rmeta_queue.h). */
-	struct sbx_rmq_queue queue;	/* (L) waiting */
+	struct sbx_rmq_queue queue;    /* (L) waiting */
 	struct sbx_rmq_queue inflight; /* (L) being applied by a flush */
-	pthread_mutex_t flush_lock;	/* serialises flushes; taken before lock */
-	struct sbx_rmeta_fails fails;	/* queued ops that failed, by path (rmeta.h) */
-	pthread_t flusher;		/* the timer thread (started with the first op) */
-	bool flusher_on;		/* (L) */
-	bool stopping;			/* (L) release in progress */
-	pthread_cond_t wake;		/* signals the flusher (with lock) */
-	long last_op_ms;		/* (L) */
+	pthread_mutex_t flush_lock;    /* serialises flushes; taken before lock */
+	struct sbx_rmeta_fails fails;  /* queued ops that failed, by path (rmeta.h) */
+	pthread_t flusher;	       /* the timer thread (started with the first op) */
+	bool flusher_on;	       /* (L) */
+	bool stopping;		       /* (L) release in progress */
+	pthread_cond_t wake;	       /* signals the flusher (with lock) */
+	long last_op_ms;	       /* (L) */
 
 	struct sbx_rmeta_df df;	  /* statfs cache (its own lock) */
 	struct sbx_rmeta_ids ids; /* the sandbox's owner and group names (its own locks) */

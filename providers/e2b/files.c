@@ -522,8 +522,8 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&in->lock);
-	overlay = sbx_rmq_touches(&in->queue, path, false) ||
-		  sbx_rmq_touches(&in->inflight, path, false);
+	overlay =
+	    sbx_rmq_touches(&in->queue, path, false) || sbx_rmq_touches(&in->inflight, path, false);
 	pthread_mutex_unlock(&in->lock);
 	entries = json_object_get(out, "entries");
 	json_array_foreach(entries, i, entry)
@@ -619,8 +619,7 @@ static int write_prep(struct e2b_inst *in, const char *path, struct sbx_error *e
 static void write_mode(struct e2b_inst *in, const char *path, mode_t mode)
 {
 	if ((mode & 07777) && (mode & 07777) != 0644) {
-		struct sbx_rmq_op op = {
-		    .kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = mode};
+		struct sbx_rmq_op op = {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = mode};
 		enqueue(in, &op);
 	}
 }
@@ -707,8 +706,7 @@ int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct s
 	if (!rc)
 		own_new(in, path);
 	if (!rc && (mode & 07777) && (mode & 07777) != 0755) {
-		struct sbx_rmq_op op = {
-		    .kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = mode};
+		struct sbx_rmq_op op = {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = mode};
 		enqueue(in, &op);
 	}
 	return rc;

@@ -638,8 +638,7 @@ START_TEST(test_meta_render)
 	sbx_rmq_add(&q, &op);
 	op = (struct sbx_rmq_op){.kind = SBX_RMQ_SYMLINK, .path = "/a/l", .arg = "../t t"};
 	sbx_rmq_add(&q, &op);
-	op = (struct sbx_rmq_op){
-	    .kind = SBX_RMQ_CHOWN, .path = "/a/f", .uid = 0, .gid = (gid_t)-1};
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_CHOWN, .path = "/a/f", .uid = 0, .gid = (gid_t)-1};
 	sbx_rmq_add(&q, &op);
 	op = (struct sbx_rmq_op){.kind = SBX_RMQ_TRUNCATE, .path = "/a/f", .size = 5};
 	sbx_rmq_add(&q, &op);
@@ -648,19 +647,19 @@ START_TEST(test_meta_render)
 	op = (struct sbx_rmq_op){.kind = SBX_RMQ_MKNOD, .path = "/a/p", .mode = S_IFIFO | 0600};
 	sbx_rmq_add(&q, &op);
 	ck_assert_int_eq(sbx_rmq_render(&q, 0, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &b), 9);
-	ck_assert_str_eq(b.buf,
-			 "sbx_f() { echo @sbxfs-failed@$1 >&2; }\n"
-			 "chmod 0644 -- '/a/it'\\''s' '/a/$(rm -rf ~)' || sbx_f 0-2\n"
-			 "touch -h -c -d @1700000000.000000005 -- '/a/-x' || sbx_f 2\n"
-			 "{ touch -h -c -m -d @12.000000000 -- '/a/-x'; } || sbx_f 3\n"
-			 "{ { [ ! -e '/a/l' ] && [ ! -L '/a/l' ]; } || { echo '/a/l'': File exists' "
-			 ">&2; false; }; } && ln -s -- '../t t' '/a/l' && chown -h user: -- '/a/l' "
-			 "|| sbx_f 4\n"
-			 "chown -h 0 -- '/a/f' || sbx_f 5\n"
-			 "truncate -s 5 -- '/a/f' || sbx_f 6\n"
-			 "{ { [ ! -e '/a/h' ] && [ ! -L '/a/h' ]; } || { echo '/a/h'': File exists' "
-			 ">&2; false; }; } && ln -- '/a/f' '/a/h' || sbx_f 7\n"
-			 "mkfifo -m 0600 -- '/a/p' && chown -h user: -- '/a/p' || sbx_f 8\n");
+	ck_assert_str_eq(
+	    b.buf, "sbx_f() { echo @sbxfs-failed@$1 >&2; }\n"
+		   "chmod 0644 -- '/a/it'\\''s' '/a/$(rm -rf ~)' || sbx_f 0-2\n"
+		   "touch -h -c -d @1700000000.000000005 -- '/a/-x' || sbx_f 2\n"
+		   "{ touch -h -c -m -d @12.000000000 -- '/a/-x'; } || sbx_f 3\n"
+		   "{ { [ ! -e '/a/l' ] && [ ! -L '/a/l' ]; } || { echo '/a/l'': File exists' "
+		   ">&2; false; }; } && ln -s -- '../t t' '/a/l' && chown -h user: -- '/a/l' "
+		   "|| sbx_f 4\n"
+		   "chown -h 0 -- '/a/f' || sbx_f 5\n"
+		   "truncate -s 5 -- '/a/f' || sbx_f 6\n"
+		   "{ { [ ! -e '/a/h' ] && [ ! -L '/a/h' ]; } || { echo '/a/h'': File exists' "
+		   ">&2; false; }; } && ln -- '/a/f' '/a/h' || sbx_f 7\n"
+		   "mkfifo -m 0600 -- '/a/p' && chown -h user: -- '/a/p' || sbx_f 8\n");
 	ck_assert(sbx_rmq_touches(&q, "/a/f", false));
 	ck_assert(sbx_rmq_touches(&q, "/a", false)); /* a listing of the parent */
 	ck_assert(!sbx_rmq_touches(&q, "/", false));
@@ -746,8 +745,7 @@ START_TEST(test_meta_overlay)
 	struct sbx_rmq_op op = {.kind = SBX_RMQ_CHMOD, .path = "/d/f", .mode = 0100700};
 	sbx_rmq_init(&q);
 	sbx_rmq_add(&q, &op);
-	op = (struct sbx_rmq_op){
-	    .kind = SBX_RMQ_CHOWN, .path = "/d/f", .uid = (uid_t)-1, .gid = 5};
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_CHOWN, .path = "/d/f", .uid = (uid_t)-1, .gid = 5};
 	sbx_rmq_add(&q, &op);
 	op = (struct sbx_rmq_op){.kind = SBX_RMQ_UTIMENS, .path = "/d/f"};
 	op.ts[0].tv_nsec = UTIME_OMIT;

@@ -183,12 +183,8 @@ END_TEST
 START_TEST(test_user_style)
 {
 	struct sbx_rmq_queue q;
-	struct sbx_rmq_op op = {.kind = SBX_RMQ_CHOWN,
-				.path = "/l",
-				.uid = 0,
-				.gid = 0,
-				.root = true,
-				.soft = true};
+	struct sbx_rmq_op op = {
+	    .kind = SBX_RMQ_CHOWN, .path = "/l", .uid = 0, .gid = 0, .root = true, .soft = true};
 	struct sbx_buf b = SBX_BUF_INIT;
 	size_t next;
 
@@ -199,13 +195,15 @@ START_TEST(test_user_style)
 	sbx_rmq_add(&q, &op);
 	sbx_rmq_render_op(&q, 0, &user_style, SIZE_MAX, &b, &next);
 	ck_assert_int_eq(next, 1);
-	ck_assert_str_eq(b.buf, "{ { m=$(chown -h 0:0 -- '/l' 2>&1) || sudo -n chown -h 0:0 -- '/l' "
-				"2>/dev/null || { printf '%s\\n' \"$m\"; false; }; }; } >/dev/null "
-				"2>&1 || :");
+	ck_assert_str_eq(b.buf,
+			 "{ { m=$(chown -h 0:0 -- '/l' 2>&1) || sudo -n chown -h 0:0 -- '/l' "
+			 "2>/dev/null || { printf '%s\\n' \"$m\"; false; }; }; } >/dev/null "
+			 "2>&1 || :");
 	sbx_buf_reset(&b);
 	sbx_rmq_render_op(&q, 1, &user_style, SIZE_MAX, &b, &next);
-	ck_assert_str_eq(b.buf, "{ m=$(mknod -m 0600 -- '/d' c 1 3 2>&1) || sudo -n mknod -m 0600 "
-				"-- '/d' c 1 3 2>/dev/null || { printf '%s\\n' \"$m\"; false; }; }");
+	ck_assert_str_eq(b.buf,
+			 "{ m=$(mknod -m 0600 -- '/d' c 1 3 2>&1) || sudo -n mknod -m 0600 "
+			 "-- '/d' c 1 3 2>/dev/null || { printf '%s\\n' \"$m\"; false; }; }");
 	/* as root, the same op is the command itself, its node given to the user */
 	sbx_buf_reset(&b);
 	sbx_rmq_render_op(&q, 1, &sbx_rmq_style_root, SIZE_MAX, &b, &next);
