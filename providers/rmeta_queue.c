@@ -517,13 +517,14 @@ void sbx_rmq_render_op(const struct sbx_rmq_queue *q, size_t i, const struct sbx
 		}
 		break;
 	}
+	bool root = op->root || (st->times_root_else && op->kind == SBX_RMQ_UTIMENS);
 	if (op->soft) {
 		/* its own try as the user, then as root, quiet, and never a failure */
 		sbx_buf_adds(b, "{ ");
-		add_maybe_root(b, st, op->root, &c, compound);
+		add_maybe_root(b, st, root, &c, compound);
 		sbx_buf_adds(b, "; } >/dev/null 2>&1 || :");
 	} else {
-		add_maybe_root(b, st, op->root, &c, compound);
+		add_maybe_root(b, st, root, &c, compound);
 	}
 out:
 	sbx_buf_release(&c);

@@ -154,6 +154,9 @@ struct sbx_rmq_style {
 	/* alike chmod/chown/utimens ops next to each other (sbx_rmq_gather)
 	 * are one command (else each op is its own) */
 	bool merge;
+	/* utimens falls back to `sudo -n` as root-only ops do (as the user, a
+	 * file a chown already gave away refuses its times) */
+	bool times_root_else;
 };
 
 /* The e2b style: as root, new entries to "user", names checked free, merged commands. */

@@ -61,8 +61,14 @@ void dt_batch_drop(struct dt_instance *di)
  * How the queued commands run: as the sandbox's user (what only root may
  * do through `sudo -n`), a name checked free before a link is made, each
  * op its own command (a refused one is retried alone: see run_ops).
+ * Times too go through `sudo -n` when the user is refused, before any
+ * borrow: the /files/permissions call of tar's or rsync's chown can go
+ * out in an earlier flush than the touch that follows it (the queue
+ * full, another path's stat), and the user may not set the times of a
+ * file given away (seen under load with write-back: EPERM, the file
+ * its own again by the time the script asked — cause of that not found).
  */
-static const struct sbx_rmq_style dt_style = {.check_free = true};
+static const struct sbx_rmq_style dt_style = {.check_free = true, .times_root_else = true};
 
 /*
  * What op needs of the sandbox's user, and on which path, that a borrow
