@@ -350,6 +350,23 @@ def c_symlink_size(d):
                                     os.readlink(d + "/l"))
 
 
+def c_symlink_times(d):
+    """A link's own times (lutimes, as rsync -a and tar set them) once every cache has
+    expired, and its target's left as they were."""
+    write(d + "/t", "x")
+    os.utime(d + "/t", (1500000000, 1500000000))
+    os.symlink("t", d + "/l")
+    os.utime(d + "/l", (1400000000, 1400000000), follow_symlinks=False)
+
+    def show():
+        return "link mtime=%d target mtime=%d" % (os.lstat(d + "/l").st_mtime,
+                                                  os.stat(d + "/t").st_mtime)
+    first = show()
+    time.sleep(3.5)
+    second = show()
+    return second + (" (same at once)" if first == second else " (at once: %s)" % first)
+
+
 def c_lchown(d):
     write(d + "/t", "x")
     os.symlink("t", d + "/l")

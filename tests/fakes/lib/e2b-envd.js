@@ -60,16 +60,17 @@ function entryType(st) {
 }
 
 /*
- * EntryInfo (e2b.md §2.6) as envd builds it from an lstat: `size` and
- * `permissions` (Go's FileMode.String()) are the entry's own (a symlink's
- * size is its text's length), owner and group names; for a symlink,
+ * EntryInfo (e2b.md §2.6) as envd builds it from an lstat: `size`,
+ * `permissions` (Go's FileMode.String()) and `modifiedTime` are the entry's
+ * own (a symlink's size is its text's length, its time the link's, as
+ * envd's entryInfo takes ModTime() of its lstat), owner and group names; for a symlink,
  * `type` and `mode` describe the target and symlinkTarget is the
  * resolved path (a loop or dangling link: a symlink, no error).
  */
 function entryInfo(sb, sandboxPath, host, lst) {
 	lst = lst || fs.lstatSync(host);
 	let st = lst;
-	let symlinkTarget, timeHost = host, follow = false;
+	let symlinkTarget;
 	if (lst.isSymbolicLink()) {
 		let r = null;
 		try {
@@ -84,8 +85,6 @@ function entryInfo(sb, sandboxPath, host, lst) {
 			symlinkTarget = r.path;
 			try {
 				st = fs.statSync(r.host);
-				timeHost = r.host;
-				follow = true;
 			} catch (e) {
 				st = null;
 			}
@@ -100,7 +99,7 @@ function entryInfo(sb, sandboxPath, host, lst) {
 		permissions: goModeString(lst),
 		owner: sb.root.idName(lst.uid, false),
 		group: sb.root.idName(lst.gid, true),
-		modifiedTime: protoTime((st || lst).mtime, st ? mtimeNs(timeHost, follow) : mtimeNs(host, false)),
+		modifiedTime: protoTime(lst.mtime, mtimeNs(host, false)),
 	};
 	if (symlinkTarget !== undefined)
 		e.symlinkTarget = symlinkTarget;
