@@ -7,11 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/buf.h"
+#include "base/caller.h"
 #include "base/df.h"
 #include "base/sysutil.h"
 #include "base/xalloc.h"
+#include "rmeta_queue.h"
 
 void sbx_rmeta_fails_init(struct sbx_rmeta_fails *f)
 {
@@ -615,4 +618,24 @@ int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, const char *a, const c
 			exchange_left(err, &u, sbx_xasprintf("%s is at %s", a, tmp));
 	}
 	return rc;
+}
+
+const struct sbx_caller *sbx_rmeta_other_caller(void)
+{
+	const struct sbx_caller *c = sbx_caller_get();
+	return c && c->known && c->uid != geteuid() ? c : NULL;
+}
+
+bool sbx_rmeta_creator_op(const char *path, bool root, struct sbx_rmq_op *op)
+{
+	const struct sbx_caller *c = sbx_rmeta_other_caller();
+	if (!c)
+		return false;
+	*op = (struct sbx_rmq_op){.kind = SBX_RMQ_CHOWN,
+				  .path = (char *)path,
+				  .uid = c->uid,
+				  .gid = c->gid,
+				  .creator = true,
+				  .root = root};
+	return true;
 }

@@ -223,4 +223,21 @@ typedef int (*sbx_rmeta_move_fn)(void *ctx, const char *from, const char *to,
 int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, const char *a, const char *b,
 		       const char *tmp, struct sbx_error *err);
 
+/*
+ * A new entry belongs to who made it, as on a local disk, when that is not
+ * the mount's owner (a caller through allow_other): the services' uploads,
+ * mkdirs and the queued commands make it the sandbox user's. The caller
+ * when it is such another caller, else NULL.
+ */
+struct sbx_caller;
+const struct sbx_caller *sbx_rmeta_other_caller(void);
+/*
+ * The queued chown that gives path to that caller (its gid unless the
+ * directory is setgid: see sbx_rmq_op.creator), or false when the caller
+ * is the mount's owner. root: run through `sudo -n` where the script runs
+ * as the sandbox's user (only root may give a file away).
+ */
+struct sbx_rmq_op;
+bool sbx_rmeta_creator_op(const char *path, bool root, struct sbx_rmq_op *op);
+
 #endif

@@ -623,6 +623,26 @@ void dt_links_clear(struct dt_instance *di)
 	pthread_mutex_unlock(&di->lock);
 }
 
+/*
+ * What another caller makes is theirs (sbx_rmeta_creator_op), as on e2b: a
+ * chown queued after the entry, through `sudo -n` (the commands run as the
+ * sandbox's user, who may not give a file away). Soft: without sudo the
+ * entry, which was made, stays the user's, and its path is not failed.
+ * New regular files get theirs from the core's cache (SBX_CF_NEW).
+ */
+int dt_own_new(struct dt_instance *di, const char *path, struct sbx_error *err)
+{
+	struct sbx_rmq_op op;
+	int rc;
+	if (!sbx_rmeta_creator_op(path, true, &op))
+		return 0;
+	op.soft = true;
+	rc = enqueue(di, &op, err);
+	if (!rc) /* a link we made shows its owner from the link table */
+		dt_link_note(di, path, (long)op.uid, (long)op.gid, NULL);
+	return rc;
+}
+
 int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 	       struct sbx_error *err)
 {
@@ -631,7 +651,7 @@ int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 	int rc = enqueue(dt_inst(inst), &op, err);
 	if (!rc)
 		links_add(dt_inst(inst), path, target);
-	return rc;
+	return rc ? rc : dt_own_new(dt_inst(inst), path, err);
 }
 
 int dt_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err)
@@ -672,6 +692,8 @@ int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev
 				     path);
 	}
 	rc = enqueue(dt_inst(inst), &op, err);
+	if (!rc)
+		rc = dt_own_new(dt_inst(inst), path, err);
 	/*
 	 * A device node is made now, not later: only root may make one, and
 	 * commands run as the sandbox's user, so it is usually refused. Said

@@ -263,6 +263,8 @@ void dt_links_clear(struct dt_instance *di);
 /* Queues a chmod (mode >= 0) and/or chown (uid, gid >= 0) of path. */
 int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid, long gid,
 		   struct sbx_error *err);
+/* Queues the chown that gives path to another caller who made it (batch.c). */
+int dt_own_new(struct dt_instance *di, const char *path, struct sbx_error *err);
 /*
  * path was just uploaded as a new file, so its mode is the upload's (0644):
  * queues mode unless it is that one, and remembers it, so that a chmod

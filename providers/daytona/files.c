@@ -529,7 +529,7 @@ int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sb
 				       .what = what(w, sizeof(w), "mkdir", path)},
 		     err);
 	sbx_buf_release(&url);
-	return rc;
+	return rc ? rc : dt_own_new(di, path, err);
 }
 
 int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err)

@@ -229,28 +229,16 @@ static int enqueue(struct e2b_inst *in, const struct sbx_rmq_op *op)
 }
 
 /*
- * A new entry belongs to who made it, as on a local disk, when that is not
- * the mount's owner (a caller through allow_other): envd's uploads and
- * MakeDir, and the batch's nodes, make it the sandbox user's, so a chown
- * to the caller's uid (and gid, unless the directory is setgid) is queued
- * after it; the batch runs as root. The mount's owner's entries stay the
- * sandbox user's (the user who mounts works as the sandbox's user).
+ * A new entry belongs to who made it (sbx_rmeta_other_caller): a chown to
+ * the caller is queued after it; the batch runs as root. The mount's
+ * owner's entries stay the sandbox user's (the user who mounts works as
+ * the sandbox's user).
  */
-static const struct sbx_caller *other_caller(void)
-{
-	const struct sbx_caller *c = sbx_caller_get();
-	return c && c->known && c->uid != geteuid() ? c : NULL;
-}
-
 static void own_new(struct e2b_inst *in, const char *path)
 {
-	const struct sbx_caller *c = other_caller();
-	struct sbx_rmq_op op = {.kind = SBX_RMQ_CHOWN, .path = (char *)path, .creator = true};
-	if (!c)
-		return;
-	op.uid = c->uid;
-	op.gid = c->gid;
-	enqueue(in, &op);
+	struct sbx_rmq_op op;
+	if (sbx_rmeta_creator_op(path, false, &op))
+		enqueue(in, &op);
 }
 
 int e2b_sync(struct sbx_instance *inst, struct sbx_error *err)
@@ -639,7 +627,7 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 	 * such callers only), so that the replaced file keeps its owner and a
 	 * new one is the caller's (own_new) instead of the sandbox user's.
 	 */
-	if (other_caller()) {
+	if (sbx_rmeta_other_caller()) {
 		struct sbx_error ignore = SBX_ERROR_INIT;
 		had = stat_raw(in, path, &old, NULL, &ignore);
 		if (!had)
