@@ -129,7 +129,7 @@ static void e2b_release(struct sbx_instance *inst)
 	e2b_watch_stop(in);
 	e2b_flusher_stop(in);
 	inst->report = NULL; /* the lease is going: a last failure is only logged */
-	if (in->queue.n && !in->paused && e2b_flush(in, NULL, E2B_FLUSH_ALL, &e))
+	if (in->queue.n && !in->paused && e2b_flush(in, NULL, SBX_RMQ_NEED_ALL, &e))
 		sbx_log(SBX_LOG_WARN, "e2b: %s: metadata changes lost: %s", inst->id, e.msg);
 	else if (in->queue.n)
 		sbx_log(SBX_LOG_WARN, "e2b: %s: %zu metadata changes not applied (paused)",
@@ -404,7 +404,7 @@ static int e2b_pause(struct sbx_instance *inst, struct sbx_error *err)
 	struct e2b_inst *in = e2b_of(inst);
 	json_t *body = json_object();
 	long status = 0;
-	int rc = e2b_flush(in, NULL, E2B_FLUSH_ALL, err);
+	int rc = e2b_flush(in, NULL, SBX_RMQ_NEED_ALL, err);
 	if (rc)
 		sbx_log(SBX_LOG_WARN, "e2b: %s: before pause: %s", inst->id, err->msg);
 	rc = sandbox_call(in, "POST", "/sandboxes/", "/pause", body, &status, "pause", err);

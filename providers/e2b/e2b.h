@@ -187,17 +187,8 @@ int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 
 /* --- files.c ------------------------------------------------------------- */
 
-/* Which waiting metadata ops an operation on a path cannot do without (rmeta_queue.h). */
-enum e2b_flush_need {
-	E2B_FLUSH_ALL = SBX_RMQ_NEED_ALL,
-	E2B_FLUSH_TOUCH = SBX_RMQ_NEED_TOUCH,
-	E2B_FLUSH_ENTRY = SBX_RMQ_NEED_ENTRY,
-	E2B_FLUSH_CHILDREN = SBX_RMQ_NEED_CHILDREN,
-	E2B_FLUSH_CONTENT = SBX_RMQ_NEED_CONTENT,
-	E2B_FLUSH_NEW = SBX_RMQ_NEED_NEW,
-};
 /*
- * Applies the queued metadata ops if `need` says path depends on them
+ * Applies the queued metadata ops if `need` (rmeta_queue.h) says path depends on them
  * (then all of them, in one batch), and waits for a batch in progress
  * that touches path. Returns 0 at once, without a request, when neither.
  * Attribute-only ops (chmod, chown, utimens, truncate) do not force a
@@ -205,7 +196,7 @@ enum e2b_flush_need {
  * An op that fails is recorded against its path (in->fails, reported to
  * the lease): it is not the caller's failure, so this returns 0 then.
  */
-int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, struct sbx_error *e);
+int e2b_flush(struct e2b_inst *in, const char *path, enum sbx_rmq_need need, struct sbx_error *e);
 /* Forgets the recent entries at or under path (lock held; it changed). */
 void e2b_recent_drop_locked(struct e2b_inst *in, const char *path);
 /* Frees the recent entries (release). */

@@ -9,7 +9,6 @@
  * Not here: caching (the core's) and runs (run.c).
  */
 #include "e2b/e2b.h"
-#include "base/caller.h"
 #include "base/xalloc.h"
 #include "uthash.h"
 
@@ -25,7 +24,7 @@
 #include "base/fsutil.h"
 #include "base/log.h"
 
-#define E2B_FLUSH_DELAY_MS 1000L
+#define SBX_RMQ_NEED_DELAY_MS 1000L
 #define E2B_LIST_MAX_REPLY (64u << 20)
 
 /* --- the metadata batch --------------------------------------------------- */
@@ -116,19 +115,14 @@ void e2b_own_clear(struct e2b_inst *in)
 	pthread_mutex_unlock(&in->lock);
 }
 
-static bool needs(const struct sbx_rmq_queue *q, const char *path, enum e2b_flush_need need)
-{
-	return sbx_rmq_needs(q, path, (enum sbx_rmq_need)need);
-}
-
-int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, struct sbx_error *e)
+int e2b_flush(struct e2b_inst *in, const char *path, enum sbx_rmq_need need, struct sbx_error *e)
 {
 	bool wait;
 	(void)e;
 	if (!path)
-		need = E2B_FLUSH_ALL;
+		need = SBX_RMQ_NEED_ALL;
 	pthread_mutex_lock(&in->lock);
-	wait = needs(&in->queue, path, need) || needs(&in->inflight, path, need);
+	wait = sbx_rmq_needs(&in->queue, path, need) || sbx_rmq_needs(&in->inflight, path, need);
 	pthread_mutex_unlock(&in->lock);
 	if (!wait)
 		return 0;
@@ -136,7 +130,7 @@ int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, s
 	/* Taking flush_lock waits for the batch in progress. */
 	pthread_mutex_lock(&in->flush_lock);
 	pthread_mutex_lock(&in->lock);
-	if (!needs(&in->queue, path, need)) {
+	if (!sbx_rmq_needs(&in->queue, path, need)) {
 		pthread_mutex_unlock(&in->lock);
 		pthread_mutex_unlock(&in->flush_lock);
 		return 0;
@@ -160,7 +154,7 @@ int e2b_flush(struct e2b_inst *in, const char *path, enum e2b_flush_need need, s
 }
 
 /* e2b_flush(), then the failure of a queued op of path itself (stat, list, read...). */
-static int flush_access(struct e2b_inst *in, const char *path, enum e2b_flush_need need,
+static int flush_access(struct e2b_inst *in, const char *path, enum sbx_rmq_need need,
 			struct sbx_error *e)
 {
 	int rc = e2b_flush(in, path, need, e);
@@ -185,7 +179,7 @@ static void *flusher_main(void *arg)
 	struct e2b_inst *in = arg;
 	pthread_mutex_lock(&in->lock);
 	while (!in->stopping) {
-		long due = in->last_op_ms + E2B_FLUSH_DELAY_MS, now = sbx_now_ms();
+		long due = in->last_op_ms + SBX_RMQ_NEED_DELAY_MS, now = sbx_now_ms();
 		if (!in->queue.n) {
 			pthread_cond_wait(&in->wake, &in->lock);
 		} else if (now < due) {
@@ -195,7 +189,7 @@ static void *flusher_main(void *arg)
 		} else {
 			struct sbx_error e = SBX_ERROR_INIT;
 			pthread_mutex_unlock(&in->lock);
-			e2b_flush(in, NULL, E2B_FLUSH_ALL, &e); /* failures go to their paths */
+			e2b_flush(in, NULL, SBX_RMQ_NEED_ALL, &e); /* failures go to their paths */
 			pthread_mutex_lock(&in->lock);
 		}
 	}
@@ -244,7 +238,7 @@ static void own_new(struct e2b_inst *in, const char *path)
 int e2b_sync(struct sbx_instance *inst, struct sbx_error *err)
 {
 	/* A failed op went to its path (e2b_take_failure) and to the lease's `error`. */
-	return e2b_flush(e2b_of(inst), NULL, E2B_FLUSH_ALL, err);
+	return e2b_flush(e2b_of(inst), NULL, SBX_RMQ_NEED_ALL, err);
 }
 
 int e2b_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
@@ -420,7 +414,7 @@ int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	     struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
-	int rc = flush_access(in, path, E2B_FLUSH_ENTRY, err);
+	int rc = flush_access(in, path, SBX_RMQ_NEED_ENTRY, err);
 	if (!rc && !recent_take(in, path, st))
 		rc = stat_raw(in, path, st, NULL, err);
 	if (!rc)
@@ -461,7 +455,7 @@ int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t 
 	pthread_mutex_unlock(&in->lock);
 	if (t)
 		return 0;
-	rc = flush_access(in, path, E2B_FLUSH_ENTRY, err); /* a link or mknod of path */
+	rc = flush_access(in, path, SBX_RMQ_NEED_ENTRY, err); /* a link or mknod of path */
 	if (rc)
 		return rc;
 	/* exit 2: missing, 3: not a link; the target after a mark (a login shell may chatter). */
@@ -498,7 +492,7 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 	struct sbx_buf child = SBX_BUF_INIT;
 	bool overlay;
 	size_t i;
-	int rc = flush_access(in, path, E2B_FLUSH_CHILDREN, err);
+	int rc = flush_access(in, path, SBX_RMQ_NEED_CHILDREN, err);
 	if (rc)
 		return rc;
 	req = json_pack("{s:s,s:i}", "path", path, "depth", 1);
@@ -538,7 +532,7 @@ int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, 
 {
 	struct e2b_inst *in = e2b_of(inst);
 	long status = 0;
-	int rc = flush_access(in, path, E2B_FLUSH_CONTENT, err);
+	int rc = flush_access(in, path, SBX_RMQ_NEED_CONTENT, err);
 	if (rc || len == 0)
 		return rc;
 	rc = e2b_files_get(in, path, off, len, sink, ctx, &status, err);
@@ -592,7 +586,7 @@ static int write_prep(struct e2b_inst *in, const char *path, struct sbx_error *e
 	pthread_mutex_lock(&in->lock);
 	sbx_rmq_drop_truncates(&in->queue, path);
 	pthread_mutex_unlock(&in->lock);
-	rc = e2b_flush(in, path, E2B_FLUSH_NEW, err); /* and a truncate in progress */
+	rc = e2b_flush(in, path, SBX_RMQ_NEED_NEW, err); /* and a truncate in progress */
 	if (rc)
 		return rc;
 	if (!strrchr(path, '/') || !path[1])
@@ -683,7 +677,7 @@ int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct s
 {
 	struct e2b_inst *in = e2b_of(inst);
 	json_t *out = NULL;
-	int rc = e2b_flush(in, path, E2B_FLUSH_NEW, err);
+	int rc = e2b_flush(in, path, SBX_RMQ_NEED_NEW, err);
 	if (!rc)
 		rc = rpc_path(in, "filesystem.Filesystem/MakeDir", path, &out, false, "mkdir", err);
 	if (!rc)
@@ -717,7 +711,7 @@ int e2b_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *er
 	struct e2b_inst *in = e2b_of(inst);
 	struct sbx_stat st;
 	/* Remove is `rm -rf`: make sure it is no directory first. */
-	int rc = e2b_flush(in, path, E2B_FLUSH_TOUCH, err);
+	int rc = e2b_flush(in, path, SBX_RMQ_NEED_TOUCH, err);
 	if (!rc)
 		rc = stat_raw(in, path, &st, NULL, err);
 	if (!rc && S_ISDIR(st.mode))
@@ -737,7 +731,7 @@ int e2b_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err
 	int n = 0, rc;
 	if (!strcmp(path, "/"))
 		return sbx_error_set(err, EBUSY, SBX_E_INTERNAL, "rmdir /: refused");
-	rc = e2b_flush(in, path, E2B_FLUSH_TOUCH, err);
+	rc = e2b_flush(in, path, SBX_RMQ_NEED_TOUCH, err);
 	if (!rc)
 		rc = e2b_list(inst, path, count_entry, &n, err);
 	if (!rc && n)
@@ -775,9 +769,9 @@ int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsi
 	    (flags == (RENAME_NOREPLACE | RENAME_EXCHANGE)))
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "rename: flags %#x unsupported",
 				     flags);
-	rc = e2b_flush(in, from, E2B_FLUSH_TOUCH, err);
+	rc = e2b_flush(in, from, SBX_RMQ_NEED_TOUCH, err);
 	if (!rc)
-		rc = e2b_flush(in, to, E2B_FLUSH_TOUCH, err);
+		rc = e2b_flush(in, to, SBX_RMQ_NEED_TOUCH, err);
 	if (!rc && (flags & RENAME_EXCHANGE))
 		return exchange(in, from, to, err);
 	if (!rc && (flags & RENAME_NOREPLACE)) {
