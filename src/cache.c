@@ -11,9 +11,6 @@
 /* Past this many attribute entries, expired ones are swept on insert. */
 #define SBX_CACHE_SWEEP_AT 65536
 /* Past this many remembered changes of ours, expired ones are swept. */
-#define SBX_CACHE_ECHOES_MAX 4096
-
-static void echo_free(struct sbx_cache *c, struct cecho *e);
 
 /* ---- the cache ------------------------------------------------------------ */
 
@@ -92,13 +89,11 @@ void sbx_cache_free(struct sbx_cache *c)
 {
 	struct cattr *a, *atmp;
 	struct cdir *d, *dtmp;
-	struct cecho *e, *etmp;
 	if (!c)
 		return;
 	cache_files_free(c);
 	fails_clear_locked(c);
-	HASH_ITER(hh, c->echoes, e, etmp)
-	echo_free(c, e);
+	sbx_pathttl_clear(&c->echoes);
 	HASH_ITER(hh, c->attrs, a, atmp)
 	attr_free(c, a);
 	HASH_ITER(hh, c->dirs, d, dtmp)
@@ -121,34 +116,14 @@ bool sbx_cache_watch_claim(struct sbx_cache *c, const void *inst)
 
 /* ---- echoes of our own changes ------------------------------------------------- */
 
-static void echo_free(struct sbx_cache *c, struct cecho *e)
-{
-	HASH_DEL(c->echoes, e);
-	free(e->path);
-	free(e);
-}
-
 void cache_echo_note_locked(struct sbx_cache *c, const char *path)
 {
-	struct cecho *e, *tmp;
-	long long now = sbx_now_ms();
-	HASH_FIND_STR(c->echoes, path, e);
-	if (!e) {
-		if (HASH_COUNT(c->echoes) >= SBX_CACHE_ECHOES_MAX)
-			HASH_ITER(hh, c->echoes, e, tmp)
-		if (e->until <= now)
-			echo_free(c, e);
-		e = xcalloc(1, sizeof(*e));
-		e->path = xstrdup(path);
-		HASH_ADD_KEYPTR(hh, c->echoes, e->path, strlen(e->path), e);
-	}
-	e->until = now + c->ttl_ms;
+	sbx_pathttl_note(&c->echoes, path, sbx_now_ms(), c->ttl_ms);
 }
 
 void sbx_cache_notify(void *ctx, const char *path)
 {
 	struct sbx_cache *c = ctx;
-	struct cecho *e = NULL;
 	if (!path) {
 		sbx_cache_invalidate_all(c);
 		return;
@@ -159,8 +134,7 @@ void sbx_cache_notify(void *ctx, const char *path)
 	 * would cost a request per file of a `tar x`.
 	 */
 	pthread_mutex_lock(&c->lock);
-	HASH_FIND_STR(c->echoes, path, e);
-	bool echo = e && e->until > sbx_now_ms();
+	bool echo = sbx_pathttl_live(&c->echoes, path, sbx_now_ms());
 	if (!echo)
 		c->epoch++; /* a change from outside */
 	pthread_mutex_unlock(&c->lock);

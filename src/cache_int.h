@@ -13,6 +13,7 @@
 #include <uthash.h>
 
 #include "base/buf.h"
+#include "base/pathttl.h"
 #include "cache.h"
 
 struct cattr {
@@ -80,13 +81,6 @@ struct cfail {
 
 #define SBX_CACHE_FAILS 8
 
-/* A change of ours the sandbox may report back. */
-struct cecho {
-	UT_hash_handle hh;
-	char *path;
-	long long until;
-};
-
 struct sbx_cache {
 	pthread_mutex_t lock; /* protects everything below but dir */
 	pthread_cond_t cond;  /* a busy claim was released */
@@ -99,7 +93,7 @@ struct sbx_cache {
 	struct cattr *attrs;
 	struct cdir *dirs;
 	struct sbx_cfile *files;
-	struct cecho *echoes; /* paths we changed lately (their notifications are echoes) */
+	struct sbx_pathttl echoes; /* paths we changed lately (their notifications are echoes) */
 	struct cfail fails[SBX_CACHE_FAILS]; /* lookups that failed lately */
 	unsigned fail_next;		     /* the slot the next one takes */
 	bool up_owner; /* up_uid/up_gid: the owner a new file this mount uploads gets */

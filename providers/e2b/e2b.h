@@ -20,6 +20,7 @@
 #include <stdbool.h>
 
 #include "base/http.h"
+#include "base/pathttl.h"
 #include "base/sysutil.h"
 #include "e2b/protocol.h"
 #include "provider.h"
@@ -71,7 +72,7 @@ struct e2b_inst {
 		long at_ms;
 	} recent[E2B_RECENT_MAX]; /* (L) */
 	unsigned recent_next;	  /* (L) the slot the next one replaces */
-	struct e2b_own *own;	  /* (L) paths our last batches changed (their events are echoes) */
+	struct sbx_pathttl own;	  /* (L) paths our last batches changed (their events are echoes) */
 
 	pthread_mutex_t watch_lock; /* protects watch */
 	struct e2b_watch *watch;

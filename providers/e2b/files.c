@@ -10,7 +10,6 @@
  */
 #include "e2b/e2b.h"
 #include "base/xalloc.h"
-#include "uthash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,19 +55,6 @@ static void apply(struct e2b_inst *in, struct sbx_rmq_queue *q)
 #define E2B_OWN_ECHO_MS 2000
 #define E2B_OWN_MAX 8192
 
-struct e2b_own {
-	char *path;
-	long long until;
-	UT_hash_handle hh;
-};
-
-static void own_free(struct e2b_inst *in, struct e2b_own *o)
-{
-	HASH_DEL(in->own, o);
-	free(o->path);
-	free(o);
-}
-
 /*
  * Marks the paths of q as ours for E2B_OWN_ECHO_MS (lock held): a batch
  * runs up to a second after its last op, and the events of tar x's
@@ -79,39 +65,23 @@ static void own_free(struct e2b_inst *in, struct e2b_own *o)
 static void own_note_locked(struct e2b_inst *in, const struct sbx_rmq_queue *q)
 {
 	long long now = sbx_now_ms();
-	struct e2b_own *o, *tmp;
-	if (HASH_COUNT(in->own) + q->n > E2B_OWN_MAX)
-		HASH_ITER(hh, in->own, o, tmp)
-	if (o->until <= now || HASH_COUNT(in->own) + q->n > E2B_OWN_MAX)
-		own_free(in, o);
-	for (size_t i = 0; i < q->n; i++) {
-		HASH_FIND_STR(in->own, q->ops[i].path, o);
-		if (!o) {
-			o = sbx_xcalloc(1, sizeof(*o));
-			o->path = sbx_xstrdup(q->ops[i].path);
-			HASH_ADD_KEYPTR(hh, in->own, o->path, strlen(o->path), o);
-		}
-		o->until = now + E2B_OWN_ECHO_MS;
-	}
+	in->own.max = E2B_OWN_MAX;
+	for (size_t i = 0; i < q->n; i++)
+		sbx_pathttl_note(&in->own, q->ops[i].path, now, E2B_OWN_ECHO_MS);
 }
 
 bool e2b_own_echo(struct e2b_inst *in, const char *path)
 {
-	struct e2b_own *o;
-	bool echo;
 	pthread_mutex_lock(&in->lock);
-	HASH_FIND_STR(in->own, path, o);
-	echo = o && o->until > sbx_now_ms();
+	bool echo = sbx_pathttl_live(&in->own, path, sbx_now_ms());
 	pthread_mutex_unlock(&in->lock);
 	return echo;
 }
 
 void e2b_own_clear(struct e2b_inst *in)
 {
-	struct e2b_own *o, *tmp;
 	pthread_mutex_lock(&in->lock);
-	HASH_ITER(hh, in->own, o, tmp)
-	own_free(in, o);
+	sbx_pathttl_clear(&in->own);
 	pthread_mutex_unlock(&in->lock);
 }
 

@@ -2,7 +2,7 @@
  * check_base — unit tests of the pure core modules: buf, err, log
  * redaction, durations and specs, the profiles file, control words, the
  * mount's path classification, base64, the df parser, the clock and
- * random bytes.
+ * random bytes, the path set with expiry (pathttl).
  */
 #include <check.h>
 #include <jansson.h>
@@ -20,6 +20,7 @@
 #include "base/fsutil.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/pathttl.h"
 #include "base/spec.h"
 #include "base/sysutil.h"
 #include "ctl.h"
@@ -538,6 +539,46 @@ START_TEST(df_parse)
 }
 END_TEST
 
+START_TEST(pathttl_expiry_and_bound)
+{
+	struct sbx_pathttl s = {.max = 4};
+	char name[16];
+	sbx_pathttl_note(&s, "/a", 1000, 500);
+	ck_assert(sbx_pathttl_live(&s, "/a", 1499));
+	ck_assert(!sbx_pathttl_live(&s, "/a", 1500)); /* expired at its time */
+	ck_assert(!sbx_pathttl_live(&s, "/b", 1000));
+	sbx_pathttl_note(&s, "/a", 1400, 5000); /* a new note moves the time */
+	ck_assert(sbx_pathttl_live(&s, "/a", 6399));
+
+	/* full: the expired go first, then the oldest noted; never over max */
+	sbx_pathttl_note(&s, "/old", 0, 10);
+	sbx_pathttl_note(&s, "/b", 2000, 5000);
+	sbx_pathttl_note(&s, "/c", 2000, 5000);
+	sbx_pathttl_note(&s, "/d", 2000, 5000); /* drops /old (expired), keeps /a */
+	ck_assert(sbx_pathttl_live(&s, "/a", 1800));
+	ck_assert(sbx_pathttl_live(&s, "/b", 2000));
+	ck_assert(sbx_pathttl_live(&s, "/d", 2000));
+	sbx_pathttl_note(&s, "/a", 2000, 5000); /* /a becomes the newest */
+	sbx_pathttl_note(&s, "/e", 2000, 5000); /* all live: drops the oldest, /b */
+	ck_assert(!sbx_pathttl_live(&s, "/b", 2000));
+	ck_assert(sbx_pathttl_live(&s, "/a", 2000));
+	ck_assert(sbx_pathttl_live(&s, "/c", 2000));
+	ck_assert(sbx_pathttl_live(&s, "/e", 2000));
+	for (int i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "/n%d", i);
+		sbx_pathttl_note(&s, name, 3000, 5000);
+	}
+	ck_assert(sbx_pathttl_live(&s, "/n99", 3000));
+	ck_assert(sbx_pathttl_live(&s, "/n96", 3000));
+	ck_assert(!sbx_pathttl_live(&s, "/n95", 3000));
+	sbx_pathttl_clear(&s);
+	ck_assert(!sbx_pathttl_live(&s, "/n99", 3000));
+	sbx_pathttl_note(&s, "/z", 0, 1); /* usable after clear */
+	ck_assert(sbx_pathttl_live(&s, "/z", 0));
+	sbx_pathttl_clear(&s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("base");
@@ -561,6 +602,7 @@ int main(void)
 	tcase_add_test(tc, clock_and_random);
 	tcase_add_test(tc, df_parse);
 	tcase_add_test(tc, write_and_send_all);
+	tcase_add_test(tc, pathttl_expiry_and_bound);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
