@@ -12,6 +12,7 @@
 #include "base/buf.h"
 #include "base/caller.h"
 #include "base/df.h"
+#include "base/pathutil.h"
 #include "base/sysutil.h"
 #include "base/xalloc.h"
 #include "rmeta_queue.h"
@@ -87,20 +88,11 @@ int sbx_rmeta_fail_take(struct sbx_rmeta_fails *f, const char *path, struct sbx_
 	return rc;
 }
 
-/* p is path or lies below it. */
-static bool at_or_under(const char *p, const char *path)
-{
-	size_t n = strlen(path);
-	if (n == 1 && path[0] == '/')
-		return true;
-	return !strncmp(p, path, n) && (p[n] == '\0' || p[n] == '/');
-}
-
 void sbx_rmeta_fail_forget(struct sbx_rmeta_fails *f, const char *path)
 {
 	pthread_mutex_lock(&f->lock);
 	for (size_t i = f->n; i-- > 0;)
-		if (at_or_under(f->v[i].path, path))
+		if (sbx_path_under(f->v[i].path, path))
 			drop_locked(f, i);
 	pthread_mutex_unlock(&f->lock);
 }

@@ -2,6 +2,7 @@
 #include "rmeta_queue.h"
 #include "base/xalloc.h"
 
+#include "base/pathutil.h"
 #include "rmeta.h"
 
 #include <errno.h>
@@ -70,17 +71,11 @@ void sbx_rmq_take(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *src)
 bool sbx_rmq_under(const char *a, const char *path, bool deep)
 {
 	size_t n = strlen(path);
-	const char *rest;
-	if (!a)
+	if (!a || !sbx_path_within(a, path, n))
 		return false;
-	if (!strcmp(a, path))
+	if (deep || !a[n])
 		return true;
-	if (n == 1 && path[0] == '/')
-		n = 0;
-	if (strncmp(a, path, n) || a[n] != '/')
-		return false;
-	rest = a + n + 1;
-	return deep || !strchr(rest, '/');
+	return !strchr(n == 1 ? a + 1 : a + n + 1, '/'); /* an entry directly in path */
 }
 
 bool sbx_rmq_touches(const struct sbx_rmq_queue *q, const char *path, bool subtree)

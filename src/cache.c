@@ -220,10 +220,10 @@ static void drop_tree_locked(struct sbx_cache *c, const char *path)
 	struct cattr *a, *atmp;
 	struct cdir *d, *dtmp;
 	HASH_ITER(hh, c->attrs, a, atmp)
-	if (is_under(a->path, path))
+	if (sbx_path_under(a->path, path))
 		attr_free(c, a);
 	HASH_ITER(hh, c->dirs, d, dtmp)
-	if (is_under(d->path, path))
+	if (sbx_path_under(d->path, path))
 		dir_free(c, d);
 }
 

@@ -711,10 +711,10 @@ void sbx_cache_file_rename(struct sbx_cache *c, const char *from, const char *to
 	HASH_ITER(hh, c->files, cf, tmp)
 	{
 		const char *root = NULL, *dest = NULL;
-		if (is_under(cf->path, from)) {
+		if (sbx_path_under(cf->path, from)) {
 			root = from;
 			dest = to;
-		} else if (is_under(cf->path, to)) {
+		} else if (sbx_path_under(cf->path, to)) {
 			if (!exchange) {
 				detach_locked(c, cf);
 				continue;

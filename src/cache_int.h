@@ -14,6 +14,7 @@
 
 #include "base/buf.h"
 #include "base/pathttl.h"
+#include "base/pathutil.h"
 #include "cache.h"
 
 struct cattr {
@@ -131,15 +132,6 @@ static inline const char *split(const char *path, char *parent, size_t size)
 	memcpy(parent, path, n);
 	parent[n] = '\0';
 	return slash + 1;
-}
-
-/* path is root itself or lies below it (root "/": everything). */
-static inline bool is_under(const char *path, const char *root)
-{
-	size_t n = strlen(root);
-	if (n == 1)
-		return true;
-	return !strncmp(path, root, n) && (path[n] == '\0' || path[n] == '/');
 }
 
 static inline char *join(const char *dir, const char *name)

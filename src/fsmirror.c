@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/pathutil.h"
 #include "cache.h"
 #include "kinval.h"
 
@@ -24,11 +25,9 @@ void sbx_fs_invalidate(struct sbx_lease *l)
 int sbx_fs_is_pseudo(const char *path)
 {
 	static const char *const pseudo[] = {"/proc", "/sys", "/dev", NULL};
-	for (const char *const *p = pseudo; *p; p++) {
-		size_t n = strlen(*p);
-		if (!strncmp(path, *p, n) && (path[n] == '\0' || path[n] == '/'))
+	for (const char *const *p = pseudo; *p; p++)
+		if (sbx_path_under(path, *p))
 			return 1;
-	}
 	return 0;
 }
 

@@ -16,6 +16,7 @@
  */
 #include "inotab.h"
 #include "base/xalloc.h"
+#include "base/pathutil.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -213,12 +214,6 @@ void sbx_inotab_stat(struct sbx_inotab *t, const char *path, struct stat *st)
 	pthread_mutex_unlock(&t->lock);
 }
 
-/* Whether key is path or below it. */
-static bool under(const char *key, const char *path, size_t len)
-{
-	return !strncmp(key, path, len) && (key[len] == '\0' || key[len] == '/');
-}
-
 /* Appends e to *list (count in *n): the room doubles at each power of two, so a
  * directory rename carrying a full table copies it a few times, not once per name. */
 static void push(struct ino_ent ***list, size_t *n, struct ino_ent *e)
@@ -245,7 +240,7 @@ static void detach(struct sbx_inotab *t, const char *path, size_t len, struct in
 		return;
 	HASH_ITER(hh, t->ents, e, tmp)
 	{
-		if (!under(e->path, path, len))
+		if (!sbx_path_within(e->path, path, len))
 			continue;
 		unhook(t, e);
 		push(list, n, e);

@@ -22,6 +22,7 @@
 
 #include "base/fsutil.h"
 #include "base/log.h"
+#include "base/pathutil.h"
 
 #define SBX_RMQ_NEED_DELAY_MS 1000L
 #define E2B_LIST_MAX_REPLY (64u << 20)
@@ -320,11 +321,9 @@ static bool recent_take(struct e2b_inst *in, const char *path, struct sbx_stat *
 
 void e2b_recent_drop_locked(struct e2b_inst *in, const char *path)
 {
-	size_t n = strlen(path);
 	for (int i = 0; i < E2B_RECENT_MAX; i++) {
 		struct e2b_recent *r = &in->recent[i];
-		if (r->path && !strncmp(r->path, path, n) &&
-		    (r->path[n] == '\0' || r->path[n] == '/' || n == 1)) {
+		if (r->path && sbx_path_under(r->path, path)) {
 			free(r->path);
 			r->path = NULL;
 		}

@@ -21,6 +21,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/pathttl.h"
+#include "base/pathutil.h"
 #include "base/spec.h"
 #include "base/sysutil.h"
 #include "ctl.h"
@@ -539,6 +540,19 @@ START_TEST(df_parse)
 }
 END_TEST
 
+START_TEST(path_under)
+{
+	ck_assert(sbx_path_under("/a/b", "/a/b"));
+	ck_assert(sbx_path_under("/a/b/c", "/a/b"));
+	ck_assert(!sbx_path_under("/a/bc", "/a/b")); /* a longer name, not below */
+	ck_assert(!sbx_path_under("/a", "/a/b"));
+	ck_assert(sbx_path_under("/", "/"));
+	ck_assert(sbx_path_under("/x/y", "/"));
+	ck_assert(sbx_path_within("/a/b/c", "/a/bzz", 4)); /* the first n bytes */
+	ck_assert(!sbx_path_within("/a/bc", "/a/bzz", 4));
+}
+END_TEST
+
 START_TEST(pathttl_expiry_and_bound)
 {
 	struct sbx_pathttl s = {.max = 4};
@@ -603,6 +617,7 @@ int main(void)
 	tcase_add_test(tc, df_parse);
 	tcase_add_test(tc, write_and_send_all);
 	tcase_add_test(tc, pathttl_expiry_and_bound);
+	tcase_add_test(tc, path_under);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

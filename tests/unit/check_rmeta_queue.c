@@ -151,6 +151,12 @@ START_TEST(test_needs)
 	struct sbx_rmq_queue q;
 	struct sbx_rmq_op op = {.kind = SBX_RMQ_CHMOD, .path = "/d/f", .mode = 0600};
 	sbx_rmq_init(&q);
+	/* under: path itself, below it (deep), or directly in it */
+	ck_assert(sbx_rmq_under("/d", "/d", false) && sbx_rmq_under("/d/f", "/d", false));
+	ck_assert(!sbx_rmq_under("/d/f/g", "/d", false) && sbx_rmq_under("/d/f/g", "/d", true));
+	ck_assert(!sbx_rmq_under("/df", "/d", true) && !sbx_rmq_under(NULL, "/d", true));
+	ck_assert(sbx_rmq_under("/x", "/", false) && !sbx_rmq_under("/x/y", "/", false));
+	ck_assert(sbx_rmq_under("/", "/", false) && sbx_rmq_under("/x/y", "/", true));
 	ck_assert(!sbx_rmq_needs(&q, NULL, SBX_RMQ_NEED_ALL));
 	sbx_rmq_add(&q, &op);
 	ck_assert(sbx_rmq_needs(&q, NULL, SBX_RMQ_NEED_ALL));

@@ -1,0 +1,28 @@
+/*
+ * pathutil — the one test of "this sandbox path is that directory or lies
+ * below it", on absolute, normalised paths (no "//", no trailing '/' but
+ * the root's). Header-only: the core, the providers and their unit tests
+ * use it without a link dependency.
+ */
+#ifndef SBX_PATHUTIL_H
+#define SBX_PATHUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+/* path is the first n bytes of root, or lies below them; the root "/" holds everything. */
+static inline bool sbx_path_within(const char *path, const char *root, size_t n)
+{
+	if (n == 1 && root[0] == '/')
+		return path[0] == '/';
+	return !strncmp(path, root, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+/* path is root or lies below it (root "/": every absolute path). */
+static inline bool sbx_path_under(const char *path, const char *root)
+{
+	return sbx_path_within(path, root, strlen(root));
+}
+
+#endif
