@@ -590,8 +590,8 @@ static void exchange_left(struct sbx_error *err, const struct sbx_error *u, char
 	free(where);
 }
 
-int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, const char *a, const char *b,
-		       const char *tmp, struct sbx_error *err)
+int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, struct sbx_rmeta_fails *f, const char *a,
+		       const char *b, const char *tmp, struct sbx_error *err)
 {
 	struct sbx_error u = SBX_ERROR_INIT;
 	int rc = move(ctx, a, tmp, err);
@@ -608,8 +608,11 @@ int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, const char *a, const c
 				      sbx_xasprintf("%s is at %s, %s at %s", b, a, a, tmp));
 		else if (move(ctx, tmp, a, &u))
 			exchange_left(err, &u, sbx_xasprintf("%s is at %s", a, tmp));
+		return rc;
 	}
-	return rc;
+	sbx_rmeta_fail_forget(f, a);
+	sbx_rmeta_fail_forget(f, b);
+	return 0;
 }
 
 const struct sbx_caller *sbx_rmeta_other_caller(void)

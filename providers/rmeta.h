@@ -216,12 +216,14 @@ void sbx_rmeta_gate_leave(struct sbx_rmeta_gate *g, const char *a, const char *b
  * moves done so far, backwards), so a failure leaves both names as they
  * were; when an undo fails too, err says where a's entry was left.
  * A missing a or b fails the first or second move (ENOENT, as exchange
- * says). 0 or the failed move's -errno.
+ * says). On success the failures f recorded against a and b (and below
+ * them) are forgotten, as a rename's are: they concern the other entry
+ * now. 0 or the failed move's -errno.
  */
 typedef int (*sbx_rmeta_move_fn)(void *ctx, const char *from, const char *to,
 				 struct sbx_error *err);
-int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, const char *a, const char *b,
-		       const char *tmp, struct sbx_error *err);
+int sbx_rmeta_exchange(sbx_rmeta_move_fn move, void *ctx, struct sbx_rmeta_fails *f, const char *a,
+		       const char *b, const char *tmp, struct sbx_error *err);
 
 /*
  * A new entry belongs to who made it, as on a local disk, when that is not

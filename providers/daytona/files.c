@@ -636,7 +636,7 @@ static int exchange_move(void *ctx, const char *from, const char *to, struct sbx
 static int exchange(struct dt_instance *di, const char *a, const char *b, struct sbx_error *err)
 {
 	char *tmp = sibling(a, "swap");
-	int rc = sbx_rmeta_exchange(exchange_move, di, a, b, tmp, err);
+	int rc = sbx_rmeta_exchange(exchange_move, di, &di->fails, a, b, tmp, err);
 	free(tmp);
 	return rc;
 }

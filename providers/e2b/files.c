@@ -719,12 +719,8 @@ static int exchange(struct e2b_inst *in, const char *a, const char *b, struct sb
 	struct sbx_buf tmp = SBX_BUF_INIT;
 	int rc;
 	temp_name(&tmp, a);
-	rc = sbx_rmeta_exchange(exchange_move, in, a, b, tmp.buf, err);
+	rc = sbx_rmeta_exchange(exchange_move, in, &in->fails, a, b, tmp.buf, err);
 	sbx_buf_release(&tmp);
-	if (!rc) {
-		sbx_rmeta_fail_forget(&in->fails, a);
-		sbx_rmeta_fail_forget(&in->fails, b);
-	}
 	return rc;
 }
 

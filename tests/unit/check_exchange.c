@@ -19,6 +19,7 @@
 /* name -> entry ("" free); fail_at: the move (1-based) that fails, and every one after it
  * when fail_rest. */
 struct table {
+	struct sbx_rmeta_fails fails;
 	const char *name[NAMES];
 	char entry[NAMES][8];
 	int moves, fail_at;
@@ -52,6 +53,7 @@ static int table_move(void *ctx, const char *from, const char *to, struct sbx_er
 static void table_init(struct table *t, const char *a, const char *b, int fail_at, bool rest)
 {
 	memset(t, 0, sizeof(*t));
+	sbx_rmeta_fails_init(&t->fails);
 	t->name[0] = "/d/a";
 	t->name[1] = "/d/b";
 	t->name[2] = "/d/.tmp";
@@ -64,7 +66,7 @@ static void table_init(struct table *t, const char *a, const char *b, int fail_a
 
 static int exchange(struct table *t, struct sbx_error *e)
 {
-	return sbx_rmeta_exchange(table_move, t, "/d/a", "/d/b", "/d/.tmp", e);
+	return sbx_rmeta_exchange(table_move, t, &t->fails, "/d/a", "/d/b", "/d/.tmp", e);
 }
 
 START_TEST(test_swapped)
@@ -72,11 +74,17 @@ START_TEST(test_swapped)
 	struct table t;
 	struct sbx_error e = SBX_ERROR_INIT;
 	table_init(&t, "A", "B", 0, false);
+	/* a queued change of a failed: after the swap it is not a's any more */
+	sbx_rmeta_fail(&t.fails, NULL, "chmod", "/d/a", NULL, false);
+	sbx_rmeta_fail(&t.fails, NULL, "chmod", "/d/c", NULL, false);
 	ck_assert_int_eq(exchange(&t, &e), 0);
 	ck_assert_str_eq(t.entry[0], "B");
 	ck_assert_str_eq(t.entry[1], "A");
 	ck_assert_str_eq(t.entry[2], "");
 	ck_assert_int_eq(t.moves, 3);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&t.fails, "/d/a", &e), 0);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&t.fails, "/d/c", &e), -EIO); /* others stay */
+	sbx_rmeta_fails_destroy(&t.fails);
 }
 END_TEST
 
