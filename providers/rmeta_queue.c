@@ -90,7 +90,7 @@ bool sbx_rmq_touches(const struct sbx_rmq_queue *q, const char *path, bool subtr
 	return false;
 }
 
-static bool creates_kind(enum sbx_rmq_kind k)
+bool sbx_rmq_creates_kind(enum sbx_rmq_kind k)
 {
 	return k == SBX_RMQ_SYMLINK || k == SBX_RMQ_LINK || k == SBX_RMQ_MKNOD;
 }
@@ -98,7 +98,7 @@ static bool creates_kind(enum sbx_rmq_kind k)
 bool sbx_rmq_creates(const struct sbx_rmq_queue *q, const char *path, bool children)
 {
 	for (size_t i = 0; i < q->n; i++)
-		if (creates_kind(q->ops[i].kind) &&
+		if (sbx_rmq_creates_kind(q->ops[i].kind) &&
 		    (children ? sbx_rmq_under(q->ops[i].path, path, false)
 			      : !strcmp(q->ops[i].path, path)))
 			return true;

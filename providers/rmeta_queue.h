@@ -85,6 +85,8 @@ bool sbx_rmq_under(const char *a, const char *path, bool deep);
  * also any op below path (for rename and remove of a directory).
  */
 bool sbx_rmq_touches(const struct sbx_rmq_queue *q, const char *path, bool subtree);
+/* Whether ops of this kind make the entry at their path (symlink, link, mknod). */
+bool sbx_rmq_creates_kind(enum sbx_rmq_kind k);
 /*
  * Whether an op still waiting would create the entry at path (symlink,
  * link, mknod), or with children, any entry directly inside path too:

@@ -182,6 +182,7 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 	struct sbx_error e = SBX_ERROR_INIT;
 	struct borrow *bw = NULL;
 	size_t nbw = 0, nidx = 0, *idx = NULL, skip = strlen(DT_BORROW_TAG), nfail = 0;
+	bool *again = NULL;
 	char *line;
 	int rc, code = 0;
 
@@ -197,6 +198,7 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 	nfail = sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, 0, NULL, out.buf, 0, true);
 	bw = sbx_xcalloc(b->q.n, sizeof(*bw));
 	idx = sbx_xcalloc(b->q.n, sizeof(*idx));
+	again = sbx_xcalloc(b->q.n, sizeof(*again));
 	for (line = out.buf; *line; line += strcspn(line, "\n"), line += *line == '\n') {
 		struct borrow x = {NULL};
 		struct sbx_buf dir = SBX_BUF_INIT;
@@ -208,12 +210,11 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 			continue;
 		if (sscanf(line + skip, "%zu %23s %23s %23s %lo", &i, x.me, x.uid, x.gid, &mode) !=
 			5 ||
-		    i >= b->q.n || nidx == b->q.n ||
-		    !(bpath = borrow_of(&b->q.ops[i], &need, &dir))) {
+		    i >= b->q.n || again[i] || !(bpath = borrow_of(&b->q.ops[i], &need, &dir))) {
 			sbx_buf_release(&dir);
 			continue;
 		}
-		idx[nidx++] = i;
+		again[i] = true;
 		x.mode = (long)(mode & 07777);
 		for (k = 0; k < nbw && strcmp(bw[k].path, bpath); k++)
 			;
@@ -222,6 +223,18 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 			bw[nbw++] = x;
 		}
 		sbx_buf_release(&dir);
+	}
+	/*
+	 * An op runs again with the ops after it on its path: those failed,
+	 * or did nothing, with it (the owner of an entry the borrowed mkfifo
+	 * makes; they are absolute, so running one twice is harmless).
+	 */
+	for (size_t i = 0; i < b->q.n && nbw; i++) {
+		for (size_t j = 0; j < i && !again[i]; j++)
+			again[i] = again[j] && sbx_rmq_creates_kind(b->q.ops[j].kind) &&
+				   !strcmp(b->q.ops[j].path, b->q.ops[i].path);
+		if (again[i])
+			idx[nidx++] = i;
 	}
 	if (code && !nfail && !nidx) /* it failed, and not by an op: the script itself */
 		nfail = sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, 0, NULL, out.buf,
@@ -254,6 +267,7 @@ out:
 		free(bw[k].path);
 	free(bw);
 	free(idx);
+	free(again);
 	sbx_buf_release(&s);
 	sbx_buf_release(&out);
 	return nfail > 0;

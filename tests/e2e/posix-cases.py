@@ -172,6 +172,25 @@ def c_owner_create(d):
     return r + " | " + " | ".join(desc(d + "/" + n) for n in ("f", "sub", "l", "p"))
 
 
+def c_owner_create_own_dir(d):
+    """Another user makes entries in a directory of its own (0755: the sandbox's user may
+    not write there), on a name it just removed too: each is the creator's, and its own."""
+    o = d + "/own"
+    os.mkdir(o, 0o755)
+    os.chown(o, NOBODY, NOBODY)
+
+    def body():
+        write(o + "/f", "x")
+        os.unlink(o + "/f")
+        os.mkfifo(o + "/f")
+        os.chmod(o + "/f", 0o600)
+        os.symlink("f", o + "/l")
+        os.mkfifo(o + "/p")
+        return "ok"
+    r = as_user(body, umask=0o022)
+    return r + " | " + " | ".join(desc(o + "/" + n) for n in ("f", "l", "p"))
+
+
 def c_owner_write_keeps(d):
     """Another user's write keeps a file's owner (who owns what it makes: owner_create)."""
     write(d + "/f", "x")
