@@ -4,7 +4,8 @@
  * E2B script and its output parser (providers/e2b/readmany.c; the script
  * is run by /bin/sh over a temporary directory here, so quoting and the
  * stamps are proven on real files). Malformed, cut and oversized replies
- * must hand out nothing. No network.
+ * must hand out nothing. And the cache's side of it (cache_prefetch.c):
+ * the trigger, and what a seeded copy is to a later open. No network.
  */
 #include <check.h>
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "cache.h"
 #include "daytona/readmany.h"
 #include "e2b/readmany.h"
 
@@ -276,6 +278,80 @@ START_TEST(test_e2b_malformed)
 }
 END_TEST
 
+/* --- the cache's side ---------------------------------------------------------- */
+
+static struct sbx_stat reg(off_t size, long sec, long nsec)
+{
+	struct sbx_stat st = {.mode = S_IFREG | 0644, .nlink = 1, .size = size};
+	st.mtime.tv_sec = sec;
+	st.mtime.tv_nsec = nsec;
+	return st;
+}
+
+START_TEST(test_cache_seed)
+{
+	char dir[] = "/tmp/check_readmany_cache.XXXXXX", buf[16], cmd[64];
+	struct sbx_cache *c;
+	struct sbx_cfile *cf, *held;
+	struct sbx_cfile_state s;
+	struct sbx_stat st = reg(5, 100, 5), other = reg(5, 100, 6);
+	unsigned long gen;
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	c = sbx_cache_new(dir);
+
+	/* The second download from one directory within the window is due. */
+	ck_assert(!sbx_cache_prefetch_due(c, "/d/x", 2000));
+	ck_assert(sbx_cache_prefetch_due(c, "/d/y", 2000));
+	ck_assert(!sbx_cache_prefetch_due(c, "/e/z", 2000));
+	usleep(20000); /* past a 10 ms window: not due (sleeping never ends early) */
+	ck_assert(!sbx_cache_prefetch_due(c, "/e/y", 10));
+
+	/* Seeded, then opened: the copy and its stamp are a download's. */
+	gen = sbx_cache_gen(c);
+	ck_assert(sbx_cache_prefetch_wanted(c, "/d/a", &st));
+	ck_assert_int_eq(sbx_cache_prefetch_seed(c, "/d/a", "hello", 5, &st, gen), 1);
+	ck_assert(!sbx_cache_prefetch_wanted(c, "/d/a", &st));
+	ck_assert(sbx_cache_prefetch_wanted(c, "/d/a", &other)); /* another mtime */
+	ck_assert_int_eq(sbx_cache_file_open(c, "/d/a", false, &cf, &s), 0);
+	ck_assert(s.have_data && s.stamped && !s.dirty && s.remote && !s.stamp_loose);
+	ck_assert_int_eq(s.stamp_size, 5);
+	ck_assert_int_eq(s.stamp_mtime.tv_sec, 100);
+	ck_assert_int_eq(s.stamp_mtime.tv_nsec, 5);
+	ck_assert_int_eq(pread(sbx_cfile_fd(cf), buf, sizeof(buf), 0), 5);
+	ck_assert(!memcmp(buf, "hello", 5));
+	free(s.path);
+	sbx_cache_file_ready(c, cf, SBX_CF_KEEP, 0, NULL);
+
+	/* An open entry is never replaced under its handle. */
+	ck_assert(!sbx_cache_prefetch_wanted(c, "/d/a", &other));
+	ck_assert_int_eq(sbx_cache_prefetch_seed(c, "/d/a", "HELLO", 5, &other, gen), 0);
+	ck_assert_int_eq(pread(sbx_cfile_fd(cf), buf, sizeof(buf), 0), 5);
+	ck_assert(!memcmp(buf, "hello", 5));
+	sbx_cache_file_put(c, cf);
+
+	/* Bytes that do not have the stamp's size are not seeded. */
+	ck_assert_int_eq(sbx_cache_prefetch_seed(c, "/d/b", "hell", 4, &st, gen), 0);
+	/* Nor anything after the cache changed (a run, a mutation) while the request was out. */
+	sbx_cache_invalidate_path(c, "/d/zz");
+	ck_assert_int_eq(sbx_cache_prefetch_seed(c, "/d/c", "hello", 5, &st, gen), 0);
+	/* A dirty entry stays as it is. */
+	ck_assert_int_eq(sbx_cache_file_open(c, "/d/n", true, &held, &s), 0);
+	free(s.path);
+	sbx_cache_file_ready(c, held, SBX_CF_NEW, 0644, NULL);
+	ck_assert_int_eq(sbx_cache_prefetch_seed(c, "/d/n", "hello", 5, &st, sbx_cache_gen(c)), 0);
+	for (const char *p = "bc"; *p; p++) {
+		char path[8];
+		snprintf(path, sizeof(path), "/d/%c", *p);
+		ck_assert(sbx_cache_prefetch_wanted(c, path, &st));
+	}
+	sbx_cache_file_unlink(c, "/d/n"); /* not saved on free: the test leaves nothing behind */
+	sbx_cache_file_put(c, held);
+	sbx_cache_free(c);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("readmany");
@@ -284,6 +360,7 @@ int main(void)
 	tcase_add_test(tc, test_dt_malformed);
 	tcase_add_test(tc, test_e2b_script);
 	tcase_add_test(tc, test_e2b_malformed);
+	tcase_add_test(tc, test_cache_seed);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
