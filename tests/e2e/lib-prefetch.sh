@@ -5,7 +5,7 @@
 # through its own stat). Each check fails without the prefetch (a
 # download per file) or with a prefetch that serves stale or wrong bytes.
 # The caller sets DOWNLOAD_KEYS: the fake's counter keys of content
-# requests (a download, a batch).
+# requests (a download, a batch), and BATCH_KEY: the batch's.
 #   story_prefetch [-o OPTION...]
 PF_DIRS=6   # grep -r over 6 directories ...
 PF_FILES=30 # ... of 30 files each (and a big one)
@@ -43,7 +43,7 @@ for d in range(ndirs):
     for i in range(nfiles):
         put(f"{top}/g/d{d}/f{i:02}.txt", ("line %d of g/d%d needle%d\n" % (i, d, i % 3)).encode() * random.randint(20, 200))
 put(f"{top}/g/d0/big.bin", os.urandom(300 * 1024)) # over the 256 KiB cap
-for sub in ("c", "m", "w"):
+for sub in ("b", "c", "m", "w"):
     for i in range(nfiles):
         put(f"{top}/{sub}/f{i:02}.txt", ("%s file %d\n" % (sub, i)).encode() * random.randint(20, 200))
 put(f"{top}/w/{weird}", b"the weird one\n\x00\xff binary too\n")
@@ -98,6 +98,16 @@ story_prefetch() {
 	lease_run "sed -i 's/c file/C FILE/' /tmp/pf/c/f05.txt" >/dev/null
 	eq "a file changed through exec after the prefetch reads its new content" \
 		"$(head -c 8 "$F/c/f05.txt")" "C FILE 5"
+
+	# A failed batch: the open downloads its file as before, and the
+	# lease's error file is not written (the batch was the mount's idea).
+	cat "$F"/b/f0[0].txt >/dev/null # the glob lists b/
+	cp "$L/error" "$WORK/error-before" 2>/dev/null || : >"$WORK/error-before"
+	fault_only "{\"kind\":\"5xx\",\"status\":500,\"count\":1,\"key\":\"$BATCH_KEY\"}"
+	eq "a failed batch: the file still reads right" "$(cmp "$F/b/f01.txt" "$WORK/pf/b/f01.txt" && echo same)" same
+	eq "... the batch was tried (the fault was met)" "$(fake_get /_fake/faults | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["faults"]))')" 0
+	fake_clear_faults
+	eq "... and the error file says nothing of it" "$(cmp "$WORK/error-before" "$L/error" && echo same)" same
 
 	# A file removed between the listing and the fetch does not fail the others.
 	ls "$F/m" >/dev/null

@@ -7,5 +7,6 @@
 . "$(dirname "$0")/lib-prefetch.sh"
 start_fake daytona
 DOWNLOAD_KEYS=('POST /toolbox/:id/files/bulk-download')
+BATCH_KEY='POST /toolbox/:id/files/bulk-download'
 story_prefetch
 finish

@@ -7,5 +7,6 @@
 . "$(dirname "$0")/lib-prefetch.sh"
 start_fake e2b
 DOWNLOAD_KEYS=("GET /files" "POST /process.Process/Start")
+BATCH_KEY='POST /process.Process/Start'
 story_prefetch
 finish
