@@ -318,6 +318,24 @@ struct sbx_provider {
 			 mode_t mode, struct sbx_error *err);
 	int (*truncate)(struct sbx_instance *inst, const char *path, off_t size,
 			struct sbx_error *err);
+	/*
+	 * Optional: the whole contents of several regular files in one request
+	 * (the core's prefetch of a directory's small files). Reads the whole
+	 * reply and checks it first; then calls fn once per path that arrived
+	 * whole, with its index in paths, its bytes and the size and mtime
+	 * (st->size, st->mtime; the rest 0) the same reply measured before it
+	 * read them, or st NULL when the reply measures none. A path that is
+	 * missing, unreadable or not a regular file is left out (no call), not
+	 * an error. A reply cut short or malformed, or carrying more than
+	 * max_bytes of contents, calls fn for none and fails (-EIO, -EFBIG).
+	 * A non-zero fn return stops the calls and is returned. Acts with the
+	 * identity of read().
+	 */
+	int (*read_many)(struct sbx_instance *inst, const char *const *paths, size_t n,
+			 size_t max_bytes,
+			 int (*fn)(void *ctx, size_t index, const char *data, size_t len,
+				   const struct sbx_stat *st),
+			 void *ctx, struct sbx_error *err);
 	int (*mkdir)(struct sbx_instance *inst, const char *path, mode_t mode,
 		     struct sbx_error *err);
 	int (*unlink)(struct sbx_instance *inst, const char *path, struct sbx_error *err);

@@ -378,6 +378,32 @@ void sbx_cache_file_unlink(struct sbx_cache *c, const char *path);
  */
 void sbx_cache_file_rename(struct sbx_cache *c, const char *from, const char *to, bool exchange);
 
+/* ---- prefetch (cache_prefetch.c) ----------------------------------------- */
+
+/*
+ * Notes that path is being downloaded now; true when another file of the
+ * same directory was downloaded within window_ms before it (grep -r,
+ * cat *, tar c: the directory's other small files are worth one request).
+ */
+bool sbx_cache_prefetch_due(struct sbx_cache *c, const char *path, long window_ms);
+/*
+ * True when a prefetch of path, whose attributes are st, would add
+ * something: no content entry, or a clean, unused one whose copy is not
+ * stamped with st's size and mtime.
+ */
+bool sbx_cache_prefetch_wanted(struct sbx_cache *c, const char *path, const struct sbx_stat *st);
+/*
+ * Seeds path's content with the len bytes a prefetch fetched, stamped with
+ * st (size, mtime, mode), as a download would be: a later open serves it
+ * only while fresh attributes match the stamp. Nothing is stored when gen
+ * is stale (the cache was changed or invalidated since the fetch began) or
+ * the entry is claimed, open or dirty meanwhile. The copy is clean cache,
+ * evicted like any closed one. 1 when stored, 0 when not, or -errno (the
+ * cache file).
+ */
+int sbx_cache_prefetch_seed(struct sbx_cache *c, const char *path, const char *data, size_t len,
+			    const struct sbx_stat *st, unsigned long gen);
+
 /* Waits for the uploads in flight at the call (a run's view must include them). */
 void sbx_cache_wait_uploads(struct sbx_cache *c);
 

@@ -219,7 +219,7 @@ int sbx_cfile_fd(const struct sbx_cfile *cf)
 }
 
 /* Gives cf a new, empty cache file (lock held). */
-static int cfile_create_locked(struct sbx_cache *c, struct sbx_cfile *cf)
+int cache_cfile_create_locked(struct sbx_cache *c, struct sbx_cfile *cf)
 {
 	struct sbx_buf tmpl = SBX_BUF_INIT;
 	int rc = sbx_mkdir_p(c->dir, 0700), fd;
@@ -254,7 +254,7 @@ static int cfile_ensure_fd_locked(struct sbx_cache *c, struct sbx_cfile *cf)
 		if (cf->fd >= 0)
 			return 0;
 	}
-	return cfile_create_locked(c, cf);
+	return cache_cfile_create_locked(c, cf);
 }
 
 static void snapshot_locked(const struct sbx_cache *c, const struct sbx_cfile *cf,
@@ -276,7 +276,7 @@ static void snapshot_locked(const struct sbx_cache *c, const struct sbx_cfile *c
 }
 
 /* Drops clean, unused entries beyond the byte budget, oldest first (lock held). */
-static void evict_locked(struct sbx_cache *c)
+void cache_evict_locked(struct sbx_cache *c)
 {
 	for (;;) {
 		struct sbx_cfile *cf, *tmp, *oldest = NULL;
@@ -296,6 +296,17 @@ static void evict_locked(struct sbx_cache *c)
 	}
 }
 
+struct sbx_cfile *cache_cfile_add_locked(struct sbx_cache *c, const char *path)
+{
+	struct sbx_cfile *cf = xcalloc(1, sizeof(*cf));
+	cf->path = xstrdup(path);
+	cf->fd = -1;
+	cf->linked = true;
+	cf->remote = true;
+	HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
+	return cf;
+}
+
 int sbx_cache_file_open(struct sbx_cache *c, const char *path, bool writing, struct sbx_cfile **out,
 			struct sbx_cfile_state *state)
 {
@@ -303,14 +314,8 @@ int sbx_cache_file_open(struct sbx_cache *c, const char *path, bool writing, str
 	int rc;
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_STR(c->files, path, cf);
-	if (!cf) {
-		cf = xcalloc(1, sizeof(*cf));
-		cf->path = xstrdup(path);
-		cf->fd = -1;
-		cf->linked = true;
-		cf->remote = true;
-		HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
-	}
+	if (!cf)
+		cf = cache_cfile_add_locked(c, path);
 	cf->refs++;
 	/*
 	 * Local changes being uploaded (in the background, writeback.c) are
@@ -423,7 +428,7 @@ void sbx_cache_file_put(struct sbx_cache *c, struct sbx_cfile *cf)
 		cf->bytes = local_stat_locked(cf, &sys) ? sys.st_size : 0;
 		close(cf->fd);
 		cf->fd = -1;
-		evict_locked(c);
+		cache_evict_locked(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 }

@@ -100,6 +100,8 @@ struct sbx_cache {
 	bool up_owner; /* up_uid/up_gid: the owner a new file this mount uploads gets */
 	uid_t up_uid;
 	gid_t up_gid;
+	char pf_dir[4096]; /* the directory of the last download (cache_prefetch.c) */
+	long long pf_at;   /* when it began */
 };
 
 static inline void *xcalloc(size_t n, size_t sz)
@@ -149,6 +151,12 @@ void cache_attr_drop_locked(struct sbx_cache *c, const char *path);
 void cache_echo_note_locked(struct sbx_cache *c, const char *path);
 /* A new entry at path: its name joins a listed parent, st (or nothing) its attributes. */
 void cache_note_added_locked(struct sbx_cache *c, const char *path, const struct sbx_stat *st);
+/* A new content entry for path, in c->files, no reference, no file yet (lock held). */
+struct sbx_cfile *cache_cfile_add_locked(struct sbx_cache *c, const char *path);
+/* Gives cf a new, empty cache file (lock held; cache_file.c). */
+int cache_cfile_create_locked(struct sbx_cache *c, struct sbx_cfile *cf);
+/* Drops clean, unused entries beyond SBX_CACHE_KEEP_BYTES, oldest first (lock held). */
+void cache_evict_locked(struct sbx_cache *c);
 /* Frees every content entry, keeping dirty files on disk (cache_file.c). */
 void cache_files_free(struct sbx_cache *c);
 /* Takes back the dirty files a previous cache left in c->dir (cache_file.c). */

@@ -31,6 +31,7 @@
 #include "sandboxes.h"
 #include "statedir.h"
 #include "writeback.h"
+#include "fs_prefetch.h"
 
 struct sbx_options {
 	char *profile;
@@ -38,6 +39,7 @@ struct sbx_options {
 	char *state_dir;
 	char *cache_timeout;
 	char *writeback;
+	char *prefetch; /* -o prefetch=0|1 */
 	char *list_provider; /* --list=PROVIDER */
 	char *symlinks;	     /* "rewrite" (default) or "raw" */
 	char *share_group;   /* the one group let in besides the owner */
@@ -62,6 +64,7 @@ static const struct fuse_opt option_spec[] = {
     OPT("state_dir=%s", state_dir),
     OPT("fs_cache_timeout=%s", cache_timeout),
     OPT("writeback=%s", writeback),
+    OPT("prefetch=%s", prefetch),
     OPT("symlinks=%s", symlinks),
     OPT("share_group=%s", share_group),
     OPT("share_fs", share_fs),
@@ -121,6 +124,8 @@ static void usage(const char *prog)
 	    "    -o fs_cache_timeout=S  seconds the kernel keeps fs/ attributes (default 1)\n"
 	    "    -o writeback=N      remote fs/: close() returns before the upload, at most N\n"
 	    "                        files queued per lease (default 0: close() uploads)\n"
+	    "    -o prefetch=0       remote fs/: no bulk reads of a directory's small files\n"
+	    "                        (default 1: on)\n"
 	    "    -o symlinks=raw     fs/ links show the sandbox's own text (default: rewritten\n"
 	    "                        so the host follows them inside the sandbox)\n"
 	    "    -o share_group=GROUP  let GROUP's members in too (default: the owner only;\n"
@@ -260,6 +265,13 @@ int main(int argc, char *argv[])
 		}
 		sbx_wb_set_max((unsigned)n);
 	}
+	if (opts.prefetch) {
+		if (strcmp(opts.prefetch, "0") && strcmp(opts.prefetch, "1")) {
+			fprintf(stderr, "sbxfs: prefetch must be 0 or 1\n");
+			goto out_args;
+		}
+		sbx_prefetch_set(!strcmp(opts.prefetch, "1"));
+	}
 	if (opts.symlinks) {
 		if (strcmp(opts.symlinks, "raw") && strcmp(opts.symlinks, "rewrite")) {
 			fprintf(stderr, "sbxfs: symlinks must be rewrite or raw\n");
@@ -346,6 +358,7 @@ out_args:
 	free(opts.state_dir);
 	free(opts.cache_timeout);
 	free(opts.writeback);
+	free(opts.prefetch);
 	free(opts.list_provider);
 	free(opts.symlinks);
 	free(opts.share_group);

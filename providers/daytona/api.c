@@ -29,6 +29,7 @@
  *    nothing is left running (and billed) that no lease knows of.
  */
 #include "daytona/daytona.h"
+#include "daytona/readmany.h"
 #include "base/xalloc.h"
 
 #include <errno.h>
@@ -624,6 +625,7 @@ const struct sbx_provider sbx_provider_daytona = {
     .stat = dt_stat,
     .list = dt_list,
     .read = dt_read,
+    .read_many = dt_read_many,
     .write = dt_write,
     .write_new = dt_write_new,
     .truncate = dt_truncate,

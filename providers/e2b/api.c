@@ -11,6 +11,7 @@
  * credential: the API key lives in e2b_g.set, tokens in the instance.
  */
 #include "e2b/e2b.h"
+#include "e2b/readmany.h"
 #include "base/xalloc.h"
 
 #include <errno.h>
@@ -570,6 +571,7 @@ const struct sbx_provider sbx_provider_e2b = {
     .stat = e2b_stat,
     .list = e2b_list,
     .read = e2b_read,
+    .read_many = e2b_read_many,
     .write = e2b_write,
     .write_new = e2b_write_new,
     .truncate = e2b_truncate,

@@ -14,8 +14,10 @@ REQ_S=3 XFER_S=3 STATE_S=4
 fake_settings "{\"requestTimeout\": $REQ_S, \"transferTimeout\": $XFER_S, \"timeout\": $STATE_S}"
 # close() = uploaded (-o writeback=0): its failures are close's; the
 # write-back contract's (close returns, error and the next fsync say it)
-# is test-*-writeback.sh's.
-mount_sbxfs -o writeback=0
+# is test-*-writeback.sh's. One download per read (-o prefetch=0): the
+# reads below, of one directory in a row, would otherwise come in a batch
+# the download's fault does not meet (a failed batch: test-*-prefetch.sh).
+mount_sbxfs -o writeback=0 -o prefetch=0
 L=$MNT/f
 mkdir "$L"
 F=$L/fs/home/daytona

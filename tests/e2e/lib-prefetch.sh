@@ -1,0 +1,124 @@
+# Reads in bulk (fs_prefetch.c) on a remote provider, against a fake
+# (sourced after lib.sh, lib-fake.sh and start_fake). The tree is written
+# straight into the fake's sandbox root (no request, no run), under /tmp
+# (outside e2b's watched home: a change there reaches the mount only
+# through its own stat). Each check fails without the prefetch (a
+# download per file) or with a prefetch that serves stale or wrong bytes.
+# The caller sets DOWNLOAD_KEYS: the fake's counter keys of content
+# requests (a download, a batch), and BATCH_KEY: the batch's.
+#   story_prefetch [-o OPTION...]
+PF_DIRS=6   # grep -r over 6 directories ...
+PF_FILES=30 # ... of 30 files each (and a big one)
+
+# sandbox_root: the fake's sandbox root, as this test's namespace reaches it.
+sandbox_root() {
+	local root
+	root=$(fake_get /_fake/sandboxes | python3 -c '
+import json, sys
+s = [x for x in json.load(sys.stdin) if x["id"] == sys.argv[1]]
+print(s[0]["root"] if s else "/nonexistent")' "$ID")
+	echo "/proc/$FAKE_PID/root$root"
+}
+# requests: every request the fake counted since the last reset.
+requests() { fake_get /_fake/counters | python3 -c 'import json,sys; print(sum(json.load(sys.stdin).values()))'; }
+# downloads: the content requests (DOWNLOAD_KEYS) since the last reset.
+downloads() {
+	fake_get /_fake/counters | python3 -c 'import json,sys; c = json.load(sys.stdin); print(sum(c.get(k, 0) for k in sys.argv[1:]))' "${DOWNLOAD_KEYS[@]}"
+}
+# per_file N FILES: "yes" when N requests are at most 0.2 per file.
+per_file() { python3 -c "import sys; print('yes' if $1 <= 0.2 * $2 else 'no: %.2f per file' % ($1 / $2))"; }
+WEIRD=$'we"ird $(cd;touch pwned) \'q\'\nline `touch pwned`.txt'
+
+# make_tree DIR: the test tree under DIR (host paths), owned by root, 0644.
+make_tree() {
+	python3 - "$1" "$PF_DIRS" "$PF_FILES" "$WEIRD" <<'PY'
+import os, random, sys
+top, ndirs, nfiles, weird = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+random.seed(13)
+def put(p, data):
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, "wb") as f:
+        f.write(data)
+for d in range(ndirs):
+    for i in range(nfiles):
+        put(f"{top}/g/d{d}/f{i:02}.txt", ("line %d of g/d%d needle%d\n" % (i, d, i % 3)).encode() * random.randint(20, 200))
+put(f"{top}/g/d0/big.bin", os.urandom(300 * 1024)) # over the 256 KiB cap
+for sub in ("b", "c", "m", "w"):
+    for i in range(nfiles):
+        put(f"{top}/{sub}/f{i:02}.txt", ("%s file %d\n" % (sub, i)).encode() * random.randint(20, 200))
+put(f"{top}/w/{weird}", b"the weird one\n\x00\xff binary too\n")
+put(f"{top}/w/-n", b"dash\n")
+PY
+}
+
+story_prefetch() {
+	local n root t
+	mount_sbxfs "$@"
+	L=$MNT/pf
+	ok "mkdir creates a lease" mkdir "$L"
+	ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxId"])' "$L/info")
+	root=$(sandbox_root)
+	make_tree "$WORK/pf"
+	ok "the tree is put into the sandbox" cp -r "$WORK/pf" "$root/tmp/pf"
+	chmod -R a+rwX "$root/tmp/pf" # the sandbox user changes a file by exec
+	F=$L/fs/tmp/pf
+
+	# grep -r: a download for the first file of a directory, one request for the rest.
+	fake_reset_counters
+	eq "grep -r over $((PF_DIRS * PF_FILES + 1)) files finds what grep finds on the host" \
+		"$(cd "$F/g" && grep -r needle1 . | sort | md5sum)" "$(cd "$WORK/pf/g" && grep -r needle1 . | sort | md5sum)"
+	n=$(requests)
+	log "requests of grep -r: $(fake_get /_fake/counters)"
+	eq "... with at most 0.2 request per file ($n requests)" "$(per_file "$n" $((PF_DIRS * PF_FILES + 1)))" yes
+	eq "the file over the 256 KiB cap reads right (downloaded on its own)" \
+		"$(md5sum <"$F/g/d0/big.bin")" "$(md5sum <"$WORK/pf/g/d0/big.bin")"
+	fake_reset_counters
+	eq "diff -r of the tree as prefetched" "$(diff -r "$WORK/pf/g" "$F/g" && echo same)" same
+	eq "... and reading it again downloads nothing" "$(downloads)" 0
+
+	# A name with a newline, quotes, $(...) and backquotes; one like an option.
+	cat "$F"/w/f0[01].txt >/dev/null # the glob lists w/; the second file fetches the rest
+	fake_reset_counters
+	eq "the weird name was prefetched right" "$(cmp "$F/w/$WEIRD" "$WORK/pf/w/$WEIRD" && echo same)" same
+	eq "... and so was -n" "$(cat "$F/w/-n")" dash
+	eq "... without a download" "$(downloads)" 0
+	eq "... and the name ran nothing in the sandbox" \
+		"$(ls -d "$root/pwned" "$root"/home/*/pwned "$root/root/pwned" "$root/tmp/pf/w/pwned" 2>/dev/null)" ""
+	eq "... nor left a file beside the others" "$(ls "$WORK/pf/w" | wc -l)" "$(ls "$F/w" | wc -l)"
+
+	# Changed after the prefetch: behind the mount's back (the same size, no
+	# run in between to drop the copy), then through exec.
+	cat "$F"/c/f0[01].txt >/dev/null
+	python3 -c "import sys; p = sys.argv[1]; d = open(p, 'rb').read(); open(p, 'wb').write(d.replace(b'c file', b'X FILE'))" \
+		"$root/tmp/pf/c/f07.txt"
+	touch -d '2001-01-01 00:00:00' "$root/tmp/pf/c/f07.txt" # another mtime, the same size
+	sleep 3 # past the cache's and the kernel's attribute timeouts
+	eq "a file changed behind the mount's back after the prefetch reads its new content" \
+		"$(head -c 8 "$F/c/f07.txt")" "X FILE 7"
+	lease_run "sed -i 's/c file/C FILE/' /tmp/pf/c/f05.txt" >/dev/null
+	eq "a file changed through exec after the prefetch reads its new content" \
+		"$(head -c 8 "$F/c/f05.txt")" "C FILE 5"
+
+	# A failed batch: the open downloads its file as before, and the
+	# lease's error file is not written (the batch was the mount's idea).
+	cat "$F"/b/f0[0].txt >/dev/null # the glob lists b/
+	cp "$L/error" "$WORK/error-before" 2>/dev/null || : >"$WORK/error-before"
+	fault_only "{\"kind\":\"5xx\",\"status\":500,\"count\":1,\"key\":\"$BATCH_KEY\"}"
+	eq "a failed batch: the file still reads right" "$(cmp "$F/b/f01.txt" "$WORK/pf/b/f01.txt" && echo same)" same
+	eq "... the batch was tried (the fault was met)" "$(fake_get /_fake/faults | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["faults"]))')" 0
+	fake_clear_faults
+	eq "... and the error file says nothing of it" "$(cmp "$WORK/error-before" "$L/error" && echo same)" same
+
+	# A file removed between the listing and the fetch does not fail the others.
+	ls "$F/m" >/dev/null
+	rm "$root/tmp/pf/m/f03.txt"
+	cat "$F/m/f00.txt" "$F/m/f01.txt" >/dev/null
+	fake_reset_counters
+	t=0
+	for n in $(seq -w 4 $((PF_FILES - 1))); do
+		cmp -s "$F/m/f$n.txt" "$WORK/pf/m/f$n.txt" || t=$((t + 1))
+	done
+	eq "a file removed before the batch: the others arrive right" "$t" 0
+	eq "... in that batch (no download to read them)" "$(downloads)" 0
+	unmount_sbxfs
+}

@@ -1,0 +1,12 @@
+#!/bin/bash
+# Reads in bulk on the daytona provider against the fake Daytona (lib-prefetch.sh):
+# grep -r at most 0.2 request per file, a changed file read new, a file
+# over the cap, an odd name, a file gone from the batch.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-fake.sh"
+. "$(dirname "$0")/lib-prefetch.sh"
+start_fake daytona
+DOWNLOAD_KEYS=('POST /toolbox/:id/files/bulk-download')
+BATCH_KEY='POST /toolbox/:id/files/bulk-download'
+story_prefetch
+finish

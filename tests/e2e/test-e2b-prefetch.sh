@@ -1,0 +1,12 @@
+#!/bin/bash
+# Reads in bulk on the e2b provider against the fake E2B (lib-prefetch.sh):
+# grep -r at most 0.2 request per file, a changed file read new, a file
+# over the cap, an odd name, a file gone from the batch.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-fake.sh"
+. "$(dirname "$0")/lib-prefetch.sh"
+start_fake e2b
+DOWNLOAD_KEYS=("GET /files" "POST /process.Process/Start")
+BATCH_KEY='POST /process.Process/Start'
+story_prefetch
+finish
