@@ -348,7 +348,8 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 		*how = SBX_CF_KEEP;
 	} else {
 		/* Or with the directory's other small files, in one request (fs_prefetch.c). */
-		rc = sbx_prefetch_open(l, path, st, fd, &got) ? 0 : download(l, path, fd, &got, err);
+		rc =
+		    sbx_prefetch_open(l, path, st, fd, &got) ? 0 : download(l, path, fd, &got, err);
 		*how = rc ? SBX_CF_FAILED : SBX_CF_LOADED;
 		/* Changed between stat and read: keep the bytes, not the stamp. */
 		if (!rc && got != st->size) {

@@ -72,8 +72,9 @@ static int batch_file(void *ctx, size_t i, const char *data, size_t len,
 		return 0;
 	if (i == 0) {
 		/* The open's own file: its download (the open stamps it, as after download()). */
-		int rc = ftruncate(b->fd, 0) || lseek(b->fd, 0, SEEK_SET) ? -errno
-									: sbx_write_all(b->fd, data, len);
+		int rc = ftruncate(b->fd, 0) || lseek(b->fd, 0, SEEK_SET)
+			     ? -errno
+			     : sbx_write_all(b->fd, data, len);
 		if (rc)
 			return rc;
 		b->got = (off_t)len;
@@ -138,8 +139,8 @@ bool sbx_prefetch_open(struct sbx_lease *l, const char *path, const struct sbx_s
 	int rc = -1;
 
 	if (atomic_load(&prefetch_off) || !l->prov->read_many ||
-	    !sbx_cache_prefetch_due(l->cache, path, SBX_PREFETCH_WINDOW_MS) ||
-	    !S_ISREG(st->mode) || st->size > SBX_PREFETCH_FILE_MAX)
+	    !sbx_cache_prefetch_due(l->cache, path, SBX_PREFETCH_WINDOW_MS) || !S_ISREG(st->mode) ||
+	    st->size > SBX_PREFETCH_FILE_MAX)
 		return false;
 	b.gen = sbx_cache_gen(l->cache);
 	if (choose(l, path, st, &b, &ls) && sbx_lease_use(l, &inst, &err) == 0) {
@@ -148,8 +149,8 @@ bool sbx_prefetch_open(struct sbx_lease *l, const char *path, const struct sbx_s
 		sbx_lease_unuse(l);
 		/* Not recorded: the download that follows reports a fault of its own. */
 		if (rc)
-			sbx_log(SBX_LOG_DEBUG, "prefetch of %zu files beside %s: %s", b.n - 1,
-				path, err.msg);
+			sbx_log(SBX_LOG_DEBUG, "prefetch of %zu files beside %s: %s", b.n - 1, path,
+				err.msg);
 		else
 			sbx_log(SBX_LOG_DEBUG, "prefetch of %zu files beside %s: %zu cached",
 				b.n - 1, path, b.seeded);

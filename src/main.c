@@ -39,7 +39,7 @@ struct sbx_options {
 	char *state_dir;
 	char *cache_timeout;
 	char *writeback;
-	char *prefetch; /* -o prefetch=0|1 */
+	char *prefetch;	     /* -o prefetch=0|1 */
 	char *list_provider; /* --list=PROVIDER */
 	char *symlinks;	     /* "rewrite" (default) or "raw" */
 	char *share_group;   /* the one group let in besides the owner */

@@ -30,8 +30,7 @@ int e2b_many_parse(const char *out, size_t len, size_t n, size_t max,
 			     const struct sbx_stat *st),
 		   void *ctx);
 
-int e2b_read_many(struct sbx_instance *inst, const char *const *paths, size_t n,
-		  size_t max_bytes,
+int e2b_read_many(struct sbx_instance *inst, const char *const *paths, size_t n, size_t max_bytes,
 		  int (*fn)(void *ctx, size_t index, const char *data, size_t len,
 			    const struct sbx_stat *st),
 		  void *ctx, struct sbx_error *err);

@@ -248,28 +248,43 @@ START_TEST(test_e2b_malformed)
 {
 	struct got g = {0};
 	/* Well formed, to show the cases below differ from it by one thing. */
-	ck_assert_int_eq(e2b_parse_text("I 1\n" "2 1700000000 2023-11-14 22:13:20.123456789 +0000\n"
-					"C\nhiS\n" "2 1700000000 2023-11-14 22:13:20.123456789 +0000\n"
-					"E 2\n", 2, &g), 0);
+	ck_assert_int_eq(e2b_parse_text("I 1\n"
+					"2 1700000000 2023-11-14 22:13:20.123456789 +0000\n"
+					"C\nhiS\n"
+					"2 1700000000 2023-11-14 22:13:20.123456789 +0000\n"
+					"E 2\n",
+					2, &g),
+			 0);
 	ck_assert_int_eq(g.calls, 1);
 	ck_assert_uint_eq(g.index[0], 1);
 	ck_assert_int_eq(g.st[0].mtime.tv_nsec, 123456789);
 	g.calls = 0;
 	/* The second stat differs (the file changed during the command). */
-	ck_assert_int_eq(e2b_parse_text("I 1\n" "2 1700000000 2023-11-14 22:13:20.123456789 +0000\n"
-					"C\nhiS\n" "2 1700000001 2023-11-14 22:13:21.000000000 +0000\n"
-					"E 2\n", 2, &g), -EIO);
+	ck_assert_int_eq(e2b_parse_text("I 1\n"
+					"2 1700000000 2023-11-14 22:13:20.123456789 +0000\n"
+					"C\nhiS\n"
+					"2 1700000001 2023-11-14 22:13:21.000000000 +0000\n"
+					"E 2\n",
+					2, &g),
+			 -EIO);
 	/* An index out of range, twice, or signed. */
 	ck_assert_int_eq(e2b_parse_text("I 2\nE 2\n", 2, &g), -EIO);
 	ck_assert_int_eq(e2b_parse_text("I 0 0\nE 2\n", 2, &g), -EIO);
 	ck_assert_int_eq(e2b_parse_text("I -1\nE 2\n", 2, &g), -EIO);
 	/* A size that does not split the bytes right. */
-	ck_assert_int_eq(e2b_parse_text("I 0\n" "3 1700000000 2023-11-14 22:13:20.1 +0000\n"
-					"C\nhiS\n" "3 1700000000 2023-11-14 22:13:20.1 +0000\n"
-					"E 1\n", 1, &g), -EIO);
+	ck_assert_int_eq(e2b_parse_text("I 0\n"
+					"3 1700000000 2023-11-14 22:13:20.1 +0000\n"
+					"C\nhiS\n"
+					"3 1700000000 2023-11-14 22:13:20.1 +0000\n"
+					"E 1\n",
+					1, &g),
+			 -EIO);
 	/* A huge size. */
-	ck_assert_int_eq(e2b_parse_text("I 0\n" "99999999999999999999 1 2023-11-14 22:13:20 +0000\n"
-					"C\nE 1\n", 1, &g), -EIO);
+	ck_assert_int_eq(e2b_parse_text("I 0\n"
+					"99999999999999999999 1 2023-11-14 22:13:20 +0000\n"
+					"C\nE 1\n",
+					1, &g),
+			 -EIO);
 	/* No file: just the two lines. */
 	ck_assert_int_eq(e2b_parse_text("I\nE 3\n", 3, &g), 0);
 	ck_assert_int_eq(e2b_parse_text("", 3, &g), -EIO);
