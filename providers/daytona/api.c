@@ -626,6 +626,7 @@ const struct sbx_provider sbx_provider_daytona = {
     .read = dt_read,
     .write = dt_write,
     .write_new = dt_write_new,
+    .write_new_many = dt_write_new_many,
     .truncate = dt_truncate,
     .mkdir = dt_mkdir,
     .unlink = dt_unlink,
