@@ -89,6 +89,16 @@ static inline void sbx_instance_report(struct sbx_instance *inst, const char *wh
 		inst->report(inst->report_ctx, what, e);
 }
 
+/* One file of write_new_many: what to send, and its own result. */
+struct sbx_new_file {
+	const char *path;
+	int fd; /* size bytes at offset 0, streamed */
+	off_t size;
+	mode_t mode;
+	int rc;		      /* out: 0 or -errno */
+	struct sbx_error err; /* out: why, when rc */
+};
+
 /* Attributes of one file. Unknown fields are 0; mode always has the type. */
 struct sbx_stat {
 	mode_t mode;
@@ -316,6 +326,14 @@ struct sbx_provider {
 	 */
 	int (*write_new)(struct sbx_instance *inst, const char *path, int fd, off_t size,
 			 mode_t mode, struct sbx_error *err);
+	/*
+	 * Optional: write_new for n files in one request where the service
+	 * takes several (daytona's bulk upload, e2b's multipart /files). Each
+	 * file gets its own result (files[i].rc, files[i].err): a file the
+	 * service refused fails alone, the others are written. The caller
+	 * bounds n and the bytes (writeback.h: SBX_WB_BATCH_*).
+	 */
+	int (*write_new_many)(struct sbx_instance *inst, struct sbx_new_file *files, size_t n);
 	int (*truncate)(struct sbx_instance *inst, const char *path, off_t size,
 			struct sbx_error *err);
 	/*

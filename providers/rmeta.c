@@ -123,12 +123,7 @@ static bool names(const char *msg, size_t len, const char *path)
 	return found;
 }
 
-/*
- * The errno a command's message names ("mknod: 'c': Operation not
- * permitted": EPERM), by the C library's own texts, which the sandbox's
- * tools print; EIO when it names none.
- */
-static int msg_errno(const char *msg, size_t len)
+int sbx_rmeta_msg_errno(const char *msg, size_t len)
 {
 	static const int known[] = {EPERM,  EACCES,	  EEXIST, ENOENT,    ENOTDIR,
 				    EISDIR, ENOSPC,	  EDQUOT, ENOTEMPTY, EROFS,
@@ -136,7 +131,7 @@ static int msg_errno(const char *msg, size_t len)
 	char *m = sbx_xstrndup(msg ? msg : "", msg ? len : 0);
 	int err = EIO;
 	for (size_t i = 0; err == EIO && i < sizeof(known) / sizeof(known[0]); i++)
-		if (strstr(m, strerror(known[i])))
+		if (strcasestr(m, strerror(known[i])))
 			err = known[i];
 	free(m);
 	return err;
@@ -174,7 +169,7 @@ size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst,
 			op_of(ctx, k, &name, &path);
 			if (any && !names(msg, msg_len, path))
 				continue;
-			sbx_error_set(&e, msg_errno(msg, msg_len), SBX_E_EXECUTION_FAILED, "%.*s",
+			sbx_error_set(&e, sbx_rmeta_msg_errno(msg, msg_len), SBX_E_EXECUTION_FAILED, "%.*s",
 				      msg ? (int)msg_len : 0, msg ? msg : "");
 			sbx_rmeta_fail(f, inst, name, path, &e, !reported);
 			reported = true;

@@ -81,6 +81,12 @@ void sbx_rmeta_add_mark(struct sbx_buf *b, size_t i, size_t j);
 typedef void (*sbx_rmeta_op_fn)(void *ctx, size_t i, const char **name, const char **path);
 
 /*
+ * The errno a message names ("mknod: 'c': Operation not permitted":
+ * EPERM; Go's lower-case "not a directory" too), by the C library's own
+ * texts, which the sandbox's tools print; EIO when it names none.
+ */
+int sbx_rmeta_msg_errno(const char *msg, size_t len);
+/*
  * Records the failures a batch script's output (out: the stream with the
  * marks) says ops [first, end) had: for each mark, the message is the last
  * other line before it; of a command that did several ops (a chmod of many

@@ -262,6 +262,8 @@ bool sbx_cache_file_bg_failed_take(struct sbx_cache *c, struct sbx_cfile *cf);
  * *wgen (if not NULL) counts its changes (equal: no write in between).
  */
 bool sbx_cache_file_dirty(struct sbx_cache *c, struct sbx_cfile *cf, unsigned long *wgen);
+/* True while cf was never uploaded by this mount (created here: write_new's case). */
+bool sbx_cache_file_is_new(struct sbx_cache *c, struct sbx_cfile *cf);
 /*
  * A referenced entry for path that is open or dirty (local data is the
  * truth), or NULL. Drop it with sbx_cache_file_put().

@@ -466,6 +466,14 @@ bool sbx_cache_file_dirty(struct sbx_cache *c, struct sbx_cfile *cf, unsigned lo
 	return dirty;
 }
 
+bool sbx_cache_file_is_new(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	bool fresh = !cf->remote;
+	pthread_mutex_unlock(&c->lock);
+	return fresh;
+}
+
 struct sbx_cfile *sbx_cache_file_find_live(struct sbx_cache *c, const char *path)
 {
 	struct sbx_cfile *cf;

@@ -45,6 +45,12 @@ int fsc_lookup(struct sbx_lease *l, const char *path, struct sbx_stat *st, struc
  * `error`, the data kept dirty; after a success, others' leftovers too.
  */
 int fsc_upload_bg(struct sbx_lease *l, struct sbx_cfile *cf);
+/*
+ * As fsc_upload_bg for n entries (a worker's batch): the new files among
+ * them go up in one write_new_many request, the others one by one; each
+ * ends as its own upload would (rcs[i]).
+ */
+void fsc_upload_bg_many(struct sbx_lease *l, struct sbx_cfile **cf, size_t n, int *rcs);
 /* Uploads path's local changes, if any, before a metadata call. */
 int fsc_settle(struct sbx_lease *l, const char *path, struct sbx_error *err);
 

@@ -81,58 +81,59 @@ static bool made_up_stat(struct sbx_cache *c, const struct sbx_cfile_state *s,
 	return true;
 }
 
+/* One upload in the making: begun (busy claim), sent, then ended. */
+struct upl {
+	struct sbx_cfile *cf;
+	struct sbx_cfile_state s;
+	struct stat sys;
+	struct sbx_stat st;
+	struct sbx_error *err;
+	unsigned long gen;
+	bool done, fresh, loose;
+	int rc, src;
+};
+
 /*
- * Uploads cf if it is dirty: the whole cache file through the provider's
- * write slot (write_new for a new file), one stat to stamp it (none for a
- * new file once the owner is known: made_up_stat), then the attributes that waited for
- * it (the stamp takes them). On failure the entry stays dirty (with the
- * attributes) and the failure is recorded.
+ * Takes cf's busy claim and its state; true if there is data to send
+ * (u->rc says why not when it failed).
  */
-static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct sbx_error *err)
+static bool upload_begin(struct sbx_lease *l, struct upl *u)
+{
+	u->src = -1;
+	sbx_cache_file_begin_upload(l->cache, u->cf, &u->s);
+	if (!u->s.dirty || !u->s.linked)
+		return false;
+	if (fstat(sbx_cfile_fd(u->cf), &u->sys)) {
+		u->rc = sbx_error_set(u->err, errno, SBX_E_INTERNAL, "cache file of %s: %s",
+				      u->s.path, strerror(errno));
+		return false;
+	}
+	u->rc = l->prov->write ? 0 : fsc_unsupported(l, "write files", u->err);
+	return !u->rc;
+}
+
+/*
+ * After the write slot answered rc (lease in use): one stat to stamp it
+ * (none for a new file once the owner is known: made_up_stat), then the
+ * attributes that waited for it (the stamp takes them).
+ */
+static void upload_after(struct sbx_lease *l, struct sbx_instance *inst, struct upl *u, int rc)
 {
 	struct sbx_cache *c = l->cache;
-	struct sbx_cfile_state s;
-	struct sbx_instance *inst;
-	struct sbx_stat st;
 	struct sbx_error serr = SBX_ERROR_INIT;
-	struct stat sys;
-	unsigned long gen = 0;
-	bool done = false, fresh = false, loose = false;
-	int rc = 0, src = -1;
-
-	sbx_cache_file_begin_upload(c, cf, &s);
-	if (!s.dirty || !s.linked)
-		goto out;
-	if (fstat(sbx_cfile_fd(cf), &sys)) {
-		rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", s.path,
-				   strerror(errno));
-		goto out;
+	u->rc = rc;
+	u->done = rc == 0;
+	if (u->done && u->fresh && made_up_stat(c, &u->s, &u->sys, &u->st)) {
+		u->src = 0;
+		u->loose = true;
+		u->gen = sbx_cache_gen(c);
+	} else if (u->done && l->prov->stat) {
+		u->gen = sbx_cache_gen(c);
+		u->src = l->prov->stat(inst, u->s.path, &u->st, &serr);
+		if (u->src == 0 && !u->s.remote)
+			sbx_cache_file_owner_learn(c, u->st.uid, u->st.gid);
 	}
-	rc = l->prov->write ? 0 : fsc_unsupported(l, "write files", err);
-	if (!rc)
-		rc = sbx_lease_use(l, &inst, err);
-	if (rc)
-		goto out;
-	/*
-	 * A file created here after a negative lookup and never uploaded
-	 * (!remote) has no old content for a reader to see cut: it goes
-	 * straight to its name (write_new).
-	 */
-	fresh = !s.remote && l->prov->write_new;
-	rc = (fresh ? l->prov->write_new : l->prov->write)(
-	    inst, s.path, sbx_cfile_fd(cf), sys.st_size, s.mode ? s.mode : 0644, err);
-	done = rc == 0;
-	if (done && fresh && made_up_stat(c, &s, &sys, &st)) {
-		src = 0;
-		loose = true;
-		gen = sbx_cache_gen(c);
-	} else if (done && l->prov->stat) {
-		gen = sbx_cache_gen(c);
-		src = l->prov->stat(inst, s.path, &st, &serr);
-		if (src == 0 && !s.remote)
-			sbx_cache_file_owner_learn(c, st.uid, st.gid);
-	}
-	if (done) {
+	if (u->done) {
 		/*
 		 * After the stat: a provider's stat may flush what is queued for
 		 * the path (daytona does, one command), which would put one
@@ -140,26 +141,59 @@ static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct 
 		 * tar's attributes go out in the provider's next batch.
 		 */
 		struct sbx_cfile_attrs a;
-		sbx_cache_file_take_attrs(c, cf, &a);
+		sbx_cache_file_take_attrs(c, u->cf, &a);
 		if (a.mode_set || a.owner_set || a.times_set)
-			rc = apply_attrs(l, inst, &s, &a, err);
-		if (rc) {
-			sbx_cache_file_return_attrs(c, cf, &a);
-			done = false;
-		} else if (src == 0) {
-			attrs_onto(&st, &a);
+			u->rc = apply_attrs(l, inst, &u->s, &a, u->err);
+		if (u->rc) {
+			sbx_cache_file_return_attrs(c, u->cf, &a);
+			u->done = false;
+		} else if (u->src == 0) {
+			attrs_onto(&u->st, &a);
 		}
 	}
-	sbx_lease_unuse(l);
-out:
-	sbx_cache_file_end_upload(c, cf, s.wgen, done, src == 0 ? &st : NULL, gen,
-				  done && loose ? sys.st_size : -1);
+}
+
+/* Sends u alone through the write slot (write_new for a new file). */
+static void upload_send(struct sbx_lease *l, struct sbx_instance *inst, struct upl *u)
+{
+	/*
+	 * A file created here after a negative lookup and never uploaded
+	 * (!remote) has no old content for a reader to see cut: it goes
+	 * straight to its name (write_new).
+	 */
+	u->fresh = !u->s.remote && l->prov->write_new;
+	upload_after(l, inst, u,
+		     (u->fresh ? l->prov->write_new : l->prov->write)(
+			 inst, u->s.path, sbx_cfile_fd(u->cf), u->sys.st_size,
+			 u->s.mode ? u->s.mode : 0644, u->err));
+}
+
+/*
+ * Ends u: the claim goes, the entry is clean and stamped if it went up,
+ * else it stays dirty (with the attributes) and the failure is recorded.
+ */
+static int upload_end(struct sbx_lease *l, struct upl *u)
+{
+	sbx_cache_file_end_upload(l->cache, u->cf, u->s.wgen, u->done, u->src == 0 ? &u->st : NULL,
+				  u->gen, u->done && u->loose ? u->sys.st_size : -1);
+	if (u->rc) /* always said: written data is waiting */
+		fsc_record(l, "upload", u->s.path, u->rc, u->err);
+	free(u->s.path);
+	return u->rc;
+}
+
+/* Uploads cf if it is dirty (upload_begin, upload_send, upload_end). */
+static int upload(struct sbx_lease *l, struct sbx_cfile *cf, bool *sent, struct sbx_error *err)
+{
+	struct upl u = {.cf = cf, .err = err};
+	struct sbx_instance *inst;
+	if (upload_begin(l, &u) && !(u.rc = sbx_lease_use(l, &inst, err))) {
+		upload_send(l, inst, &u);
+		sbx_lease_unuse(l);
+	}
 	if (sent)
-		*sent = done;
-	if (rc) /* always said: written data is waiting */
-		fsc_record(l, "upload", s.path, rc, err);
-	free(s.path);
-	return rc;
+		*sent = u.done;
+	return upload_end(l, &u);
 }
 
 /*
@@ -203,6 +237,74 @@ size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
 		sbx_cache_file_put(l->cache, cf[i]);
 	}
 	return sbx_cache_unsaved_count(l->cache);
+}
+
+void fsc_upload_bg_many(struct sbx_lease *l, struct sbx_cfile **cf, size_t n, int *rcs)
+{
+	struct upl *u = sbx_xcalloc(n, sizeof(*u));
+	struct sbx_error *errs = sbx_xcalloc(n, sizeof(*errs));
+	struct sbx_new_file *nf = sbx_xcalloc(n, sizeof(*nf));
+	size_t *of = sbx_xcalloc(n, sizeof(*of));
+	struct sbx_instance *inst = NULL;
+	bool *go = sbx_xcalloc(n, sizeof(*go)), any = false, used = false;
+	size_t m = 0;
+
+	/* Claims in queue order; a worker's batch never shares an entry with another's. */
+	for (size_t i = 0; i < n; i++) {
+		u[i].cf = cf[i];
+		u[i].err = &errs[i];
+		go[i] = upload_begin(l, &u[i]);
+		any = any || go[i];
+	}
+	if (any) {
+		struct sbx_error err = SBX_ERROR_INIT;
+		int rc = sbx_lease_use(l, &inst, &err);
+		used = rc == 0;
+		for (size_t i = 0; rc && i < n; i++) {
+			if (go[i]) {
+				*u[i].err = err;
+				u[i].rc = rc;
+				go[i] = false;
+			}
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* New files (no reader to protect) go together; the rest alone. */
+		if (go[i] && !u[i].s.remote && l->prov->write_new_many) {
+			u[i].fresh = true;
+			nf[m] = (struct sbx_new_file){.path = u[i].s.path,
+						      .fd = sbx_cfile_fd(u[i].cf),
+						      .size = u[i].sys.st_size,
+						      .mode = u[i].s.mode ? u[i].s.mode : 0644,
+						      .err = SBX_ERROR_INIT};
+			of[m++] = i;
+		} else if (go[i]) {
+			upload_send(l, inst, &u[i]);
+		}
+	}
+	if (m == 1) {
+		upload_send(l, inst, &u[of[0]]);
+	} else if (m) {
+		l->prov->write_new_many(inst, nf, m);
+		for (size_t k = 0; k < m; k++) {
+			*u[of[k]].err = nf[k].err;
+			upload_after(l, inst, &u[of[k]], nf[k].rc);
+		}
+	}
+	if (used)
+		sbx_lease_unuse(l);
+	any = false;
+	for (size_t i = 0; i < n; i++) {
+		any = any || u[i].done;
+		rcs[i] = upload_end(l, &u[i]);
+	}
+	if (any)
+		retry_orphans(l);
+	free(go);
+	free(of);
+	free(nf);
+	free(errs);
+	free(u);
 }
 
 static int upload_handle(struct sbx_fs_file *f, struct sbx_error *err);

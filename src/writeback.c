@@ -13,8 +13,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/log.h"
+#include "base/sysutil.h"
 #include "base/xalloc.h"
 #include "cache.h"
 #include "fs_cached.h"
@@ -27,7 +29,9 @@ struct wb_item {
 	unsigned long long seq;
 	unsigned long wgen; /* cf's change count when queued */
 	off_t bytes;
+	long long at_ms; /* when queued */
 	bool inflight;
+	bool fresh; /* a new file when queued: may join a batch */
 };
 
 struct sbx_wb {
@@ -41,6 +45,7 @@ struct sbx_wb {
 	unsigned leaving; /* workers done with items, not yet past their lease put */
 	long long bytes;
 	unsigned long long seq;
+	unsigned drains; /* callers waiting in sbx_wb_drain: no lingering */
 	bool stopping;
 };
 
@@ -128,35 +133,143 @@ static struct wb_item *next_waiting_locked(struct sbx_wb *wb)
 	return NULL;
 }
 
+/* Can it and the batch so far (n items, bytes) go in one write_new_many? */
+static bool batchable(const struct wb_item *it, size_t n, off_t bytes)
+{
+	return it->fresh && it->bytes <= SBX_WB_BATCH_FILE_MAX && n < SBX_WB_BATCH_MAX &&
+	       bytes + it->bytes <= SBX_WB_BATCH_BYTES;
+}
+
+/* cf is in flight in another item (a second item of a file rewritten meanwhile). */
+static bool cf_inflight_locked(struct sbx_wb *wb, const struct sbx_cfile *cf)
+{
+	for (struct wb_item *it = wb->head; it; it = it->next)
+		if (it->inflight && it->cf == cf)
+			return true;
+	return false;
+}
+
+/*
+ * Takes the next batch (lock held): the first waiting item, and when it
+ * is a new file, the waiting new files after it that fit (SBX_WB_BATCH_*).
+ * An entry in flight elsewhere is left for later: two workers never claim
+ * the same entry, so their claims cannot cross.
+ */
+static size_t take_batch_locked(struct sbx_wb *wb, struct wb_item **out)
+{
+	struct wb_item *first = next_waiting_locked(wb);
+	off_t bytes = 0;
+	size_t n = 0;
+	bool many = first && wb->l->prov->write_new_many && batchable(first, 0, 0);
+	for (struct wb_item *it = first; it && (n == 0 || many); it = it->next) {
+		if (it->inflight || cf_inflight_locked(wb, it->cf))
+			continue;
+		if (n && !batchable(it, n, bytes))
+			continue;
+		bool dup = false;
+		for (size_t i = 0; i < n; i++)
+			dup = dup || out[i]->cf == it->cf;
+		if (dup)
+			continue;
+		it->inflight = true;
+		wb->inflight++;
+		bytes += it->bytes;
+		out[n++] = it;
+	}
+	return n;
+}
+
+/*
+ * How long a worker waits for more new files before sending a short batch
+ * (ms, 0: send now). While files keep coming (`tar x`, `cp -r` close one
+ * every few milliseconds), it waits until none came for SBX_WB_IDLE_MS
+ * or the first waiting one is SBX_WB_LINGER_MS old; not at all when a
+ * batch's worth waits, half the queue waits or it is nearly full (those in
+ * flight count: a full queue makes closes upload themselves), or someone
+ * drains, holds or stops the queue. Counting those in flight as "half
+ * full" sent 6 files per request while a batch of 32 was in flight.
+ */
+static long linger_ms_locked(struct sbx_wb *wb)
+{
+	struct wb_item *first = next_waiting_locked(wb);
+	long long now = sbx_now_ms(), last = 0, idle, age;
+	unsigned waiting = 0;
+	if (!first || !wb->l->prov->write_new_many || !first->fresh || wb->drains ||
+	    wb->stopping || wb->holds)
+		return 0;
+	for (struct wb_item *it = first; it; it = it->next) {
+		if (!it->inflight && it->fresh)
+			waiting++;
+		if (!it->inflight && it->at_ms > last)
+			last = it->at_ms;
+	}
+	/* Half the queue waits, or it is nearly full with those in flight: send. */
+	if (waiting >= SBX_WB_BATCH_MAX || 2 * (wb->items - wb->inflight) >= wb->max ||
+	    wb->items + 2 >= wb->max)
+		return 0;
+	idle = last + SBX_WB_IDLE_MS - now;
+	age = first->at_ms + SBX_WB_LINGER_MS - now;
+	if (idle <= 0 || age <= 0)
+		return 0;
+	return (long)(idle < age ? idle : age);
+}
+
+static void wait_ms_locked(struct sbx_wb *wb, long ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&wb->cond, &wb->lock, &ts);
+}
+
 static void *worker(void *arg)
 {
 	struct sbx_wb *wb = arg;
-	struct wb_item *it;
+	struct wb_item *batch[SBX_WB_BATCH_MAX];
+	struct sbx_cfile *cfs[SBX_WB_BATCH_MAX];
+	int rcs[SBX_WB_BATCH_MAX];
+	long linger;
+	size_t n;
 	pthread_mutex_lock(&wb->lock);
 	for (;;) {
 		while (wb->holds && next_waiting_locked(wb))
 			pthread_cond_wait(&wb->cond, &wb->lock);
-		it = next_waiting_locked(wb);
-		if (!it)
-			break;
-		it->inflight = true;
-		wb->inflight++;
-		pthread_mutex_unlock(&wb->lock);
-		int rc = fsc_upload_bg(wb->l, it->cf);
-		pthread_mutex_lock(&wb->lock);
-		if (rc)
-			sbx_cache_file_bg_failed(wb->l->cache, it->cf);
-		wb->inflight--;
-		wb->items--;
-		wb->bytes -= it->bytes;
-		for (struct wb_item **p = &wb->head; *p; p = &(*p)->next) {
-			if (*p == it) {
-				*p = it->next;
-				break;
-			}
+		if ((linger = linger_ms_locked(wb)) > 0) {
+			wait_ms_locked(wb, linger);
+			continue;
 		}
-		sbx_cache_file_put(wb->l->cache, it->cf);
-		free(it);
+		n = take_batch_locked(wb, batch);
+		if (!n)
+			break;
+		pthread_mutex_unlock(&wb->lock);
+		for (size_t i = 0; i < n; i++)
+			cfs[i] = batch[i]->cf;
+		if (n == 1)
+			rcs[0] = fsc_upload_bg(wb->l, cfs[0]);
+		else
+			fsc_upload_bg_many(wb->l, cfs, n, rcs);
+		pthread_mutex_lock(&wb->lock);
+		for (size_t i = 0; i < n; i++) {
+			struct wb_item *it = batch[i];
+			if (rcs[i])
+				sbx_cache_file_bg_failed(wb->l->cache, it->cf);
+			wb->inflight--;
+			wb->items--;
+			wb->bytes -= it->bytes;
+			for (struct wb_item **p = &wb->head; *p; p = &(*p)->next) {
+				if (*p == it) {
+					*p = it->next;
+					break;
+				}
+			}
+			sbx_cache_file_put(wb->l->cache, it->cf);
+			free(it);
+		}
 		pthread_cond_broadcast(&wb->cond);
 	}
 	/* Counted out now: an item queued from here on starts a new worker. */
@@ -205,9 +318,10 @@ static void start_worker(struct sbx_wb *wb)
 bool sbx_wb_queue(struct sbx_wb *wb, struct sbx_cfile *cf, unsigned long wgen, off_t bytes)
 {
 	struct wb_item **tail;
-	bool ok = false, start = false;
+	bool ok = false, start = false, fresh;
 	if (!wb)
 		return false;
+	fresh = sbx_cache_file_is_new(wb->l->cache, cf);
 	pthread_mutex_lock(&wb->lock);
 	if (wb->stopping)
 		goto out;
@@ -230,6 +344,8 @@ bool sbx_wb_queue(struct sbx_wb *wb, struct sbx_cfile *cf, unsigned long wgen, o
 	it->cf = cf;
 	it->wgen = wgen;
 	it->bytes = bytes;
+	it->fresh = fresh;
+	it->at_ms = sbx_now_ms();
 	it->seq = ++wb->seq;
 	*tail = it;
 	wb->items++;
@@ -287,8 +403,11 @@ void sbx_wb_drain(struct sbx_wb *wb)
 		return;
 	pthread_mutex_lock(&wb->lock);
 	unsigned long long seq = wb->seq;
+	wb->drains++; /* lingering workers send at once */
+	pthread_cond_broadcast(&wb->cond);
 	while (pending_locked(wb, seq))
 		pthread_cond_wait(&wb->cond, &wb->lock);
+	wb->drains--;
 	pthread_mutex_unlock(&wb->lock);
 }
 
@@ -298,6 +417,7 @@ void sbx_wb_stop(struct sbx_wb *wb)
 		return;
 	pthread_mutex_lock(&wb->lock);
 	wb->stopping = true;
+	pthread_cond_broadcast(&wb->cond);
 	while (wb->threads || wb->leaving)
 		pthread_cond_wait(&wb->cond, &wb->lock);
 	pthread_mutex_unlock(&wb->lock);

@@ -19,6 +19,18 @@ struct sbx_wb;
 #define SBX_WB_WORKERS 4
 /* Most bytes queued or in flight per lease. */
 #define SBX_WB_MAX_BYTES (64LL << 20)
+/*
+ * Batches (a provider with write_new_many): at most this many new files
+ * per request, each at most FILE_MAX bytes, BYTES in all. While new files
+ * keep being queued, a worker waits for more: until none came for
+ * IDLE_MS, or the oldest waiting one is LINGER_MS old (not when a drain
+ * waits, nor when the queue is half full).
+ */
+#define SBX_WB_BATCH_MAX 64
+#define SBX_WB_BATCH_FILE_MAX (1LL << 20)
+#define SBX_WB_BATCH_BYTES (8LL << 20)
+#define SBX_WB_IDLE_MS 100
+#define SBX_WB_LINGER_MS 2000
 
 /* Sets the entry bound of queues made from now on (-o writeback=N); 0 (the default): off. */
 void sbx_wb_set_max(unsigned max);

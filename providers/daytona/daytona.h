@@ -138,6 +138,7 @@ struct dt_call {
 	bool empty_post;     /* POST without a body */
 	json_t **reply;	     /* the parsed JSON reply (new reference), or NULL */
 	struct sbx_buf *raw; /* or the raw reply body */
+	struct sbx_buf *err_body; /* a non-2xx reply's body too (bulk upload's per-file errors) */
 	const char *accept;  /* NULL: application/json */
 	const char *what;    /* "stat /a" — the prefix of error messages */
 	long timeout_ms;     /* 0: the client's default */
@@ -302,6 +303,15 @@ int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, s
 	    void *ctx, struct sbx_error *err);
 int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 	     struct sbx_error *err);
+int dt_write_new_many(struct sbx_instance *inst, struct sbx_new_file *files, size_t n);
+/*
+ * Gives each of the n files its result from a bulk-upload reply (status,
+ * body): listed under "files": 0; under "errors" (an object with path and
+ * error, or a "PATH: why" string): the errno its text names; not listed
+ * (or a reply that is no such JSON): EIO, "not in the reply".
+ */
+void dt_bulk_upload_results(long status, const char *body, size_t len, struct sbx_new_file *files,
+			    size_t n);
 int dt_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 		 struct sbx_error *err);
 int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);

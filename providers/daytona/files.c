@@ -342,63 +342,36 @@ int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, s
 
 struct upload {
 	const char *path; /* the destination in the sandbox */
-	int fd;
-	off_t size, pos;
-	int err; /* errno of a failed local read */
+	struct sbx_http_fdpart src;
 };
 
-static size_t upload_read(char *buf, size_t size, size_t n, void *ctx)
+/* files[i].path (text) before files[i].file (streamed from the cache file). */
+static int add_parts(struct curl_mime *mime, size_t i, struct upload *u)
 {
-	struct upload *u = ctx;
-	size_t want = size * n;
-	ssize_t got;
-	if (u->pos >= u->size)
-		return 0;
-	if ((off_t)want > u->size - u->pos)
-		want = (size_t)(u->size - u->pos);
-	do
-		got = pread(u->fd, buf, want, u->pos);
-	while (got < 0 && errno == EINTR);
-	if (got <= 0) {
-		/* A cache file shorter than promised is as bad as an I/O error. */
-		u->err = got < 0 ? errno : EIO;
-		return CURL_READFUNC_ABORT;
-	}
-	u->pos += got;
-	return (size_t)got;
-}
-
-static int upload_seek(void *ctx, curl_off_t off, int origin)
-{
-	struct upload *u = ctx;
-	if (origin != SEEK_SET || off < 0 || off > u->size)
-		return CURL_SEEKFUNC_CANTSEEK;
-	u->pos = (off_t)off;
-	return CURL_SEEKFUNC_OK;
-}
-
-/* Builds the form: files[0].path (text) before files[0].file (streamed). */
-static int upload_mime(void *ctx, struct curl_mime *mime)
-{
-	struct upload *u = ctx;
 	const char *base = strrchr(u->path, '/');
 	curl_mimepart *p;
-	u->pos = 0;
-	if (!(p = curl_mime_addpart(mime)) || curl_mime_name(p, "files[0].path") ||
+	char name[48];
+	snprintf(name, sizeof(name), "files[%zu].path", i);
+	if (!(p = curl_mime_addpart(mime)) || curl_mime_name(p, name) ||
 	    curl_mime_data(p, u->path, CURL_ZERO_TERMINATED))
 		return -ENOMEM;
-	if (!(p = curl_mime_addpart(mime)) || curl_mime_name(p, "files[0].file") ||
+	snprintf(name, sizeof(name), "files[%zu].file", i);
+	if (!(p = curl_mime_addpart(mime)) || curl_mime_name(p, name) ||
 	    curl_mime_filename(p, base ? base + 1 : u->path) ||
-	    curl_mime_type(p, "application/octet-stream") ||
-	    curl_mime_data_cb(p, (curl_off_t)u->size, upload_read, upload_seek, NULL, u))
+	    curl_mime_type(p, "application/octet-stream"))
 		return -ENOMEM;
-	return 0;
+	return sbx_http_mime_fd(p, &u->src);
+}
+
+static int upload_mime(void *ctx, struct curl_mime *mime)
+{
+	return add_parts(mime, 0, ctx);
 }
 
 static int upload(struct dt_instance *di, const char *dest, int fd, off_t size,
 		  struct sbx_error *err)
 {
-	struct upload u = {.path = dest, .fd = fd, .size = size};
+	struct upload u = {.path = dest, .src = {.fd = fd, .size = size}};
 	struct sbx_buf url = SBX_BUF_INIT;
 	char w[300];
 	int rc;
@@ -409,8 +382,8 @@ static int upload(struct dt_instance *di, const char *dest, int fd, off_t size,
 				       .what = what(w, sizeof(w), "upload", dest),
 				       .stream = true},
 		     err);
-	if (u.err)
-		rc = sbx_error_set(err, u.err, SBX_E_INTERNAL, "%s: reading the local copy failed",
+	if (u.src.err)
+		rc = sbx_error_set(err, u.src.err, SBX_E_INTERNAL, "%s: reading the local copy failed",
 				   w);
 	sbx_buf_release(&url);
 	return rc;
@@ -509,6 +482,146 @@ int dt_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size
 		return rc;
 	dt_links_forget(di, path);
 	return dt_batch_perms_new(di, path, (long)(mode & 07777), err);
+}
+
+/* n files for one bulk-upload: each its own reader. */
+struct upload_many {
+	struct upload *u;
+	size_t n;
+};
+
+/* Every file's parts, in order (the daemon streams them: each path before its file). */
+static int upload_many_mime(void *ctx, struct curl_mime *mime)
+{
+	struct upload_many *m = ctx;
+	int rc = 0;
+	for (size_t i = 0; !rc && i < m->n; i++)
+		rc = add_parts(mime, i, &m->u[i]);
+	return rc;
+}
+
+/* The file of the batch an `errors` entry is about, or NULL. */
+static struct sbx_new_file *bulk_error_file(json_t *e, struct sbx_new_file *files, size_t n,
+					    const char **why)
+{
+	const char *p = json_string_value(json_object_get(e, "path"));
+	const char *s = json_string_value(e);
+	*why = json_string_value(json_object_get(e, "error"));
+	if (!*why)
+		*why = json_string_value(json_object_get(e, "message"));
+	for (size_t i = 0; i < n; i++) {
+		size_t l = strlen(files[i].path);
+		if (p && !strcmp(p, files[i].path))
+			return &files[i];
+		if (s && !strncmp(s, files[i].path, l) && s[l] == ':') {
+			*why = s + l + 1 + (s[l + 1] == ' ');
+			return &files[i];
+		}
+	}
+	return NULL;
+}
+
+void dt_bulk_upload_results(long status, const char *body, size_t len, struct sbx_new_file *files,
+			    size_t n)
+{
+	json_t *j = body && len ? json_loadb(body, len, 0, NULL) : NULL;
+	json_t *ok = json_object_get(j, "files"), *bad = json_object_get(j, "errors"), *e;
+	size_t i, k;
+	for (i = 0; i < n; i++)
+		files[i].rc = sbx_error_set(&files[i].err, EIO, SBX_E_INTERNAL,
+					    "upload %s: not in the reply of bulk-upload (HTTP %ld)",
+					    files[i].path, status);
+	json_array_foreach(bad, k, e) {
+		const char *why = NULL;
+		struct sbx_new_file *f = bulk_error_file(e, files, n, &why);
+		if (f && why)
+			f->rc = sbx_error_set(&f->err, sbx_rmeta_msg_errno(why, strlen(why)),
+					      SBX_E_EXECUTION_FAILED, "upload %s: %s", f->path, why);
+	}
+	json_array_foreach(ok, k, e) {
+		const char *p = json_string_value(json_object_get(e, "path"));
+		for (i = 0; p && i < n; i++) {
+			if (!strcmp(p, files[i].path)) {
+				files[i].rc = 0;
+				sbx_error_clear(&files[i].err);
+			}
+		}
+	}
+	json_decref(j);
+}
+
+/*
+ * dt_write_new for n files in one bulk-upload (what the SDK's uploadFiles
+ * sends). 200 lists every file; 400 lists the written ones under "files"
+ * and the refused ones under "errors" (dt_bulk_upload_results). Anything
+ * else (a transport failure, 5xx) fails every file with that error.
+ */
+int dt_write_new_many(struct sbx_instance *inst, struct sbx_new_file *files, size_t n)
+{
+	struct dt_instance *di = dt_inst(inst);
+	struct upload_many m = {sbx_xcalloc(n, sizeof(*m.u)), 0};
+	struct sbx_new_file **sent = sbx_xcalloc(n, sizeof(*sent));
+	struct sbx_buf url = SBX_BUF_INIT, body = SBX_BUF_INIT;
+	struct sbx_error err = SBX_ERROR_INIT;
+	long status = 0;
+	char w[300];
+	int rc = 0, failed = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct sbx_new_file *f = &files[i];
+		if ((f->rc = dt_batch_flush_for(di, f->path, &f->err)))
+			continue;
+		m.u[m.n] = (struct upload){.path = f->path, .src = {.fd = f->fd, .size = f->size}};
+		sent[m.n++] = f;
+	}
+	for (size_t i = 0; i < m.n; i++)
+		sbx_rmeta_gate_enter(&di->placing, sent[i]->path, NULL);
+	snprintf(w, sizeof(w), "upload %zu files", m.n);
+	dt_toolbox_url(di, &url, "/files/bulk-upload");
+	if (m.n)
+		rc = dt_call(&(struct dt_call){.url = url.buf,
+					       .mime_fn = upload_many_mime,
+					       .mime_ctx = &m,
+					       .what = w,
+					       .status = &status,
+					       .raw = &body,
+					       .err_body = &body,
+					       .stream = true},
+			     &err);
+	for (size_t i = 0; i < m.n; i++) {
+		struct sbx_new_file *f = sent[i];
+		sbx_rmeta_gate_leave(&di->placing, f->path, NULL);
+		if (m.u[i].src.err)
+			f->rc = sbx_error_set(&f->err, m.u[i].src.err, SBX_E_INTERNAL,
+					      "upload %s: reading the local copy failed", f->path);
+		else if (rc && status != 400)
+			f->rc = sbx_error_set(&f->err, -rc, err.code, "%s", err.msg);
+	}
+	/* The per-file results, when the reply has them. */
+	if (m.n && (!rc || status == 400)) {
+		struct sbx_new_file *tmp = sbx_xcalloc(m.n, sizeof(*tmp));
+		for (size_t i = 0; i < m.n; i++)
+			tmp[i] = *sent[i];
+		dt_bulk_upload_results(status, body.buf, body.len, tmp, m.n);
+		for (size_t i = 0; i < m.n; i++)
+			if (!m.u[i].src.err)
+				*sent[i] = tmp[i];
+		free(tmp);
+	}
+	for (size_t i = 0; i < m.n; i++) {
+		struct sbx_new_file *f = sent[i];
+		if (f->rc)
+			continue;
+		dt_links_forget(di, f->path);
+		f->rc = dt_batch_perms_new(di, f->path, (long)(f->mode & 07777), &f->err);
+	}
+	for (size_t i = 0; i < n; i++)
+		failed += files[i].rc != 0;
+	sbx_buf_release(&body);
+	sbx_buf_release(&url);
+	free(sent);
+	free(m.u);
+	return failed ? -EIO : 0;
 }
 
 /* --- namespace ops ------------------------------------------------------------------ */

@@ -150,6 +150,11 @@ int dt_call(const struct dt_call *c, struct sbx_error *err)
 	}
 	if (resp.status < 200 || resp.status > 299) {
 		rc = dt_error_from_reply(resp.status, resp.body.buf, resp.body.len, c->what, err);
+		if (c->err_body) {
+			sbx_buf_release(c->err_body);
+			*c->err_body = resp.body;
+			sbx_buf_init(&resp.body);
+		}
 		goto out;
 	}
 	if (c->reply) {

@@ -144,6 +144,17 @@ int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len, s
 		  void *ctx, long *status, struct sbx_error *e);
 /* POST /files?path=P, body streamed from fd (octet-stream). */
 int e2b_files_put(struct e2b_inst *in, const char *path, int fd, off_t size, struct sbx_error *e);
+/*
+ * n new files in one POST /files (bulkup.c). 0: the reply came, and each
+ * file's rc says whether it was listed (e2b_files_put_results); else
+ * -errno for the whole request, whose files' fate is unknown.
+ */
+int e2b_files_put_many(struct e2b_inst *in, struct sbx_new_file **files, size_t n,
+		       struct sbx_error *e);
+/* Each file listed in the reply's JSON array: rc 0; else EIO, "not in the reply". */
+void e2b_files_put_results(const char *body, size_t len, struct sbx_new_file **files, size_t n);
+/* The path can be a part's filename as it is (no quote, backslash, CR, LF). */
+bool e2b_part_name_ok(const char *path);
 
 /* --- code.c -------------------------------------------------------------- */
 int e2b_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
@@ -223,6 +234,7 @@ int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, 
 	     void *ctx, struct sbx_error *err);
 int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 	      struct sbx_error *err);
+int e2b_write_new_many(struct sbx_instance *inst, struct sbx_new_file *files, size_t n);
 int e2b_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 		  struct sbx_error *err);
 int e2b_truncate(struct sbx_instance *inst, const char *path, off_t size, struct sbx_error *err);

@@ -642,6 +642,50 @@ int e2b_write_new(struct sbx_instance *inst, const char *path, int fd, off_t siz
 	return rc;
 }
 
+/*
+ * e2b_write_new for n files: those whose names can be filenames go up in
+ * one multipart POST /files (bulkup.c), the others alone. When that
+ * request fails as a whole, envd may have written some parts and not
+ * others: each file is then sent alone, which tells its own fate.
+ */
+int e2b_write_new_many(struct sbx_instance *inst, struct sbx_new_file *files, size_t n)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	struct sbx_new_file **many = sbx_xcalloc(n, sizeof(*many));
+	struct sbx_error err = SBX_ERROR_INIT;
+	size_t m = 0;
+	int failed = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct sbx_new_file *f = &files[i];
+		f->rc = -EAGAIN; /* not sent yet */
+		if (!write_prep(in, f->path, &err) && e2b_part_name_ok(f->path))
+			many[m++] = f;
+		sbx_error_clear(&err);
+	}
+	if (m > 1 && e2b_files_put_many(in, many, m, &err)) {
+		sbx_log(SBX_LOG_DEBUG, "%s; each file alone", err.msg);
+		for (size_t i = 0; i < m; i++)
+			many[i]->rc = -EAGAIN;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct sbx_new_file *f = &files[i];
+		if (f->rc == -EAGAIN) {
+			sbx_error_clear(&f->err);
+			f->rc = e2b_write_new(inst, f->path, f->fd, f->size, f->mode, &f->err);
+			failed += f->rc != 0;
+			continue;
+		}
+		recent_drop(in, f->path);
+		if (!f->rc) {
+			own_new(in, f->path); /* before the chmod */
+			write_mode(in, f->path, f->mode);
+		}
+		failed += f->rc != 0;
+	}
+	free(many);
+	return failed ? -EIO : 0;
+}
+
 int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);

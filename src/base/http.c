@@ -643,3 +643,43 @@ int sbx_http_perform(struct sbx_http_client *c, const struct sbx_http_req *req,
 	handle_put(c, h);
 	return ret;
 }
+
+/* --- multipart parts from a descriptor -------------------------------------------- */
+
+static size_t fdpart_read(char *buf, size_t size, size_t n, void *ctx)
+{
+	struct sbx_http_fdpart *s = ctx;
+	size_t want = size * n;
+	ssize_t got;
+	if (s->pos >= s->size)
+		return 0;
+	if ((off_t)want > s->size - s->pos)
+		want = (size_t)(s->size - s->pos);
+	do
+		got = pread(s->fd, buf, want, s->pos);
+	while (got < 0 && errno == EINTR);
+	if (got <= 0) {
+		/* A file shorter than promised is as bad as an I/O error. */
+		s->err = got < 0 ? errno : EIO;
+		return CURL_READFUNC_ABORT;
+	}
+	s->pos += got;
+	return (size_t)got;
+}
+
+static int fdpart_seek(void *ctx, curl_off_t off, int origin)
+{
+	struct sbx_http_fdpart *s = ctx;
+	if (origin != SEEK_SET || off < 0 || off > s->size)
+		return CURL_SEEKFUNC_CANTSEEK;
+	s->pos = (off_t)off;
+	return CURL_SEEKFUNC_OK;
+}
+
+int sbx_http_mime_fd(struct curl_mimepart *p, struct sbx_http_fdpart *src)
+{
+	src->pos = 0;
+	return curl_mime_data_cb(p, (curl_off_t)src->size, fdpart_read, fdpart_seek, NULL, src)
+		   ? -ENOMEM
+		   : 0;
+}

@@ -37,6 +37,16 @@
 /* Kept out of this header so pure modules can use the helpers below
  * without curl's headers; curl's curl_mime is this struct. */
 struct curl_mime;
+struct curl_mimepart;
+
+/* A multipart part's body, streamed from a descriptor (sbx_http_mime_fd). */
+struct sbx_http_fdpart {
+	int fd;
+	off_t size, pos; /* size bytes from offset 0; pos: the next to send */
+	int err;	 /* errno of a failed local read (the request aborts) */
+};
+/* Makes src's bytes p's body, read with pread as curl sends (each attempt rewinds). */
+int sbx_http_mime_fd(struct curl_mimepart *p, struct sbx_http_fdpart *src);
 
 /* Defaults used when a setting or request field is 0. */
 #define SBX_HTTP_CONNECT_TIMEOUT_MS 10000L

@@ -182,3 +182,115 @@ if ctypes.CDLL(None, use_errno=True).renameat2(-100, b'$F/x1.txt', -100, b'$F/x2
 	eq "... and the sandbox has it when close returns" "$(root_file "$FHOME/nine.txt")" "sync close"
 	fake_clear_faults
 }
+
+# requests_total: every request the fake counted since the last reset.
+requests_total() { fake_get /_fake/counters | python3 -c 'import json,sys; print(sum(json.load(sys.stdin).values()))'; }
+# requests_top: the busiest request kinds since the last reset, for the log.
+requests_top() {
+	fake_get /_fake/counters | python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+print(", ".join("%s %d" % kv for kv in sorted(c.items(), key=lambda kv: -kv[1])[:6]))'
+}
+# root_path PATH: PATH in the fake's sandbox root, from the host (no request to the mount).
+root_path() {
+	echo "/proc/$FAKE_PID/root$(fake_get /_fake/sandboxes | python3 -c '
+import json, sys
+print([x for x in json.load(sys.stdin) if x["id"] == sys.argv[1]][0]["root"])' "$ID")$1"
+}
+
+# batch_checks DIR RUN WANT: once a run drained the uploads, the requests
+# since the counters' reset (less RUN, a run's own) are <= 0.3 per file of
+# the 300, and DIR in the sandbox has WANT (the md5 of names, modes, sizes).
+batch_checks() {
+	local reqs per
+	lease_run true >/dev/null # a run waits for every upload
+	log "  (requests: $(requests_top))"
+	reqs=$(($(requests_total) - $2))
+	per=$(python3 -c "print('%.2f' % ($reqs / 300))")
+	ok "... costs <= 0.3 request per file ($reqs requests, $per per file, $(counter "$UPLOAD_KEY") uploads)" \
+		test "$reqs" -le 90
+	eq "... names, modes and sizes right in the sandbox" \
+		"$(lease_run "cd $FHOME/$1 && find . -type f | sort | xargs stat -c '%n %a %s' | md5sum")" "$3"
+}
+
+# Batches (-o writeback=64): new files go up several per request (daytona's
+# bulk-upload, e2b's multipart POST /files); each file keeps its own fate.
+# Without batching every file is one upload request (1.1 per file or more).
+story_writeback_batch() {
+	local src=$WORK/batchsrc n d run want
+	unmount_sbxfs
+	mount_sbxfs -o writeback=64
+	L=$MNT/wb
+	F=$L/fs$HOME_DIR
+	ok "writeback=64: the lease is back" test -d "$F"
+	# 300 small files in 3 directories, a few executable.
+	for d in a b c; do
+		mkdir -p "$src/tree/$d"
+		for n in $(seq 1 100); do echo "file $d $n" >"$src/tree/$d/f$n"; done
+		chmod 755 "$src/tree/$d/f1" "$src/tree/$d/f2"
+	done
+	want=$(cd "$src/tree" && find . -type f | sort | xargs stat -c '%n %a %s' | md5sum)
+	# The drain run's own requests (an exec) are not the copy's.
+	lease_run true >/dev/null
+	fake_reset_counters
+	lease_run true >/dev/null
+	run=$(requests_total)
+	fake_reset_counters
+	ok "cp -r of 300 small files" cp -r "$src/tree" "$F/cptree"
+	batch_checks cptree "$run" "$want"
+	eq "... and the contents" "$(lease_run "cat $FHOME/cptree/a/f1 $FHOME/cptree/c/f100")" \
+		"$(printf 'file a 1\nfile c 100')"
+
+	tar -C "$src" -cf "$WORK/batch.tar" tree
+	fake_reset_counters
+	ok "tar x of 300 small files" tar --no-same-owner -C "$F" -xpf "$WORK/batch.tar"
+	batch_checks tree "$run" "$want"
+	eq "... and mtimes" "$(lease_run "stat -c %Y $FHOME/tree/b/f7")" "$(stat -c %Y "$src/tree/b/f7")"
+
+	# Names a form must carry exactly: a quote, a newline, $(…), UTF-8, a backslash.
+	local odd='["q\"uote", "new\nline", "$(touch pwned)", "\u00fcn\u00ef \u20ac", "back\\slash", "plain1", "plain2", "plain3"]'
+	mkdir -p "$F/odd"
+	lease_run true >/dev/null
+	fake_reset_counters
+	ok "a batch of 8 files with odd names" python3 -c '
+import json, os, sys
+for i, n in enumerate(json.loads(sys.argv[2])):
+    with open(os.path.join(sys.argv[1], n), "w") as f:
+        f.write("odd %d" % i)' "$F/odd" "$odd"
+	lease_run true >/dev/null
+	ok "... in few upload requests ($(counter "$UPLOAD_KEY") for 8 files)" test "$(counter "$UPLOAD_KEY")" -le 4
+	eq "... each under its exact name, with its content" \
+		"$(lease_run "cd $FHOME/odd && python3 -c 'import os; print(ascii(sorted((n, open(n).read()) for n in os.listdir(\".\"))))'")" \
+		"$(python3 -c 'import json, sys; print(ascii(sorted((n, "odd %d" % i) for i, n in enumerate(json.loads(sys.argv[1])))))' "$odd")"
+	ok "... and nothing ran" test "$(lease_run "ls $FHOME/odd/pwned $FHOME/pwned 2>/dev/null | wc -l")" = 0
+
+	# One file of a batch cannot be written: its directory became a file in
+	# the sandbox meanwhile. Only that file fails: `error` names it, its
+	# fsync fails, the others of the same batch land.
+	mkdir -p "$F/gone" "$F/keep"
+	lease_run true >/dev/null
+	stall_uploads 1500 # the batch is held at the fake while the directory goes
+	fake_reset_counters
+	python3 -c '
+import os, sys
+fd = os.open(sys.argv[1] + "/gone/bad.txt", os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"bad"); os.close(fd)
+for i in range(20):
+    with open("%s/keep/k%d" % (sys.argv[1], i), "w") as f:
+        f.write("keep %d" % i)' "$F"
+	rm -rf "$(root_path "$FHOME/gone")" && echo "not a dir" >"$(root_path "$FHOME/gone")"
+	fake_clear_faults
+	ok "... the error file names the file (within 10 s)" wait_for 10 grep -q "gone/bad.txt" "$L/error"
+	ok "... and no other" test "$(grep -c "keep/" "$L/error")" = 0
+	local e
+	e=$(errno_of "fd = os.open('$F/gone/bad.txt', os.O_RDONLY); os.fsync(fd)")
+	ok "... fsync of that file returns the error ($e)" test "$e" != OK
+	eq "... the others of its batch are in the sandbox" \
+		"$(lease_run "for k in k0 k19; do cat $FHOME/keep/\$k; echo; done; ls $FHOME/keep | wc -l")" \
+		"$(printf 'keep 0\nkeep 19\n20')"
+	log "  (uploads for that: $(counter "$UPLOAD_KEY"))"
+	rm -f "$(root_path "$FHOME/gone")" && mkdir -m 777 "$(root_path "$FHOME/gone")"
+	ok "... its fsync succeeds once the directory is back" fsync_ok "$F/gone/bad.txt"
+	eq "... and the sandbox has it" "$(root_file "$FHOME/gone/bad.txt")" bad
+}

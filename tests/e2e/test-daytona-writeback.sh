@@ -7,4 +7,5 @@ start_fake daytona
 UPLOAD_KEY="POST /toolbox/:id/files/bulk-upload"
 HOME_DIR=/home/daytona
 story_writeback
+story_writeback_batch
 finish

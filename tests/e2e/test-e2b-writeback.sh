@@ -7,4 +7,5 @@ start_fake e2b
 UPLOAD_KEY="POST /files"
 HOME_DIR=/home/user
 story_writeback
+story_writeback_batch
 finish

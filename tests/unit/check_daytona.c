@@ -19,6 +19,7 @@
 
 #include "base/fsutil.h"
 #include "daytona/protocol.h"
+#include "daytona/daytona.h"
 
 /* --- FileInfo ------------------------------------------------------------ */
 
@@ -791,11 +792,65 @@ START_TEST(test_wrap_timeout)
 }
 END_TEST
 
+/* --- bulk-upload replies (dt_bulk_upload_results) ------------------------------- */
+
+static void new_files(struct sbx_new_file *f, const char *const *paths, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		f[i] = (struct sbx_new_file){.path = paths[i], .fd = -1, .err = SBX_ERROR_INIT};
+}
+
+START_TEST(test_bulk_upload_results)
+{
+	static const char *const p[] = {"/w/a", "/w/d/b", "/w/c\"q\nx"};
+	struct sbx_new_file f[3];
+	/* 200: every file listed */
+	const char *all = "{\"files\":[{\"path\":\"/w/a\",\"bytes\":1},{\"path\":\"/w/d/b\",\"bytes\":2},"
+			  "{\"path\":\"/w/c\\\"q\\nx\",\"bytes\":3}]}";
+	new_files(f, p, 3);
+	dt_bulk_upload_results(200, all, strlen(all), f, 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(f[i].rc, 0);
+	/* 400: one refused (the fake's {path, error}), the others written */
+	const char *one = "{\"errors\":[{\"path\":\"/w/d/b\",\"error\":\"mkdir /w/d: not a directory\"}],"
+			  "\"files\":[{\"path\":\"/w/a\",\"bytes\":1},{\"path\":\"/w/c\\\"q\\nx\"}]}";
+	new_files(f, p, 3);
+	dt_bulk_upload_results(400, one, strlen(one), f, 3);
+	ck_assert_int_eq(f[0].rc, 0);
+	ck_assert_int_eq(f[1].rc, -ENOTDIR);
+	ck_assert_ptr_nonnull(strstr(f[1].err.msg, "/w/d/b"));
+	ck_assert_ptr_nonnull(strstr(f[1].err.msg, "not a directory"));
+	ck_assert_int_eq(f[2].rc, 0);
+	/* an error as a "PATH: why" string */
+	const char *str = "{\"errors\":[\"/w/a: open /w/a: permission denied\"],"
+			  "\"files\":[{\"path\":\"/w/d/b\"},{\"path\":\"/w/c\\\"q\\nx\"}]}";
+	new_files(f, p, 3);
+	dt_bulk_upload_results(400, str, strlen(str), f, 3);
+	ck_assert_int_eq(f[0].rc, -EACCES);
+	ck_assert_int_eq(f[1].rc, 0);
+	ck_assert_int_eq(f[2].rc, 0);
+	/* a reply listing fewer files than sent: the missing one failed */
+	const char *few = "{\"files\":[{\"path\":\"/w/a\"},{\"path\":\"/w/c\\\"q\\nx\"}]}";
+	new_files(f, p, 3);
+	dt_bulk_upload_results(200, few, strlen(few), f, 3);
+	ck_assert_int_eq(f[0].rc, 0);
+	ck_assert_int_eq(f[1].rc, -EIO);
+	ck_assert_ptr_nonnull(strstr(f[1].err.msg, "not in the reply"));
+	ck_assert_int_eq(f[2].rc, 0);
+	/* no JSON at all: every file failed */
+	new_files(f, p, 3);
+	dt_bulk_upload_results(400, "oops", 4, f, 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(f[i].rc, -EIO);
+}
+END_TEST
+
 static Suite *daytona_suite(void)
 {
 	Suite *s = suite_create("daytona");
 	TCase *tc = tcase_create("protocol");
 	tcase_add_test(tc, test_fileinfo_file);
+	tcase_add_test(tc, test_bulk_upload_results);
 	tcase_add_test(tc, test_fileinfo_dir_link_special);
 	tcase_add_test(tc, test_time_owner);
 	tcase_add_test(tc, test_multipart_one_file);

@@ -16,6 +16,7 @@
 #include "rmeta_queue.h"
 #include "rmeta.h"
 #include "e2b/protocol.h"
+#include "e2b/e2b.h"
 
 /* --- Connect framing ------------------------------------------------------ */
 
@@ -966,6 +967,42 @@ START_TEST(test_meta_split)
 }
 END_TEST
 
+/* --- several files per POST /files (bulkup.c) ------------------------------------ */
+
+START_TEST(test_files_put_results)
+{
+	struct sbx_new_file f[3] = {{.path = "/home/user/a"},
+				    {.path = "/home/user/d/\xc3\xbc"},
+				    {.path = "/home/user/$(x)"}};
+	struct sbx_new_file *pf[3] = {&f[0], &f[1], &f[2]};
+	const char *all = "[{\"name\":\"a\",\"type\":\"file\",\"path\":\"/home/user/a\"},"
+			  "{\"name\":\"\xc3\xbc\",\"type\":\"file\",\"path\":\"/home/user/d/\xc3\xbc\"},"
+			  "{\"name\":\"$(x)\",\"type\":\"file\",\"path\":\"/home/user/$(x)\"}]";
+	e2b_files_put_results(all, strlen(all), pf, 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(f[i].rc, 0);
+	/* a reply listing fewer files than sent: the missing one failed, named */
+	const char *few = "[{\"name\":\"$(x)\",\"type\":\"file\",\"path\":\"/home/user/$(x)\"},"
+			  "{\"name\":\"a\",\"type\":\"file\",\"path\":\"/home/user/a\"}]";
+	e2b_files_put_results(few, strlen(few), pf, 3);
+	ck_assert_int_eq(f[0].rc, 0);
+	ck_assert_int_eq(f[1].rc, -EIO);
+	ck_assert_ptr_nonnull(strstr(f[1].err.msg, "/home/user/d/\xc3\xbc"));
+	ck_assert_ptr_nonnull(strstr(f[1].err.msg, "not in the reply"));
+	ck_assert_int_eq(f[2].rc, 0);
+	/* not an array: nothing is known to be written */
+	e2b_files_put_results("{\"path\":\"/home/user/a\"}", 23, pf, 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(f[i].rc, -EIO);
+	/* names a part's filename cannot carry as they are go alone */
+	ck_assert(e2b_part_name_ok("/home/user/$(touch x) \xc3\xbc"));
+	ck_assert(!e2b_part_name_ok("/home/user/q\"uote"));
+	ck_assert(!e2b_part_name_ok("/home/user/new\nline"));
+	ck_assert(!e2b_part_name_ok("/home/user/cr\r"));
+	ck_assert(!e2b_part_name_ok("/home/user/back\\slash"));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("e2b");
@@ -973,6 +1010,7 @@ int main(void)
 	SRunner *sr;
 	int failed;
 	tcase_add_test(tc, test_frame_encode);
+	tcase_add_test(tc, test_files_put_results);
 	tcase_add_test(tc, test_decode_split_packed);
 	tcase_add_test(tc, test_decode_end_error);
 	tcase_add_test(tc, test_decode_bad);
