@@ -169,8 +169,8 @@ size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst,
 			op_of(ctx, k, &name, &path);
 			if (any && !names(msg, msg_len, path))
 				continue;
-			sbx_error_set(&e, sbx_rmeta_msg_errno(msg, msg_len), SBX_E_EXECUTION_FAILED, "%.*s",
-				      msg ? (int)msg_len : 0, msg ? msg : "");
+			sbx_error_set(&e, sbx_rmeta_msg_errno(msg, msg_len), SBX_E_EXECUTION_FAILED,
+				      "%.*s", msg ? (int)msg_len : 0, msg ? msg : "");
 			sbx_rmeta_fail(f, inst, name, path, &e, !reported);
 			reported = true;
 			failed++;

@@ -194,8 +194,8 @@ static long linger_ms_locked(struct sbx_wb *wb)
 	struct wb_item *first = next_waiting_locked(wb);
 	long long now = sbx_now_ms(), last = 0, idle, age;
 	unsigned waiting = 0;
-	if (!first || !wb->l->prov->write_new_many || !first->fresh || wb->drains ||
-	    wb->stopping || wb->holds)
+	if (!first || !wb->l->prov->write_new_many || !first->fresh || wb->drains || wb->stopping ||
+	    wb->holds)
 		return 0;
 	for (struct wb_item *it = first; it; it = it->next) {
 		if (!it->inflight && it->fresh)

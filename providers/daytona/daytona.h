@@ -134,15 +134,15 @@ static inline struct dt_instance *dt_inst(struct sbx_instance *i)
 struct dt_call {
 	const char *method; /* NULL: GET, or POST when body is set */
 	const char *url;
-	json_t *body;	     /* sent as application/json (not stolen) */
-	bool empty_post;     /* POST without a body */
-	json_t **reply;	     /* the parsed JSON reply (new reference), or NULL */
-	struct sbx_buf *raw; /* or the raw reply body */
+	json_t *body;		  /* sent as application/json (not stolen) */
+	bool empty_post;	  /* POST without a body */
+	json_t **reply;		  /* the parsed JSON reply (new reference), or NULL */
+	struct sbx_buf *raw;	  /* or the raw reply body */
 	struct sbx_buf *err_body; /* a non-2xx reply's body too (bulk upload's per-file errors) */
-	const char *accept;  /* NULL: application/json */
-	const char *what;    /* "stat /a" — the prefix of error messages */
-	long timeout_ms;     /* 0: the client's default */
-	size_t max_body;     /* 0: DT_JSON_MAX */
+	const char *accept;	  /* NULL: application/json */
+	const char *what;	  /* "stat /a" — the prefix of error messages */
+	long timeout_ms;	  /* 0: the client's default */
+	size_t max_body;	  /* 0: DT_JSON_MAX */
 	bool idempotent;
 	long *status; /* the reply's HTTP status (0: none came), or NULL */
 	/* Streaming (files.c): a multipart request body, a reply sink. */

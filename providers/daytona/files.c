@@ -383,8 +383,8 @@ static int upload(struct dt_instance *di, const char *dest, int fd, off_t size,
 				       .stream = true},
 		     err);
 	if (u.src.err)
-		rc = sbx_error_set(err, u.src.err, SBX_E_INTERNAL, "%s: reading the local copy failed",
-				   w);
+		rc = sbx_error_set(err, u.src.err, SBX_E_INTERNAL,
+				   "%s: reading the local copy failed", w);
 	sbx_buf_release(&url);
 	return rc;
 }
@@ -531,14 +531,17 @@ void dt_bulk_upload_results(long status, const char *body, size_t len, struct sb
 		files[i].rc = sbx_error_set(&files[i].err, EIO, SBX_E_INTERNAL,
 					    "upload %s: not in the reply of bulk-upload (HTTP %ld)",
 					    files[i].path, status);
-	json_array_foreach(bad, k, e) {
+	json_array_foreach(bad, k, e)
+	{
 		const char *why = NULL;
 		struct sbx_new_file *f = bulk_error_file(e, files, n, &why);
 		if (f && why)
-			f->rc = sbx_error_set(&f->err, sbx_rmeta_msg_errno(why, strlen(why)),
-					      SBX_E_EXECUTION_FAILED, "upload %s: %s", f->path, why);
+			f->rc =
+			    sbx_error_set(&f->err, sbx_rmeta_msg_errno(why, strlen(why)),
+					  SBX_E_EXECUTION_FAILED, "upload %s: %s", f->path, why);
 	}
-	json_array_foreach(ok, k, e) {
+	json_array_foreach(ok, k, e)
+	{
 		const char *p = json_string_value(json_object_get(e, "path"));
 		for (i = 0; p && i < n; i++) {
 			if (!strcmp(p, files[i].path)) {

@@ -38,7 +38,8 @@ static int put_many_mime(void *ctx, struct curl_mime *mime)
 		curl_mimepart *p;
 		if (!(p = curl_mime_addpart(mime)) || curl_mime_name(p, "file") ||
 		    curl_mime_filename(p, m->files[i]->path) ||
-		    curl_mime_type(p, "application/octet-stream") || sbx_http_mime_fd(p, &m->src[i]))
+		    curl_mime_type(p, "application/octet-stream") ||
+		    sbx_http_mime_fd(p, &m->src[i]))
 			return -ENOMEM;
 	}
 	return 0;
@@ -49,10 +50,11 @@ void e2b_files_put_results(const char *body, size_t len, struct sbx_new_file **f
 	json_t *j = body && len ? json_loadb(body, len, 0, NULL) : NULL, *e;
 	size_t k;
 	for (size_t i = 0; i < n; i++)
-		files[i]->rc = sbx_error_set(&files[i]->err, EIO, SBX_E_INTERNAL,
-					     "write %s: not in the reply of POST /files",
-					     files[i]->path);
-	json_array_foreach(j, k, e) {
+		files[i]->rc =
+		    sbx_error_set(&files[i]->err, EIO, SBX_E_INTERNAL,
+				  "write %s: not in the reply of POST /files", files[i]->path);
+	json_array_foreach(j, k, e)
+	{
 		const char *p = json_string_value(json_object_get(e, "path"));
 		for (size_t i = 0; p && i < n; i++) {
 			if (!strcmp(p, files[i]->path)) {
@@ -91,7 +93,8 @@ int e2b_files_put_many(struct e2b_inst *in, struct sbx_new_file **files, size_t 
 	for (size_t i = 0; !rc && i < n; i++)
 		if (m.src[i].err)
 			rc = sbx_error_set(e, m.src[i].err, SBX_E_INTERNAL,
-					   "write %s: reading the local copy failed", files[i]->path);
+					   "write %s: reading the local copy failed",
+					   files[i]->path);
 	if (rc) {
 		sbx_error_prefix(e, what);
 	} else if (resp.status < 200 || resp.status > 299) {

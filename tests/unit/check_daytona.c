@@ -805,15 +805,17 @@ START_TEST(test_bulk_upload_results)
 	static const char *const p[] = {"/w/a", "/w/d/b", "/w/c\"q\nx"};
 	struct sbx_new_file f[3];
 	/* 200: every file listed */
-	const char *all = "{\"files\":[{\"path\":\"/w/a\",\"bytes\":1},{\"path\":\"/w/d/b\",\"bytes\":2},"
-			  "{\"path\":\"/w/c\\\"q\\nx\",\"bytes\":3}]}";
+	const char *all =
+	    "{\"files\":[{\"path\":\"/w/a\",\"bytes\":1},{\"path\":\"/w/d/b\",\"bytes\":2},"
+	    "{\"path\":\"/w/c\\\"q\\nx\",\"bytes\":3}]}";
 	new_files(f, p, 3);
 	dt_bulk_upload_results(200, all, strlen(all), f, 3);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(f[i].rc, 0);
 	/* 400: one refused (the fake's {path, error}), the others written */
-	const char *one = "{\"errors\":[{\"path\":\"/w/d/b\",\"error\":\"mkdir /w/d: not a directory\"}],"
-			  "\"files\":[{\"path\":\"/w/a\",\"bytes\":1},{\"path\":\"/w/c\\\"q\\nx\"}]}";
+	const char *one =
+	    "{\"errors\":[{\"path\":\"/w/d/b\",\"error\":\"mkdir /w/d: not a directory\"}],"
+	    "\"files\":[{\"path\":\"/w/a\",\"bytes\":1},{\"path\":\"/w/c\\\"q\\nx\"}]}";
 	new_files(f, p, 3);
 	dt_bulk_upload_results(400, one, strlen(one), f, 3);
 	ck_assert_int_eq(f[0].rc, 0);

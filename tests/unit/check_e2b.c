@@ -975,9 +975,10 @@ START_TEST(test_files_put_results)
 				    {.path = "/home/user/d/\xc3\xbc"},
 				    {.path = "/home/user/$(x)"}};
 	struct sbx_new_file *pf[3] = {&f[0], &f[1], &f[2]};
-	const char *all = "[{\"name\":\"a\",\"type\":\"file\",\"path\":\"/home/user/a\"},"
-			  "{\"name\":\"\xc3\xbc\",\"type\":\"file\",\"path\":\"/home/user/d/\xc3\xbc\"},"
-			  "{\"name\":\"$(x)\",\"type\":\"file\",\"path\":\"/home/user/$(x)\"}]";
+	const char *all =
+	    "[{\"name\":\"a\",\"type\":\"file\",\"path\":\"/home/user/a\"},"
+	    "{\"name\":\"\xc3\xbc\",\"type\":\"file\",\"path\":\"/home/user/d/\xc3\xbc\"},"
+	    "{\"name\":\"$(x)\",\"type\":\"file\",\"path\":\"/home/user/$(x)\"}]";
 	e2b_files_put_results(all, strlen(all), pf, 3);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(f[i].rc, 0);
