@@ -322,6 +322,15 @@ struct sbx_provider {
 		     struct sbx_error *err);
 	int (*unlink)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 	int (*rmdir)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+	/*
+	 * Optional: as rmdir, for a directory the caller knows empty (a
+	 * listing of it fetched or made within the cache's TTL lost every
+	 * name through this mount since): the provider may queue the
+	 * removal and return 0; if it fails later (the sandbox put a name
+	 * there meanwhile), the failure is recorded against path and
+	 * reported in the lease's `error`.
+	 */
+	int (*rmdir_empty)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 	/* Renames, replacing an existing target (flags: RENAME_NOREPLACE/EXCHANGE, 0). */
 	int (*rename)(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 		      struct sbx_error *err);

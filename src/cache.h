@@ -189,6 +189,12 @@ bool sbx_cache_dir_get(struct sbx_cache *c, const char *dir, bool any_age,
  */
 void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cache_listing *ls);
 /*
+ * True when dir is known empty: its listing is fresh (fetched or made
+ * within the TTL) and every name in it was removed here since, and no
+ * file created here waits in it (provider rmdir_empty).
+ */
+bool sbx_cache_dir_empty(struct sbx_cache *c, const char *dir);
+/*
  * After a successful create/mkdir/symlink/link here: the parent's cached
  * listing gains the name (st, if given, becomes path's attributes; else
  * they are dropped). After unlink/rmdir: path becomes a negative entry and

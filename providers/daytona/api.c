@@ -630,6 +630,7 @@ const struct sbx_provider sbx_provider_daytona = {
     .mkdir = dt_mkdir,
     .unlink = dt_unlink,
     .rmdir = dt_rmdir,
+    .rmdir_empty = dt_rmdir_empty,
     .rename = dt_rename,
     .chmod = dt_chmod,
     .chown = dt_chown,

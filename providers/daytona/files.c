@@ -190,8 +190,10 @@ static int stat_listed(struct sbx_instance *inst, const char *path, struct sbx_s
 int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
-	int rc = dt_batch_settle_for(di, path, err);
-	if (rc)
+	int rc;
+	if (dt_batch_gone(di, path)) /* a queued removal: no request to say so */
+		return sbx_error_set(err, ENOENT, 0, "stat %s: removed", path);
+	if ((rc = dt_batch_settle_for(di, path, err)))
 		return rc;
 	rc = info(di, path, NULL, st, err);
 	if (rc == -EIO && !stat_listed(inst, path, st)) {
@@ -530,21 +532,6 @@ int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sb
 		     err);
 	sbx_buf_release(&url);
 	return rc ? rc : dt_own_new(di, path, err);
-}
-
-int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err)
-{
-	struct dt_instance *di = dt_inst(inst);
-	int rc = dt_batch_flush(di, err);
-	if (!rc)
-		rc = del(di, path, false, err);
-	if (rc == -EINVAL) /* "cannot delete directory without recursive flag" */
-		rc = sbx_error_set(err, EISDIR, 0, "unlink %s: is a directory", path);
-	if (!rc) {
-		dt_links_forget(di, path);
-		sbx_rmeta_fail_forget(&di->fails, path);
-	}
-	return rc;
 }
 
 static int count_entry(void *ctx, const char *name, const struct sbx_stat *st)

@@ -576,6 +576,7 @@ const struct sbx_provider sbx_provider_e2b = {
     .mkdir = e2b_mkdir,
     .unlink = e2b_unlink,
     .rmdir = e2b_rmdir,
+    .rmdir_empty = e2b_rmdir_empty,
     .rename = e2b_rename,
     .chmod = e2b_chmod,
     .chown = e2b_chown,

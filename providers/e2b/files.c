@@ -25,6 +25,8 @@
 #include "base/log.h"
 
 #define SBX_RMQ_NEED_DELAY_MS 1000L
+/* A queue this long is applied at once (memory, and the gather's cost). */
+#define E2B_QUEUE_MAX 4096
 #define E2B_LIST_MAX_REPLY (64u << 20)
 
 /* --- the metadata batch --------------------------------------------------- */
@@ -76,22 +78,33 @@ static void own_free(struct e2b_inst *in, struct e2b_own *o)
  * upload (2 s), each dropping its file's attributes (a Stat at the next
  * utimens or stat of it).
  */
+static void own_note_one_locked(struct e2b_inst *in, const char *path, size_t len,
+				long long now)
+{
+	struct e2b_own *o;
+	HASH_FIND(hh, in->own, path, len, o);
+	if (!o) {
+		o = sbx_xcalloc(1, sizeof(*o));
+		o->path = sbx_xstrndup(path, len);
+		HASH_ADD_KEYPTR(hh, in->own, o->path, len, o);
+	}
+	o->until = now + E2B_OWN_ECHO_MS;
+}
+
 static void own_note_locked(struct e2b_inst *in, const struct sbx_rmq_queue *q)
 {
 	long long now = sbx_now_ms();
 	struct e2b_own *o, *tmp;
-	if (HASH_COUNT(in->own) + q->n > E2B_OWN_MAX)
+	if (HASH_COUNT(in->own) + 2 * q->n > E2B_OWN_MAX)
 		HASH_ITER(hh, in->own, o, tmp)
-	if (o->until <= now || HASH_COUNT(in->own) + q->n > E2B_OWN_MAX)
+	if (o->until <= now || HASH_COUNT(in->own) + 2 * q->n > E2B_OWN_MAX)
 		own_free(in, o);
 	for (size_t i = 0; i < q->n; i++) {
-		HASH_FIND_STR(in->own, q->ops[i].path, o);
-		if (!o) {
-			o = sbx_xcalloc(1, sizeof(*o));
-			o->path = sbx_xstrdup(q->ops[i].path);
-			HASH_ADD_KEYPTR(hh, in->own, o->path, strlen(o->path), o);
-		}
-		o->until = now + E2B_OWN_ECHO_MS;
+		const char *p = q->ops[i].path, *slash = strrchr(p, '/');
+		own_note_one_locked(in, p, strlen(p), now);
+		/* a removal changes its directory too (the core noted that at the call) */
+		if (sbx_rmq_removal(q->ops[i].kind) && slash)
+			own_note_one_locked(in, p, slash > p ? (size_t)(slash - p) : 1, now);
 	}
 }
 
@@ -211,6 +224,7 @@ void e2b_flusher_stop(struct e2b_inst *in)
 
 static int enqueue(struct e2b_inst *in, const struct sbx_rmq_op *op)
 {
+	bool full;
 	pthread_mutex_lock(&in->lock);
 	sbx_rmq_add(&in->queue, op);
 	in->last_op_ms = sbx_now_ms();
@@ -218,8 +232,25 @@ static int enqueue(struct e2b_inst *in, const struct sbx_rmq_op *op)
 	if (!in->flusher_on && !in->stopping)
 		in->flusher_on = !pthread_create(&in->flusher, NULL, flusher_main, in);
 	pthread_cond_signal(&in->wake);
+	full = in->queue.n >= E2B_QUEUE_MAX;
 	pthread_mutex_unlock(&in->lock);
+	if (full) { /* failures go to their paths */
+		struct sbx_error e = SBX_ERROR_INIT;
+		e2b_flush(in, NULL, SBX_RMQ_NEED_ALL, &e);
+	}
 	return 0;
+}
+
+/* Whether path is gone once the queue is applied (a queued removal, nothing made after). */
+static bool queued_gone(struct e2b_inst *in, const char *path)
+{
+	enum sbx_rmq_fate f;
+	pthread_mutex_lock(&in->lock);
+	f = sbx_rmq_fate(&in->queue, path);
+	if (f == SBX_RMQ_UNTOUCHED)
+		f = sbx_rmq_fate(&in->inflight, path);
+	pthread_mutex_unlock(&in->lock);
+	return f == SBX_RMQ_GONE;
 }
 
 /*
@@ -414,7 +445,10 @@ int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	     struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
-	int rc = flush_access(in, path, SBX_RMQ_NEED_ENTRY, err);
+	int rc;
+	if (queued_gone(in, path)) /* its failure, if it fails, is its next access's */
+		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "stat %s: removed", path);
+	rc = flush_access(in, path, SBX_RMQ_NEED_ENTRY, err);
 	if (!rc && !recent_take(in, path, st))
 		rc = stat_raw(in, path, st, NULL, err);
 	if (!rc)
@@ -492,7 +526,8 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 	struct sbx_buf child = SBX_BUF_INIT;
 	bool overlay;
 	size_t i;
-	int rc = flush_access(in, path, SBX_RMQ_NEED_CHILDREN, err);
+	/* queued removals of its entries stay queued: the listing leaves them out */
+	int rc = flush_access(in, path, SBX_RMQ_NEED_LISTING, err);
 	if (rc)
 		return rc;
 	req = json_pack("{s:s,s:i}", "path", path, "depth", 1);
@@ -517,6 +552,8 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 		if (overlay) {
 			sbx_buf_reset(&child);
 			sbx_buf_addf(&child, "%s/%s", strcmp(path, "/") ? path : "", name);
+			if (queued_gone(in, child.buf))
+				continue;
 			e2b_overlay(in, child.buf, &st);
 		}
 		if (fn(ctx, name, &st))
@@ -706,17 +743,35 @@ static int remove_path(struct e2b_inst *in, const char *path, const char *what,
 	return rc;
 }
 
+/*
+ * Queued (`rm -f`, in the root batch as envd's own Remove runs): envd's
+ * Remove is `rm -rf`, so a direct one needed a Stat first to refuse a
+ * directory; the kernel has refused one already (the type of the name it
+ * looked up), and the queued command refuses a directory the sandbox put
+ * there since (EISDIR against the path, in `error`). What waits for it:
+ * rmeta_queue.h's need levels; a stat of the name is ENOENT meanwhile.
+ */
 int e2b_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
-	struct sbx_stat st;
-	/* Remove is `rm -rf`: make sure it is no directory first. */
-	int rc = e2b_flush(in, path, SBX_RMQ_NEED_TOUCH, err);
-	if (!rc)
-		rc = stat_raw(in, path, &st, NULL, err);
-	if (!rc && S_ISDIR(st.mode))
-		rc = sbx_error_set(err, EISDIR, SBX_E_INTERNAL, "unlink %s: is a directory", path);
-	return rc ? rc : remove_path(in, path, "unlink", err);
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_UNLINK, .path = (char *)path};
+	if (!path[1])
+		return sbx_error_set(err, EISDIR, SBX_E_INTERNAL, "unlink /: is a directory");
+	recent_drop(in, path);
+	sbx_rmeta_fail_forget(&in->fails, path); /* an old failure concerns no file now */
+	return enqueue(in, &op);
+}
+
+/* A directory the core knows empty (provider.h): queued like an unlink, `rmdir`. */
+int e2b_rmdir_empty(struct sbx_instance *inst, const char *path, struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_RMDIR, .path = (char *)path};
+	if (!strcmp(path, "/"))
+		return sbx_error_set(err, EBUSY, SBX_E_INTERNAL, "rmdir /: refused");
+	recent_drop(in, path);
+	sbx_rmeta_fail_forget(&in->fails, path);
+	return enqueue(in, &op);
 }
 
 static int count_entry(void *ctx, const char *name, const struct sbx_stat *st)
