@@ -669,8 +669,20 @@ static int queue_removal(struct dt_instance *di, enum sbx_rmq_kind kind, const c
 			 struct sbx_error *err)
 {
 	struct sbx_rmq_op op = {.kind = kind, .path = (char *)path};
+	bool perms;
+	int rc;
 	if (!path[1])
 		return sbx_error_set(err, EBUSY, 0, "%s /: refused", sbx_rmq_name(kind));
+	/*
+	 * The permissions calls go after the commands: a chmod or chown of
+	 * the path waiting there (a new file's mode, vim's swap files) goes
+	 * in first, as before (of a hard link, it is the other names' too).
+	 */
+	pthread_mutex_lock(&di->lock);
+	perms = sbx_rmq_touches(&di->batch.perms, path, true);
+	pthread_mutex_unlock(&di->lock);
+	if (perms && (rc = dt_batch_flush(di, err)))
+		return rc;
 	dt_links_forget(di, path);
 	sbx_rmeta_fail_forget(&di->fails, path); /* an old failure concerns no file now */
 	return enqueue(di, &op, err);
