@@ -105,6 +105,9 @@ struct sbx_stat {
 
 /* list() calls this once per entry (never for "." and ".."); non-zero stops the walk. */
 typedef int (*sbx_list_fn)(void *ctx, const char *name, const struct sbx_stat *st);
+/* list_tree() calls this once per entry, with the directory it is in. */
+typedef int (*sbx_tree_fn)(void *ctx, const char *dir, const char *name,
+			   const struct sbx_stat *st);
 
 /*
  * One sandbox as a provider's control plane lists it (list_sandboxes). The
@@ -298,6 +301,15 @@ struct sbx_provider {
 	/* Lists a directory; with SBX_CAP_LIST_ATTRS every entry's attributes in one call. */
 	int (*list)(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
 		    struct sbx_error *err);
+	/*
+	 * Optional (with SBX_CAP_LIST_ATTRS): in one request, the entries of
+	 * path and of the directories below it down to depth levels (2: path's
+	 * and its subdirectories'), each with the directory it is in (path or
+	 * below it, as path is spelled). Symbolic links are not followed; a
+	 * subdirectory with no entries has none.
+	 */
+	int (*list_tree)(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
+			 void *ctx, struct sbx_error *err);
 	/* Streams bytes [off, off+len) of a file into sink (len < 0: to the end). */
 	int (*read)(struct sbx_instance *inst, const char *path, off_t off, off_t len,
 		    sbx_sink_fn sink, void *ctx, struct sbx_error *err);

@@ -221,6 +221,13 @@ size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst,
 	return failed;
 }
 
+int sbx_rmeta_as_list_fn(void *ctx, const char *dir, const char *name, const struct sbx_stat *st)
+{
+	struct sbx_rmeta_as_list *a = ctx;
+	(void)dir;
+	return a->fn(a->ctx, name, st);
+}
+
 void sbx_rmeta_fail_all(struct sbx_rmeta_fails *f, struct sbx_instance *inst, size_t first,
 			size_t end, sbx_rmeta_op_fn op_of, void *ctx, const struct sbx_error *e)
 {

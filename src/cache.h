@@ -177,6 +177,13 @@ void sbx_cache_dir_new(struct sbx_cache *c, const char *dir);
  */
 bool sbx_cache_dir_stale(struct sbx_cache *c, const char *dir, size_t max);
 /*
+ * True when dir is being walked: its listing is fresh and holds at most
+ * max names, a listing of one of its entries was stored within the TTL,
+ * and at least two of its subdirectories have no fresh listing yet
+ * (fs_walk.c: one listing of the subtree then serves them all).
+ */
+bool sbx_cache_walk_due(struct sbx_cache *c, const char *dir, size_t max);
+/*
  * Copies the cached listing of dir into out (each entry with its cached
  * attributes where known): true on a hit. Both this and the fresh listing
  * path should pass through sbx_cache_dir_overlay().

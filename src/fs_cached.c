@@ -379,7 +379,8 @@ static int c_readdir(struct sbx_lease *l, const char *path, sbx_fs_fill_fn fill,
 
 	if (sbx_fs_is_pseudo(path))
 		return 0;
-	if (!sbx_cache_dir_get(c, path, fsc_any_age(l), &ls)) {
+	if (!sbx_cache_dir_get(c, path, fsc_any_age(l), &ls) &&
+	    !(fsc_walk_prefetch(l, path) && sbx_cache_dir_get(c, path, false, &ls))) {
 		unsigned long gen = sbx_cache_gen(c);
 		rc = fsc_reach(l, l->prov->list, "list directories", "list", path, &inst, err);
 		if (!rc)

@@ -631,6 +631,7 @@ const struct sbx_provider sbx_provider_daytona = {
     .unlink = dt_unlink,
     .rmdir = dt_rmdir,
     .rmdir_empty = dt_rmdir_empty,
+    .list_tree = dt_list_tree,
     .rename = dt_rename,
     .chmod = dt_chmod,
     .chown = dt_chown,

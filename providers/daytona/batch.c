@@ -364,6 +364,16 @@ int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_erro
 	return flush_if(di, path, true, err);
 }
 
+int dt_batch_flush_below(struct dt_instance *di, const char *path, struct sbx_error *err)
+{
+	bool need;
+	pthread_mutex_lock(&di->lock);
+	need = di->flushing || sbx_rmq_needs(&di->batch.q, path, SBX_RMQ_NEED_TOUCH) ||
+	       sbx_rmq_needs(&di->batch.perms, path, SBX_RMQ_NEED_TOUCH);
+	pthread_mutex_unlock(&di->lock);
+	return need ? dt_batch_flush(di, err) : 0;
+}
+
 int dt_batch_settle_for(struct dt_instance *di, const char *path, struct sbx_error *err)
 {
 	int rc = flush_if(di, path, false, err);

@@ -243,6 +243,8 @@ int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_erro
  * returns the failure of a queued op of path itself, once (rmeta.h).
  */
 int dt_batch_settle_for(struct dt_instance *di, const char *path, struct sbx_error *err);
+/* dt_batch_flush when anything queued is on path or below it (a listing of a subtree). */
+int dt_batch_flush_below(struct dt_instance *di, const char *path, struct sbx_error *err);
 /* Whether a queued removal leaves path gone (sbx_rmq_fate): a stat says ENOENT. */
 bool dt_batch_gone(struct dt_instance *di, const char *path);
 void dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st);
@@ -312,6 +314,8 @@ int dt_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size
 int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
 int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
+		 void *ctx, struct sbx_error *err);
 int dt_rmdir_empty(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 	      struct sbx_error *err);

@@ -216,20 +216,24 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, st
 	return rc;
 }
 
-int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
-	    struct sbx_error *err)
+/* GET /files of path to depth: each entry with its directory (FileInfo's path, deeper). */
+static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_tree_fn fn,
+		      void *ctx, struct sbx_error *err)
 {
-	struct dt_instance *di = dt_inst(inst);
 	struct sbx_buf url = SBX_BUF_INIT, child = SBX_BUF_INIT;
-	char w[300];
+	char w[300], d[16];
 	json_t *arr = NULL, *e;
 	bool links, perms = dt_batch_has_perms(di);
 	size_t i;
 	int rc;
 
-	if ((rc = dt_batch_settle_for(di, path, err)))
+	if ((rc = depth > 1 ? dt_batch_flush_below(di, path, err) : dt_batch_settle_for(di, path, err)))
 		return rc;
 	dt_path_url(di, &url, "/files", path);
+	if (depth > 1) {
+		snprintf(d, sizeof(d), "%d", depth);
+		sbx_http_add_query(&url, "depth", d);
+	}
 	rc = dt_call(&(struct dt_call){.url = url.buf,
 				       .reply = &arr,
 				       .what = what(w, sizeof(w), "list", path),
@@ -243,27 +247,49 @@ int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *c
 	pthread_mutex_unlock(&di->lock);
 	json_array_foreach(rc ? NULL : arr, i, e)
 	{
+		const char *epath = json_string_value(json_object_get(e, "path")), *slash;
 		struct sbx_stat st;
 		const char *name;
 		if (dt_fileinfo_parse(e, &st, &name) || !strcmp(name, ".") || !strcmp(name, "..")) {
 			sbx_log(SBX_LOG_DEBUG, "daytona: %s: skipping an unreadable entry", w);
 			continue;
 		}
+		sbx_buf_reset(&child);
+		if (depth > 1 && !(epath && sbx_rmq_under(epath, path, true) && strcmp(epath, path))) {
+			rc = sbx_error_set(err, ENOTSUP, 0, "%s: the daemon lists no paths (before 0.218)",
+					   w);
+			break;
+		}
+		if (depth > 1)
+			sbx_buf_adds(&child, epath);
+		else
+			sbx_buf_addf(&child, "%s/%s", strcmp(path, "/") ? path : "", name);
 		if (links || perms) {
-			sbx_buf_reset(&child);
-			sbx_buf_adds(&child, strcmp(path, "/") ? path : "");
-			sbx_buf_addch(&child, '/');
-			sbx_buf_adds(&child, name);
 			dt_batch_overlay(di, child.buf, &st);
 			dt_link_lookup(di, child.buf, &st, NULL, 0);
 		}
-		if (fn(ctx, name, &st))
+		slash = strrchr(child.buf, '/');
+		child.buf[slash > child.buf ? slash - child.buf : 1] = '\0';
+		if (fn(ctx, child.buf, name, &st))
 			break;
 	}
 	sbx_buf_release(&child);
 	json_decref(arr);
 	sbx_buf_release(&url);
 	return rc;
+}
+
+int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
+	    struct sbx_error *err)
+{
+	struct sbx_rmeta_as_list a = {fn, ctx};
+	return list_depth(dt_inst(inst), path, 1, sbx_rmeta_as_list_fn, &a, err);
+}
+
+int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
+		 void *ctx, struct sbx_error *err)
+{
+	return list_depth(dt_inst(inst), path, depth < 1 ? 1 : depth, fn, ctx, err);
 }
 
 /* --- read ---------------------------------------------------------------------- */

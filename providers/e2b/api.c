@@ -577,6 +577,7 @@ const struct sbx_provider sbx_provider_e2b = {
     .unlink = e2b_unlink,
     .rmdir = e2b_rmdir,
     .rmdir_empty = e2b_rmdir_empty,
+    .list_tree = e2b_list_tree,
     .rename = e2b_rename,
     .chmod = e2b_chmod,
     .chown = e2b_chown,

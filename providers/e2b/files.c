@@ -518,19 +518,22 @@ int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t 
 	return rc;
 }
 
-int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
-	     struct sbx_error *err)
+/*
+ * ListDir of path to depth: each entry with its directory. Queued
+ * removals of path's own entries stay queued (the listing leaves them
+ * out); below them (depth > 1), anything queued is applied first.
+ */
+static int list_depth(struct e2b_inst *in, const char *path, int depth, sbx_tree_fn fn, void *ctx,
+		      struct sbx_error *err)
 {
-	struct e2b_inst *in = e2b_of(inst);
 	json_t *req, *out = NULL, *entries, *entry;
 	struct sbx_buf child = SBX_BUF_INIT;
 	bool overlay;
 	size_t i;
-	/* queued removals of its entries stay queued: the listing leaves them out */
-	int rc = flush_access(in, path, SBX_RMQ_NEED_LISTING, err);
+	int rc = flush_access(in, path, depth > 1 ? SBX_RMQ_NEED_TOUCH : SBX_RMQ_NEED_LISTING, err);
 	if (rc)
 		return rc;
-	req = json_pack("{s:s,s:i}", "path", path, "depth", 1);
+	req = json_pack("{s:s,s:i}", "path", path, "depth", depth);
 	rc = e2b_rpc(in, "filesystem.Filesystem/ListDir", req, true, E2B_LIST_MAX_REPLY, &out,
 		     "list", err);
 	json_decref(req);
@@ -539,29 +542,49 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&in->lock);
-	overlay =
-	    sbx_rmq_touches(&in->queue, path, false) || sbx_rmq_touches(&in->inflight, path, false);
+	overlay = sbx_rmq_touches(&in->queue, path, depth > 1) ||
+		  sbx_rmq_touches(&in->inflight, path, depth > 1);
 	pthread_mutex_unlock(&in->lock);
 	entries = json_object_get(out, "entries");
 	json_array_foreach(entries, i, entry)
 	{
 		const char *name = json_string_value(json_object_get(entry, "name"));
+		const char *epath = json_string_value(json_object_get(entry, "path")), *slash;
 		struct sbx_stat st;
 		if (!name || !*name || strchr(name, '/') || e2b_entry_to_stat(entry, &in->ids, &st))
 			continue;
-		if (overlay) {
-			sbx_buf_reset(&child);
+		sbx_buf_reset(&child);
+		/* deeper than path's own entries: where envd says (built from path) */
+		if (depth > 1 && epath && sbx_rmq_under(epath, path, true) && strcmp(epath, path))
+			sbx_buf_adds(&child, epath);
+		else
 			sbx_buf_addf(&child, "%s/%s", strcmp(path, "/") ? path : "", name);
+		if (overlay) {
 			if (queued_gone(in, child.buf))
 				continue;
 			e2b_overlay(in, child.buf, &st);
 		}
-		if (fn(ctx, name, &st))
+		slash = strrchr(child.buf, '/');
+		child.buf[slash > child.buf ? slash - child.buf : 1] = '\0';
+		if (fn(ctx, child.buf, name, &st))
 			break;
 	}
 	sbx_buf_release(&child);
 	json_decref(out);
 	return 0;
+}
+
+int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
+	     struct sbx_error *err)
+{
+	struct sbx_rmeta_as_list a = {fn, ctx};
+	return list_depth(e2b_of(inst), path, 1, sbx_rmeta_as_list_fn, &a, err);
+}
+
+int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
+		  void *ctx, struct sbx_error *err)
+{
+	return list_depth(e2b_of(inst), path, depth < 1 ? 1 : depth, fn, ctx, err);
 }
 
 int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, sbx_sink_fn sink,
