@@ -77,10 +77,12 @@ bool fsc_walk_prefetch(struct sbx_lease *l, const char *path)
 	t.top = parent;
 	lists_of(&t, parent);
 	gen = sbx_cache_gen(l->cache);
-	rc = fsc_use(l, &inst, "list", parent, &err);
-	if (!rc)
-		rc = fsc_end(l, l->prov->list_tree(inst, parent, 2, tree_add, &t, &err), "list",
-			     parent, &err);
+	/* not recorded: on a failure the read lists its own directory, which says why */
+	rc = sbx_lease_use(l, &inst, &err);
+	if (!rc) {
+		rc = l->prov->list_tree(inst, parent, 2, tree_add, &t, &err);
+		sbx_lease_unuse(l);
+	}
 	for (size_t i = 0; i < t.n; i++) {
 		if (!rc)
 			sbx_cache_dir_put(l->cache, t.dirs[i], &t.ls[i], true, gen);

@@ -110,6 +110,7 @@ struct dt_instance {
 	struct dt_batch batch;
 	struct sbx_rmeta_fails fails; /* queued ops that failed, by path (own lock; rmeta.h) */
 	bool flushing;		      /* a batch is being applied (see flush_lock) */
+	bool no_tree; /* the daemon lists no paths with depth (before 0.218): no list_tree */
 	struct sbx_rmeta_df df;	      /* statfs, cached */
 	int sock_ok; /* whether it can bind a socket (sbx_rmeta_sock_check; atomic) */
 	struct dt_link links[DT_LINKS_MAX]; /* symlinks this instance made (batch.c) */

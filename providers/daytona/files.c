@@ -227,6 +227,11 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 	size_t i;
 	int rc;
 
+	pthread_mutex_lock(&di->lock);
+	rc = depth > 1 && di->no_tree ? -ENOTSUP : 0;
+	pthread_mutex_unlock(&di->lock);
+	if (rc)
+		return sbx_error_set(err, ENOTSUP, 0, "list %s: the daemon lists no subtrees", path);
 	if ((rc = depth > 1 ? dt_batch_flush_below(di, path, err) : dt_batch_settle_for(di, path, err)))
 		return rc;
 	dt_path_url(di, &url, "/files", path);
@@ -258,6 +263,9 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 		if (depth > 1 && !(epath && sbx_rmq_under(epath, path, true) && strcmp(epath, path))) {
 			rc = sbx_error_set(err, ENOTSUP, 0, "%s: the daemon lists no paths (before 0.218)",
 					   w);
+			pthread_mutex_lock(&di->lock);
+			di->no_tree = true; /* asked once per instance */
+			pthread_mutex_unlock(&di->lock);
 			break;
 		}
 		if (depth > 1)
