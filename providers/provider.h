@@ -115,6 +115,9 @@ struct sbx_stat {
 
 /* list() calls this once per entry (never for "." and ".."); non-zero stops the walk. */
 typedef int (*sbx_list_fn)(void *ctx, const char *name, const struct sbx_stat *st);
+/* list_tree() calls this once per entry, with the directory it is in. */
+typedef int (*sbx_tree_fn)(void *ctx, const char *dir, const char *name,
+			   const struct sbx_stat *st);
 
 /*
  * One sandbox as a provider's control plane lists it (list_sandboxes). The
@@ -308,6 +311,15 @@ struct sbx_provider {
 	/* Lists a directory; with SBX_CAP_LIST_ATTRS every entry's attributes in one call. */
 	int (*list)(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
 		    struct sbx_error *err);
+	/*
+	 * Optional (with SBX_CAP_LIST_ATTRS): in one request, the entries of
+	 * path and of the directories below it down to depth levels (2: path's
+	 * and its subdirectories'), each with the directory it is in (path or
+	 * below it, as path is spelled). Symbolic links are not followed; a
+	 * subdirectory with no entries has none.
+	 */
+	int (*list_tree)(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
+			 void *ctx, struct sbx_error *err);
 	/* Streams bytes [off, off+len) of a file into sink (len < 0: to the end). */
 	int (*read)(struct sbx_instance *inst, const char *path, off_t off, off_t len,
 		    sbx_sink_fn sink, void *ctx, struct sbx_error *err);
@@ -358,6 +370,15 @@ struct sbx_provider {
 		     struct sbx_error *err);
 	int (*unlink)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 	int (*rmdir)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+	/*
+	 * Optional: as rmdir, for a directory the caller knows empty (a
+	 * listing of it fetched or made within the cache's TTL lost every
+	 * name through this mount since): the provider may queue the
+	 * removal and return 0; if it fails later (the sandbox put a name
+	 * there meanwhile), the failure is recorded against path and
+	 * reported in the lease's `error`.
+	 */
+	int (*rmdir_empty)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 	/* Renames, replacing an existing target (flags: RENAME_NOREPLACE/EXCHANGE, 0). */
 	int (*rename)(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 		      struct sbx_error *err);

@@ -137,19 +137,41 @@ int sbx_rmeta_msg_errno(const char *msg, size_t len)
 	return err;
 }
 
+/*
+ * The last line of [from, to) that names path (NULL: none); its length in *len.
+ * A merged command (rm -f of many names) prints a line per name it failed on.
+ */
+static const char *naming_line(const char *from, const char *to, const char *path, size_t *len)
+{
+	const char *hit = NULL;
+	for (const char *l = from; l && l < to;) {
+		size_t n = strcspn(l, "\n");
+		if (l + n > to)
+			n = (size_t)(to - l);
+		if (n && names(l, n, path)) {
+			hit = l;
+			*len = n;
+		}
+		l += n + (l[n] == '\n');
+	}
+	return hit;
+}
+
 size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const char *out,
 			   size_t first, size_t end, sbx_rmeta_op_fn op_of, void *ctx)
 {
-	const char *msg = NULL, *mark = SBX_RMETA_FAILED;
+	const char *msg = NULL, *block = NULL, *mark = SBX_RMETA_FAILED;
 	size_t msg_len = 0, failed = 0, ml = strlen(mark);
 	for (const char *line = out ? out : ""; *line;) {
-		size_t len = strcspn(line, "\n"), i, j;
+		size_t len = strcspn(line, "\n"), i, j, nl;
 		const char *name, *path;
 		int got =
 		    len > ml && !strncmp(line, mark, ml) ? sscanf(line + ml, "%zu-%zu", &i, &j) : 0;
 		if (got == 1)
 			j = i + 1;
 		if (got < 1 || i < first || j > end || i >= j) {
+			if (!block)
+				block = line;
 			if (len) {
 				msg = line;
 				msg_len = len;
@@ -157,28 +179,40 @@ size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst,
 			line += len + (line[len] == '\n');
 			continue;
 		}
-		/* Who of [i, j) failed: those the message names, else all. */
+		/* Who of [i, j) failed: those a line since the last mark names, else all. */
 		bool any = false;
 		for (size_t k = i; msg && k < j && !any; k++) {
 			op_of(ctx, k, &name, &path);
-			any = names(msg, msg_len, path);
+			any = naming_line(block, line, path, &nl) != NULL;
 		}
 		bool reported = false;
 		for (size_t k = i; k < j; k++) {
 			struct sbx_error e = SBX_ERROR_INIT;
+			const char *m = msg;
+			size_t m_len = msg_len;
 			op_of(ctx, k, &name, &path);
-			if (any && !names(msg, msg_len, path))
-				continue;
-			sbx_error_set(&e, sbx_rmeta_msg_errno(msg, msg_len), SBX_E_EXECUTION_FAILED,
-				      "%.*s", msg ? (int)msg_len : 0, msg ? msg : "");
+			if (any) {
+				if (!(m = naming_line(block, line, path, &m_len)))
+					continue;
+				reported = false; /* each named failure is its own report */
+			}
+			sbx_error_set(&e, sbx_rmeta_msg_errno(m, m_len), SBX_E_EXECUTION_FAILED,
+				      "%.*s", m ? (int)m_len : 0, m ? m : "");
 			sbx_rmeta_fail(f, inst, name, path, &e, !reported);
 			reported = true;
 			failed++;
 		}
-		msg = NULL;
+		msg = block = NULL;
 		line += len + (line[len] == '\n');
 	}
 	return failed;
+}
+
+int sbx_rmeta_as_list_fn(void *ctx, const char *dir, const char *name, const struct sbx_stat *st)
+{
+	struct sbx_rmeta_as_list *a = ctx;
+	(void)dir;
+	return a->fn(a->ctx, name, st);
 }
 
 void sbx_rmeta_fail_all(struct sbx_rmeta_fails *f, struct sbx_instance *inst, size_t first,

@@ -77,6 +77,13 @@ void sbx_rmeta_add_marker(struct sbx_buf *b, bool to_stderr);
 /* Appends ` || sbx_f I-J` and a newline. */
 void sbx_rmeta_add_mark(struct sbx_buf *b, size_t i, size_t j);
 
+/* list() over a provider's list_tree to depth 1: ctx is a struct sbx_rmeta_as_list. */
+struct sbx_rmeta_as_list {
+	sbx_list_fn fn;
+	void *ctx;
+};
+int sbx_rmeta_as_list_fn(void *ctx, const char *dir, const char *name, const struct sbx_stat *st);
+
 /* The name ("chmod") and path of op i of a batch, for the failure records. */
 typedef void (*sbx_rmeta_op_fn)(void *ctx, size_t i, const char **name, const char **path);
 
@@ -89,11 +96,12 @@ int sbx_rmeta_msg_errno(const char *msg, size_t len);
 /*
  * Records the failures a batch script's output (out: the stream with the
  * marks) says ops [first, end) had: for each mark, the message is the last
- * other line before it; of a command that did several ops (a chmod of many
- * paths), those whose path its message names failed, or all of them when
- * it names none, each with the errno its message names (the C library's
- * text: "Operation not permitted" EPERM ...; else EIO). One report per
- * mark. Returns how many ops failed.
+ * other line before it; of a command that did several ops (a chmod or an
+ * `rm -f` of many paths), those whose path a line since the previous mark
+ * names failed, each with the last such line (one report each), or all
+ * of them when none is named (one report), each with the errno its
+ * message names (the C library's text: "Operation not permitted" EPERM
+ * ...; else EIO). Returns how many ops failed.
  */
 size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const char *out,
 			   size_t first, size_t end, sbx_rmeta_op_fn op_of, void *ctx);

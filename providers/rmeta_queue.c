@@ -116,6 +116,35 @@ bool sbx_rmq_setgid_dir(const struct sbx_rmq_queue *q, const char *path)
 	return false;
 }
 
+bool sbx_rmq_removal(enum sbx_rmq_kind k)
+{
+	return k == SBX_RMQ_UNLINK || k == SBX_RMQ_RMDIR;
+}
+
+/* A removal of path or of a directory above it; with children, of an entry in path too. */
+static bool removes(const struct sbx_rmq_queue *q, const char *path, bool children)
+{
+	for (size_t i = 0; i < q->n; i++)
+		if (sbx_rmq_removal(q->ops[i].kind) &&
+		    (sbx_rmq_under(path, q->ops[i].path, true) ||
+		     (children && sbx_rmq_under(q->ops[i].path, path, false))))
+			return true;
+	return false;
+}
+
+enum sbx_rmq_fate sbx_rmq_fate(const struct sbx_rmq_queue *q, const char *path)
+{
+	enum sbx_rmq_fate f = SBX_RMQ_UNTOUCHED;
+	for (size_t i = 0; i < q->n; i++) {
+		const struct sbx_rmq_op *op = &q->ops[i];
+		if (sbx_rmq_removal(op->kind) && sbx_rmq_under(path, op->path, true))
+			f = SBX_RMQ_GONE;
+		else if (creates_kind(op->kind) && !strcmp(op->path, path))
+			f = SBX_RMQ_MADE;
+	}
+	return f;
+}
+
 bool sbx_rmq_needs(const struct sbx_rmq_queue *q, const char *path, enum sbx_rmq_need need)
 {
 	switch (need) {
@@ -126,14 +155,17 @@ bool sbx_rmq_needs(const struct sbx_rmq_queue *q, const char *path, enum sbx_rmq
 	case SBX_RMQ_NEED_NEAR:
 		return sbx_rmq_touches(q, path, false);
 	case SBX_RMQ_NEED_ENTRY:
-		return sbx_rmq_creates(q, path, false);
+		return sbx_rmq_creates(q, path, false) || removes(q, path, false);
 	case SBX_RMQ_NEED_CHILDREN:
-		return sbx_rmq_creates(q, path, true);
+		return sbx_rmq_creates(q, path, true) || removes(q, path, true);
+	case SBX_RMQ_NEED_LISTING:
+		return sbx_rmq_creates(q, path, true) || removes(q, path, false);
 	case SBX_RMQ_NEED_CONTENT:
-		return sbx_rmq_creates(q, path, false) || sbx_rmq_truncates(q, path);
+		return sbx_rmq_creates(q, path, false) || removes(q, path, false) ||
+		       sbx_rmq_truncates(q, path);
 	case SBX_RMQ_NEED_NEW: /* a new entry takes a setgid directory's group (and bit) */
-		return sbx_rmq_creates(q, path, false) || sbx_rmq_truncates(q, path) ||
-		       sbx_rmq_setgid_dir(q, path);
+		return sbx_rmq_creates(q, path, false) || removes(q, path, false) ||
+		       sbx_rmq_truncates(q, path) || sbx_rmq_setgid_dir(q, path);
 	}
 	return true;
 }
@@ -201,9 +233,9 @@ void sbx_rmq_overlay(const struct sbx_rmq_queue *q, const char *path, struct sbx
 
 const char *sbx_rmq_name(enum sbx_rmq_kind kind)
 {
-	static const char *const names[] = {"chmod",	"chown", "utimens", "symlink",
-					    "truncate", "link",	 "mknod"};
-	return kind <= SBX_RMQ_MKNOD ? names[kind] : "metadata change";
+	static const char *const names[] = {"chmod", "chown", "utimens", "symlink", "truncate",
+					    "link",  "mknod", "unlink",	 "rmdir"};
+	return kind <= SBX_RMQ_RMDIR ? names[kind] : "metadata change";
 }
 
 void sbx_rmq_op_of(void *ctx, size_t i, const char **name, const char **path)
@@ -258,7 +290,7 @@ static bool same_group(const struct sbx_rmq_op *a, const struct sbx_rmq_op *b)
 		return a->uid == b->uid && a->gid == b->gid && !a->creator && !b->creator;
 	if (a->kind == SBX_RMQ_UTIMENS)
 		return same_time(&a->ts[0], &b->ts[0]) && same_time(&a->ts[1], &b->ts[1]);
-	return false;
+	return sbx_rmq_removal(a->kind); /* rm -f, rmdir: one command for many names */
 }
 
 static bool attr_kind(enum sbx_rmq_kind k)
@@ -396,7 +428,8 @@ void sbx_rmq_render_op(const struct sbx_rmq_queue *q, size_t i, const struct sbx
 	const struct sbx_rmq_op *op = &q->ops[i];
 	const struct timespec *ts = op->ts;
 	struct sbx_buf c = SBX_BUF_INIT;
-	size_t j = i + 1, n = st->merge ? q->n : i + 1;
+	size_t j = i + 1,
+	       n = st->merge || (st->merge_removals && sbx_rmq_removal(op->kind)) ? q->n : i + 1;
 	bool compound = false;
 	switch (op->kind) {
 	case SBX_RMQ_CHOWN:
@@ -469,6 +502,23 @@ void sbx_rmq_render_op(const struct sbx_rmq_queue *q, size_t i, const struct sbx
 		add_path(&c, op->path);
 		add_owner(&c, st, op->path);
 		break;
+	case SBX_RMQ_UNLINK:
+	case SBX_RMQ_RMDIR:
+		/*
+		 * As the script runs: as root (e2b: envd's own Remove runs as
+		 * root), or as the user, then through `sudo -n` (daytona: its
+		 * DELETE is the daemon's, root's); the mount's kernel has
+		 * checked the caller's permissions and the sticky bit. `rmdir`
+		 * of many names takes them in order (a child before its parent).
+		 */
+		sbx_buf_adds(&c, op->kind == SBX_RMQ_UNLINK ? "rm -f --" : "rmdir --");
+		add_path(&c, op->path);
+		for (; j < n && same_group(op, &q->ops[j]) &&
+		       b->len + 2 * c.len + 2 * strlen(q->ops[j].path) + 96 < room;
+		     j++)
+			add_path(&c, q->ops[j].path);
+		add_maybe_root(b, st, true, &c, false);
+		goto out;
 	case SBX_RMQ_TRUNCATE:
 		sbx_buf_addf(&c, "truncate -s %lld --", (long long)op->size);
 		add_path(&c, op->path);

@@ -1,7 +1,8 @@
 /*
  * rmeta_queue — the queue of metadata changes the remote providers' APIs
  * have no call for (chmod, chown, utimens, symlink, truncate, link, mknod:
- * rmeta.h keeps their failures), its questions (does an op touch, create
+ * rmeta.h keeps their failures) or no call for many at once (unlink and
+ * rmdir: `rm -rf` of a tree is a few commands, not a request per entry), its questions (does an op touch, create
  * or truncate a path), the overlay of queued attributes on a stat, and its
  * rendering into shell scripts, so that a `tar x` or `rsync -a` costs one command in the
  * sandbox per batch, not one per file per attribute.
@@ -34,6 +35,15 @@ enum sbx_rmq_kind {
 	SBX_RMQ_TRUNCATE,
 	SBX_RMQ_LINK,
 	SBX_RMQ_MKNOD,
+	/*
+	 * Removals, not recursive: `rm -f --` (refuses a directory, a name
+	 * already gone is no failure) and `rmdir --` (refuses a non-empty
+	 * directory). Queued only where the call's own checks are known to
+	 * hold (the kernel's type check for unlink; a directory the mount
+	 * knows empty for rmdir): see sbx_rmq_fate and the providers.
+	 */
+	SBX_RMQ_UNLINK,
+	SBX_RMQ_RMDIR,
 };
 
 struct sbx_rmq_op {
@@ -99,6 +109,18 @@ bool sbx_rmq_creates(const struct sbx_rmq_queue *q, const char *path, bool child
  * miss the group (and a directory the bit) it hands down.
  */
 bool sbx_rmq_setgid_dir(const struct sbx_rmq_queue *q, const char *path);
+/* Whether k is a removal (unlink, rmdir). */
+bool sbx_rmq_removal(enum sbx_rmq_kind k);
+/*
+ * What q, once applied, leaves at path: a removal of path or of a
+ * directory above it that no op creating path follows (GONE: a stat is
+ * ENOENT, a listing of its directory leaves it out, with no request),
+ * an op creating path after any such removal (MADE), or neither
+ * (UNTOUCHED). A provider with an in-flight queue asks the waiting one
+ * first, then, if UNTOUCHED, the in-flight one.
+ */
+enum sbx_rmq_fate { SBX_RMQ_UNTOUCHED, SBX_RMQ_MADE, SBX_RMQ_GONE };
+enum sbx_rmq_fate sbx_rmq_fate(const struct sbx_rmq_queue *q, const char *path);
 /*
  * Which waiting ops an operation on a path cannot do without (the flush
  * before a dependent op): the remote read or change would not see them.
@@ -107,10 +129,13 @@ enum sbx_rmq_need {
 	SBX_RMQ_NEED_ALL,      /* all of them (sync, before a run or a pause); path unused */
 	SBX_RMQ_NEED_TOUCH,    /* any op on path or below it (rename, remove) */
 	SBX_RMQ_NEED_NEAR,     /* any op on path or on an entry in it (touches, !subtree) */
-	SBX_RMQ_NEED_ENTRY,    /* ops creating path (stat, readlink, mkdir) */
-	SBX_RMQ_NEED_CHILDREN, /* ops creating path or an entry in it (list) */
-	SBX_RMQ_NEED_CONTENT,  /* ENTRY, plus a truncate of path (read, write) */
-	SBX_RMQ_NEED_NEW,      /* CONTENT, plus a setgid chmod of its directory (write, mkdir) */
+	SBX_RMQ_NEED_ENTRY,    /* ops creating or removing path, removals above it (stat, readlink) */
+	SBX_RMQ_NEED_CHILDREN, /* ENTRY, plus ops creating or removing an entry in path (list) */
+	/* CHILDREN but for removals of entries in path: a list that leaves them
+	 * out itself (sbx_rmq_fate of each name), so `rm -rf` lists no flush */
+	SBX_RMQ_NEED_LISTING,
+	SBX_RMQ_NEED_CONTENT, /* ENTRY, plus a truncate of path (read, write) */
+	SBX_RMQ_NEED_NEW,     /* CONTENT, plus a setgid chmod of its directory (write, mkdir) */
 };
 /* Whether q holds an op that an operation on path with that need must wait for. */
 bool sbx_rmq_needs(const struct sbx_rmq_queue *q, const char *path, enum sbx_rmq_need need);
@@ -146,7 +171,9 @@ void sbx_rmq_gather(struct sbx_rmq_queue *q);
  * the service's own uploads are. NULL (daytona): it runs as the
  * sandbox's user, and what only root may do (device nodes, hard links to
  * what the user does not own, ops marked root) is tried as the user, then
- * through `sudo -n` (sbx_rmq_add_as_root_else).
+ * through `sudo -n` (sbx_rmq_add_as_root_else). Removals run as the
+ * service's own removal would: as root (envd's Remove), or as the user,
+ * then through `sudo -n` (daytona's DELETE is the daemon's, root's).
  */
 struct sbx_rmq_style {
 	const char *new_owner;
@@ -159,6 +186,9 @@ struct sbx_rmq_style {
 	/* utimens falls back to `sudo -n` as root-only ops do (as the user, a
 	 * file a chown already gave away refuses its times) */
 	bool times_root_else;
+	/* alike removals next to each other are one command, even without
+	 * merge (daytona: its retry after a borrow concerns no removal) */
+	bool merge_removals;
 };
 
 /* The e2b style: as root, new entries to "user", names checked free, merged commands. */

@@ -504,6 +504,14 @@ void sbx_cache_dir_put(struct sbx_cache *c, const char *dir, const struct sbx_ca
 	if (gen != c->gen)
 		goto out;
 	d = dir_reset_locked(c, dir);
+	if (strcmp(dir, "/")) { /* its directory is being walked */
+		char parent[4096];
+		struct cdir *pd;
+		split(dir, parent, sizeof(parent));
+		HASH_FIND_STR(c->dirs, parent, pd);
+		if (pd)
+			pd->child_listed = sbx_now_ms();
+	}
 	for (size_t i = 0; i < ls->n; i++) {
 		names_add(d, ls->ents[i].name);
 		if (with_attrs && ls->ents[i].has_st) {
@@ -538,6 +546,31 @@ bool sbx_cache_dir_get(struct sbx_cache *c, const char *dir, bool any_age,
 	}
 	pthread_mutex_unlock(&c->lock);
 	return hit;
+}
+
+bool sbx_cache_walk_due(struct sbx_cache *c, const char *dir, size_t max)
+{
+	struct cdir *d, *sub;
+	struct cname *n, *tmp;
+	long long now = sbx_now_ms();
+	size_t unlisted = 0;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->dirs, dir, d);
+	if (d && fresh(d->expires, false) && now - d->child_listed < c->ttl_ms &&
+	    HASH_COUNT(d->names) <= max)
+		HASH_ITER(hh, d->names, n, tmp)
+		{
+			char *p = join(dir, n->name);
+			struct cattr *a;
+			HASH_FIND_STR(c->attrs, p, a);
+			if (a && a->has_st && S_ISDIR(a->st.mode) && fresh(a->expires, false)) {
+				HASH_FIND_STR(c->dirs, p, sub);
+				unlisted += !sub || !fresh(sub->expires, false);
+			}
+			free(p);
+		}
+	pthread_mutex_unlock(&c->lock);
+	return unlisted >= 2;
 }
 
 void sbx_cache_dir_new(struct sbx_cache *c, const char *dir)

@@ -177,6 +177,13 @@ void sbx_cache_dir_new(struct sbx_cache *c, const char *dir);
  */
 bool sbx_cache_dir_stale(struct sbx_cache *c, const char *dir, size_t max);
 /*
+ * True when dir is being walked: its listing is fresh and holds at most
+ * max names, a listing of one of its entries was stored within the TTL,
+ * and at least two of its subdirectories have no fresh listing yet
+ * (fs_walk.c: one listing of the subtree then serves them all).
+ */
+bool sbx_cache_walk_due(struct sbx_cache *c, const char *dir, size_t max);
+/*
  * Copies the cached listing of dir into out (each entry with its cached
  * attributes where known): true on a hit. Both this and the fresh listing
  * path should pass through sbx_cache_dir_overlay().
@@ -188,6 +195,12 @@ bool sbx_cache_dir_get(struct sbx_cache *c, const char *dir, bool any_age,
  * uploaded yet are added, open or dirty files show their local size.
  */
 void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cache_listing *ls);
+/*
+ * True when dir is known empty: its listing is fresh (fetched or made
+ * within the TTL) and every name in it was removed here since, and no
+ * file created here waits in it (provider rmdir_empty).
+ */
+bool sbx_cache_dir_empty(struct sbx_cache *c, const char *dir);
 /*
  * After a successful create/mkdir/symlink/link here: the parent's cached
  * listing gains the name (st, if given, becomes path's attributes; else

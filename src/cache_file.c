@@ -211,6 +211,25 @@ void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cach
 	pthread_mutex_unlock(&c->lock);
 }
 
+bool sbx_cache_dir_empty(struct sbx_cache *c, const char *dir)
+{
+	struct sbx_cfile *cf, *tmp;
+	struct cdir *d;
+	char parent[4096];
+	bool empty;
+	pthread_mutex_lock(&c->lock);
+	HASH_FIND_STR(c->dirs, dir, d);
+	empty = d && sbx_now_ms() < d->expires && !HASH_COUNT(d->names);
+	HASH_ITER(hh, c->files, cf, tmp)
+	{
+		const char *name = empty ? split(cf->path, parent, sizeof(parent)) : NULL;
+		if (name && !strcmp(parent, dir) && overlays(cf))
+			empty = false;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return empty;
+}
+
 /* ---- contents ----------------------------------------------------------------- */
 
 int sbx_cfile_fd(const struct sbx_cfile *cf)

@@ -36,6 +36,7 @@ struct cdir {
 	UT_hash_handle hh;
 	char *path;
 	long long expires;
+	long long child_listed; /* when a listing of one of its entries was stored (a walk) */
 	struct cname *names;
 };
 

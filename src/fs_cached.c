@@ -379,7 +379,8 @@ static int c_readdir(struct sbx_lease *l, const char *path, sbx_fs_fill_fn fill,
 
 	if (sbx_fs_is_pseudo(path))
 		return 0;
-	if (!sbx_cache_dir_get(c, path, fsc_any_age(l), &ls)) {
+	if (!sbx_cache_dir_get(c, path, fsc_any_age(l), &ls) &&
+	    !(fsc_walk_prefetch(l, path) && sbx_cache_dir_get(c, path, false, &ls))) {
 		unsigned long gen = sbx_cache_gen(c);
 		rc = fsc_reach(l, l->prov->list, "list directories", "list", path, &inst, err);
 		if (!rc)
@@ -499,9 +500,13 @@ static int c_rmdir(struct sbx_lease *l, const char *path, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
 	sbx_wb_hold(l->wb);
-	int rc = begin(l, l->prov->rmdir, "rmdir", path, NULL, &inst, err);
+	/* Known empty (`rm -rf` just listed it and removed each name): may be queued. */
+	int (*slot)(struct sbx_instance *, const char *, struct sbx_error *) =
+	    l->prov->rmdir_empty && sbx_cache_dir_empty(l->cache, path) ? l->prov->rmdir_empty
+									 : l->prov->rmdir;
+	int rc = begin(l, slot, "rmdir", path, NULL, &inst, err);
 	if (!rc)
-		rc = fsc_end(l, l->prov->rmdir(inst, path, err), "rmdir", path, err);
+		rc = fsc_end(l, slot(inst, path, err), "rmdir", path, err);
 	if (!rc)
 		sbx_cache_note_removed(l->cache, path);
 	sbx_wb_unhold(l->wb);

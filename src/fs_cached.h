@@ -32,6 +32,12 @@ int fsc_reach(struct sbx_lease *l, const void *slot, const char *what, const cha
 int fsc_end(struct sbx_lease *l, int rc, const char *op, const char *path, struct sbx_error *err);
 /* True while the sandbox is paused: cached data is good at any age. */
 bool fsc_any_age(struct sbx_lease *l);
+/*
+ * Before a read of a directory the cache lacks: when its parent is being
+ * walked, one list_tree of the parent fills every sibling's listing
+ * (fs_walk.c). True when it did (the cache then holds path's listing).
+ */
+bool fsc_walk_prefetch(struct sbx_lease *l, const char *path);
 bool fsc_is_pseudo_root(const char *path);
 /* -EACCES for paths under /proc, /sys, /dev; else 0. */
 int fsc_pseudo_refuse(const char *path, struct sbx_error *err);

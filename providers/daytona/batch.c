@@ -68,7 +68,8 @@ void dt_batch_drop(struct dt_instance *di)
  * file given away (seen under load with write-back: EPERM, the file
  * its own again by the time the script asked — cause of that not found).
  */
-static const struct sbx_rmq_style dt_style = {.check_free = true, .times_root_else = true};
+static const struct sbx_rmq_style dt_style = {
+    .check_free = true, .times_root_else = true, .merge_removals = true};
 
 /*
  * What op needs of the sandbox's user, and on which path, that a borrow
@@ -128,10 +129,15 @@ static void script_of(struct sbx_buf *s, const struct dt_batch *b, const size_t 
 			arg(s, bpath);
 			sbx_buf_addf(s, " %c \"$e\"\n", need);
 		} else {
+			/* removals of many names are one command: ops [i, next) */
+			if (idx || next <= i)
+				next = i + 1;
 			sbx_buf_adds(s, "{ ");
 			sbx_buf_adds(s, cmd.buf);
 			sbx_buf_adds(s, "; } 2>&1");
-			sbx_rmeta_add_mark(s, i, i + 1);
+			sbx_rmeta_add_mark(s, i, next);
+			if (!idx)
+				k = next - 1;
 		}
 		sbx_buf_release(&cmd);
 		sbx_buf_release(&dir);
@@ -168,7 +174,7 @@ struct borrow {
  * -a or tar run by root make, leaves paths the user cannot change). So a
  * command the sandbox refuses where the user does not own the op's
  * borrow path (the file for utimens and truncate, the directory for the
- * ops that create an entry) borrows it: the daemon gives that path to the
+ * ops that create an entry; removals go through `sudo -n` instead) borrows it: the daemon gives that path to the
  * user, the refused commands run again, the daemon gives it back (owner,
  * group and mode as they were). Two more permission calls and one more
  * command, only when it happens.
@@ -372,6 +378,16 @@ int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_erro
 	return flush_if(di, path, true, err);
 }
 
+int dt_batch_flush_below(struct dt_instance *di, const char *path, struct sbx_error *err)
+{
+	bool need;
+	pthread_mutex_lock(&di->lock);
+	need = di->flushing || sbx_rmq_needs(&di->batch.q, path, SBX_RMQ_NEED_TOUCH) ||
+	       sbx_rmq_needs(&di->batch.perms, path, SBX_RMQ_NEED_TOUCH);
+	pthread_mutex_unlock(&di->lock);
+	return need ? dt_batch_flush(di, err) : 0;
+}
+
 int dt_batch_settle_for(struct dt_instance *di, const char *path, struct sbx_error *err)
 {
 	int rc = flush_if(di, path, false, err);
@@ -401,7 +417,8 @@ bool dt_batch_has_perms(struct dt_instance *di)
 
 static bool full_locked(const struct dt_batch *b)
 {
-	return b->q.n + b->n_perm_paths >= DT_BATCH_MAX_ENTRIES || b->bytes >= DT_BATCH_MAX_BYTES;
+	return b->q.n - b->n_removals + b->n_perm_paths >= DT_BATCH_MAX_ENTRIES ||
+	       b->n_removals >= DT_BATCH_MAX_REMOVALS || b->bytes >= DT_BATCH_MAX_BYTES;
 }
 
 /* Queues op (copied); flushes when full. */
@@ -410,8 +427,14 @@ static int enqueue(struct dt_instance *di, const struct sbx_rmq_op *op, struct s
 	bool full;
 	pthread_mutex_lock(&di->lock);
 	sbx_rmq_add(&di->batch.q, op);
-	/* about what its command takes (the path 3 times more with the checks) */
-	di->batch.bytes += 4 * strlen(op->path) + (op->arg ? 2 * strlen(op->arg) : 0) + 96;
+	/* about what its command takes (the path 3 times more with the checks;
+	 * a removal's twice: as the user, then with sudo) */
+	if (sbx_rmq_removal(op->kind)) {
+		di->batch.n_removals++;
+		di->batch.bytes += 2 * strlen(op->path) + 16;
+	} else {
+		di->batch.bytes += 4 * strlen(op->path) + (op->arg ? 2 * strlen(op->arg) : 0) + 96;
+	}
 	full = full_locked(&di->batch);
 	pthread_mutex_unlock(&di->lock);
 	return full ? dt_batch_flush(di, err) : 0;
@@ -655,6 +678,57 @@ int dt_own_new(struct dt_instance *di, const char *path, struct sbx_error *err)
 	if (!rc) /* a link we made shows its owner from the link table */
 		dt_link_note(di, path, (long)op.uid, (long)op.gid, NULL);
 	return rc;
+}
+
+/*
+ * unlink, and rmdir of a directory the core knows empty: queued (`rm -f`,
+ * `rmdir`, one command for a run of them), as the sandbox's user, then
+ * through `sudo -n` (the daemon's DELETE, today's removal, is root's).
+ * What waits for them: every flush rule of this file (NEAR: a stat or list
+ * of the name or its directory, an upload of the name; mkdir, rename, a
+ * run: all), but a stat of the name itself is ENOENT without a request
+ * (dt_stat). A removal the sandbox refuses is recorded against its path.
+ */
+static int queue_removal(struct dt_instance *di, enum sbx_rmq_kind kind, const char *path,
+			 struct sbx_error *err)
+{
+	struct sbx_rmq_op op = {.kind = kind, .path = (char *)path};
+	bool perms;
+	int rc;
+	if (!path[1])
+		return sbx_error_set(err, EBUSY, 0, "%s /: refused", sbx_rmq_name(kind));
+	/*
+	 * The permissions calls go after the commands: a chmod or chown of
+	 * the path waiting there (a new file's mode, vim's swap files) goes
+	 * in first, as before (of a hard link, it is the other names' too).
+	 */
+	pthread_mutex_lock(&di->lock);
+	perms = sbx_rmq_touches(&di->batch.perms, path, true);
+	pthread_mutex_unlock(&di->lock);
+	if (perms && (rc = dt_batch_flush(di, err)))
+		return rc;
+	dt_links_forget(di, path);
+	sbx_rmeta_fail_forget(&di->fails, path); /* an old failure concerns no file now */
+	return enqueue(di, &op, err);
+}
+
+int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err)
+{
+	return queue_removal(dt_inst(inst), SBX_RMQ_UNLINK, path, err);
+}
+
+int dt_rmdir_empty(struct sbx_instance *inst, const char *path, struct sbx_error *err)
+{
+	return queue_removal(dt_inst(inst), SBX_RMQ_RMDIR, path, err);
+}
+
+bool dt_batch_gone(struct dt_instance *di, const char *path)
+{
+	bool gone;
+	pthread_mutex_lock(&di->lock);
+	gone = sbx_rmq_fate(&di->batch.q, path) == SBX_RMQ_GONE;
+	pthread_mutex_unlock(&di->lock);
+	return gone;
 }
 
 int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,

@@ -38,6 +38,8 @@
 #define DT_SDK_VERSION "0.218.0"
 #define DT_SESSIONS_IDLE_MAX 4
 #define DT_BATCH_MAX_ENTRIES 64
+/* Removals (`rm -f` of many names, one command) are bounded by bytes and this. */
+#define DT_BATCH_MAX_REMOVALS 2048
 #define DT_UPLOAD_MODE 0644L /* what bulk-upload gives a new file (Go's 0666 &^ umask 022) */
 #define DT_BATCH_MAX_BYTES (128u << 10)
 #define DT_LINKS_MAX 32
@@ -74,6 +76,7 @@ struct dt_batch {
 	 * commands, one call per path (batch.c: fold_perms) */
 	struct sbx_rmq_queue perms;
 	size_t n_perm_paths; /* distinct paths in perms */
+	size_t n_removals;   /* unlink, rmdir in q: merged into few commands, counted apart */
 };
 
 /*
@@ -107,6 +110,7 @@ struct dt_instance {
 	struct dt_batch batch;
 	struct sbx_rmeta_fails fails; /* queued ops that failed, by path (own lock; rmeta.h) */
 	bool flushing;		      /* a batch is being applied (see flush_lock) */
+	bool no_tree; /* the daemon lists no paths with depth (before 0.218): no list_tree */
 	struct sbx_rmeta_df df;	      /* statfs, cached */
 	int sock_ok; /* whether it can bind a socket (sbx_rmeta_sock_check; atomic) */
 	struct dt_link links[DT_LINKS_MAX]; /* symlinks this instance made (batch.c) */
@@ -241,6 +245,10 @@ int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_erro
  * returns the failure of a queued op of path itself, once (rmeta.h).
  */
 int dt_batch_settle_for(struct dt_instance *di, const char *path, struct sbx_error *err);
+/* dt_batch_flush when anything queued is on path or below it (a listing of a subtree). */
+int dt_batch_flush_below(struct dt_instance *di, const char *path, struct sbx_error *err);
+/* Whether a queued removal leaves path gone (sbx_rmq_fate): a stat says ENOENT. */
+bool dt_batch_gone(struct dt_instance *di, const char *path);
 void dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st);
 /* Whether any chmod/chown waits (cheap check before overlaying a listing). */
 bool dt_batch_has_perms(struct dt_instance *di);
@@ -317,6 +325,9 @@ int dt_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size
 int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
 int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
+		 void *ctx, struct sbx_error *err);
+int dt_rmdir_empty(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 	      struct sbx_error *err);
 

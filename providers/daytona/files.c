@@ -190,8 +190,10 @@ static int stat_listed(struct sbx_instance *inst, const char *path, struct sbx_s
 int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
-	int rc = dt_batch_settle_for(di, path, err);
-	if (rc)
+	int rc;
+	if (dt_batch_gone(di, path)) /* a queued removal: no request to say so */
+		return sbx_error_set(err, ENOENT, 0, "stat %s: removed", path);
+	if ((rc = dt_batch_settle_for(di, path, err)))
 		return rc;
 	rc = info(di, path, NULL, st, err);
 	if (rc == -EIO && !stat_listed(inst, path, st)) {
@@ -214,20 +216,29 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, st
 	return rc;
 }
 
-int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
-	    struct sbx_error *err)
+/* GET /files of path to depth: each entry with its directory (FileInfo's path, deeper). */
+static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_tree_fn fn,
+		      void *ctx, struct sbx_error *err)
 {
-	struct dt_instance *di = dt_inst(inst);
 	struct sbx_buf url = SBX_BUF_INIT, child = SBX_BUF_INIT;
-	char w[300];
+	char w[300], d[16];
 	json_t *arr = NULL, *e;
 	bool links, perms = dt_batch_has_perms(di);
 	size_t i;
 	int rc;
 
-	if ((rc = dt_batch_settle_for(di, path, err)))
+	pthread_mutex_lock(&di->lock);
+	rc = depth > 1 && di->no_tree ? -ENOTSUP : 0;
+	pthread_mutex_unlock(&di->lock);
+	if (rc)
+		return sbx_error_set(err, ENOTSUP, 0, "list %s: the daemon lists no subtrees", path);
+	if ((rc = depth > 1 ? dt_batch_flush_below(di, path, err) : dt_batch_settle_for(di, path, err)))
 		return rc;
 	dt_path_url(di, &url, "/files", path);
+	if (depth > 1) {
+		snprintf(d, sizeof(d), "%d", depth);
+		sbx_http_add_query(&url, "depth", d);
+	}
 	rc = dt_call(&(struct dt_call){.url = url.buf,
 				       .reply = &arr,
 				       .what = what(w, sizeof(w), "list", path),
@@ -241,27 +252,52 @@ int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *c
 	pthread_mutex_unlock(&di->lock);
 	json_array_foreach(rc ? NULL : arr, i, e)
 	{
+		const char *epath = json_string_value(json_object_get(e, "path")), *slash;
 		struct sbx_stat st;
 		const char *name;
 		if (dt_fileinfo_parse(e, &st, &name) || !strcmp(name, ".") || !strcmp(name, "..")) {
 			sbx_log(SBX_LOG_DEBUG, "daytona: %s: skipping an unreadable entry", w);
 			continue;
 		}
+		sbx_buf_reset(&child);
+		if (depth > 1 && !(epath && sbx_rmq_under(epath, path, true) && strcmp(epath, path))) {
+			rc = sbx_error_set(err, ENOTSUP, 0, "%s: the daemon lists no paths (before 0.218)",
+					   w);
+			pthread_mutex_lock(&di->lock);
+			di->no_tree = true; /* asked once per instance */
+			pthread_mutex_unlock(&di->lock);
+			break;
+		}
+		if (depth > 1)
+			sbx_buf_adds(&child, epath);
+		else
+			sbx_buf_addf(&child, "%s/%s", strcmp(path, "/") ? path : "", name);
 		if (links || perms) {
-			sbx_buf_reset(&child);
-			sbx_buf_adds(&child, strcmp(path, "/") ? path : "");
-			sbx_buf_addch(&child, '/');
-			sbx_buf_adds(&child, name);
 			dt_batch_overlay(di, child.buf, &st);
 			dt_link_lookup(di, child.buf, &st, NULL, 0);
 		}
-		if (fn(ctx, name, &st))
+		slash = strrchr(child.buf, '/');
+		child.buf[slash > child.buf ? slash - child.buf : 1] = '\0';
+		if (fn(ctx, child.buf, name, &st))
 			break;
 	}
 	sbx_buf_release(&child);
 	json_decref(arr);
 	sbx_buf_release(&url);
 	return rc;
+}
+
+int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
+	    struct sbx_error *err)
+{
+	struct sbx_rmeta_as_list a = {fn, ctx};
+	return list_depth(dt_inst(inst), path, 1, sbx_rmeta_as_list_fn, &a, err);
+}
+
+int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
+		 void *ctx, struct sbx_error *err)
+{
+	return list_depth(dt_inst(inst), path, depth < 1 ? 1 : depth, fn, ctx, err);
 }
 
 /* --- read ---------------------------------------------------------------------- */
@@ -646,21 +682,6 @@ int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sb
 		     err);
 	sbx_buf_release(&url);
 	return rc ? rc : dt_own_new(di, path, err);
-}
-
-int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err)
-{
-	struct dt_instance *di = dt_inst(inst);
-	int rc = dt_batch_flush(di, err);
-	if (!rc)
-		rc = del(di, path, false, err);
-	if (rc == -EINVAL) /* "cannot delete directory without recursive flag" */
-		rc = sbx_error_set(err, EISDIR, 0, "unlink %s: is a directory", path);
-	if (!rc) {
-		dt_links_forget(di, path);
-		sbx_rmeta_fail_forget(&di->fails, path);
-	}
-	return rc;
 }
 
 static int count_entry(void *ctx, const char *name, const struct sbx_stat *st)

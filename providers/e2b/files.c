@@ -25,6 +25,8 @@
 #include "base/pathutil.h"
 
 #define SBX_RMQ_NEED_DELAY_MS 1000L
+/* A queue this long is applied at once (memory, and the gather's cost). */
+#define E2B_QUEUE_MAX 4096
 #define E2B_LIST_MAX_REPLY (64u << 20)
 
 /* --- the metadata batch --------------------------------------------------- */
@@ -67,8 +69,16 @@ static void own_note_locked(struct e2b_inst *in, const struct sbx_rmq_queue *q)
 {
 	long long now = sbx_now_ms();
 	in->own.max = E2B_OWN_MAX;
-	for (size_t i = 0; i < q->n; i++)
-		sbx_pathttl_note(&in->own, q->ops[i].path, now, E2B_OWN_ECHO_MS);
+	for (size_t i = 0; i < q->n; i++) {
+		const char *p = q->ops[i].path, *slash = strrchr(p, '/');
+		sbx_pathttl_note(&in->own, p, now, E2B_OWN_ECHO_MS);
+		/* a removal changes its directory too (the core noted that at the call) */
+		if (sbx_rmq_removal(q->ops[i].kind) && slash) {
+			char *dir = sbx_xstrndup(p, slash > p ? (size_t)(slash - p) : 1);
+			sbx_pathttl_note(&in->own, dir, now, E2B_OWN_ECHO_MS);
+			free(dir);
+		}
+	}
 }
 
 bool e2b_own_echo(struct e2b_inst *in, const char *path)
@@ -182,6 +192,7 @@ void e2b_flusher_stop(struct e2b_inst *in)
 
 static int enqueue(struct e2b_inst *in, const struct sbx_rmq_op *op)
 {
+	bool full;
 	pthread_mutex_lock(&in->lock);
 	sbx_rmq_add(&in->queue, op);
 	in->last_op_ms = sbx_now_ms();
@@ -189,8 +200,25 @@ static int enqueue(struct e2b_inst *in, const struct sbx_rmq_op *op)
 	if (!in->flusher_on && !in->stopping)
 		in->flusher_on = !pthread_create(&in->flusher, NULL, flusher_main, in);
 	pthread_cond_signal(&in->wake);
+	full = in->queue.n >= E2B_QUEUE_MAX;
 	pthread_mutex_unlock(&in->lock);
+	if (full) { /* failures go to their paths */
+		struct sbx_error e = SBX_ERROR_INIT;
+		e2b_flush(in, NULL, SBX_RMQ_NEED_ALL, &e);
+	}
 	return 0;
+}
+
+/* Whether path is gone once the queue is applied (a queued removal, nothing made after). */
+static bool queued_gone(struct e2b_inst *in, const char *path)
+{
+	enum sbx_rmq_fate f;
+	pthread_mutex_lock(&in->lock);
+	f = sbx_rmq_fate(&in->queue, path);
+	if (f == SBX_RMQ_UNTOUCHED)
+		f = sbx_rmq_fate(&in->inflight, path);
+	pthread_mutex_unlock(&in->lock);
+	return f == SBX_RMQ_GONE;
 }
 
 /*
@@ -383,7 +411,10 @@ int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	     struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
-	int rc = flush_access(in, path, SBX_RMQ_NEED_ENTRY, err);
+	int rc;
+	if (queued_gone(in, path)) /* its failure, if it fails, is its next access's */
+		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "stat %s: removed", path);
+	rc = flush_access(in, path, SBX_RMQ_NEED_ENTRY, err);
 	if (!rc && !recent_take(in, path, st))
 		rc = stat_raw(in, path, st, NULL, err);
 	if (!rc)
@@ -453,18 +484,22 @@ int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t 
 	return rc;
 }
 
-int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
-	     struct sbx_error *err)
+/*
+ * ListDir of path to depth: each entry with its directory. Queued
+ * removals of path's own entries stay queued (the listing leaves them
+ * out); below them (depth > 1), anything queued is applied first.
+ */
+static int list_depth(struct e2b_inst *in, const char *path, int depth, sbx_tree_fn fn, void *ctx,
+		      struct sbx_error *err)
 {
-	struct e2b_inst *in = e2b_of(inst);
 	json_t *req, *out = NULL, *entries, *entry;
 	struct sbx_buf child = SBX_BUF_INIT;
 	bool overlay;
 	size_t i;
-	int rc = flush_access(in, path, SBX_RMQ_NEED_CHILDREN, err);
+	int rc = flush_access(in, path, depth > 1 ? SBX_RMQ_NEED_TOUCH : SBX_RMQ_NEED_LISTING, err);
 	if (rc)
 		return rc;
-	req = json_pack("{s:s,s:i}", "path", path, "depth", 1);
+	req = json_pack("{s:s,s:i}", "path", path, "depth", depth);
 	rc = e2b_rpc(in, "filesystem.Filesystem/ListDir", req, true, E2B_LIST_MAX_REPLY, &out,
 		     "list", err);
 	json_decref(req);
@@ -473,27 +508,49 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 	if (rc)
 		return rc;
 	pthread_mutex_lock(&in->lock);
-	overlay =
-	    sbx_rmq_touches(&in->queue, path, false) || sbx_rmq_touches(&in->inflight, path, false);
+	overlay = sbx_rmq_touches(&in->queue, path, depth > 1) ||
+		  sbx_rmq_touches(&in->inflight, path, depth > 1);
 	pthread_mutex_unlock(&in->lock);
 	entries = json_object_get(out, "entries");
 	json_array_foreach(entries, i, entry)
 	{
 		const char *name = json_string_value(json_object_get(entry, "name"));
+		const char *epath = json_string_value(json_object_get(entry, "path")), *slash;
 		struct sbx_stat st;
 		if (!name || !*name || strchr(name, '/') || e2b_entry_to_stat(entry, &in->ids, &st))
 			continue;
-		if (overlay) {
-			sbx_buf_reset(&child);
+		sbx_buf_reset(&child);
+		/* deeper than path's own entries: where envd says (built from path) */
+		if (depth > 1 && epath && sbx_rmq_under(epath, path, true) && strcmp(epath, path))
+			sbx_buf_adds(&child, epath);
+		else
 			sbx_buf_addf(&child, "%s/%s", strcmp(path, "/") ? path : "", name);
+		if (overlay) {
+			if (queued_gone(in, child.buf))
+				continue;
 			e2b_overlay(in, child.buf, &st);
 		}
-		if (fn(ctx, name, &st))
+		slash = strrchr(child.buf, '/');
+		child.buf[slash > child.buf ? slash - child.buf : 1] = '\0';
+		if (fn(ctx, child.buf, name, &st))
 			break;
 	}
 	sbx_buf_release(&child);
 	json_decref(out);
 	return 0;
+}
+
+int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
+	     struct sbx_error *err)
+{
+	struct sbx_rmeta_as_list a = {fn, ctx};
+	return list_depth(e2b_of(inst), path, 1, sbx_rmeta_as_list_fn, &a, err);
+}
+
+int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
+		  void *ctx, struct sbx_error *err)
+{
+	return list_depth(e2b_of(inst), path, depth < 1 ? 1 : depth, fn, ctx, err);
 }
 
 int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, sbx_sink_fn sink,
@@ -719,17 +776,35 @@ static int remove_path(struct e2b_inst *in, const char *path, const char *what,
 	return rc;
 }
 
+/*
+ * Queued (`rm -f`, in the root batch as envd's own Remove runs): envd's
+ * Remove is `rm -rf`, so a direct one needed a Stat first to refuse a
+ * directory; the kernel has refused one already (the type of the name it
+ * looked up), and the queued command refuses a directory the sandbox put
+ * there since (EISDIR against the path, in `error`). What waits for it:
+ * rmeta_queue.h's need levels; a stat of the name is ENOENT meanwhile.
+ */
 int e2b_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
-	struct sbx_stat st;
-	/* Remove is `rm -rf`: make sure it is no directory first. */
-	int rc = e2b_flush(in, path, SBX_RMQ_NEED_TOUCH, err);
-	if (!rc)
-		rc = stat_raw(in, path, &st, NULL, err);
-	if (!rc && S_ISDIR(st.mode))
-		rc = sbx_error_set(err, EISDIR, SBX_E_INTERNAL, "unlink %s: is a directory", path);
-	return rc ? rc : remove_path(in, path, "unlink", err);
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_UNLINK, .path = (char *)path};
+	if (!path[1])
+		return sbx_error_set(err, EISDIR, SBX_E_INTERNAL, "unlink /: is a directory");
+	recent_drop(in, path);
+	sbx_rmeta_fail_forget(&in->fails, path); /* an old failure concerns no file now */
+	return enqueue(in, &op);
+}
+
+/* A directory the core knows empty (provider.h): queued like an unlink, `rmdir`. */
+int e2b_rmdir_empty(struct sbx_instance *inst, const char *path, struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_RMDIR, .path = (char *)path};
+	if (!strcmp(path, "/"))
+		return sbx_error_set(err, EBUSY, SBX_E_INTERNAL, "rmdir /: refused");
+	recent_drop(in, path);
+	sbx_rmeta_fail_forget(&in->fails, path);
+	return enqueue(in, &op);
 }
 
 static int count_entry(void *ctx, const char *name, const struct sbx_stat *st)

@@ -20,7 +20,7 @@
 #include "rmeta_queue.h"
 
 /* The daytona style (providers/daytona/batch.c). */
-static const struct sbx_rmq_style user_style = {.check_free = true};
+static const struct sbx_rmq_style user_style = {.check_free = true, .merge_removals = true};
 
 /* Runs script with /bin/sh, stdout and stderr into out; returns the exit status. */
 static int run_sh(const char *script, struct sbx_buf *out)
@@ -219,6 +219,179 @@ START_TEST(test_user_style)
 }
 END_TEST
 
+/* How many times needle is in hay. */
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/*
+ * Removals: `rm -f` and `rmdir` of many names are one command each (both
+ * styles), run in order (a child before its parent); a directory met by
+ * the unlink, a directory not empty and one already gone fail against
+ * their own paths with their own errno, each from its own line of the
+ * merged command's message, and nothing else fails or is lost.
+ */
+START_TEST(test_removals_run)
+{
+	const struct sbx_rmq_style *styles[] = {&sbx_rmq_style_root, &user_style};
+	const struct sbx_rmq_style *st = styles[_i];
+	char dir[] = "/tmp/check_rmq_rXXXXXX", p[9][96];
+	const char *names[] = {"a", "a/1", "a/2", "d", "gone", "full", "full/x", "a/3", "d2"};
+	struct sbx_buf script = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_rmq_queue q;
+	struct sbx_rmeta_fails fails;
+	struct sbx_rmq_op op;
+	struct stat sb;
+	int code;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	for (int k = 0; k < 9; k++)
+		snprintf(p[k], sizeof(p[k]), "%s/%s", dir, names[k]);
+	ck_assert_int_eq(mkdir(p[8], 0755), 0);
+	ck_assert_int_eq(mkdir(p[0], 0755), 0);
+	ck_assert_int_eq(mkdir(p[3], 0755), 0);
+	ck_assert_int_eq(mkdir(p[5], 0755), 0);
+	for (int k = 1; k < 8; k++)
+		if (k != 3 && k != 4 && k != 5)
+			fclose(fopen(p[k], "w"));
+
+	sbx_rmq_init(&q);
+	/* unlink a/1 a/2 a/3, d and d2 (directories), gone (missing); rmdir a, full (not empty) */
+	const struct {
+		enum sbx_rmq_kind kind;
+		int path;
+	} ops[] = {{SBX_RMQ_UNLINK, 1}, {SBX_RMQ_UNLINK, 2}, {SBX_RMQ_UNLINK, 3},
+		   {SBX_RMQ_UNLINK, 4}, {SBX_RMQ_UNLINK, 7}, {SBX_RMQ_UNLINK, 8},
+		   {SBX_RMQ_RMDIR, 0}, {SBX_RMQ_RMDIR, 5}};
+	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
+		op = (struct sbx_rmq_op){.kind = ops[k].kind, .path = p[ops[k].path]};
+		sbx_rmq_add(&q, &op);
+	}
+	sbx_rmq_gather(&q);
+	ck_assert_int_eq(sbx_rmq_render(&q, 0, st, SBX_RMQ_SCRIPT_MAX, &script), q.n);
+	/* one rm for the six names, one rmdir for both (the user style: twice, with sudo) */
+	ck_assert_int_eq(count(script.buf, "rm -f -- "), st == &user_style ? 2 : 1);
+	ck_assert_int_eq(count(script.buf, "rmdir -- "), st == &user_style ? 2 : 1);
+	ck_assert_ptr_nonnull(strstr(script.buf, "|| sbx_f 0-6\n"));
+	ck_assert_ptr_nonnull(strstr(script.buf, "|| sbx_f 6-8\n"));
+	code = run_sh(script.buf, &out);
+	sbx_rmeta_fails_init(&fails);
+	ck_assert_int_eq(sbx_rmq_settle(&q, 0, q.n, &fails, NULL, 0, NULL, out.buf, code, false),
+			 3);
+	/* two lines of one rm's message: each directory its own failure */
+	ck_assert_int_eq(sbx_rmeta_fail_take(&fails, p[3], &e), -EISDIR);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&fails, p[8], &e), -EISDIR);
+	ck_assert_ptr_nonnull(strstr(e.msg, "d2"));
+	ck_assert_int_eq(sbx_rmeta_fail_take(&fails, p[5], &e), -ENOTEMPTY);
+	ck_assert_ptr_nonnull(strstr(e.msg, "full"));
+	for (int k = 0; k < 9; k++)
+		ck_assert_int_eq(sbx_rmeta_fail_take(&fails, p[k], &e), 0);
+	/* what could go went, the rest stayed */
+	ck_assert_int_ne(lstat(p[0], &sb), 0);
+	ck_assert_int_eq(lstat(p[3], &sb), 0);
+	ck_assert_int_eq(lstat(p[6], &sb), 0);
+
+	sbx_rmeta_fails_destroy(&fails);
+	sbx_rmq_clear(&q);
+	sbx_buf_release(&script);
+	sbx_buf_release(&out);
+	unlink(p[6]);
+	rmdir(p[5]);
+	rmdir(p[3]);
+	rmdir(p[8]);
+	rmdir(dir);
+}
+END_TEST
+
+/* The removals' rendering, exactly: as root, and as the user with `sudo -n`. */
+START_TEST(test_removals_render)
+{
+	struct sbx_rmq_queue q;
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_UNLINK, .path = "/t/a b"};
+	struct sbx_buf b = SBX_BUF_INIT;
+	size_t next;
+
+	sbx_rmq_init(&q);
+	sbx_rmq_add(&q, &op);
+	op.path = "/t/c";
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_RMDIR, .path = "/t"};
+	sbx_rmq_add(&q, &op);
+	sbx_rmq_render_op(&q, 0, &sbx_rmq_style_root, SIZE_MAX, &b, &next);
+	ck_assert_int_eq(next, 2);
+	ck_assert_str_eq(b.buf, "rm -f -- '/t/a b' '/t/c'");
+	sbx_buf_reset(&b);
+	sbx_rmq_render_op(&q, 2, &sbx_rmq_style_root, SIZE_MAX, &b, &next);
+	ck_assert_str_eq(b.buf, "rmdir -- '/t'");
+	sbx_buf_reset(&b);
+	sbx_rmq_render_op(&q, 0, &user_style, SIZE_MAX, &b, &next);
+	ck_assert_int_eq(next, 2);
+	ck_assert_str_eq(b.buf, "{ m=$(rm -f -- '/t/a b' '/t/c' 2>&1) || sudo -n rm -f -- '/t/a b' "
+				"'/t/c' 2>/dev/null || { printf '%s\\n' \"$m\"; false; }; }");
+	/* without merge_removals each is its own command */
+	sbx_buf_reset(&b);
+	sbx_rmq_render_op(&q, 0, &(struct sbx_rmq_style){.check_free = true}, SIZE_MAX, &b, &next);
+	ck_assert_int_eq(next, 1);
+	sbx_buf_release(&b);
+	sbx_rmq_clear(&q);
+}
+END_TEST
+
+/* What waits for a queued removal, and what the queue answers itself. */
+START_TEST(test_removals_needs)
+{
+	struct sbx_rmq_queue q;
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_UNLINK, .path = "/d/f"};
+	sbx_rmq_init(&q);
+	sbx_rmq_add(&q, &op);
+	ck_assert_int_eq(sbx_rmq_fate(&q, "/d/f"), SBX_RMQ_GONE);
+	ck_assert_int_eq(sbx_rmq_fate(&q, "/d/f/x"), SBX_RMQ_GONE);
+	ck_assert_int_eq(sbx_rmq_fate(&q, "/d/fg"), SBX_RMQ_UNTOUCHED);
+	ck_assert_int_eq(sbx_rmq_fate(&q, "/d"), SBX_RMQ_UNTOUCHED);
+	/* a stat, read, upload or mkdir of the name waits; so does a rename or remove above it */
+	ck_assert(sbx_rmq_needs(&q, "/d/f", SBX_RMQ_NEED_ENTRY));
+	ck_assert(sbx_rmq_needs(&q, "/d/f", SBX_RMQ_NEED_CONTENT));
+	ck_assert(sbx_rmq_needs(&q, "/d/f", SBX_RMQ_NEED_NEW));
+	ck_assert(sbx_rmq_needs(&q, "/d/f/x", SBX_RMQ_NEED_NEW));
+	ck_assert(sbx_rmq_needs(&q, "/d", SBX_RMQ_NEED_TOUCH));
+	ck_assert(sbx_rmq_needs(&q, "/", SBX_RMQ_NEED_TOUCH));
+	ck_assert(sbx_rmq_needs(&q, "/d", SBX_RMQ_NEED_NEAR));
+	/* a listing of its directory: CHILDREN waits, LISTING leaves the name out itself */
+	ck_assert(sbx_rmq_needs(&q, "/d", SBX_RMQ_NEED_CHILDREN));
+	ck_assert(!sbx_rmq_needs(&q, "/d", SBX_RMQ_NEED_LISTING));
+	/* other names do not wait */
+	ck_assert(!sbx_rmq_needs(&q, "/d/g", SBX_RMQ_NEED_NEW));
+	ck_assert(!sbx_rmq_needs(&q, "/e", SBX_RMQ_NEED_TOUCH));
+	ck_assert(!sbx_rmq_needs(&q, "/", SBX_RMQ_NEED_CHILDREN));
+	/* made again after: MADE, and a stat must see the new entry (flush) */
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_SYMLINK, .path = "/d/f", .arg = "t"};
+	sbx_rmq_add(&q, &op);
+	ck_assert_int_eq(sbx_rmq_fate(&q, "/d/f"), SBX_RMQ_MADE);
+	ck_assert(sbx_rmq_needs(&q, "/d/f", SBX_RMQ_NEED_ENTRY));
+	/* the directory removed after that: gone again, and so is all below it */
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_UNLINK, .path = "/d/f"};
+	sbx_rmq_add(&q, &op);
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_RMDIR, .path = "/d"};
+	sbx_rmq_add(&q, &op);
+	ck_assert_int_eq(sbx_rmq_fate(&q, "/d/f"), SBX_RMQ_GONE);
+	ck_assert_int_eq(sbx_rmq_fate(&q, "/d"), SBX_RMQ_GONE);
+	ck_assert(sbx_rmq_needs(&q, "/d", SBX_RMQ_NEED_LISTING));
+	ck_assert(!sbx_rmq_needs(&q, "/", SBX_RMQ_NEED_LISTING));
+	/* gather keeps each removal after what it depends on: rm, ln, rm, rmdir */
+	sbx_rmq_gather(&q);
+	ck_assert_int_eq(q.ops[0].kind, SBX_RMQ_UNLINK);
+	ck_assert_int_eq(q.ops[1].kind, SBX_RMQ_SYMLINK);
+	ck_assert_int_eq(q.ops[2].kind, SBX_RMQ_UNLINK);
+	ck_assert_int_eq(q.ops[3].kind, SBX_RMQ_RMDIR);
+	sbx_rmq_clear(&q);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rmeta_queue");
@@ -229,6 +402,9 @@ int main(void)
 	tcase_add_test(tc, test_settle);
 	tcase_add_test(tc, test_needs);
 	tcase_add_test(tc, test_user_style);
+	tcase_add_loop_test(tc, test_removals_run, 0, 2);
+	tcase_add_test(tc, test_removals_render);
+	tcase_add_test(tc, test_removals_needs);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
