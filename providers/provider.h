@@ -116,8 +116,7 @@ struct sbx_stat {
 /* list() calls this once per entry (never for "." and ".."); non-zero stops the walk. */
 typedef int (*sbx_list_fn)(void *ctx, const char *name, const struct sbx_stat *st);
 /* list_tree() calls this once per entry, with the directory it is in. */
-typedef int (*sbx_tree_fn)(void *ctx, const char *dir, const char *name,
-			   const struct sbx_stat *st);
+typedef int (*sbx_tree_fn)(void *ctx, const char *dir, const char *name, const struct sbx_stat *st);
 
 /*
  * One sandbox as a provider's control plane lists it (list_sandboxes). The

@@ -139,7 +139,7 @@ enum sbx_rmq_fate sbx_rmq_fate(const struct sbx_rmq_queue *q, const char *path)
 		const struct sbx_rmq_op *op = &q->ops[i];
 		if (sbx_rmq_removal(op->kind) && sbx_rmq_under(path, op->path, true))
 			f = SBX_RMQ_GONE;
-		else if (creates_kind(op->kind) && !strcmp(op->path, path))
+		else if (sbx_rmq_creates_kind(op->kind) && !strcmp(op->path, path))
 			f = SBX_RMQ_MADE;
 	}
 	return f;

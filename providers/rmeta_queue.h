@@ -2,10 +2,10 @@
  * rmeta_queue — the queue of metadata changes the remote providers' APIs
  * have no call for (chmod, chown, utimens, symlink, truncate, link, mknod:
  * rmeta.h keeps their failures) or no call for many at once (unlink and
- * rmdir: `rm -rf` of a tree is a few commands, not a request per entry), its questions (does an op touch, create
- * or truncate a path), the overlay of queued attributes on a stat, and its
- * rendering into shell scripts, so that a `tar x` or `rsync -a` costs one command in the
- * sandbox per batch, not one per file per attribute.
+ * rmdir: `rm -rf` of a tree is a few commands, not a request per entry), its questions (does an op
+ * touch, create or truncate a path), the overlay of queued attributes on a stat, and its rendering
+ * into shell scripts, so that a `tar x` or `rsync -a` costs one command in the sandbox per batch,
+ * not one per file per attribute.
  *
  * Pure: strings in, shell text out; every path and target is quoted with
  * sbx_buf_add_shquoted() and preceded by `--`. It does not run anything
@@ -126,10 +126,10 @@ enum sbx_rmq_fate sbx_rmq_fate(const struct sbx_rmq_queue *q, const char *path);
  * before a dependent op): the remote read or change would not see them.
  */
 enum sbx_rmq_need {
-	SBX_RMQ_NEED_ALL,      /* all of them (sync, before a run or a pause); path unused */
-	SBX_RMQ_NEED_TOUCH,    /* any op on path or below it (rename, remove) */
-	SBX_RMQ_NEED_NEAR,     /* any op on path or on an entry in it (touches, !subtree) */
-	SBX_RMQ_NEED_ENTRY,    /* ops creating or removing path, removals above it (stat, readlink) */
+	SBX_RMQ_NEED_ALL,   /* all of them (sync, before a run or a pause); path unused */
+	SBX_RMQ_NEED_TOUCH, /* any op on path or below it (rename, remove) */
+	SBX_RMQ_NEED_NEAR,  /* any op on path or on an entry in it (touches, !subtree) */
+	SBX_RMQ_NEED_ENTRY, /* ops creating or removing path, removals above it (stat, readlink) */
 	SBX_RMQ_NEED_CHILDREN, /* ENTRY, plus ops creating or removing an entry in path (list) */
 	/* CHILDREN but for removals of entries in path: a list that leaves them
 	 * out itself (sbx_rmq_fate of each name), so `rm -rf` lists no flush */

@@ -503,7 +503,7 @@ static int c_rmdir(struct sbx_lease *l, const char *path, struct sbx_error *err)
 	/* Known empty (`rm -rf` just listed it and removed each name): may be queued. */
 	int (*slot)(struct sbx_instance *, const char *, struct sbx_error *) =
 	    l->prov->rmdir_empty && sbx_cache_dir_empty(l->cache, path) ? l->prov->rmdir_empty
-									 : l->prov->rmdir;
+									: l->prov->rmdir;
 	int rc = begin(l, slot, "rmdir", path, NULL, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, slot(inst, path, err), "rmdir", path, err);

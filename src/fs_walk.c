@@ -70,7 +70,8 @@ bool fsc_walk_prefetch(struct sbx_lease *l, const char *path)
 	if (!l->prov->list_tree || !(l->prov->caps & SBX_CAP_LIST_ATTRS) || !slash || slash == path)
 		return false;
 	parent = sbx_xstrndup(path, (size_t)(slash - path));
-	if (sbx_fs_is_pseudo(parent) || !sbx_cache_walk_due(l->cache, parent, SBX_CACHE_RELIST_MAX)) {
+	if (sbx_fs_is_pseudo(parent) ||
+	    !sbx_cache_walk_due(l->cache, parent, SBX_CACHE_RELIST_MAX)) {
 		free(parent);
 		return false;
 	}

@@ -174,10 +174,9 @@ struct borrow {
  * -a or tar run by root make, leaves paths the user cannot change). So a
  * command the sandbox refuses where the user does not own the op's
  * borrow path (the file for utimens and truncate, the directory for the
- * ops that create an entry; removals go through `sudo -n` instead) borrows it: the daemon gives that path to the
- * user, the refused commands run again, the daemon gives it back (owner,
- * group and mode as they were). Two more permission calls and one more
- * command, only when it happens.
+ * ops that create an entry; removals go through `sudo -n` instead) borrows it: the daemon gives
+ * that path to the user, the refused commands run again, the daemon gives it back (owner, group and
+ * mode as they were). Two more permission calls and one more command, only when it happens.
  *
  * Each op that fails is recorded against its path (rmeta.h); returns
  * whether any did.

@@ -111,8 +111,8 @@ struct dt_instance {
 	struct sbx_rmeta_fails fails; /* queued ops that failed, by path (own lock; rmeta.h) */
 	bool flushing;		      /* a batch is being applied (see flush_lock) */
 	bool no_tree; /* the daemon lists no paths with depth (before 0.218): no list_tree */
-	struct sbx_rmeta_df df;	      /* statfs, cached */
-	int sock_ok; /* whether it can bind a socket (sbx_rmeta_sock_check; atomic) */
+	struct sbx_rmeta_df df; /* statfs, cached */
+	int sock_ok;		/* whether it can bind a socket (sbx_rmeta_sock_check; atomic) */
 	struct dt_link links[DT_LINKS_MAX]; /* symlinks this instance made (batch.c) */
 	size_t n_links;
 	long user_uid, user_gid; /* who runs commands (-1: not known yet) */
@@ -325,8 +325,8 @@ int dt_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size
 int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
 int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err);
-int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
-		 void *ctx, struct sbx_error *err);
+int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn, void *ctx,
+		 struct sbx_error *err);
 int dt_rmdir_empty(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 	      struct sbx_error *err);

@@ -231,8 +231,10 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 	rc = depth > 1 && di->no_tree ? -ENOTSUP : 0;
 	pthread_mutex_unlock(&di->lock);
 	if (rc)
-		return sbx_error_set(err, ENOTSUP, 0, "list %s: the daemon lists no subtrees", path);
-	if ((rc = depth > 1 ? dt_batch_flush_below(di, path, err) : dt_batch_settle_for(di, path, err)))
+		return sbx_error_set(err, ENOTSUP, 0, "list %s: the daemon lists no subtrees",
+				     path);
+	if ((rc = depth > 1 ? dt_batch_flush_below(di, path, err)
+			    : dt_batch_settle_for(di, path, err)))
 		return rc;
 	dt_path_url(di, &url, "/files", path);
 	if (depth > 1) {
@@ -260,9 +262,10 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 			continue;
 		}
 		sbx_buf_reset(&child);
-		if (depth > 1 && !(epath && sbx_rmq_under(epath, path, true) && strcmp(epath, path))) {
-			rc = sbx_error_set(err, ENOTSUP, 0, "%s: the daemon lists no paths (before 0.218)",
-					   w);
+		if (depth > 1 &&
+		    !(epath && sbx_rmq_under(epath, path, true) && strcmp(epath, path))) {
+			rc = sbx_error_set(err, ENOTSUP, 0,
+					   "%s: the daemon lists no paths (before 0.218)", w);
 			pthread_mutex_lock(&di->lock);
 			di->no_tree = true; /* asked once per instance */
 			pthread_mutex_unlock(&di->lock);
@@ -294,8 +297,8 @@ int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *c
 	return list_depth(dt_inst(inst), path, 1, sbx_rmeta_as_list_fn, &a, err);
 }
 
-int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
-		 void *ctx, struct sbx_error *err)
+int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn, void *ctx,
+		 struct sbx_error *err)
 {
 	return list_depth(dt_inst(inst), path, depth < 1 ? 1 : depth, fn, ctx, err);
 }

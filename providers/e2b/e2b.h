@@ -241,8 +241,8 @@ int e2b_truncate(struct sbx_instance *inst, const char *path, off_t size, struct
 int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
 int e2b_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int e2b_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err);
-int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
-		  void *ctx, struct sbx_error *err);
+int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn, void *ctx,
+		  struct sbx_error *err);
 int e2b_rmdir_empty(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 	       struct sbx_error *err);

@@ -547,8 +547,8 @@ int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *
 	return list_depth(e2b_of(inst), path, 1, sbx_rmeta_as_list_fn, &a, err);
 }
 
-int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn,
-		  void *ctx, struct sbx_error *err)
+int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn, void *ctx,
+		  struct sbx_error *err)
 {
 	return list_depth(e2b_of(inst), path, depth < 1 ? 1 : depth, fn, ctx, err);
 }

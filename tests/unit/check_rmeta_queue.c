@@ -267,7 +267,7 @@ START_TEST(test_removals_run)
 		int path;
 	} ops[] = {{SBX_RMQ_UNLINK, 1}, {SBX_RMQ_UNLINK, 2}, {SBX_RMQ_UNLINK, 3},
 		   {SBX_RMQ_UNLINK, 4}, {SBX_RMQ_UNLINK, 7}, {SBX_RMQ_UNLINK, 8},
-		   {SBX_RMQ_RMDIR, 0}, {SBX_RMQ_RMDIR, 5}};
+		   {SBX_RMQ_RMDIR, 0},	{SBX_RMQ_RMDIR, 5}};
 	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
 		op = (struct sbx_rmq_op){.kind = ops[k].kind, .path = p[ops[k].path]};
 		sbx_rmq_add(&q, &op);
