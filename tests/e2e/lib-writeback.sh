@@ -200,16 +200,21 @@ print([x for x in json.load(sys.stdin) if x["id"] == sys.argv[1]][0]["root"])' "
 }
 
 # batch_checks DIR RUN WANT: once a run drained the uploads, the requests
-# since the counters' reset (less RUN, a run's own) are <= 0.3 per file of
+# since the counters' reset (less RUN, a run's own) are <= 0.8 per file of
 # the 300, and DIR in the sandbox has WANT (the md5 of names, modes, sizes).
+# Without batches it is 1.1 or more. How full a batch gets depends on how
+# fast the writer closes files (0.05-0.26 on a quiet machine; 0.4-0.62 with
+# the 2 cores busy, when closes run into a full queue and upload alone), so
+# the bound only tells batches from none: the figures are the benchmark's
+# (doc/PERFORMANCE.md), not this test's.
 batch_checks() {
 	local reqs per
 	lease_run true >/dev/null # a run waits for every upload
 	log "  (requests: $(requests_top))"
 	reqs=$(($(requests_total) - $2))
 	per=$(python3 -c "print('%.2f' % ($reqs / 300))")
-	ok "... costs <= 0.3 request per file ($reqs requests, $per per file, $(counter "$UPLOAD_KEY") uploads)" \
-		test "$reqs" -le 90
+	ok "... costs <= 0.8 request per file ($reqs requests, $per per file, $(counter "$UPLOAD_KEY") uploads)" \
+		test "$reqs" -le 240
 	eq "... names, modes and sizes right in the sandbox" \
 		"$(lease_run "cd $FHOME/$1 && find . -type f | sort | xargs stat -c '%n %a %s' | md5sum")" "$3"
 }
@@ -291,6 +296,12 @@ for i in range(20):
 		"$(printf 'keep 0\nkeep 19\n20')"
 	log "  (uploads for that: $(counter "$UPLOAD_KEY"))"
 	rm -f "$(root_path "$FHOME/gone")" && mkdir -m 777 "$(root_path "$FHOME/gone")"
+	# The kernel still holds `gone` as the file it saw: asked for its
+	# attributes within its entry timeout (fs_cache_timeout, 1 s), a
+	# directory there is "inode type changed" and EIO once (doc/DESIGN.md,
+	# "A name whose type changes"); past the timeout it looks the name up
+	# afresh, which is what this check is about.
+	sleep 1.5
 	ok "... its fsync succeeds once the directory is back" fsync_ok "$F/gone/bad.txt"
 	eq "... and the sandbox has it" "$(root_file "$FHOME/gone/bad.txt")" bad
 }
