@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/fsutil.h"
 #include "base/log.h"
 #include "base/sysutil.h"
 #include "base/xalloc.h"
@@ -217,13 +218,7 @@ static long linger_ms_locked(struct sbx_wb *wb)
 static void wait_ms_locked(struct sbx_wb *wb, long ms)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	sbx_deadline_in(CLOCK_REALTIME, ms, &ts);
 	pthread_cond_timedwait(&wb->cond, &wb->lock, &ts);
 }
 
