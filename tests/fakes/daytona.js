@@ -106,6 +106,8 @@ class DaytonaFake extends common.FakeService {
 			diskMb: disk * 1024, userName: 'daytona', home: HOME, memoryMb: sb.memory * 1024, cpuMillis: sb.cpu * 1000,
 		});
 		/* As Daytona's images: the user may run anything as root (`sudo -n`), in the sandbox's own /etc only. */
+		if (!fs.existsSync(path.join(sb.root.rootDir, 'etc/sudoers.d')))
+			throw new Error('this machine has no sudo (/etc/sudoers.d): the fake sandbox lends its user sudo as Daytona does; scripts/install-deps installs it');
 		fs.writeFileSync(path.join(sb.root.rootDir, 'etc/sudoers.d/91-daytona'), 'daytona ALL=(ALL) NOPASSWD:ALL\n', { mode: 0o440 });
 		fs.appendFileSync(path.join(sb.root.rootDir, 'etc/shadow'), 'daytona:*:20000:0:99999:7:::\n'); /* PAM's account check */
 		return sb;
