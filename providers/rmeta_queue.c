@@ -107,8 +107,7 @@ bool sbx_rmq_creates(const struct sbx_rmq_queue *q, const char *path, bool child
 
 bool sbx_rmq_setgid_dir(const struct sbx_rmq_queue *q, const char *path)
 {
-	const char *slash = strrchr(path, '/');
-	size_t n = slash && slash > path ? (size_t)(slash - path) : 1;
+	size_t n = sbx_path_dirlen(path);
 	for (size_t i = 0; i < q->n; i++)
 		if (q->ops[i].kind == SBX_RMQ_CHMOD && (q->ops[i].mode & S_ISGID) &&
 		    strlen(q->ops[i].path) == n && !strncmp(q->ops[i].path, path, n))
@@ -435,9 +434,7 @@ void sbx_rmq_render_op(const struct sbx_rmq_queue *q, size_t i, const struct sbx
 	case SBX_RMQ_CHOWN:
 		if (op->creator) {
 			/* chown UID P, chgrp to DIR's group if it is setgid, else GID */
-			const char *slash = strrchr(op->path, '/');
-			char *dir = sbx_xstrndup(
-			    op->path, slash && slash > op->path ? (size_t)(slash - op->path) : 1);
+			char *dir = sbx_xstrndup(op->path, sbx_path_dirlen(op->path));
 			sbx_buf_addf(&c, "chown -h %u --", (unsigned)op->uid);
 			add_path(&c, op->path);
 			sbx_buf_adds(&c, " && if [ -g");

@@ -19,7 +19,7 @@ struct sbx_cache *sbx_cache_new(const char *dir)
 	struct sbx_cache *c = xcalloc(1, sizeof(*c));
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
-	c->dir = xstrdup(dir);
+	c->dir = sbx_xstrdup(dir);
 	c->ttl_ms = SBX_CACHE_TTL_MS;
 	c->neg_ttl_ms = SBX_CACHE_NEG_TTL_MS;
 	c->retry_ms = SBX_CACHE_RETRY_MS;
@@ -63,7 +63,7 @@ void sbx_cache_fail_put(struct sbx_cache *c, const char *path, const struct sbx_
 	pthread_mutex_lock(&c->lock);
 	struct cfail *f = &c->fails[c->fail_next++ % SBX_CACHE_FAILS];
 	free(f->path);
-	f->path = xstrdup(path);
+	f->path = sbx_xstrdup(path);
 	f->err = *e;
 	f->until = sbx_now_ms() + SBX_CACHE_FAIL_MS;
 	pthread_mutex_unlock(&c->lock);
@@ -264,7 +264,7 @@ static struct cattr *attr_slot_locked(struct sbx_cache *c, const char *path)
 			c->sweep_at = SBX_CACHE_SWEEP_AT;
 	}
 	a = xcalloc(1, sizeof(*a));
-	a->path = xstrdup(path);
+	a->path = sbx_xstrdup(path);
 	HASH_ADD_KEYPTR(hh, c->attrs, a->path, strlen(a->path), a);
 	return a;
 }
@@ -347,7 +347,7 @@ static void unbacked_add_locked(struct sbx_cache *c, const char *path, bool self
 			for (size_t i = 0; i < *n && !listed; i++)
 				listed = !strcmp(out[i], cur);
 			if (!a && !listed)
-				out[(*n)++] = xstrdup(cur);
+				out[(*n)++] = sbx_xstrdup(cur);
 		}
 		if (!split(cur, parent, sizeof(parent)))
 			break;
@@ -440,7 +440,7 @@ void sbx_cache_link_put(struct sbx_cache *c, const char *path, const char *targe
 	if (gen == c->gen) {
 		struct cattr *a = attr_slot_locked(c, path);
 		free(a->link);
-		a->link = xstrdup(target);
+		a->link = sbx_xstrdup(target);
 		a->link_expires = sbx_now_ms() + c->ttl_ms;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -457,7 +457,7 @@ void sbx_cache_listing_add(struct sbx_cache_listing *ls, const char *name,
 	}
 	struct sbx_cache_dirent *e = &ls->ents[ls->n++];
 	memset(e, 0, sizeof(*e));
-	e->name = xstrdup(name);
+	e->name = sbx_xstrdup(name);
 	e->has_st = st != NULL;
 	if (st)
 		e->st = *st;
@@ -478,7 +478,7 @@ static void names_add(struct cdir *d, const char *name)
 	if (n)
 		return;
 	n = xcalloc(1, sizeof(*n));
-	n->name = xstrdup(name);
+	n->name = sbx_xstrdup(name);
 	HASH_ADD_KEYPTR(hh, d->names, n->name, strlen(n->name), n);
 }
 
@@ -490,7 +490,7 @@ static struct cdir *dir_reset_locked(struct sbx_cache *c, const char *dir)
 	if (d)
 		dir_free(c, d);
 	d = xcalloc(1, sizeof(*d));
-	d->path = xstrdup(dir);
+	d->path = sbx_xstrdup(dir);
 	d->expires = sbx_now_ms() + c->ttl_ms;
 	HASH_ADD_KEYPTR(hh, c->dirs, d->path, strlen(d->path), d);
 	return d;

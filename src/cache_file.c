@@ -104,7 +104,7 @@ void cache_files_adopt(struct sbx_cache *c)
 		if (cf)
 			goto next; /* two leftovers for one path: the second stays on disk */
 		cf = xcalloc(1, sizeof(*cf));
-		cf->file = xstrdup(side.buf);
+		cf->file = sbx_xstrdup(side.buf);
 		cf->file[side.len - 5] = '\0';
 		cf->fd = open(cf->file, O_RDWR | O_CLOEXEC);
 		if (cf->fd < 0) {
@@ -279,7 +279,7 @@ static int cfile_ensure_fd_locked(struct sbx_cache *c, struct sbx_cfile *cf)
 static void snapshot_locked(const struct sbx_cache *c, const struct sbx_cfile *cf,
 			    struct sbx_cfile_state *s)
 {
-	s->path = xstrdup(cf->path);
+	s->path = sbx_xstrdup(cf->path);
 	s->refs = cf->refs;
 	s->linked = cf->linked;
 	s->have_data = cf->have_data;
@@ -318,7 +318,7 @@ void cache_evict_locked(struct sbx_cache *c)
 struct sbx_cfile *cache_cfile_add_locked(struct sbx_cache *c, const char *path)
 {
 	struct sbx_cfile *cf = xcalloc(1, sizeof(*cf));
-	cf->path = xstrdup(path);
+	cf->path = sbx_xstrdup(path);
 	cf->fd = -1;
 	cf->linked = true;
 	cf->remote = true;

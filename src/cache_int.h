@@ -15,6 +15,7 @@
 #include "base/buf.h"
 #include "base/pathttl.h"
 #include "base/pathutil.h"
+#include "base/xalloc.h"
 #include "cache.h"
 
 struct cattr {
@@ -113,28 +114,18 @@ static inline void *xcalloc(size_t n, size_t sz)
 	return p;
 }
 
-static inline char *xstrdup(const char *s)
-{
-	char *p = strdup(s);
-	if (!p)
-		abort();
-	return p;
-}
-
 /* ---- paths --------------------------------------------------------------- */
 
 /* Splits "/a/b" into parent "/a" (into buf) and returns "b"; NULL for "/". */
 static inline const char *split(const char *path, char *parent, size_t size)
 {
-	const char *slash = strrchr(path, '/');
-	if (!slash || !slash[1])
-		return NULL;
-	size_t n = slash == path ? 1 : (size_t)(slash - path);
-	if (n >= size)
+	size_t n = sbx_path_dirlen(path);
+	const char *name = path + (n > 1 ? n + 1 : 1);
+	if (!n || !*name || n >= size)
 		return NULL;
 	memcpy(parent, path, n);
 	parent[n] = '\0';
-	return slash + 1;
+	return name;
 }
 
 static inline char *join(const char *dir, const char *name)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fs_cached.h"
+#include "base/pathutil.h"
 #include "base/xalloc.h"
 #include "inotab.h"
 #include "kinval.h"
@@ -268,8 +269,7 @@ static int remote_stat(struct sbx_lease *l, const char *path, struct sbx_stat *s
 	if (sbx_cache_fail_get(l->cache, path, err))
 		return -err->err;
 	if (slash && slash[1]) {
-		/* path's directory: "/a/b" -> "/a", "/a" -> "/" */
-		char *dir = sbx_xstrndup(path, slash == path ? 1 : (size_t)(slash - path));
+		char *dir = sbx_xstrndup(path, sbx_path_dirlen(path));
 		rc = relist(l, dir, &fault, err);
 		free(dir);
 	}

@@ -22,6 +22,7 @@
 
 #include "base/fsutil.h"
 #include "base/log.h"
+#include "base/pathutil.h"
 #include "base/xalloc.h"
 #include "fs_cached.h"
 #include "lease.h"
@@ -92,10 +93,9 @@ static bool choose(struct sbx_lease *l, const char *path, const struct sbx_stat 
 		   struct batch *b, struct sbx_cache_listing *ls)
 {
 	struct sbx_buf dir = SBX_BUF_INIT;
-	const char *slash = strrchr(path, '/');
 	long long bytes = st->size;
 	bool hit;
-	sbx_buf_add(&dir, path, slash == path ? 1 : (size_t)(slash - path));
+	sbx_buf_add(&dir, path, sbx_path_dirlen(path));
 	/*
 	 * Any age: the listing only chooses the names; each fetched file's
 	 * stamp is checked at its open like a download's (an old listing's

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/pathutil.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -181,7 +182,7 @@ static int stat_listed(struct sbx_instance *inst, const char *path, struct sbx_s
 	int rc;
 	if (!slash || !slash[1])
 		return -ENOENT;
-	dir = sbx_xstrndup(path, slash > path ? (size_t)(slash - path) : 1);
+	dir = sbx_xstrndup(path, sbx_path_dirlen(path));
 	rc = dt_list(inst, dir, find_entry, &f, &e);
 	free(dir);
 	return rc ? rc : f.found ? 0 : -ENOENT;

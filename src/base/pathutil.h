@@ -1,8 +1,9 @@
 /*
  * pathutil — the one test of "this sandbox path is that directory or lies
- * below it", on absolute, normalised paths (no "//", no trailing '/' but
- * the root's). Header-only: the core, the providers and their unit tests
- * use it without a link dependency.
+ * below it", and the one split of a path into its directory and name, on
+ * absolute, normalised paths (no "//", no trailing '/' but the root's).
+ * Header-only: the core, the providers and their unit tests use it
+ * without a link dependency.
  */
 #ifndef SBX_PATHUTIL_H
 #define SBX_PATHUTIL_H
@@ -23,6 +24,13 @@ static inline bool sbx_path_within(const char *path, const char *root, size_t n)
 static inline bool sbx_path_under(const char *path, const char *root)
 {
 	return sbx_path_within(path, root, strlen(root));
+}
+
+/* The length of path's directory: "/a/b" -> 2 ("/a"), "/a" and "/" -> 1 ("/"); 0 without a '/'. */
+static inline size_t sbx_path_dirlen(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
 }
 
 #endif

@@ -54,16 +54,19 @@ echo 'mkdir -p /home/daytona/many && cd /home/daytona/many && for i in $(seq 100
 # From inside the directory, so that only it and its entries are looked up.
 (
 	cd "$F/many" || exit 1
+	# From here: the parent's walk may list many too (fs_walk.c), which
+	# starts the 2 s lifetime of its listing.
+	t0=$(date +%s%N)
 	ls .. >/dev/null # the parent's listing: many's own attributes come with it
 	fake_reset_counters
-	t0=$(date +%s%N)
 	ls -l >"$WORK/many.txt"
 	stat -c %s f1 f500 f1000 >"$WORK/many-stat.txt"
 	echo $((($(date +%s%N) - t0) / 1000000)) >"$WORK/many-ms"
 )
 eq "ls -l of 1,000 files lists them all" "$(grep -c '^-' "$WORK/many.txt")" 1000
 # One list call; on a machine so loaded that the walk outlived the
-# listing's 2 s lifetime (SBX_CACHE_TTL_MS), one more per 2 s.
+# listing's 2 s lifetime (SBX_CACHE_TTL_MS, counted from the parent's
+# listing above), one more per 2 s.
 lists=$(counter 'GET /toolbox/:id/files') ms=$(cat "$WORK/many-ms")
 ok "... with one list call (GET /toolbox/:id/files: $lists in $ms ms)" test "$lists" -le $((1 + ms / 2000))
 eq "... and no stat (GET /toolbox/:id/files/info), stat of 3 of them included" \

@@ -550,6 +550,10 @@ START_TEST(path_under)
 	ck_assert(sbx_path_under("/x/y", "/"));
 	ck_assert(sbx_path_within("/a/b/c", "/a/bzz", 4)); /* the first n bytes */
 	ck_assert(!sbx_path_within("/a/bc", "/a/bzz", 4));
+	ck_assert_uint_eq(sbx_path_dirlen("/a/b/c"), 4); /* "/a/b" */
+	ck_assert_uint_eq(sbx_path_dirlen("/a"), 1);	 /* "/" */
+	ck_assert_uint_eq(sbx_path_dirlen("/"), 1);
+	ck_assert_uint_eq(sbx_path_dirlen("a"), 0);
 }
 END_TEST
 
