@@ -286,16 +286,18 @@ struct sbx_cfile *sbx_cache_file_find_live(struct sbx_cache *c, const char *path
 void sbx_cache_file_changed(struct sbx_cache *c, struct sbx_cfile *cf);
 
 /*
- * Write-back (cache_defer.c): keeps a chmod (mode non-NULL) or utimens (ts
- * non-NULL) of path with its dirty entry, applied after the upload that is
- * coming; the local file takes the times, stat shows the mode. False when
- * path has no upload coming, or the one in flight is past taking them:
- * the caller makes the call itself.
+ * Keeps a chmod (mode non-NULL) or utimens (ts non-NULL) of path with its
+ * dirty entry, applied after the upload that is coming (cache_defer.c);
+ * the local file takes the times, stat shows the mode. An upload is coming
+ * for any dirty entry with write-back, and only for an open one without
+ * (open_only: its close uploads it). False when path has no upload coming,
+ * or the one in flight is past taking them: the caller makes the call itself.
  */
-bool sbx_cache_file_defer_attrs(struct sbx_cache *c, const char *path, const mode_t *mode,
-				const struct timespec ts[2]);
+bool sbx_cache_file_defer_attrs(struct sbx_cache *c, const char *path, bool open_only,
+				const mode_t *mode, const struct timespec ts[2]);
 /* The same for a chown ((uid_t)-1 / (gid_t)-1: left alone). */
-bool sbx_cache_file_defer_owner(struct sbx_cache *c, const char *path, uid_t uid, gid_t gid);
+bool sbx_cache_file_defer_owner(struct sbx_cache *c, const char *path, bool open_only, uid_t uid,
+				gid_t gid);
 /*
  * What waited for an upload: a mode, an owner ((uid_t)-1 / (gid_t)-1 for
  * one left alone), times (UTIME_OMIT for one left alone).

@@ -107,22 +107,23 @@ void cache_defer_overlay_locked(const struct sbx_cfile *cf, struct sbx_stat *st)
 }
 
 /* path's entry if an upload of it is coming that will take attributes (lock held). */
-static struct sbx_cfile *waiting_locked(struct sbx_cache *c, const char *path)
+static struct sbx_cfile *waiting_locked(struct sbx_cache *c, const char *path, bool open_only)
 {
 	struct sbx_cfile *cf;
 	HASH_FIND_STR(c->files, path, cf);
 	/* An upload past its data (attrs_closed) would not see them: the caller waits. */
 	if (!cf || !cf->linked || !cf->dirty || !cf->have_data || cf->fd < 0 ||
-	    (cf->uploading && cf->attrs_closed))
+	    (open_only && cf->refs <= 0) || (cf->uploading && cf->attrs_closed))
 		return NULL;
 	return cf;
 }
 
-bool sbx_cache_file_defer_owner(struct sbx_cache *c, const char *path, uid_t uid, gid_t gid)
+bool sbx_cache_file_defer_owner(struct sbx_cache *c, const char *path, bool open_only, uid_t uid,
+				gid_t gid)
 {
 	struct sbx_cfile *cf;
 	pthread_mutex_lock(&c->lock);
-	cf = waiting_locked(c, path);
+	cf = waiting_locked(c, path, open_only);
 	if (cf) {
 		if (!cf->pend_owner)
 			cf->pend_uid = (uid_t)-1, cf->pend_gid = (gid_t)-1;
@@ -137,13 +138,13 @@ bool sbx_cache_file_defer_owner(struct sbx_cache *c, const char *path, uid_t uid
 	return cf != NULL;
 }
 
-bool sbx_cache_file_defer_attrs(struct sbx_cache *c, const char *path, const mode_t *mode,
-				const struct timespec ts[2])
+bool sbx_cache_file_defer_attrs(struct sbx_cache *c, const char *path, bool open_only,
+				const mode_t *mode, const struct timespec ts[2])
 {
 	struct sbx_cfile *cf;
 	bool kept = false;
 	pthread_mutex_lock(&c->lock);
-	cf = waiting_locked(c, path);
+	cf = waiting_locked(c, path, open_only);
 	if (!cf)
 		goto out;
 	if (ts) {

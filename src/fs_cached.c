@@ -549,16 +549,20 @@ static int c_rename(struct sbx_lease *l, const char *from, const char *to, unsig
 }
 
 /*
- * With write-back, a chmod, chown or utimens of a file whose upload is queued or
- * in flight waits with it (cache_defer.c) rather than settling it first:
- * tar's per-file mode and times would otherwise put every upload back on
- * its path. The cache's attributes show the change at once.
+ * A chmod, chown or utimens of a file whose upload is coming waits with it
+ * (cache_defer.c) rather than settling it first. With write-back, that is
+ * any dirty file: tar's per-file mode and times would otherwise put every
+ * upload back on its path. Without, a file still open (its close uploads
+ * it): rsync's fchmod of the temporary it just made would upload it empty
+ * and then replace it (temporary name, move aside, move, delete) instead
+ * of writing it once to its name. The cache's attributes show the change
+ * at once.
  */
 static bool defer_attrs(struct sbx_lease *l, const void *slot, const char *path, const mode_t *mode,
 			const struct timespec ts[2])
 {
-	return l->wb && slot && !sbx_fs_is_pseudo(path) &&
-	       sbx_cache_file_defer_attrs(l->cache, path, mode, ts);
+	return slot && !sbx_fs_is_pseudo(path) &&
+	       sbx_cache_file_defer_attrs(l->cache, path, !l->wb, mode, ts);
 }
 
 /* A metadata change made through one name of a hard-linked file (fields NULL: kept). */
@@ -634,8 +638,8 @@ static int c_chown(struct sbx_lease *l, const char *path, uid_t uid, gid_t gid,
 	const struct attr_change ch = {.uid = &uid, .gid = &gid};
 	struct sbx_instance *inst;
 	int rc;
-	if (l->wb && l->prov->chown && !sbx_fs_is_pseudo(path) &&
-	    sbx_cache_file_defer_owner(l->cache, path, uid, gid)) {
+	if (l->prov->chown && !sbx_fs_is_pseudo(path) &&
+	    sbx_cache_file_defer_owner(l->cache, path, !l->wb, uid, gid)) {
 		attrs_changed(l, path, &ch);
 		return 0;
 	}

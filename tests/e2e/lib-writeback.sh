@@ -275,16 +275,21 @@ for i, n in enumerate(json.loads(sys.argv[2])):
 	# fsync fails, the others of the same batch land.
 	mkdir -p "$F/gone" "$F/keep"
 	lease_run true >/dev/null
-	stall_uploads 1500 # the batch is held at the fake while the directory goes
+	# The batch is held at the fake while the directory goes, at once in
+	# the same process: held only 1.5 s, a second process's start on a
+	# loaded machine let the upload make `gone` again before it was a file.
+	stall_uploads 3000
 	fake_reset_counters
 	python3 -c '
-import os, sys
+import os, shutil, sys
 fd = os.open(sys.argv[1] + "/gone/bad.txt", os.O_WRONLY | os.O_CREAT, 0o644)
 os.write(fd, b"bad"); os.close(fd)
 for i in range(20):
     with open("%s/keep/k%d" % (sys.argv[1], i), "w") as f:
-        f.write("keep %d" % i)' "$F"
-	rm -rf "$(root_path "$FHOME/gone")" && echo "not a dir" >"$(root_path "$FHOME/gone")"
+        f.write("keep %d" % i)
+shutil.rmtree(sys.argv[2])
+with open(sys.argv[2], "w") as f:
+    f.write("not a dir\n")' "$F" "$(root_path "$FHOME/gone")"
 	fake_clear_faults
 	ok "... the error file names the file (within 10 s)" wait_for 10 grep -q "gone/bad.txt" "$L/error"
 	ok "... and no other" test "$(grep -c "keep/" "$L/error")" = 0

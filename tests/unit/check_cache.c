@@ -352,14 +352,29 @@ START_TEST(test_metadata_edits_cached_attrs)
 	sbx_cache_invalidate_all(L->cache);
 	ck_cat("/a", "abc");
 	ck_assert_int_eq(memprov_calls(mp, MP_READ), 0);
-	/* A file created here is uploaded before its mode is set. */
+	/*
+	 * A file created here and still open takes its mode and times with
+	 * its upload at close (rsync's fchmod of its temporary): nothing is
+	 * sent before, one write after, no chmod of its own.
+	 */
+	memprov_reset_calls(mp);
 	struct sbx_fs_file *f = xopen("/n", O_CREAT | O_WRONLY, 0644);
 	xwrite(f, "n", 0);
 	ck_assert_int_eq(F->chmod(L, "/n", 0700, &E), 0);
-	ck_assert_int_eq(memprov_mode(mp, "/n") & 07777, 0700);
+	ck_assert_int_eq(F->utimens(L, "/n", ts, &E), 0);
+	ck_assert_int_eq(gattr("/n", &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE) + memprov_calls(mp, MP_CHMOD), 0);
 	ck_assert_int_eq(F->flush(f, &E), 0);
 	F->release(f);
 	ck_remote("/n", "n");
+	ck_assert_int_eq(memprov_mode(mp, "/n") & 07777, 0700);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1);
+	ck_assert_int_eq(memprov_calls(mp, MP_CHMOD), 0);
+	ck_assert_int_eq(memprov_calls(mp, MP_UTIMENS), 1);
+	/* Closed and clean: a chmod now goes out at once. */
+	ck_assert_int_eq(F->chmod(L, "/n", 0600, &E), 0);
+	ck_assert_int_eq(memprov_mode(mp, "/n") & 07777, 0600);
 }
 END_TEST
 

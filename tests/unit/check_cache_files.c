@@ -359,10 +359,10 @@ START_TEST(test_deferred_attrs_go_with_the_upload)
 	const struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT}, {.tv_sec = 1200000000}};
 	struct sbx_fs_file *f = xopen("/t", O_CREAT | O_WRONLY, 0644);
 	xwrite(f, "tar", 0);
-	ck_assert(sbx_cache_file_defer_attrs(L->cache, "/t", &mode, NULL));
-	ck_assert(sbx_cache_file_defer_attrs(L->cache, "/t", NULL, ts));
-	ck_assert(sbx_cache_file_defer_owner(L->cache, "/t", (uid_t)-1, getgid()));
-	ck_assert(!sbx_cache_file_defer_attrs(L->cache, "/nothing", &mode, NULL));
+	ck_assert(sbx_cache_file_defer_attrs(L->cache, "/t", false, &mode, NULL));
+	ck_assert(sbx_cache_file_defer_attrs(L->cache, "/t", false, NULL, ts));
+	ck_assert(sbx_cache_file_defer_owner(L->cache, "/t", false, (uid_t)-1, getgid()));
+	ck_assert(!sbx_cache_file_defer_attrs(L->cache, "/nothing", false, &mode, NULL));
 	ck_assert_int_eq(gattr("/t", &st), 0);
 	ck_assert_int_eq(st.st_mode & 07777, 0750);
 	ck_assert_int_eq(st.st_mtime, 1200000000);
@@ -387,7 +387,7 @@ START_TEST(test_deferred_attrs_go_with_the_upload)
 	char cmd[512];
 	snprintf(cmd, sizeof(cmd), "ls %s/*.attr >/dev/null 2>&1", dir);
 	ck_assert_int_ne(system(cmd), 0);
-	ck_assert(!sbx_cache_file_defer_attrs(L->cache, "/t", &mode, NULL));
+	ck_assert(!sbx_cache_file_defer_attrs(L->cache, "/t", false, &mode, NULL));
 	free(dir);
 }
 END_TEST
