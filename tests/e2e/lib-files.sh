@@ -120,6 +120,11 @@ story_vim_save() {
 
 # POSIX corners of fs/: rename over files and directories, O_EXCL, append, links...
 story_posix_corners() {
+	# Names are bytes: a newline and a non-ASCII letter, made in the
+	# sandbox, read through fs/ (the download's reply names the file in a
+	# header: the e2b fake answered 500 for a newline).
+	lease_run "python3 -c 'open(\"$FHOME/nl\\nn\u00e9\", \"w\").write(\"odd\")'" >/dev/null
+	eq "a file named with a newline and an é reads through fs/" "$(cat "$F/$(printf 'nl\nn\303\251')")" odd
 	echo new >"$F/new.txt"
 	echo old >"$F/target.txt"
 	ok "mv over an existing file" mv "$F/new.txt" "$F/target.txt"

@@ -134,6 +134,15 @@ function readBody(req, limit = 1 << 30) {
 	});
 }
 
+/*
+ * A header value as the services' Go servers write it: the name's bytes
+ * as they are (Node would refuse characters past U+00FF), CR and LF as
+ * spaces (net/http's headerNewlineToSpace).
+ */
+function headerValue(s) {
+	return Buffer.from(s.replace(/[\r\n]/g, ' '), 'utf8').toString('latin1');
+}
+
 function sendJson(res, status, obj, headers) {
 	const body = obj === undefined ? '' : JSON.stringify(obj);
 	res.writeHead(status, Object.assign({
@@ -484,5 +493,5 @@ Prints "LISTENING <port>" as its first line.  See tests/fakes/README.md.
 
 module.exports = {
 	HttpError, FakeServer, FakeService, runMain, parseArgs, requirePrivateMountNs, readBody,
-	sendJson, sendEmpty, sleep, randomId,
+	sendJson, sendEmpty, sleep, randomId, headerValue,
 };

@@ -9,7 +9,7 @@
  */
 const fs = require('fs');
 const path = require('path');
-const { HttpError, sendJson, sendEmpty } = require('./common');
+const { HttpError, sendJson, sendEmpty, headerValue } = require('./common');
 const { parseMultipart, buildMultipart } = require('./multipart');
 const { goModeString, goTimeString, mtimeNs, rfc3339, walk, mkdirsAs, serveFile, lstatOrNull } = require('./fsinfo');
 
@@ -258,7 +258,7 @@ function download(ctx) {
 		throw new HttpError(400, `path is a directory: ${p}`, { code: 'INVALID_FILE_PATH' });
 	serveFile(ctx.req, ctx.res, r.host, st, {
 		'Content-Type': 'application/octet-stream',
-		'Content-Disposition': `attachment; filename="${path.posix.basename(p)}"`,
+		'Content-Disposition': headerValue(`attachment; filename="${path.posix.basename(p)}"`),
 	}, false);
 }
 

@@ -10,7 +10,7 @@ const fs = require('fs');
 const path = require('path');
 const zlib = require('zlib');
 const crypto = require('crypto');
-const { HttpError, sendJson, sendEmpty } = require('./common');
+const { HttpError, sendJson, sendEmpty, headerValue } = require('./common');
 const { RpcError, ServerStream, parseEnvelope, deadlineMs, unary } = require('./connect');
 const { parseMultipart } = require('./multipart');
 const { goModeString, mtimeNs, protoTime, walk, mkdirsAs, serveFile, lstatOrNull } = require('./fsinfo');
@@ -145,7 +145,7 @@ async function getFile(ctx) {
 		throw new HttpError(400, `path '${p}' is a directory`);
 	serveFile(ctx.req, ctx.res, r.host, st, {
 		'Content-Type': MIME[path.extname(p).toLowerCase()] || 'application/octet-stream',
-		'Content-Disposition': `inline; filename=${path.posix.basename(p)}`, Vary: 'Accept-Encoding',
+		'Content-Disposition': headerValue(`inline; filename=${path.posix.basename(p)}`), Vary: 'Accept-Encoding',
 	}, ctx.req.headers['accept-encoding'] === 'gzip');
 }
 
