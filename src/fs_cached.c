@@ -458,6 +458,23 @@ static int c_mkdir(struct sbx_lease *l, const char *path, mode_t mode, struct sb
 	return rc;
 }
 
+/*
+ * The other names the mount linked to path's file (inotab.h), as paths in
+ * the lease's fs/ (each and *out to free): their cached attributes change
+ * with path's.
+ */
+static size_t fsc_other_names(struct sbx_lease *l, const char *path, char ***out)
+{
+	struct sbx_buf mp = SBX_BUF_INIT;
+	size_t pre = strlen(l->name) + 4; /* "/NAME/fs" */
+	sbx_buf_addf(&mp, "/%s/fs%s", l->name, path);
+	size_t n = sbx_inotab_others(l->inotab, mp.buf, out);
+	sbx_buf_release(&mp);
+	for (size_t i = 0; i < n; i++)
+		memmove((*out)[i], (*out)[i] + pre, strlen((*out)[i] + pre) + 1);
+	return n;
+}
+
 static int c_unlink_held(struct sbx_lease *l, const char *path, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
@@ -475,6 +492,13 @@ static int c_unlink_held(struct sbx_lease *l, const char *path, struct sbx_error
 		}
 	}
 	if (!rc) {
+		char **others;
+		size_t n = fsc_other_names(l, path, &others);
+		for (size_t i = 0; i < n; i++) { /* one link less */
+			sbx_cache_note_changed(l->cache, others[i]);
+			free(others[i]);
+		}
+		free(others);
 		sbx_cache_file_unlink(l->cache, path);
 		sbx_cache_note_removed(l->cache, path);
 	}
@@ -595,18 +619,14 @@ static void change_cached(struct sbx_cache *c, const char *path, const struct at
  */
 static void attrs_changed(struct sbx_lease *l, const char *path, const struct attr_change *ch)
 {
-	struct sbx_buf mp = SBX_BUF_INIT;
 	struct sbx_stat st;
 	char **others;
-	size_t pre = strlen(l->name) + 4; /* "/NAME/fs" */
 	change_cached(l->cache, path, ch, true);
 	unsigned long gen = sbx_cache_gen(l->cache);
-	sbx_buf_addf(&mp, "/%s/fs%s", l->name, path);
-	size_t n = sbx_inotab_others(l->inotab, mp.buf, &others);
-	sbx_buf_release(&mp);
+	size_t n = fsc_other_names(l, path, &others);
 	bool have = n && sbx_cache_attr_get(l->cache, path, &st, false) == SBX_CACHE_HIT;
 	for (size_t i = 0; i < n; i++) {
-		const char *sub = others[i] + pre;
+		const char *sub = others[i];
 		if (have)
 			sbx_cache_attr_put(l->cache, sub, &st, gen);
 		change_cached(l->cache, sub, ch, !have);
@@ -690,9 +710,18 @@ static int c_symlink(struct sbx_lease *l, const char *target, const char *path,
 	return rc;
 }
 
+/*
+ * The new name's attributes are the file's, one link more, when the cache
+ * knows them: the kernel's lookup right after link() is then no request
+ * (remote providers queue the link: a stat of the new name would apply the
+ * queue first, a command and a stat per object of `git add`).
+ */
 static int c_link(struct sbx_lease *l, const char *from, const char *to, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
+	struct sbx_stat st;
+	unsigned long gen = sbx_cache_gen(l->cache);
+	bool known = sbx_cache_attr_get(l->cache, from, &st, false) == SBX_CACHE_HIT;
 	int rc = fsc_pseudo_refuse(from, err);
 	if (!rc)
 		rc = begin(l, l->prov->link, "link", to, from, &inst, err);
@@ -700,6 +729,13 @@ static int c_link(struct sbx_lease *l, const char *from, const char *to, struct 
 		rc = fsc_end(l, l->prov->link(inst, from, to, err), "link", to, err);
 	if (rc)
 		return rc;
+	if (known && sbx_cache_gen(l->cache) == gen) {
+		st.nlink++;
+		clock_gettime(CLOCK_REALTIME, &st.ctime);
+		sbx_cache_attr_put(l->cache, from, &st, gen);
+		sbx_cache_note_added(l->cache, to, &st);
+		return 0;
+	}
 	sbx_cache_note_added(l->cache, to, NULL);
 	sbx_cache_note_changed(l->cache, from); /* its link count */
 	return 0;

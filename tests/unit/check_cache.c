@@ -393,7 +393,16 @@ START_TEST(test_symlink_readlink_link)
 	ck_assert_int_eq(F->readlink(L, "/l", buf, sizeof(buf), &E), 0);
 	ck_assert_int_eq(memprov_calls(mp, MP_READLINK), 1);
 	put("/a", "A");
+	/* the new name's attributes are the file's, one link more: no stat */
+	struct stat st;
+	ck_assert_int_eq(gattr("/a", &st), 0);
+	memprov_reset_calls(mp);
 	ck_assert_int_eq(F->link(L, "/a", "/b", &E), 0);
+	ck_assert_int_eq(gattr("/b", &st), 0);
+	ck_assert_int_eq(st.st_nlink, 2);
+	ck_assert_int_eq(gattr("/a", &st), 0);
+	ck_assert_int_eq(st.st_nlink, 2);
+	ck_assert_int_eq(memprov_calls(mp, MP_STAT) + memprov_calls(mp, MP_LIST), 0);
 	ck_cat("/b", "A");
 	ck_assert_int_eq(F->mknod(L, "/fifo", S_IFIFO | 0644, 0, &E), 0);
 	ck_assert(S_ISFIFO(memprov_mode(mp, "/fifo")));
