@@ -7,6 +7,8 @@
 #   story_copy_roundtrip             cp -r / tar / rsync of $SRC into $F, diff -r
 #   story_pseudo_dirs_empty          fs/proc, fs/sys, fs/dev are shown empty
 #   story_rsync_metadata             rsync -a's owner, mode, mtime in the sandbox
+#   story_time_late_in_second        a time .9997 s into its second, from the
+#                                    sandbox and after rsync -a (past the TTL)
 #   story_git                        git init/add/commit/commit -a/fsck in $F/repo
 #   story_vim_save                   vim -Es saves over a file
 #   story_posix_corners              mv over a file, O_EXCL, append, unlink of an
@@ -70,6 +72,25 @@ story_rsync_metadata() {
 		"$(lease_run "stat -c '%u %a %Y' $FHOME/rsync/blob.bin")" "$(stat -c '%u %a %Y' "$SRC/blob.bin")"
 	eq "rsync -a: ... and of a directory (its times are set last)" \
 		"$(lease_run "stat -c '%u %a %Y' $FHOME/rsync/src/base")" "$(stat -c '%u %a %Y' "$SRC/src/base")"
+}
+
+# A time late in its second reaches the mount as set, also once the cached
+# attributes expired. The fakes took the second from Node's Date, which
+# rounds to the millisecond: from .9995 s on the mount showed a second
+# more, and a second `rsync -a` re-sent such a file (about one file in
+# 2,000: the "rsync -a again" flake, seen when the machine was slow enough
+# for the TTL to expire between the two runs).
+story_time_late_in_second() {
+	lease_run "touch -d @1200000000.999700000 $FHOME/late.txt" >/dev/null
+	eq "a time late in its second, from the sandbox" "$(stat -c %.9Y "$F/late.txt")" \
+		"1200000000.999700000"
+	mkdir -p "$WORK/late"
+	echo late >"$WORK/late/a"
+	touch -d @1200000000.999700000 "$WORK/late/a"
+	ok "rsync -a of a file whose time is late in its second" rsync -a "$WORK/late/" "$F/late/"
+	sleep 2.5 # past the attribute TTL (SBX_CACHE_TTL_MS): the times come from the sandbox
+	eq "... rsync -a again is a no-op past the attribute TTL" \
+		"$(rsync -ai "$WORK/late/" "$F/late/")" ""
 }
 
 # git through the mount, then inside the sandbox. Files may belong to the

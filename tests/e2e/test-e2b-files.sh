@@ -87,6 +87,7 @@ ok "diff -r after tar x" diff -r "$WORK/many/t" "$F/t"
 # has them; the fake sent milliseconds).
 run 'touch -d @1200000000.123456789 /home/user/ns.txt'
 eq "mtime to the nanosecond from the sandbox" "$(stat -c %.9Y "$F/ns.txt")" "1200000000.123456789"
+story_time_late_in_second
 
 # ls -l of a 1,000-file directory made in the sandbox: one ListDir, no Stat per file.
 run 'mkdir -p /home/user/big && cd /home/user/big && for i in $(seq 1 1000); do echo $i > f$i; done'

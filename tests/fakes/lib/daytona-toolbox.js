@@ -39,7 +39,7 @@ function fileInfo(p, st, ns) {
 	return {
 		name: path.posix.basename(p) || '/', path: p, size: st.size, mode: goModeString(st),
 		permissions: (st.mode & 0o777).toString(8).padStart(4, '0'),
-		modTime: goTimeString(st.mtime, ns), modifiedAt: rfc3339(st.mtime), isDir: st.isDirectory(),
+		modTime: goTimeString(st.mtime, ns), modifiedAt: rfc3339(st.mtime, ns), isDir: st.isDirectory(),
 		owner: String(st.uid), group: String(st.gid),
 	};
 }

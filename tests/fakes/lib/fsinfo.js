@@ -40,12 +40,28 @@ function goModeString(st) {
 }
 
 /*
+ * The Date of a time given to the nanosecond (a BigInt), cut to the
+ * millisecond as Go cuts; d when ns is not known. Node's own Stats dates
+ * round to the nearest millisecond, so a time late in its second
+ * (.9995 s or more) names the next second, and a time built from such a
+ * Date's seconds and the ns's fraction was a second late.
+ */
+function nsDate(d, ns) {
+	if (ns === undefined)
+		return d;
+	let ms = ns / 1000000n;
+	if (ms * 1000000n > ns) /* BigInt division rounds towards zero: floor before 1970 */
+		ms -= 1n;
+	return new Date(Number(ms));
+}
+
+/*
  * Go's time.Time.String() in UTC: "2006-01-02 15:04:05.999999999 +0000 UTC",
  * to the nanosecond as Go prints it when ns (a BigInt, from a bigint stat)
  * is given; a JS Date alone has only milliseconds.
  */
 function goTimeString(d, ns) {
-	const iso = d.toISOString();
+	const iso = nsDate(d, ns).toISOString();
 	let frac = ns === undefined ? iso.slice(20, 23)
 		: String(((ns % 1000000000n) + 1000000000n) % 1000000000n).padStart(9, '0');
 	frac = frac.replace(/0+$/, '');
@@ -60,7 +76,7 @@ function goTimeString(d, ns) {
 function protoTime(d, ns) {
 	if (ns === undefined)
 		return d.toISOString();
-	const sec = d.toISOString().slice(0, 19);
+	const sec = nsDate(d, ns).toISOString().slice(0, 19);
 	const n = ((ns % 1000000000n) + 1000000000n) % 1000000000n;
 	let frac = String(n).padStart(9, '0');
 	if (n === 0n)
@@ -83,9 +99,9 @@ function mtimeNs(host, follow) {
 	}
 }
 
-/* RFC 3339 without fractional seconds, as Go's time.RFC3339 layout prints. */
-function rfc3339(d) {
-	return d.toISOString().replace(/\.\d+Z$/, 'Z');
+/* RFC 3339 without fractional seconds, as Go's time.RFC3339 layout prints (ns as for goTimeString). */
+function rfc3339(d, ns) {
+	return nsDate(d, ns).toISOString().replace(/\.\d+Z$/, 'Z');
 }
 
 /*
