@@ -171,11 +171,13 @@ void sbx_rme_add(struct sbx_rme *e, enum sbx_rme_lane lane, const struct sbx_rmq
 	bool native = lane == SBX_RME_NATIVE, full;
 	sbx_lock(&e->lock, SBX_LOCK_RME);
 	for (size_t i = 0; i < n; i++) {
-		if (native && native_new_path(b, ops[i].path))
+		/* native ops of one path are one call: counted once */
+		bool counted = !native || native_new_path(b, ops[i].path);
+		if (native && counted)
 			b->n_native_paths++;
 		if (!native && sbx_rmq_removal(ops[i].kind))
 			b->n_removals++;
-		if (s->cost)
+		if (s->cost && counted)
 			b->bytes += s->cost(&ops[i], native);
 		sbx_rmq_add(native ? &b->native : &b->q, &ops[i]);
 	}

@@ -70,7 +70,8 @@ struct sbx_rme_slots {
 	 * (its ops still show in the answers until after returns). */
 	void (*before)(void *ctx, const struct sbx_rme_batch *b);
 	void (*after)(void *ctx, const struct sbx_rme_batch *b);
-	/* Optional (lock held): what op adds to b->bytes in lane (native or not). */
+	/* Optional (lock held): what op adds to b->bytes in lane (native or not;
+	 * a native op only for a path new to the lane: they fold into one call). */
 	size_t (*cost)(const struct sbx_rmq_op *op, bool native);
 	/* Optional (lock held): whether b must be applied now; NULL: max_ops ops. */
 	bool (*full)(const struct sbx_rme_batch *b);

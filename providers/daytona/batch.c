@@ -332,7 +332,7 @@ static void apply(void *ctx, const struct sbx_rme_batch *b)
 /*
  * About what an op's command takes (the path 3 times more with the checks;
  * a removal's twice: as the user, then with sudo); a permissions call's
- * path once.
+ * path once (the engine asks for a path's first native op only).
  */
 static size_t cost(const struct sbx_rmq_op *op, bool native)
 {

@@ -325,6 +325,11 @@ START_TEST(test_stop_applies)
 }
 END_TEST
 
+static size_t cost_ten(const struct sbx_rmq_op *op, bool native)
+{
+	return 10;
+}
+
 static bool full_two_native_paths(const struct sbx_rme_batch *b)
 {
 	return b->n_native_paths >= 2 || b->n_removals >= 2;
@@ -347,16 +352,19 @@ START_TEST(test_full)
 	sbx_rme_destroy(&e);
 
 	slots.full = full_two_native_paths;
+	slots.cost = cost_ten;
 	sbx_rme_init(&e, &slots, NULL);
 	p.path = "/x";
 	sbx_rme_add(&e, SBX_RME_NATIVE, &p, 1);
-	sbx_rme_add(&e, SBX_RME_NATIVE, &p, 1); /* the same path: still one */
+	sbx_rme_add(&e, SBX_RME_NATIVE, &p, 1); /* the same path: still one, costed once */
 	ck_assert_int_eq(batches(), 1);
+	ck_assert_uint_eq(e.pending.bytes, 10);
 	p.path = "/y";
 	sbx_rme_add(&e, SBX_RME_NATIVE, &p, 1);
 	ck_assert_int_eq(batches(), 2);
 	ck_assert_str_eq(last(buf, sizeof(buf)), "|/x /x /y");
 	slots.full = NULL;
+	slots.cost = NULL;
 	sbx_rme_destroy(&e);
 }
 END_TEST
