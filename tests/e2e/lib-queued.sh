@@ -52,3 +52,20 @@ story_queued_not_run() {
 	eq "fsync of qd fails with EIO" "$(errno_of "fd = os.open('$F/qd', os.O_RDONLY); os.fsync(fd)")" EIO
 	eq "... once" "$(errno_of "fd = os.open('$F/qd', os.O_RDONLY); os.fsync(fd)")" OK
 }
+
+# The queue is applied a second after its last change with no call asking
+# for it (the flush engine's timer, providers/rmeta_engine.c; daytona had
+# none, its changes waited for a sync or a run). A chmod is overlaid on
+# every stat, so nothing else applies it. TIMER_KEY: the counter of the
+# request that applies it (e2b: the batch's process; daytona: the
+# permissions call).
+story_queued_timer() {
+	echo t >"$F/qt"
+	lease_run true >/dev/null # applies whatever waits
+	fake_reset_counters
+	ok "chmod is queued: returns 0" chmod 600 "$F/qt"
+	eq "... the mount shows it at once" "$(stat -c %a "$F/qt")" 600
+	applied() { [ "$(counter "$TIMER_KEY")" -ge 1 ]; }
+	ok "... and it is applied within 5 s with no sync, no run ($TIMER_KEY)" wait_for 5 applied
+	eq "... the sandbox has it" "$(lease_run "stat -c %a $FHOME/qt")" 600
+}

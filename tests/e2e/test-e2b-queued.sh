@@ -14,4 +14,6 @@ CHANGE_FAULT='{"kind":"5xx","status":500,"key":"POST /process.Process/Start"}'
 story_queued_failure
 CHANGE_DROP='{"kind":"drop","key":"POST /process.Process/Start"}'
 story_queued_not_run
+TIMER_KEY='POST /process.Process/Start'
+story_queued_timer
 finish
