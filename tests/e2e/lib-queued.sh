@@ -69,3 +69,27 @@ story_queued_timer() {
 	ok "... and it is applied within 5 s with no sync, no run ($TIMER_KEY)" wait_for 5 applied
 	eq "... the sandbox has it" "$(lease_run "stat -c %a $FHOME/qt")" 600
 }
+
+# While a batch is applied (the fake holds its request 4 s: SLOW_KEY), a
+# path it does not concern is read without waiting for it (the flush
+# engine waits only for ops of the path; daytona waited for the whole
+# flush before it).
+story_queued_inflight() {
+	mkdir -p "$F/qsub" "$F/qother"
+	echo a >"$F/qsub/a"
+	lease_run "echo fresh > $FHOME/qother/fresh" >/dev/null # not in the mount's cache
+	fault_only "{\"kind\":\"slow\",\"complete\":true,\"delayMs\":4000,\"count\":1,\"key\":\"$SLOW_KEY\"}"
+	(
+		touch -m -d @1100000000 "$F/qsub/a"
+		python3 -c "import os; fd = os.open('$F/qsub/a', os.O_RDONLY); os.fsync(fd)"
+	) &
+	local pid=$! t0 ms
+	sleep 1.5 # the batch is in flight
+	t0=$(date +%s%N)
+	eq "a file elsewhere is read during the batch" "$(cat "$F/qother/fresh")" fresh
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	ok "... without waiting for the batch ($ms ms < 2000)" test "$ms" -lt 2000
+	wait "$pid"
+	fake_clear_faults
+	eq "the batch was applied" "$(lease_run "stat -c %Y $FHOME/qsub/a")" 1100000000
+}

@@ -16,4 +16,6 @@ CHANGE_DROP='{"kind":"drop","key":"POST /process.Process/Start"}'
 story_queued_not_run
 TIMER_KEY='POST /process.Process/Start'
 story_queued_timer
+SLOW_KEY='POST /process.Process/Start'
+story_queued_inflight
 finish
