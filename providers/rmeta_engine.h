@@ -32,8 +32,10 @@
  * hooks may take the provider's own locks and report failures to the
  * lease) before lock (SBX_LOCK_RME, the queues: a leaf under which only
  * the pure queue functions and the `full` and `cost` slots run). A
- * caller may hold its own provider lock when it calls any sbx_rme_* but
- * sbx_rme_flush, sbx_rme_add (which may flush) and sbx_rme_stop.
+ * caller may hold its own provider lock when it calls an sbx_rme_* that
+ * neither applies the queue nor waits for the timer: not sbx_rme_flush,
+ * sbx_rme_add (it may flush), sbx_rme_stop_timer, sbx_rme_stop or
+ * sbx_rme_destroy.
  */
 #ifndef SBX_RMETA_ENGINE_H
 #define SBX_RMETA_ENGINE_H
