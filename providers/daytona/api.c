@@ -193,7 +193,7 @@ static struct dt_instance *inst_new(const struct sbx_spec *spec, const struct dt
 	else
 		sbx_spec_init(&di->spec);
 	pthread_mutex_init(&di->lock, NULL);
-	pthread_mutex_init(&di->flush_lock, NULL);
+	sbx_rme_init(&di->meta, &dt_meta_slots, di);
 	sbx_rmeta_gate_init(&di->placing);
 	sbx_rmeta_fails_init(&di->fails);
 	sbx_rmeta_df_init(&di->df);
@@ -206,22 +206,21 @@ static struct dt_instance *inst_new(const struct sbx_spec *spec, const struct dt
 static void daytona_release(struct sbx_instance *inst)
 {
 	struct dt_instance *di = dt_inst(inst);
-	struct sbx_error e = SBX_ERROR_INIT;
 	if (!di)
 		return;
+	sbx_rme_stop_timer(&di->meta);
 	inst->report = NULL; /* the lease is going: a last failure is only logged */
 	/* Unmount: queued metadata changes still go in (a kill dropped them). */
-	if (di->toolbox && dt_batch_flush(di, &e))
-		sbx_log(SBX_LOG_WARN, "daytona: %s: queued changes lost at release: %s", inst->id,
-			e.msg);
+	if (!di->toolbox)
+		sbx_rme_drop(&di->meta);
+	sbx_rme_stop(&di->meta); /* failures go to their paths (logged) */
+	sbx_rme_destroy(&di->meta);
 	dt_sessions_drop(di);
 	dt_links_clear(di);
-	dt_batch_free(&di->batch);
 	sbx_rmeta_fails_destroy(&di->fails);
 	sbx_spec_free(&di->spec);
 	free(di->toolbox);
 	pthread_mutex_destroy(&di->lock);
-	pthread_mutex_destroy(&di->flush_lock);
 	sbx_rmeta_gate_destroy(&di->placing);
 	free(di);
 }
@@ -478,7 +477,7 @@ static int daytona_kill(struct sbx_instance *inst, struct sbx_error *err)
 	struct sbx_buf url = SBX_BUF_INIT;
 	char what[160];
 	int rc;
-	dt_batch_drop(dt_inst(inst)); /* nothing to apply to a deleted sandbox */
+	sbx_rme_drop(&dt_inst(inst)->meta); /* nothing to apply to a deleted sandbox */
 	snprintf(what, sizeof(what), "delete %s", inst->id);
 	dt_sandbox_url(&url, inst->id, NULL);
 	rc = dt_call(

@@ -4,13 +4,14 @@
  * queued as the remote metadata layer's ops (rmeta_queue.h), rendered by
  * it in the style of a user's script (dt_style: what only root may do
  * falls back to `sudo -n`), and applied together as one script through
- * /process/execute: on sync, before a run, before any change to the
- * filesystem, and before a read of a path they touch (a device node at
- * once: see dt_mknod). What stays here is daytona's own: the borrow of a
- * path through /files/permissions, and the symlink table. chmod and chown
- * are layer ops too, in a queue of their own (dt_batch.perms: one overlay
- * for both providers), folded per path into /files/permissions calls
- * after the script (see dt_chmod, fold_perms). readlink and statfs are one command each (statfs
+ * /process/execute by the engine (rmeta_engine.h, dt_meta_slots): on
+ * sync, before a run, before any change to the filesystem, before a read
+ * of a path they touch (a device node at once: see dt_mknod), and a
+ * second after the last op. What stays here is daytona's own: the borrow
+ * of a path through /files/permissions, and the symlink table. chmod and
+ * chown are layer ops too, in the engine's native lane (one overlay for
+ * both providers), folded per path into /files/permissions calls after
+ * the script (see dt_chmod, fold_perms). readlink and statfs are one command each (statfs
  * cached by rmeta's statfs cache).
  *
  * A queued operation returns 0 at once; when its command later fails, the
@@ -38,23 +39,6 @@ static void arg(struct sbx_buf *b, const char *s)
 {
 	sbx_buf_addch(b, ' ');
 	sbx_buf_add_shquoted(b, s);
-}
-
-void dt_batch_free(struct dt_batch *b)
-{
-	sbx_rmq_clear(&b->q);
-	sbx_rmq_clear(&b->perms);
-	memset(b, 0, sizeof(*b));
-}
-
-void dt_batch_drop(struct dt_instance *di)
-{
-	struct dt_batch b;
-	pthread_mutex_lock(&di->lock);
-	b = di->batch;
-	memset(&di->batch, 0, sizeof(di->batch));
-	pthread_mutex_unlock(&di->lock);
-	dt_batch_free(&b);
 }
 
 /*
@@ -102,7 +86,7 @@ static const char *borrow_of(const struct sbx_rmq_op *op, char *need, struct sbx
 }
 
 /* "rc=0 ... exit $rc" around the ops idx[0..n) (all of them when idx is NULL). */
-static void script_of(struct sbx_buf *s, const struct dt_batch *b, const size_t *idx, size_t n,
+static void script_of(struct sbx_buf *s, const struct sbx_rmq_queue *q, const size_t *idx, size_t n,
 		      bool borrow)
 {
 	sbx_buf_adds(s, "rc=0\n");
@@ -120,8 +104,8 @@ static void script_of(struct sbx_buf *s, const struct dt_batch *b, const size_t 
 		size_t i = idx ? idx[k] : k, next;
 		struct sbx_buf cmd = SBX_BUF_INIT, dir = SBX_BUF_INIT;
 		char need = 0;
-		const char *bpath = borrow_of(&b->q.ops[i], &need, &dir);
-		sbx_rmq_render_op(&b->q, i, &dt_style, SIZE_MAX, &cmd, &next);
+		const char *bpath = borrow_of(&q->ops[i], &need, &dir);
+		sbx_rmq_render_op(q, i, &dt_style, SIZE_MAX, &cmd, &next);
 		if (borrow && bpath) {
 			sbx_buf_adds(s, "e=$( { ");
 			sbx_buf_adds(s, cmd.buf);
@@ -181,7 +165,7 @@ struct borrow {
  * Each op that fails is recorded against its path (rmeta.h); returns
  * whether any did.
  */
-static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
+static bool run_ops(struct dt_instance *di, const struct sbx_rmq_queue *q)
 {
 	struct sbx_buf s = SBX_BUF_INIT, out = SBX_BUF_INIT;
 	struct sbx_error e = SBX_ERROR_INIT;
@@ -191,19 +175,18 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 	char *line;
 	int rc, code = 0;
 
-	script_of(&s, b, NULL, b->q.n, true);
+	script_of(&s, q, NULL, q->n, true);
 	rc = dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, &e);
 	if (rc) {
-		nfail =
-		    sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, rc, &e, NULL, 0, false);
+		nfail = sbx_rmq_settle(q, 0, q->n, &di->fails, &di->base, rc, &e, NULL, 0, false);
 		goto out;
 	}
 	note_ids(di, out.buf);
 	/* Exit 0 still may have marks: only a borrow sets rc (below). */
-	nfail = sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, 0, NULL, out.buf, 0, true);
-	bw = sbx_xcalloc(b->q.n, sizeof(*bw));
-	idx = sbx_xcalloc(b->q.n, sizeof(*idx));
-	again = sbx_xcalloc(b->q.n, sizeof(*again));
+	nfail = sbx_rmq_settle(q, 0, q->n, &di->fails, &di->base, 0, NULL, out.buf, 0, true);
+	bw = sbx_xcalloc(q->n, sizeof(*bw));
+	idx = sbx_xcalloc(q->n, sizeof(*idx));
+	again = sbx_xcalloc(q->n, sizeof(*again));
 	for (line = out.buf; *line; line += strcspn(line, "\n"), line += *line == '\n') {
 		struct borrow x = {NULL};
 		struct sbx_buf dir = SBX_BUF_INIT;
@@ -215,7 +198,7 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 			continue;
 		if (sscanf(line + skip, "%zu %23s %23s %23s %lo", &i, x.me, x.uid, x.gid, &mode) !=
 			5 ||
-		    i >= b->q.n || again[i] || !(bpath = borrow_of(&b->q.ops[i], &need, &dir))) {
+		    i >= q->n || again[i] || !(bpath = borrow_of(&q->ops[i], &need, &dir))) {
 			sbx_buf_release(&dir);
 			continue;
 		}
@@ -234,16 +217,16 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 	 * or did nothing, with it (the owner of an entry the borrowed mkfifo
 	 * makes; they are absolute, so running one twice is harmless).
 	 */
-	for (size_t i = 0; i < b->q.n && nbw; i++) {
+	for (size_t i = 0; i < q->n && nbw; i++) {
 		for (size_t j = 0; j < i && !again[i]; j++)
-			again[i] = again[j] && sbx_rmq_creates_kind(b->q.ops[j].kind) &&
-				   !strcmp(b->q.ops[j].path, b->q.ops[i].path);
+			again[i] = again[j] && sbx_rmq_creates_kind(q->ops[j].kind) &&
+				   !strcmp(q->ops[j].path, q->ops[i].path);
 		if (again[i])
 			idx[nidx++] = i;
 	}
 	if (code && !nfail && !nidx) /* it failed, and not by an op: the script itself */
-		nfail = sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, 0, NULL, out.buf,
-				       code, false);
+		nfail = sbx_rmq_settle(q, 0, q->n, &di->fails, &di->base, 0, NULL, out.buf, code,
+				       false);
 	if (!nidx)
 		goto out;
 	sbx_log(SBX_LOG_DEBUG, "daytona: %s: borrowing %zu path%s for %zu queued change%s",
@@ -255,14 +238,14 @@ static bool run_ops(struct dt_instance *di, const struct dt_batch *b)
 		}
 	sbx_buf_reset(&out);
 	sbx_buf_reset(&s);
-	script_of(&s, b, idx, nidx, false);
+	script_of(&s, q, idx, nidx, false);
 	if ((rc = dt_exec(di, s.buf, dt_conf.request_ms, &out, &code, &e)))
 		for (size_t k = 0; k < nidx; k++)
-			nfail += sbx_rmq_settle(&b->q, idx[k], idx[k] + 1, &di->fails, &di->base,
-						rc, &e, NULL, 0, false);
+			nfail += sbx_rmq_settle(q, idx[k], idx[k] + 1, &di->fails, &di->base, rc,
+						&e, NULL, 0, false);
 	else
-		nfail += sbx_rmq_settle(&b->q, 0, b->q.n, &di->fails, &di->base, 0, NULL, out.buf,
-					0, true);
+		nfail +=
+		    sbx_rmq_settle(q, 0, q->n, &di->fails, &di->base, 0, NULL, out.buf, 0, true);
 	for (size_t k = 0; k < nbw; k++)
 		if (bw[k].mode >= 0 &&
 		    dt_perms(di, bw[k].path, bw[k].mode, bw[k].uid, bw[k].gid, &e))
@@ -316,33 +299,26 @@ static void fold_perms(const struct sbx_rmq_queue *p, size_t i, long *mode, long
 	*mode = m == base ? -1 : m;
 }
 
-int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
+/*
+ * The engine's apply slot: the commands, then the permissions calls.
+ * Failures go to their paths (rmeta.h).
+ */
+static void apply(void *ctx, const struct sbx_rme_batch *b)
 {
-	struct dt_batch b;
+	struct dt_instance *di = ctx;
 	struct sbx_error e = SBX_ERROR_INIT;
-	int rc = 0;
-
-	pthread_mutex_lock(&di->flush_lock);
-	pthread_mutex_lock(&di->lock);
-	b = di->batch;
-	memset(&di->batch, 0, sizeof(di->batch));
-	di->flushing = b.q.n || b.perms.n;
-	pthread_mutex_unlock(&di->lock);
-	if (!b.q.n && !b.perms.n)
-		goto out;
-	/* Failures go to their paths (rmeta.h), not to this call. */
-	if (b.q.n && run_ops(di, &b))
-		for (size_t i = 0; i < b.q.n; i++) /* a link that failed is no link */
-			dt_links_forget(di, b.q.ops[i].path);
+	if (b->q.n && run_ops(di, &b->q))
+		for (size_t i = 0; i < b->q.n; i++) /* a link that failed is no link */
+			dt_links_forget(di, b->q.ops[i].path);
 	/* After the commands: they may create the paths, and they run as a
 	 * user who could not touch what a chown gives away. */
-	for (size_t i = 0; i < b.perms.n; i++) {
-		const char *path = b.perms.ops[i].path;
+	for (size_t i = 0; i < b->native.n; i++) {
+		const char *path = b->native.ops[i].path;
 		long mode, uid, gid;
 		char u[24], g[24];
-		if (!first_of_path(&b.perms, i))
+		if (!first_of_path(&b->native, i))
 			continue;
-		fold_perms(&b.perms, i, &mode, &uid, &gid);
+		fold_perms(&b->native, i, &mode, &uid, &gid);
 		if (mode < 0 && uid < 0 && gid < 0)
 			continue;
 		snprintf(u, sizeof(u), "%ld", uid);
@@ -351,46 +327,59 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 			sbx_rmeta_fail(&di->fails, &di->base, mode >= 0 ? "chmod" : "chown", path,
 				       &e, true);
 	}
-	pthread_mutex_lock(&di->lock);
-	di->flushing = false;
-	pthread_mutex_unlock(&di->lock);
-out:
-	pthread_mutex_unlock(&di->flush_lock);
-	dt_batch_free(&b);
-	(void)err;
-	return rc;
 }
 
-static int flush_if(struct dt_instance *di, const char *path, bool perms, struct sbx_error *err)
+/*
+ * About what an op's command takes (the path 3 times more with the checks;
+ * a removal's twice: as the user, then with sudo); a permissions call's
+ * path once (the engine asks for a path's first native op only).
+ */
+static size_t cost(const struct sbx_rmq_op *op, bool native)
 {
-	bool need;
-	pthread_mutex_lock(&di->lock);
-	need = di->flushing;
-	need = need || sbx_rmq_needs(&di->batch.q, path, SBX_RMQ_NEED_NEAR);
-	need = need || (perms && sbx_rmq_needs(&di->batch.perms, path, SBX_RMQ_NEED_NEAR));
-	pthread_mutex_unlock(&di->lock);
-	return need ? dt_batch_flush(di, err) : 0;
+	if (native)
+		return strlen(op->path);
+	if (sbx_rmq_removal(op->kind))
+		return 2 * strlen(op->path) + 16;
+	return 4 * strlen(op->path) + (op->arg ? 2 * strlen(op->arg) : 0) + 96;
+}
+
+/* Removals are merged into few commands: counted apart from the other entries. */
+static bool full(const struct sbx_rme_batch *b)
+{
+	return b->q.n - b->n_removals + b->n_native_paths >= DT_BATCH_MAX_ENTRIES ||
+	       b->n_removals >= DT_BATCH_MAX_REMOVALS || b->bytes >= DT_BATCH_MAX_BYTES;
+}
+
+const struct sbx_rme_slots dt_meta_slots = {
+    .apply = apply,
+    .cost = cost,
+    .full = full,
+    .delay_ms = DT_BATCH_DELAY_MS,
+};
+
+int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
+{
+	(void)err; /* failures go to their paths */
+	sbx_rme_flush(&di->meta, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);
+	return 0;
 }
 
 int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_error *err)
 {
-	return flush_if(di, path, true, err);
+	sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_NEAR, SBX_RME_BOTH);
+	return 0;
 }
 
 int dt_batch_flush_below(struct dt_instance *di, const char *path, struct sbx_error *err)
 {
-	bool need;
-	pthread_mutex_lock(&di->lock);
-	need = di->flushing || sbx_rmq_needs(&di->batch.q, path, SBX_RMQ_NEED_TOUCH) ||
-	       sbx_rmq_needs(&di->batch.perms, path, SBX_RMQ_NEED_TOUCH);
-	pthread_mutex_unlock(&di->lock);
-	return need ? dt_batch_flush(di, err) : 0;
+	sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+	return 0;
 }
 
 int dt_batch_settle_for(struct dt_instance *di, const char *path, struct sbx_error *err)
 {
-	int rc = flush_if(di, path, false, err);
-	return rc ? rc : sbx_rmeta_fail_take(&di->fails, path, err);
+	sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_NEAR, SBX_RME_SCRIPT);
+	return sbx_rmeta_fail_take(&di->fails, path, err);
 }
 
 int dt_take_failure(struct sbx_instance *inst, const char *path, struct sbx_error *err)
@@ -398,89 +387,43 @@ int dt_take_failure(struct sbx_instance *inst, const char *path, struct sbx_erro
 	return sbx_rmeta_fail_take(&dt_inst(inst)->fails, path, err);
 }
 
-void dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st)
-{
-	pthread_mutex_lock(&di->lock);
-	sbx_rmq_overlay(&di->batch.perms, path, st);
-	pthread_mutex_unlock(&di->lock);
-}
-
-bool dt_batch_has_perms(struct dt_instance *di)
-{
-	bool any;
-	pthread_mutex_lock(&di->lock);
-	any = di->batch.perms.n > 0;
-	pthread_mutex_unlock(&di->lock);
-	return any;
-}
-
-static bool full_locked(const struct dt_batch *b)
-{
-	return b->q.n - b->n_removals + b->n_perm_paths >= DT_BATCH_MAX_ENTRIES ||
-	       b->n_removals >= DT_BATCH_MAX_REMOVALS || b->bytes >= DT_BATCH_MAX_BYTES;
-}
-
-/* Queues op (copied); flushes when full. */
+/* Queues op (copied); the engine applies the queue when full. */
 static int enqueue(struct dt_instance *di, const struct sbx_rmq_op *op, struct sbx_error *err)
 {
-	bool full;
-	pthread_mutex_lock(&di->lock);
-	sbx_rmq_add(&di->batch.q, op);
-	/* about what its command takes (the path 3 times more with the checks;
-	 * a removal's twice: as the user, then with sudo) */
-	if (sbx_rmq_removal(op->kind)) {
-		di->batch.n_removals++;
-		di->batch.bytes += 2 * strlen(op->path) + 16;
-	} else {
-		di->batch.bytes += 4 * strlen(op->path) + (op->arg ? 2 * strlen(op->arg) : 0) + 96;
-	}
-	full = full_locked(&di->batch);
-	pthread_mutex_unlock(&di->lock);
-	return full ? dt_batch_flush(di, err) : 0;
+	sbx_rme_add(&di->meta, SBX_RME_SCRIPT, op, 1);
+	return 0;
 }
 
-/* Queues the chmod/chown op (copied) for the permissions call; flushes when full. */
-static int enqueue_perm(struct dt_instance *di, const struct sbx_rmq_op *op,
-			const struct sbx_rmq_op *op2, struct sbx_error *err)
+/* Queues the chmod/chown ops[0..n) (copied) for the permissions call. */
+static int enqueue_perm(struct dt_instance *di, const struct sbx_rmq_op *ops, size_t n,
+			struct sbx_error *err)
 {
-	bool full, known = false;
-	pthread_mutex_lock(&di->lock);
-	for (size_t i = 0; !known && i < di->batch.perms.n; i++)
-		known = !strcmp(di->batch.perms.ops[i].path, op->path);
-	if (!known) {
-		di->batch.n_perm_paths++;
-		di->batch.bytes += strlen(op->path);
-	}
-	sbx_rmq_add(&di->batch.perms, op);
-	if (op2)
-		sbx_rmq_add(&di->batch.perms, op2);
-	full = full_locked(&di->batch);
-	pthread_mutex_unlock(&di->lock);
-	return full ? dt_batch_flush(di, err) : 0;
+	sbx_rme_add(&di->meta, SBX_RME_NATIVE, ops, n);
+	return 0;
 }
 
 int dt_batch_perms_new(struct dt_instance *di, const char *path, long mode, struct sbx_error *err)
 {
-	struct sbx_rmq_op base = {
-	    .kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = DT_UPLOAD_MODE, .known = true};
-	struct sbx_rmq_op set = {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = (mode_t)mode};
-	return enqueue_perm(di, &base, mode == DT_UPLOAD_MODE ? NULL : &set, err);
+	struct sbx_rmq_op ops[2] = {
+	    {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = DT_UPLOAD_MODE, .known = true},
+	    {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = (mode_t)mode}};
+	return enqueue_perm(di, ops, mode == DT_UPLOAD_MODE ? 1 : 2, err);
 }
 
 int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid, long gid,
 		   struct sbx_error *err)
 {
-	struct sbx_rmq_op chmod = {
-	    .kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = (mode_t)mode};
-	struct sbx_rmq_op chown = {.kind = SBX_RMQ_CHOWN,
-				   .path = (char *)path,
-				   .uid = uid >= 0 ? (uid_t)uid : (uid_t)-1,
-				   .gid = gid >= 0 ? (gid_t)gid : (gid_t)-1};
+	struct sbx_rmq_op ops[2] = {
+	    {.kind = SBX_RMQ_CHMOD, .path = (char *)path, .mode = (mode_t)mode},
+	    {.kind = SBX_RMQ_CHOWN,
+	     .path = (char *)path,
+	     .uid = uid >= 0 ? (uid_t)uid : (uid_t)-1,
+	     .gid = gid >= 0 ? (gid_t)gid : (gid_t)-1}};
 	if (mode < 0 && uid < 0 && gid < 0)
 		return 0;
 	if (mode < 0)
-		return enqueue_perm(di, &chown, NULL, err);
-	return enqueue_perm(di, &chmod, uid >= 0 || gid >= 0 ? &chown : NULL, err);
+		return enqueue_perm(di, &ops[1], 1, err);
+	return enqueue_perm(di, ops, uid >= 0 || gid >= 0 ? 2 : 1, err);
 }
 
 int dt_sync(struct sbx_instance *inst, struct sbx_error *err)
@@ -692,8 +635,6 @@ static int queue_removal(struct dt_instance *di, enum sbx_rmq_kind kind, const c
 			 struct sbx_error *err)
 {
 	struct sbx_rmq_op op = {.kind = kind, .path = (char *)path};
-	bool perms;
-	int rc;
 	if (!path[1])
 		return sbx_error_set(err, EBUSY, 0, "%s /: refused", sbx_rmq_name(kind));
 	/*
@@ -701,11 +642,7 @@ static int queue_removal(struct dt_instance *di, enum sbx_rmq_kind kind, const c
 	 * the path waiting there (a new file's mode, vim's swap files) goes
 	 * in first, as before (of a hard link, it is the other names' too).
 	 */
-	pthread_mutex_lock(&di->lock);
-	perms = sbx_rmq_touches(&di->batch.perms, path, true);
-	pthread_mutex_unlock(&di->lock);
-	if (perms && (rc = dt_batch_flush(di, err)))
-		return rc;
+	sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_TOUCH, SBX_RME_NATIVE);
 	dt_links_forget(di, path);
 	sbx_rmeta_fail_forget(&di->fails, path); /* an old failure concerns no file now */
 	return enqueue(di, &op, err);
@@ -723,11 +660,7 @@ int dt_rmdir_empty(struct sbx_instance *inst, const char *path, struct sbx_error
 
 bool dt_batch_gone(struct dt_instance *di, const char *path)
 {
-	bool gone;
-	pthread_mutex_lock(&di->lock);
-	gone = sbx_rmq_fate(&di->batch.q, path) == SBX_RMQ_GONE;
-	pthread_mutex_unlock(&di->lock);
-	return gone;
+	return sbx_rme_fate(&di->meta, path) == SBX_RMQ_GONE;
 }
 
 int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,

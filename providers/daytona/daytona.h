@@ -26,6 +26,7 @@
 #include "daytona/protocol.h"
 #include "provider.h"
 #include "rmeta.h"
+#include "rmeta_engine.h"
 #include "rmeta_queue.h"
 
 /* Deadlines when providers.daytona does not set them (see dt_conf). */
@@ -42,6 +43,8 @@
 #define DT_BATCH_MAX_REMOVALS 2048
 #define DT_UPLOAD_MODE 0644L /* what bulk-upload gives a new file (Go's 0666 &^ umask 022) */
 #define DT_BATCH_MAX_BYTES (128u << 10)
+/* The queue is applied this long after its last op (rmeta_engine.h's timer). */
+#define DT_BATCH_DELAY_MS 1000L
 #define DT_LINKS_MAX 32
 /* How a queued command asks to borrow a path it may not touch (batch.c). */
 #define DT_BORROW_TAG "sbxfs-borrow "
@@ -69,16 +72,6 @@ struct dt_conf {
 extern struct dt_conf dt_conf;
 extern const struct sbx_provider sbx_provider_daytona;
 
-struct dt_batch {
-	struct sbx_rmq_queue q; /* the queued commands (rmeta_queue.h), in their order */
-	size_t bytes;
-	/* chmod and chown ops, applied through /files/permissions after the
-	 * commands, one call per path (batch.c: fold_perms) */
-	struct sbx_rmq_queue perms;
-	size_t n_perm_paths; /* distinct paths in perms */
-	size_t n_removals;   /* unlink, rmdir in q: merged into few commands, counted apart */
-};
-
 /*
  * A symlink made through this instance. The daemon's /files/info (and its
  * listing) follow symbolic links, so without this a new link would look
@@ -104,12 +97,10 @@ struct dt_instance {
 	time_t facts_at;
 	char *idle[DT_SESSIONS_IDLE_MAX]; /* sessions free for the next run */
 	size_t n_idle;
-	unsigned epoch;		 /* bumps on stop/start: older sessions are gone */
-	bool no_sessions;	 /* the daemon has no session API: use execute */
-	unsigned code_installed; /* code.c: kernel drivers known to be in the sandbox (bits) */
-	struct dt_batch batch;
+	unsigned epoch;		      /* bumps on stop/start: older sessions are gone */
+	bool no_sessions;	      /* the daemon has no session API: use execute */
+	unsigned code_installed;      /* code.c: kernel drivers known to be in the sandbox (bits) */
 	struct sbx_rmeta_fails fails; /* queued ops that failed, by path (own lock; rmeta.h) */
-	bool flushing;		      /* a batch is being applied (see flush_lock) */
 	bool no_tree; /* the daemon lists no paths with depth (before 0.218): no list_tree */
 	struct sbx_rmeta_df df; /* statfs, cached */
 	int sock_ok;		/* whether it can bind a socket (sbx_rmeta_sock_check; atomic) */
@@ -117,7 +108,8 @@ struct dt_instance {
 	size_t n_links;
 	long user_uid, user_gid; /* who runs commands (-1: not known yet) */
 
-	pthread_mutex_t flush_lock;    /* held while a batch runs remotely */
+	/* the queued metadata ops: the engine (own locks) with dt_meta_slots (batch.c) */
+	struct sbx_rme meta;
 	struct sbx_rmeta_gate placing; /* destinations of moves in flight (own lock) */
 };
 
@@ -230,8 +222,16 @@ int dt_code_reset(struct sbx_instance *inst, const char *language, struct sbx_er
 /* --- metadata batch (batch.c) ------------------------------------------------ */
 
 /*
- * Applies the queued commands if any (all of them, in order), then the
- * queued chmod/chown. An op that fails is recorded against its path
+ * How the engine applies daytona's queue (rmeta_engine.h): the commands
+ * (its script lane) through /process/execute, then the chmod/chown of its
+ * native lane folded per path into /files/permissions calls; full at
+ * DT_BATCH_MAX_* (entries: commands plus permission paths), and applied
+ * DT_BATCH_DELAY_MS after the last op.
+ */
+extern const struct sbx_rme_slots dt_meta_slots;
+/*
+ * Applies everything queued (all of it, in order, then the queued
+ * chmod/chown). An op that fails is recorded against its path
  * (di->fails, reported to the lease): not the caller's failure, so this
  * returns 0 then.
  */
@@ -240,19 +240,15 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err);
 int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_error *err);
 /*
  * The same for queued commands only: a reader of attributes then lays the
- * queued chmod/chown of path over what the daemon said (dt_batch_overlay),
+ * queued chmod/chown of path over what the daemon said (sbx_rme_overlay),
  * so that a stat does not cost the flush. Then
  * returns the failure of a queued op of path itself, once (rmeta.h).
  */
 int dt_batch_settle_for(struct dt_instance *di, const char *path, struct sbx_error *err);
 /* dt_batch_flush when anything queued is on path or below it (a listing of a subtree). */
 int dt_batch_flush_below(struct dt_instance *di, const char *path, struct sbx_error *err);
-/* Whether a queued removal leaves path gone (sbx_rmq_fate): a stat says ENOENT. */
+/* Whether a queued removal leaves path gone (sbx_rme_fate): a stat says ENOENT. */
 bool dt_batch_gone(struct dt_instance *di, const char *path);
-void dt_batch_overlay(struct dt_instance *di, const char *path, struct sbx_stat *st);
-/* Whether any chmod/chown waits (cheap check before overlaying a listing). */
-bool dt_batch_has_perms(struct dt_instance *di);
-void dt_batch_free(struct dt_batch *b);
 
 /*
  * The symlink table: dt_link_lookup() fills st (and the target) for a
@@ -280,8 +276,6 @@ int dt_own_new(struct dt_instance *di, const char *path, struct sbx_error *err);
  * to it that follows (tar's) is no request either.
  */
 int dt_batch_perms_new(struct dt_instance *di, const char *path, long mode, struct sbx_error *err);
-/* Drops the queue unapplied (the sandbox is being deleted). */
-void dt_batch_drop(struct dt_instance *di);
 
 int dt_sync(struct sbx_instance *inst, struct sbx_error *err);
 int dt_take_failure(struct sbx_instance *inst, const char *path, struct sbx_error *err);

@@ -202,7 +202,7 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, st
 		return 0;
 	}
 	if (!rc)
-		dt_batch_overlay(di, path, st);
+		sbx_rme_overlay(&di->meta, path, st);
 	/* The daemon follows links: one we made is shown as the link it is. */
 	if ((!rc || rc == -ENOENT) && dt_link_lookup(di, path, NULL, NULL, 0)) {
 		if (rc) {
@@ -224,7 +224,7 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 	struct sbx_buf url = SBX_BUF_INIT, child = SBX_BUF_INIT;
 	char w[300], d[16];
 	json_t *arr = NULL, *e;
-	bool links, perms = dt_batch_has_perms(di);
+	bool links, queued;
 	size_t i;
 	int rc;
 
@@ -253,6 +253,7 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 	pthread_mutex_lock(&di->lock);
 	links = di->n_links > 0;
 	pthread_mutex_unlock(&di->lock);
+	queued = sbx_rme_touches(&di->meta, path, depth > 1, SBX_RME_BOTH);
 	json_array_foreach(rc ? NULL : arr, i, e)
 	{
 		const char *epath = json_string_value(json_object_get(e, "path")), *slash;
@@ -276,8 +277,8 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 			sbx_buf_adds(&child, epath);
 		else
 			sbx_buf_addf(&child, "%s/%s", strcmp(path, "/") ? path : "", name);
-		if (links || perms) {
-			dt_batch_overlay(di, child.buf, &st);
+		if (links || queued) {
+			sbx_rme_overlay(&di->meta, child.buf, &st);
 			dt_link_lookup(di, child.buf, &st, NULL, 0);
 		}
 		slash = strrchr(child.buf, '/');

@@ -98,7 +98,6 @@ static int not_ready(struct sbx_error *err)
 static struct e2b_inst *inst_new(struct e2b_sandbox *sb, const struct sbx_spec *spec)
 {
 	struct e2b_inst *in = sbx_xcalloc(1, sizeof(*in));
-	pthread_condattr_t ca;
 	in->base.prov = &sbx_provider_e2b;
 	snprintf(in->base.id, sizeof(in->base.id), "%s", sb->id);
 	in->sb = *sb;
@@ -107,14 +106,8 @@ static struct e2b_inst *inst_new(struct e2b_sandbox *sb, const struct sbx_spec *
 	in->workdir = spec && spec->working_dir ? sbx_xstrdup(spec->working_dir) : NULL;
 	in->ttl_s = spec && spec->res.timeout_s > 0 ? spec->res.timeout_s : E2B_DEFAULT_TIMEOUT_S;
 	pthread_mutex_init(&in->lock, NULL);
-	pthread_mutex_init(&in->flush_lock, NULL);
 	pthread_mutex_init(&in->watch_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&in->wake, &ca);
-	pthread_condattr_destroy(&ca);
-	sbx_rmq_init(&in->queue);
-	sbx_rmq_init(&in->inflight);
+	sbx_rme_init(&in->meta, &e2b_meta_slots, in);
 	sbx_rmeta_fails_init(&in->fails);
 	sbx_rmeta_df_init(&in->df);
 	sbx_rmeta_ids_init(&in->ids, e2b_helper_run, in);
@@ -124,19 +117,17 @@ static struct e2b_inst *inst_new(struct e2b_sandbox *sb, const struct sbx_spec *
 static void e2b_release(struct sbx_instance *inst)
 {
 	struct e2b_inst *in = e2b_of(inst);
-	struct sbx_error e = SBX_ERROR_INIT;
+	size_t n;
 	if (!in)
 		return;
 	e2b_watch_stop(in);
-	e2b_flusher_stop(in);
+	sbx_rme_stop_timer(&in->meta);
 	inst->report = NULL; /* the lease is going: a last failure is only logged */
-	if (in->queue.n && !in->paused && e2b_flush(in, NULL, SBX_RMQ_NEED_ALL, &e))
-		sbx_log(SBX_LOG_WARN, "e2b: %s: metadata changes lost: %s", inst->id, e.msg);
-	else if (in->queue.n)
+	if (in->paused && (n = sbx_rme_drop(&in->meta)))
 		sbx_log(SBX_LOG_WARN, "e2b: %s: %zu metadata changes not applied (paused)",
-			inst->id, in->queue.n);
-	sbx_rmq_clear(&in->queue);
-	sbx_rmq_clear(&in->inflight);
+			inst->id, n);
+	sbx_rme_stop(&in->meta); /* failures go to their paths (logged) */
+	sbx_rme_destroy(&in->meta);
 	e2b_recent_clear(in);
 	e2b_own_clear(in);
 	sbx_rmeta_fails_destroy(&in->fails);
@@ -144,9 +135,7 @@ static void e2b_release(struct sbx_instance *inst)
 	e2b_code_free(in->code);
 	e2b_sandbox_free(&in->sb);
 	free(in->workdir);
-	pthread_cond_destroy(&in->wake);
 	pthread_mutex_destroy(&in->watch_lock);
-	pthread_mutex_destroy(&in->flush_lock);
 	pthread_mutex_destroy(&in->lock);
 	free(in);
 }
@@ -405,9 +394,8 @@ static int e2b_pause(struct sbx_instance *inst, struct sbx_error *err)
 	struct e2b_inst *in = e2b_of(inst);
 	json_t *body = json_object();
 	long status = 0;
-	int rc = e2b_flush(in, NULL, SBX_RMQ_NEED_ALL, err);
-	if (rc)
-		sbx_log(SBX_LOG_WARN, "e2b: %s: before pause: %s", inst->id, err->msg);
+	int rc;
+	sbx_rme_flush(&in->meta, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH); /* failures: their paths' */
 	rc = sandbox_call(in, "POST", "/sandboxes/", "/pause", body, &status, "pause", err);
 	json_decref(body);
 	if (rc && status == 409)

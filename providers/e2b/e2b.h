@@ -25,6 +25,7 @@
 #include "e2b/protocol.h"
 #include "provider.h"
 #include "rmeta.h"
+#include "rmeta_engine.h"
 #include "rmeta_queue.h"
 
 struct e2b_watch;
@@ -50,16 +51,9 @@ struct e2b_inst {
 	char *workdir;		  /* spec workingDirectory or NULL (immutable) */
 	long ttl_s;		  /* lifetime asked for on create and resume (immutable) */
 
-	/* Metadata batch (rmeta_queue.h). */
-	struct sbx_rmq_queue queue;    /* (L) waiting */
-	struct sbx_rmq_queue inflight; /* (L) being applied by a flush */
-	pthread_mutex_t flush_lock;    /* serialises flushes; taken before lock */
-	struct sbx_rmeta_fails fails;  /* queued ops that failed, by path (rmeta.h) */
-	pthread_t flusher;	       /* the timer thread (started with the first op) */
-	bool flusher_on;	       /* (L) */
-	bool stopping;		       /* (L) release in progress */
-	pthread_cond_t wake;	       /* signals the flusher (with lock) */
-	long last_op_ms;	       /* (L) */
+	/* Metadata batch: the engine (its own locks) with e2b_meta_slots (files.c). */
+	struct sbx_rme meta;
+	struct sbx_rmeta_fails fails; /* queued ops that failed, by path (rmeta.h) */
 
 	struct sbx_rmeta_df df;	  /* statfs cache (its own lock) */
 	struct sbx_rmeta_ids ids; /* the sandbox's owner and group names (its own locks) */
@@ -200,15 +194,13 @@ int e2b_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 /* --- files.c ------------------------------------------------------------- */
 
 /*
- * Applies the queued metadata ops if `need` (rmeta_queue.h) says path depends on them
- * (then all of them, in one batch), and waits for a batch in progress
- * that touches path. Returns 0 at once, without a request, when neither.
- * Attribute-only ops (chmod, chown, utimens, truncate) do not force a
- * flush for stat/list: e2b_overlay() shows them on the remote answer.
- * An op that fails is recorded against its path (in->fails, reported to
- * the lease): it is not the caller's failure, so this returns 0 then.
+ * How the engine applies e2b's metadata batch (rmeta_engine.h): one root
+ * script per SBX_RMQ_SCRIPT_MAX, gathered; a second after the last op or
+ * at 4,096 ops; the paths of a batch noted as our own echoes. Attribute-only
+ * ops (chmod, chown, utimens, truncate) do not force a flush for stat and
+ * list: sbx_rme_overlay shows them on the remote answer.
  */
-int e2b_flush(struct e2b_inst *in, const char *path, enum sbx_rmq_need need, struct sbx_error *e);
+extern const struct sbx_rme_slots e2b_meta_slots;
 /* Forgets the recent entries at or under path (lock held; it changed). */
 void e2b_recent_drop_locked(struct e2b_inst *in, const char *path);
 /* Frees the recent entries (release). */
@@ -221,10 +213,6 @@ void e2b_recent_clear(struct e2b_inst *in);
 bool e2b_own_echo(struct e2b_inst *in, const char *path);
 /* Frees that record (release). */
 void e2b_own_clear(struct e2b_inst *in);
-/* Shows the queued (and in-progress) attribute ops of path on st. */
-void e2b_overlay(struct e2b_inst *in, const char *path, struct sbx_stat *st);
-/* Stops the flusher thread after a final flush (release). */
-void e2b_flusher_stop(struct e2b_inst *in);
 /* The file slots of the ops table (provider.h documents each). */
 int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	     struct sbx_error *err);

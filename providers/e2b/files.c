@@ -2,9 +2,10 @@
  * files — the filesystem slots of the E2B provider: envd's Filesystem RPCs
  * (Stat, ListDir, MakeDir, Move, Remove) and /files for contents, with
  * errno refined per operation (sshfs-style); and the metadata batch: ops
- * envd lacks are queued (rmeta_queue.h) and applied as one shell script per
- * batch at sync, before a run, before any access to a path they touch,
- * and by a timer thread a second after the last one was queued.
+ * envd lacks are queued (rmeta_queue.h) and applied by the engine
+ * (rmeta_engine.h, e2b_meta_slots) as one root shell script per batch at
+ * sync, before a run, before any access to a path they touch, and by its
+ * timer a second after the last one was queued.
  *
  * Not here: caching (the core's) and runs (run.c).
  */
@@ -24,7 +25,6 @@
 #include "base/log.h"
 #include "base/pathutil.h"
 
-#define SBX_RMQ_NEED_DELAY_MS 1000L
 /* A queue this long is applied at once (memory, and the gather's cost). */
 #define E2B_QUEUE_MAX 4096
 #define E2B_LIST_MAX_REPLY (64u << 20)
@@ -32,11 +32,14 @@
 /* --- the metadata batch --------------------------------------------------- */
 
 /*
- * Applies every op of q (one run per SBX_RMQ_SCRIPT_MAX of script). An
- * op that fails is recorded against its path (rmeta.h), with its message.
+ * The engine's apply slot: every op of the batch (one run per
+ * SBX_RMQ_SCRIPT_MAX of script). An op that fails is recorded against
+ * its path (rmeta.h), with its message.
  */
-static void apply(struct e2b_inst *in, struct sbx_rmq_queue *q)
+static void apply(void *ctx, const struct sbx_rme_batch *b)
 {
+	struct e2b_inst *in = ctx;
+	const struct sbx_rmq_queue *q = &b->q;
 	struct sbx_buf script = SBX_BUF_INIT, out = SBX_BUF_INIT, err = SBX_BUF_INIT;
 	for (size_t first = 0, next; first < q->n; first = next) {
 		struct sbx_error e = SBX_ERROR_INIT;
@@ -81,6 +84,35 @@ static void own_note_locked(struct e2b_inst *in, const struct sbx_rmq_queue *q)
 	}
 }
 
+/* The engine's hook before apply: events may come while the batch runs. */
+static void before_apply(void *ctx, const struct sbx_rme_batch *b)
+{
+	struct e2b_inst *in = ctx;
+	pthread_mutex_lock(&in->lock);
+	own_note_locked(in, &b->q);
+	pthread_mutex_unlock(&in->lock);
+}
+
+/* After apply: until now the engine showed these ops on recent entries; now they are stale. */
+static void after_apply(void *ctx, const struct sbx_rme_batch *b)
+{
+	struct e2b_inst *in = ctx;
+	pthread_mutex_lock(&in->lock);
+	own_note_locked(in, &b->q);
+	for (size_t i = 0; i < b->q.n; i++)
+		e2b_recent_drop_locked(in, b->q.ops[i].path);
+	pthread_mutex_unlock(&in->lock);
+}
+
+const struct sbx_rme_slots e2b_meta_slots = {
+    .apply = apply,
+    .before = before_apply,
+    .after = after_apply,
+    .max_ops = E2B_QUEUE_MAX,
+    .delay_ms = 1000,
+    .gather = true,
+};
+
 bool e2b_own_echo(struct e2b_inst *in, const char *path)
 {
 	pthread_mutex_lock(&in->lock);
@@ -96,50 +128,12 @@ void e2b_own_clear(struct e2b_inst *in)
 	pthread_mutex_unlock(&in->lock);
 }
 
-int e2b_flush(struct e2b_inst *in, const char *path, enum sbx_rmq_need need, struct sbx_error *e)
-{
-	bool wait;
-	(void)e;
-	if (!path)
-		need = SBX_RMQ_NEED_ALL;
-	pthread_mutex_lock(&in->lock);
-	wait = sbx_rmq_needs(&in->queue, path, need) || sbx_rmq_needs(&in->inflight, path, need);
-	pthread_mutex_unlock(&in->lock);
-	if (!wait)
-		return 0;
-
-	/* Taking flush_lock waits for the batch in progress. */
-	pthread_mutex_lock(&in->flush_lock);
-	pthread_mutex_lock(&in->lock);
-	if (!sbx_rmq_needs(&in->queue, path, need)) {
-		pthread_mutex_unlock(&in->lock);
-		pthread_mutex_unlock(&in->flush_lock);
-		return 0;
-	}
-	sbx_rmq_take(&in->inflight, &in->queue);
-	sbx_rmq_gather(&in->inflight);
-	own_note_locked(in, &in->inflight); /* events may come while it runs */
-	pthread_mutex_unlock(&in->lock);
-
-	apply(in, &in->inflight);
-
-	pthread_mutex_lock(&in->lock);
-	own_note_locked(in, &in->inflight);
-	/* Until now e2b_overlay() showed these ops on recent entries; now they are stale. */
-	for (size_t i = 0; i < in->inflight.n; i++)
-		e2b_recent_drop_locked(in, in->inflight.ops[i].path);
-	sbx_rmq_clear(&in->inflight);
-	pthread_mutex_unlock(&in->lock);
-	pthread_mutex_unlock(&in->flush_lock);
-	return 0;
-}
-
-/* e2b_flush(), then the failure of a queued op of path itself (stat, list, read...). */
+/* The engine's flush, then the failure of a queued op of path itself (stat, list, read...). */
 static int flush_access(struct e2b_inst *in, const char *path, enum sbx_rmq_need need,
 			struct sbx_error *e)
 {
-	int rc = e2b_flush(in, path, need, e);
-	return rc ? rc : sbx_rmeta_fail_take(&in->fails, path, e);
+	sbx_rme_flush(&in->meta, path, need, SBX_RME_BOTH);
+	return sbx_rmeta_fail_take(&in->fails, path, e);
 }
 
 int e2b_take_failure(struct sbx_instance *inst, const char *path, struct sbx_error *err)
@@ -147,78 +141,17 @@ int e2b_take_failure(struct sbx_instance *inst, const char *path, struct sbx_err
 	return sbx_rmeta_fail_take(&e2b_of(inst)->fails, path, err);
 }
 
-void e2b_overlay(struct e2b_inst *in, const char *path, struct sbx_stat *st)
-{
-	pthread_mutex_lock(&in->lock);
-	sbx_rmq_overlay(&in->inflight, path, st);
-	sbx_rmq_overlay(&in->queue, path, st);
-	pthread_mutex_unlock(&in->lock);
-}
-
-static void *flusher_main(void *arg)
-{
-	struct e2b_inst *in = arg;
-	pthread_mutex_lock(&in->lock);
-	while (!in->stopping) {
-		long due = in->last_op_ms + SBX_RMQ_NEED_DELAY_MS, now = sbx_now_ms();
-		if (!in->queue.n) {
-			pthread_cond_wait(&in->wake, &in->lock);
-		} else if (now < due) {
-			struct timespec ts;
-			sbx_deadline_in(CLOCK_MONOTONIC, due - now, &ts);
-			pthread_cond_timedwait(&in->wake, &in->lock, &ts);
-		} else {
-			struct sbx_error e = SBX_ERROR_INIT;
-			pthread_mutex_unlock(&in->lock);
-			e2b_flush(in, NULL, SBX_RMQ_NEED_ALL, &e); /* failures go to their paths */
-			pthread_mutex_lock(&in->lock);
-		}
-	}
-	pthread_mutex_unlock(&in->lock);
-	return NULL;
-}
-
-void e2b_flusher_stop(struct e2b_inst *in)
-{
-	bool on;
-	pthread_mutex_lock(&in->lock);
-	in->stopping = true;
-	on = in->flusher_on;
-	pthread_cond_signal(&in->wake);
-	pthread_mutex_unlock(&in->lock);
-	if (on)
-		pthread_join(in->flusher, NULL);
-}
-
 static int enqueue(struct e2b_inst *in, const struct sbx_rmq_op *op)
 {
-	bool full;
-	pthread_mutex_lock(&in->lock);
-	sbx_rmq_add(&in->queue, op);
-	in->last_op_ms = sbx_now_ms();
-	sbx_rmeta_df_forget(&in->df); /* leaf lock */
-	if (!in->flusher_on && !in->stopping)
-		in->flusher_on = !pthread_create(&in->flusher, NULL, flusher_main, in);
-	pthread_cond_signal(&in->wake);
-	full = in->queue.n >= E2B_QUEUE_MAX;
-	pthread_mutex_unlock(&in->lock);
-	if (full) { /* failures go to their paths */
-		struct sbx_error e = SBX_ERROR_INIT;
-		e2b_flush(in, NULL, SBX_RMQ_NEED_ALL, &e);
-	}
+	sbx_rmeta_df_forget(&in->df);
+	sbx_rme_add(&in->meta, SBX_RME_SCRIPT, op, 1); /* failures go to their paths */
 	return 0;
 }
 
 /* Whether path is gone once the queue is applied (a queued removal, nothing made after). */
 static bool queued_gone(struct e2b_inst *in, const char *path)
 {
-	enum sbx_rmq_fate f;
-	pthread_mutex_lock(&in->lock);
-	f = sbx_rmq_fate(&in->queue, path);
-	if (f == SBX_RMQ_UNTOUCHED)
-		f = sbx_rmq_fate(&in->inflight, path);
-	pthread_mutex_unlock(&in->lock);
-	return f == SBX_RMQ_GONE;
+	return sbx_rme_fate(&in->meta, path) == SBX_RMQ_GONE;
 }
 
 /*
@@ -237,7 +170,8 @@ static void own_new(struct e2b_inst *in, const char *path)
 int e2b_sync(struct sbx_instance *inst, struct sbx_error *err)
 {
 	/* A failed op went to its path (e2b_take_failure) and to the lease's `error`. */
-	return e2b_flush(e2b_of(inst), NULL, SBX_RMQ_NEED_ALL, err);
+	sbx_rme_flush(&e2b_of(inst)->meta, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);
+	return 0;
 }
 
 int e2b_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
@@ -418,15 +352,8 @@ int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	if (!rc && !recent_take(in, path, st))
 		rc = stat_raw(in, path, st, NULL, err);
 	if (!rc)
-		e2b_overlay(in, path, st);
+		sbx_rme_overlay(&in->meta, path, st);
 	return rc;
-}
-
-/* The target of a symlink still waiting in the batch (lock held), or NULL. */
-static const char *waiting_link_locked(struct e2b_inst *in, const char *path)
-{
-	const char *t = sbx_rmq_link_target(&in->queue, path);
-	return t ? t : sbx_rmq_link_target(&in->inflight, path);
 }
 
 /*
@@ -448,12 +375,7 @@ int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t 
 
 	if (!size)
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "readlink %s: no room", path);
-	pthread_mutex_lock(&in->lock);
-	t = waiting_link_locked(in, path);
-	if (t)
-		snprintf(buf, size, "%s", t);
-	pthread_mutex_unlock(&in->lock);
-	if (t)
+	if (sbx_rme_link_target(&in->meta, path, buf, size))
 		return 0;
 	rc = flush_access(in, path, SBX_RMQ_NEED_ENTRY, err); /* a link or mknod of path */
 	if (rc)
@@ -507,10 +429,7 @@ static int list_depth(struct e2b_inst *in, const char *path, int depth, sbx_tree
 		rc = refine(err, ENOTDIR); /* ListDir on a file */
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&in->lock);
-	overlay = sbx_rmq_touches(&in->queue, path, depth > 1) ||
-		  sbx_rmq_touches(&in->inflight, path, depth > 1);
-	pthread_mutex_unlock(&in->lock);
+	overlay = sbx_rme_touches(&in->meta, path, depth > 1, SBX_RME_BOTH);
 	entries = json_object_get(out, "entries");
 	json_array_foreach(entries, i, entry)
 	{
@@ -528,7 +447,7 @@ static int list_depth(struct e2b_inst *in, const char *path, int depth, sbx_tree
 		if (overlay) {
 			if (queued_gone(in, child.buf))
 				continue;
-			e2b_overlay(in, child.buf, &st);
+			sbx_rme_overlay(&in->meta, child.buf, &st);
 		}
 		slash = strrchr(child.buf, '/');
 		child.buf[slash > child.buf ? slash - child.buf : 1] = '\0';
@@ -604,17 +523,12 @@ static int move(struct e2b_inst *in, const char *from, const char *to, const cha
 /* What every upload of path does first: the checks, and the queue's truncates. */
 static int write_prep(struct e2b_inst *in, const char *path, struct sbx_error *err)
 {
-	int rc;
 	/*
 	 * The new content replaces any truncate still waiting; the waiting
 	 * chmod/utimens of path stay queued and land on the new file.
 	 */
-	pthread_mutex_lock(&in->lock);
-	sbx_rmq_drop_truncates(&in->queue, path);
-	pthread_mutex_unlock(&in->lock);
-	rc = e2b_flush(in, path, SBX_RMQ_NEED_NEW, err); /* and a truncate in progress */
-	if (rc)
-		return rc;
+	sbx_rme_drop_truncates(&in->meta, path);
+	sbx_rme_flush(&in->meta, path, SBX_RMQ_NEED_NEW, SBX_RME_BOTH); /* and one in flight */
 	if (!strrchr(path, '/') || !path[1])
 		return sbx_error_set(err, EISDIR, SBX_E_INTERNAL, "write %s: not a file", path);
 	if (!utf8_ok(path))
@@ -651,7 +565,8 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 		struct sbx_error ignore = SBX_ERROR_INIT;
 		had = stat_raw(in, path, &old, NULL, &ignore);
 		if (!had)
-			e2b_overlay(in, path, &old); /* a chown still queued is the owner */
+			sbx_rme_overlay(&in->meta, path,
+					&old); /* a chown still queued is the owner */
 	}
 	/* Upload beside the target, then Move over it: readers never see half a file. */
 	temp_name(&tmp, path);
@@ -747,9 +662,9 @@ int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct s
 {
 	struct e2b_inst *in = e2b_of(inst);
 	json_t *out = NULL;
-	int rc = e2b_flush(in, path, SBX_RMQ_NEED_NEW, err);
-	if (!rc)
-		rc = rpc_path(in, "filesystem.Filesystem/MakeDir", path, &out, false, "mkdir", err);
+	int rc;
+	sbx_rme_flush(&in->meta, path, SBX_RMQ_NEED_NEW, SBX_RME_BOTH);
+	rc = rpc_path(in, "filesystem.Filesystem/MakeDir", path, &out, false, "mkdir", err);
 	if (!rc)
 		recent_put(in, path, out);
 	json_decref(out);
@@ -819,9 +734,8 @@ int e2b_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err
 	int n = 0, rc;
 	if (!strcmp(path, "/"))
 		return sbx_error_set(err, EBUSY, SBX_E_INTERNAL, "rmdir /: refused");
-	rc = e2b_flush(in, path, SBX_RMQ_NEED_TOUCH, err);
-	if (!rc)
-		rc = e2b_list(inst, path, count_entry, &n, err);
+	sbx_rme_flush(&in->meta, path, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+	rc = e2b_list(inst, path, count_entry, &n, err);
 	if (!rc && n)
 		rc = sbx_error_set(err, ENOTEMPTY, SBX_E_INTERNAL, "rmdir %s: not empty", path);
 	return rc ? rc : remove_path(in, path, "rmdir", err);
@@ -853,12 +767,11 @@ int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsi
 	    (flags == (RENAME_NOREPLACE | RENAME_EXCHANGE)))
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "rename: flags %#x unsupported",
 				     flags);
-	rc = e2b_flush(in, from, SBX_RMQ_NEED_TOUCH, err);
-	if (!rc)
-		rc = e2b_flush(in, to, SBX_RMQ_NEED_TOUCH, err);
-	if (!rc && (flags & RENAME_EXCHANGE))
+	sbx_rme_flush(&in->meta, from, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+	sbx_rme_flush(&in->meta, to, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+	if (flags & RENAME_EXCHANGE)
 		return exchange(in, from, to, err);
-	if (!rc && (flags & RENAME_NOREPLACE)) {
+	if (flags & RENAME_NOREPLACE) {
 		struct sbx_error ignore = SBX_ERROR_INIT;
 		rc = stat_raw(in, to, &st, NULL, &ignore);
 		if (!rc)
@@ -867,10 +780,8 @@ int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsi
 			*err = ignore;
 			return rc;
 		}
-		rc = 0;
 	}
-	if (!rc)
-		rc = move(in, from, to, "rename", err);
+	rc = move(in, from, to, "rename", err);
 	if (!rc) {
 		sbx_rmeta_fail_forget(&in->fails, from);
 		sbx_rmeta_fail_forget(&in->fails, to);

@@ -201,10 +201,8 @@ int e2b_read_many(struct sbx_instance *inst, const char *const *paths, size_t n,
 	int rc = 0, code = 0;
 
 	/* What is queued for these paths (a chmod, a link) goes first, as for read. */
-	for (size_t i = 0; i < n && !rc; i++)
-		rc = e2b_flush(in, paths[i], SBX_RMQ_NEED_CONTENT, err);
-	if (rc)
-		return rc;
+	for (size_t i = 0; i < n; i++)
+		sbx_rme_flush(&in->meta, paths[i], SBX_RMQ_NEED_CONTENT, SBX_RME_BOTH);
 	/*
 	 * The first m paths whose names JSON can carry (UTF-8) and that keep
 	 * the script bounded; a later one stops the batch there (its own

@@ -20,7 +20,8 @@ static void die(const char *why, int level, const char *where)
 		why, level);
 	for (int i = 0; i < n_held; i++)
 		fprintf(stderr, " %d", held[i]);
-	fprintf(stderr, "; order: save 1 > mount 2 > lease 3 > err 4, see lease.h)\n");
+	fprintf(stderr, "; order: save 1 > mount 2 > lease 3 > rme flush 4 > rme 5 > err 6, see "
+			"lease.h and rmeta_engine.h)\n");
 	abort();
 }
 

@@ -14,12 +14,18 @@
 
 #include <pthread.h>
 
-/* The order of lease.h, outermost first. */
+/*
+ * The order of lease.h, outermost first, with the remote metadata
+ * engine's two locks (providers/rmeta_engine.h), taken in a provider call
+ * and reporting to the lease (err) while a batch is applied.
+ */
 enum sbx_lock_level {
-	SBX_LOCK_SAVE = 1,  /* mount.save_lock */
-	SBX_LOCK_MOUNT = 2, /* mount.lock */
-	SBX_LOCK_LEASE = 3, /* lease.lock */
-	SBX_LOCK_ERR = 4,   /* mount.err_lock (a leaf) */
+	SBX_LOCK_SAVE = 1,	/* mount.save_lock */
+	SBX_LOCK_MOUNT = 2,	/* mount.lock */
+	SBX_LOCK_LEASE = 3,	/* lease.lock */
+	SBX_LOCK_RME_FLUSH = 4, /* sbx_rme.flush_lock */
+	SBX_LOCK_RME = 5,	/* sbx_rme.lock */
+	SBX_LOCK_ERR = 6,	/* mount.err_lock (a leaf) */
 };
 
 /* Notes that this thread takes/drops a lock of `level` (aborts on a wrong order). */

@@ -52,3 +52,44 @@ story_queued_not_run() {
 	eq "fsync of qd fails with EIO" "$(errno_of "fd = os.open('$F/qd', os.O_RDONLY); os.fsync(fd)")" EIO
 	eq "... once" "$(errno_of "fd = os.open('$F/qd', os.O_RDONLY); os.fsync(fd)")" OK
 }
+
+# The queue is applied a second after its last change with no call asking
+# for it (the flush engine's timer, providers/rmeta_engine.c; daytona had
+# none, its changes waited for a sync or a run). A chmod is overlaid on
+# every stat, so nothing else applies it. TIMER_KEY: the counter of the
+# request that applies it (e2b: the batch's process; daytona: the
+# permissions call).
+story_queued_timer() {
+	echo t >"$F/qt"
+	lease_run true >/dev/null # applies whatever waits
+	fake_reset_counters
+	ok "chmod is queued: returns 0" chmod 600 "$F/qt"
+	eq "... the mount shows it at once" "$(stat -c %a "$F/qt")" 600
+	applied() { [ "$(counter "$TIMER_KEY")" -ge 1 ]; }
+	ok "... and it is applied within 5 s with no sync, no run ($TIMER_KEY)" wait_for 5 applied
+	eq "... the sandbox has it" "$(lease_run "stat -c %a $FHOME/qt")" 600
+}
+
+# While a batch is applied (the fake holds its request 4 s: SLOW_KEY), a
+# path it does not concern is read without waiting for it (the flush
+# engine waits only for ops of the path; daytona waited for the whole
+# flush before it).
+story_queued_inflight() {
+	mkdir -p "$F/qsub" "$F/qother"
+	echo a >"$F/qsub/a"
+	lease_run "echo fresh > $FHOME/qother/fresh" >/dev/null # not in the mount's cache
+	fault_only "{\"kind\":\"slow\",\"complete\":true,\"delayMs\":4000,\"count\":1,\"key\":\"$SLOW_KEY\"}"
+	(
+		touch -m -d @1100000000 "$F/qsub/a"
+		python3 -c "import os; fd = os.open('$F/qsub/a', os.O_RDONLY); os.fsync(fd)"
+	) &
+	local pid=$! t0 ms
+	sleep 1.5 # the batch is in flight
+	t0=$(date +%s%N)
+	eq "a file elsewhere is read during the batch" "$(cat "$F/qother/fresh")" fresh
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	ok "... without waiting for the batch ($ms ms < 2000)" test "$ms" -lt 2000
+	wait "$pid"
+	fake_clear_faults
+	eq "the batch was applied" "$(lease_run "stat -c %Y $FHOME/qsub/a")" 1100000000
+}

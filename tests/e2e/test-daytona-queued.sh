@@ -16,6 +16,10 @@ CHANGE_FAULT='{"kind":"5xx","status":500,"key":"POST /toolbox/:id/process/execut
 story_queued_failure
 CHANGE_DROP='{"kind":"drop","key":"POST /toolbox/:id/process/execute"}'
 story_queued_not_run
+TIMER_KEY='POST /toolbox/:id/files/permissions'
+story_queued_timer
+SLOW_KEY='POST /toolbox/:id/process/execute'
+story_queued_inflight
 
 # Refused by the sandbox: commands run as its user, who may not make devices
 # once it may not sudo either (the fake, like Daytona's images, lets it: it

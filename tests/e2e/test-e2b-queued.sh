@@ -14,4 +14,8 @@ CHANGE_FAULT='{"kind":"5xx","status":500,"key":"POST /process.Process/Start"}'
 story_queued_failure
 CHANGE_DROP='{"kind":"drop","key":"POST /process.Process/Start"}'
 story_queued_not_run
+TIMER_KEY='POST /process.Process/Start'
+story_queued_timer
+SLOW_KEY='POST /process.Process/Start'
+story_queued_inflight
 finish

@@ -1,0 +1,244 @@
+/*
+ * rmeta_engine — see rmeta_engine.h: the queue a remote provider holds
+ * and applies, with its in-flight batch, locks and delay timer.
+ */
+#include "rmeta_engine.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/fsutil.h"
+#include "base/lockorder.h"
+
+static void batch_init(struct sbx_rme_batch *b)
+{
+	memset(b, 0, sizeof(*b));
+	sbx_rmq_init(&b->q);
+	sbx_rmq_init(&b->native);
+}
+
+static void batch_clear(struct sbx_rme_batch *b)
+{
+	sbx_rmq_clear(&b->q);
+	sbx_rmq_clear(&b->native);
+	batch_init(b);
+}
+
+static size_t batch_n(const struct sbx_rme_batch *b)
+{
+	return b->q.n + b->native.n;
+}
+
+void sbx_rme_init(struct sbx_rme *e, const struct sbx_rme_slots *slots, void *ctx)
+{
+	pthread_condattr_t ca;
+	memset(e, 0, sizeof(*e));
+	e->slots = slots;
+	e->ctx = ctx;
+	pthread_mutex_init(&e->flush_lock, NULL);
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	batch_init(&e->pending);
+	batch_init(&e->inflight);
+}
+
+void sbx_rme_stop_timer(struct sbx_rme *e)
+{
+	bool on;
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	e->stopping = true;
+	on = e->timer_on;
+	e->timer_on = false;
+	pthread_cond_signal(&e->wake);
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+	if (on)
+		pthread_join(e->timer, NULL);
+}
+
+void sbx_rme_destroy(struct sbx_rme *e)
+{
+	sbx_rme_stop_timer(e);
+	batch_clear(&e->pending);
+	batch_clear(&e->inflight);
+	pthread_cond_destroy(&e->wake);
+	pthread_mutex_destroy(&e->lock);
+	pthread_mutex_destroy(&e->flush_lock);
+}
+
+/* Whether b holds an op of lanes that an operation on path with need depends on. */
+static bool batch_needs(const struct sbx_rme_batch *b, const char *path, enum sbx_rmq_need need,
+			unsigned lanes)
+{
+	return ((lanes & SBX_RME_SCRIPT) && sbx_rmq_needs(&b->q, path, need)) ||
+	       ((lanes & SBX_RME_NATIVE) && sbx_rmq_needs(&b->native, path, need));
+}
+
+void sbx_rme_flush(struct sbx_rme *e, const char *path, enum sbx_rmq_need need, unsigned lanes)
+{
+	const struct sbx_rme_slots *s = e->slots;
+	bool wait;
+	if (!path)
+		need = SBX_RMQ_NEED_ALL;
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	wait = batch_needs(&e->pending, path, need, lanes) ||
+	       batch_needs(&e->inflight, path, need, lanes);
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+	if (!wait)
+		return;
+
+	/* Taking flush_lock waits for the batch in flight. */
+	sbx_lock(&e->flush_lock, SBX_LOCK_RME_FLUSH);
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	if (!batch_needs(&e->pending, path, need, lanes)) {
+		sbx_unlock(&e->lock, SBX_LOCK_RME);
+		sbx_unlock(&e->flush_lock, SBX_LOCK_RME_FLUSH);
+		return;
+	}
+	e->inflight = e->pending; /* the in-flight batch is empty between flushes */
+	batch_init(&e->pending);
+	if (s->gather)
+		sbx_rmq_gather(&e->inflight.q);
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+
+	/* Only this thread changes inflight until it is cleared below. */
+	if (s->before)
+		s->before(e->ctx, &e->inflight);
+	s->apply(e->ctx, &e->inflight);
+	if (s->after)
+		s->after(e->ctx, &e->inflight);
+
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	batch_clear(&e->inflight);
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+	sbx_unlock(&e->flush_lock, SBX_LOCK_RME_FLUSH);
+}
+
+static void *timer_main(void *arg)
+{
+	struct sbx_rme *e = arg;
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	while (!e->stopping) {
+		long long due = e->last_op_ms + e->slots->delay_ms, now = sbx_now_ms();
+		if (!batch_n(&e->pending)) {
+			pthread_cond_wait(&e->wake, &e->lock);
+		} else if (now < due) {
+			struct timespec ts;
+			sbx_deadline_in(CLOCK_MONOTONIC, (long)(due - now), &ts);
+			pthread_cond_timedwait(&e->wake, &e->lock, &ts);
+		} else {
+			sbx_unlock(&e->lock, SBX_LOCK_RME);
+			sbx_rme_flush(e, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);
+			sbx_lock(&e->lock, SBX_LOCK_RME);
+		}
+	}
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+	return NULL;
+}
+
+void sbx_rme_stop(struct sbx_rme *e)
+{
+	sbx_rme_stop_timer(e);
+	sbx_rme_flush(e, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);
+}
+
+size_t sbx_rme_drop(struct sbx_rme *e)
+{
+	size_t n;
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	n = batch_n(&e->pending);
+	batch_clear(&e->pending);
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+	return n;
+}
+
+/* Whether path is new to b's native lane (lock held). */
+static bool native_new_path(const struct sbx_rme_batch *b, const char *path)
+{
+	for (size_t i = 0; i < b->native.n; i++)
+		if (!strcmp(b->native.ops[i].path, path))
+			return false;
+	return true;
+}
+
+void sbx_rme_add(struct sbx_rme *e, enum sbx_rme_lane lane, const struct sbx_rmq_op *ops, size_t n)
+{
+	const struct sbx_rme_slots *s = e->slots;
+	struct sbx_rme_batch *b = &e->pending;
+	bool native = lane == SBX_RME_NATIVE, full;
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	for (size_t i = 0; i < n; i++) {
+		/* native ops of one path are one call: counted once */
+		bool counted = !native || native_new_path(b, ops[i].path);
+		if (native && counted)
+			b->n_native_paths++;
+		if (!native && sbx_rmq_removal(ops[i].kind))
+			b->n_removals++;
+		if (s->cost && counted)
+			b->bytes += s->cost(&ops[i], native);
+		sbx_rmq_add(native ? &b->native : &b->q, &ops[i]);
+	}
+	e->last_op_ms = sbx_now_ms();
+	if (s->delay_ms > 0 && !e->timer_on && !e->stopping)
+		e->timer_on = !pthread_create(&e->timer, NULL, timer_main, e);
+	pthread_cond_signal(&e->wake);
+	full = s->full ? s->full(b) : batch_n(b) >= s->max_ops;
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+	if (full)
+		sbx_rme_flush(e, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);
+}
+
+enum sbx_rmq_fate sbx_rme_fate(struct sbx_rme *e, const char *path)
+{
+	enum sbx_rmq_fate f;
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	f = sbx_rmq_fate(&e->pending.q, path);
+	if (f == SBX_RMQ_UNTOUCHED)
+		f = sbx_rmq_fate(&e->inflight.q, path);
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+	return f;
+}
+
+void sbx_rme_overlay(struct sbx_rme *e, const char *path, struct sbx_stat *st)
+{
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	sbx_rmq_overlay(&e->inflight.q, path, st);
+	sbx_rmq_overlay(&e->inflight.native, path, st);
+	sbx_rmq_overlay(&e->pending.q, path, st);
+	sbx_rmq_overlay(&e->pending.native, path, st);
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+}
+
+bool sbx_rme_link_target(struct sbx_rme *e, const char *path, char *buf, size_t size)
+{
+	const char *t;
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	t = sbx_rmq_link_target(&e->pending.q, path);
+	if (!t)
+		t = sbx_rmq_link_target(&e->inflight.q, path);
+	if (t && size)
+		snprintf(buf, size, "%s", t);
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+	return t != NULL;
+}
+
+bool sbx_rme_touches(struct sbx_rme *e, const char *path, bool subtree, unsigned lanes)
+{
+	enum sbx_rmq_need need = subtree ? SBX_RMQ_NEED_TOUCH : SBX_RMQ_NEED_NEAR;
+	bool t;
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	t = batch_needs(&e->pending, path, need, lanes) ||
+	    batch_needs(&e->inflight, path, need, lanes);
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+	return t;
+}
+
+void sbx_rme_drop_truncates(struct sbx_rme *e, const char *path)
+{
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	sbx_rmq_drop_truncates(&e->pending.q, path);
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+}
