@@ -676,8 +676,8 @@ int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sb
 	struct sbx_buf url = SBX_BUF_INIT;
 	char m[16], w[300];
 	int rc;
-	if ((rc = dt_batch_flush(di, err)))
-		return rc;
+	/* What is queued on this name (a removal of it), as e2b_mkdir. */
+	sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_NEW, SBX_RME_BOTH);
 	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
 	dt_path_url(di, &url, "/files/folder", path);
 	sbx_http_add_query(&url, "mode", m);
@@ -701,8 +701,8 @@ int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err)
 	struct sbx_stat st;
 	size_t n = 0;
 	int rc;
-	if ((rc = dt_batch_flush(di, err)))
-		return rc;
+	/* What is queued on it or below (the removals of its entries), as e2b_rmdir. */
+	sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
 	rc = dt_list(inst, path, count_entry, &n, err);
 	if (rc && rc != -ENOENT && !info(di, path, NULL, &st, NULL) && !S_ISDIR(st.mode))
 		return sbx_error_set(err, ENOTDIR, 0, "rmdir %s: not a directory", path);
@@ -790,8 +790,10 @@ int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsig
 	int rc;
 	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return sbx_error_set(err, EINVAL, 0, "rename %s: unknown flags", from);
-	if ((rc = dt_batch_flush(di, err)))
-		return rc;
+	/* What is queued on either name or below, as e2b_rename: rsync's renames no longer wait for
+	 * the rest. */
+	sbx_rme_flush(&di->meta, from, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+	sbx_rme_flush(&di->meta, to, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
 	if (flags & RENAME_EXCHANGE) {
 		dt_links_forget(di, from);
 		dt_links_forget(di, to);
