@@ -475,6 +475,18 @@ static size_t fsc_other_names(struct sbx_lease *l, const char *path, char ***out
 	return n;
 }
 
+/* path's name goes (unlink, or a rename over it): the file's other names have one link less. */
+static void one_link_less(struct sbx_lease *l, const char *path)
+{
+	char **others;
+	size_t n = fsc_other_names(l, path, &others);
+	for (size_t i = 0; i < n; i++) {
+		sbx_cache_note_changed(l->cache, others[i]);
+		free(others[i]);
+	}
+	free(others);
+}
+
 static int c_unlink_held(struct sbx_lease *l, const char *path, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
@@ -492,13 +504,7 @@ static int c_unlink_held(struct sbx_lease *l, const char *path, struct sbx_error
 		}
 	}
 	if (!rc) {
-		char **others;
-		size_t n = fsc_other_names(l, path, &others);
-		for (size_t i = 0; i < n; i++) { /* one link less */
-			sbx_cache_note_changed(l->cache, others[i]);
-			free(others[i]);
-		}
-		free(others);
+		one_link_less(l, path);
 		sbx_cache_file_unlink(l->cache, path);
 		sbx_cache_note_removed(l->cache, path);
 	}
@@ -554,6 +560,8 @@ static int c_rename_held(struct sbx_lease *l, const char *from, const char *to, 
 		rc = fsc_end(l, l->prov->rename(inst, from, to, flags, err), "rename", from, err);
 	if (rc)
 		return rc;
+	if (!exchange && strcmp(from, to))
+		one_link_less(l, to); /* the file it replaced (pjdfstest rename/23.t) */
 	sbx_cache_file_rename(c, from, to, exchange);
 	sbx_cache_note_removed(c, from);
 	sbx_cache_note_removed(c, to);

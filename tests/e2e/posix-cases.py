@@ -252,7 +252,13 @@ def c_hardlink(d):
     os.chmod(d + "/b", 0o600)
     s += " mode-through-other=%o" % stat.S_IMODE(os.stat(d + "/a").st_mode)
     os.unlink(d + "/b")
-    return s + " after-unlink=%d" % os.stat(d + "/a").st_nlink
+    s += " after-unlink=%d" % os.stat(d + "/a").st_nlink
+    # a rename over one name of a linked file: the other has one link less
+    os.link(d + "/a", d + "/c")
+    os.stat(d + "/c")
+    write(d + "/x", "other")
+    os.rename(d + "/x", d + "/c")
+    return s + " after-rename-over=%d" % os.stat(d + "/a").st_nlink
 
 
 def c_rename_ino(d):
