@@ -441,17 +441,15 @@ static void *run_main(void *arg)
 	return NULL;
 }
 
-/* Creates runs/N/ with cmd and the empty stream files; 0 or -errno with err. */
+/*
+ * Creates runs/N/ with the empty stream files, then cmd: a caller that
+ * finds its text in cmd (sbx run) finds the streams there too. 0 or -errno
+ * with err.
+ */
 static int create_files(struct sbx_run *r, struct sbx_error *err)
 {
 	const char *what = "create";
 	int rc = sbx_mkdir_p(r->dir, 0700);
-	if (!rc) {
-		what = "write cmd in";
-		char *p = sbx_runs_path(r->lease, r->n, "cmd");
-		rc = sbx_write_file_atomic(p, r->text, strlen(r->text));
-		free(p);
-	}
 	for (int i = 0; !rc && i < 2; i++) {
 		char *p = sbx_runs_path(r->lease, r->n, i ? "stderr" : "stdout");
 		int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -463,6 +461,12 @@ static int create_files(struct sbx_run *r, struct sbx_error *err)
 			r->err_fd = fd;
 		else
 			r->out_fd = fd;
+	}
+	if (!rc) {
+		what = "write cmd in";
+		char *p = sbx_runs_path(r->lease, r->n, "cmd");
+		rc = sbx_write_file_atomic(p, r->text, strlen(r->text));
+		free(p);
 	}
 	if (rc)
 		sbx_error_set(err, -rc, SBX_E_INTERNAL, "cannot %s %s (run %lu not started): %s",

@@ -351,7 +351,7 @@ int sbx_runs_stat(struct sbx_lease *l, unsigned long n, const char *file, struct
 enum which { W_STDOUT, W_STDERR, W_RESULT, W_OTHER };
 
 struct sbx_run_reader {
-	int fd; /* -1 until the file exists (result of a run going) */
+	int fd; /* -1 until the file exists (a run going: result, or files not made yet) */
 	char *path;
 	struct sbx_run *run; /* while the run goes (a reference) */
 	enum which which;
@@ -392,9 +392,11 @@ static int reader_new(char *path, struct sbx_run *r, enum which w, bool fail_at_
 		}
 	}
 	rd->run = r;
+	/* A run going makes its files as it starts (result at its end): the
+	 * first read opens what is not there yet. */
 	if (!(r && w == W_RESULT)) {
 		rd->fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (rd->fd < 0) {
+		if (rd->fd < 0 && !(r && errno == ENOENT)) {
 			int e = errno;
 			sbx_run_reader_free(rd);
 			return -e;

@@ -335,7 +335,8 @@ static char *command_text(char **argv, const char *dir)
 static int cmd_run(char *lease_arg, char **argv)
 {
 	char *dir, *lease = find_lease(lease_arg, &dir), *text = command_text(argv, dir);
-	char *runs = path_in(lease, "%s", "runs/mine"), *p;
+	/* runs/, not runs/mine: that one is missing until the lease's first run. */
+	char *runs = path_in(lease, "%s", "runs"), *p;
 	struct stat st;
 	bool have_runs = stat(runs, &st) == 0;
 	struct pump out = {0}, err = {0};

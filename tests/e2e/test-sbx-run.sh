@@ -10,9 +10,9 @@ L=$MNT/box
 mkdir "$L"
 ok "the lease has runs/" test -d "$L/runs"
 
-story_sbx_run_basics "$L"
-
-# stderr streams while the command runs.
+# stderr streams while the command runs, the lease's first run too (sbx
+# looked for runs/mine, which is missing until then, and fell back to the
+# lease's stderr file, printed at the end).
 # The command ends only when told (a file the test makes in fs/), so a loaded
 # machine's slow start cannot end it before the first check.
 go=/tmp/go-$$
@@ -24,6 +24,8 @@ ok "... and the command was still running" kill -0 $pid
 touch "$L/fs$go"
 wait $pid
 eq "... then all of it" "$(cat "$WORK/live")" "$(printf 'e1\ne2')"
+
+story_sbx_run_basics "$L"
 
 # SIGINT: the run is stopped through runs/N/ctl, and its result says so.
 s=8$$

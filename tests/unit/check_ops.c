@@ -2,7 +2,8 @@
  * check_ops — the pieces that make sbxfs behave like other mounts (issue
  * 14): the /proc/net/tcp parser behind ports/, key and env files with their
  * mode check, log targets with timestamps, the sd_notify datagram, and the
- * AUTH class for refused credentials.
+ * AUTH class for refused credentials; a run's stream read while the run is
+ * still making its files (sbx run's stderr, lost under load).
  */
 #include <check.h>
 #include <errno.h>
@@ -23,8 +24,10 @@
 #include "base/log.h"
 #include "daytona/protocol.h"
 #include "e2b/protocol.h"
+#include "lease.h"
 #include "notify.h"
 #include "provider.h"
+#include "runs_int.h"
 
 static char tmpdir[] = "/tmp/check_ops.XXXXXX";
 
@@ -222,6 +225,52 @@ START_TEST(refused_key_is_auth)
 }
 END_TEST
 
+/*
+ * A run is in the lease's table (runs/mine names it) a moment before its
+ * files are on disk. A reader of its stderr opened in that moment waits for
+ * the bytes, as one opened later does: it failed with ENOENT, and sbx run
+ * printed nothing of the command's stderr (8 concurrent runs on a loaded
+ * machine, one in ~300).
+ */
+START_TEST(run_stream_before_its_files)
+{
+	struct sbx_lease l = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct sbx_run *r = calloc(1, sizeof(*r));
+	struct sbx_run_reader *rd = NULL;
+	char path[300], buf[64];
+	snprintf(path, sizeof(path), "%s/lease", tmpdir);
+	l.dir = path;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
+	r->refs = 1;
+	r->lease = &l;
+	r->out_fd = r->err_fd = -1;
+	unsigned long n = sbx_runs_add(&l, r);
+	ck_assert_uint_eq(n, 1);
+
+	ck_assert_int_eq(sbx_run_reader_open(&l, n, "stderr", false, &rd), 0);
+	ck_assert_int_eq(sbx_mkdir_p(r->dir, 0700), 0);
+	char *p = sbx_runs_path(&l, n, "stderr");
+	int fd = open(p, O_WRONLY | O_CREAT, 0600);
+	free(p);
+	ck_assert_int_eq(write(fd, "err1", 4), 4);
+	close(fd);
+	pthread_mutex_lock(&r->lock);
+	r->err_len = 4;
+	r->done = true;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	ck_assert_int_eq(sbx_run_reader_read(rd, buf, sizeof(buf), 0), 4);
+	ck_assert_int_eq(memcmp(buf, "err1", 4), 0);
+	ck_assert_int_eq(sbx_run_reader_read(rd, buf, sizeof(buf), 4), 0);
+	sbx_run_reader_free(rd);
+	/* a run that is not in the table has no files to wait for */
+	ck_assert_int_eq(sbx_run_reader_open(&l, n + 1, "stderr", false, &rd), -ENOENT);
+	sbx_run_put(r);
+	l.runtab_free(&l);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ops");
@@ -237,6 +286,7 @@ int main(void)
 	tcase_add_test(tc, log_file_has_timestamps);
 	tcase_add_test(tc, notify_datagram);
 	tcase_add_test(tc, refused_key_is_auth);
+	tcase_add_test(tc, run_stream_before_its_files);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);
