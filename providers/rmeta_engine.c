@@ -164,23 +164,29 @@ static bool native_new_path(const struct sbx_rme_batch *b, const char *path)
 	return true;
 }
 
+/* Appends a copy of op to lane of b, counted as the slots say (lock held). */
+static void batch_put(const struct sbx_rme_slots *s, struct sbx_rme_batch *b, bool native,
+		      const struct sbx_rmq_op *op)
+{
+	/* native ops of one path are one call: counted once */
+	bool counted = !native || native_new_path(b, op->path);
+	if (native && counted)
+		b->n_native_paths++;
+	if (!native && sbx_rmq_removal(op->kind))
+		b->n_removals++;
+	if (s->cost && counted)
+		b->bytes += s->cost(op, native);
+	sbx_rmq_add(native ? &b->native : &b->q, op);
+}
+
 void sbx_rme_add(struct sbx_rme *e, enum sbx_rme_lane lane, const struct sbx_rmq_op *ops, size_t n)
 {
 	const struct sbx_rme_slots *s = e->slots;
 	struct sbx_rme_batch *b = &e->pending;
-	bool native = lane == SBX_RME_NATIVE, full;
+	bool full;
 	sbx_lock(&e->lock, SBX_LOCK_RME);
-	for (size_t i = 0; i < n; i++) {
-		/* native ops of one path are one call: counted once */
-		bool counted = !native || native_new_path(b, ops[i].path);
-		if (native && counted)
-			b->n_native_paths++;
-		if (!native && sbx_rmq_removal(ops[i].kind))
-			b->n_removals++;
-		if (s->cost && counted)
-			b->bytes += s->cost(&ops[i], native);
-		sbx_rmq_add(native ? &b->native : &b->q, &ops[i]);
-	}
+	for (size_t i = 0; i < n; i++)
+		batch_put(s, b, lane == SBX_RME_NATIVE, &ops[i]);
 	e->last_op_ms = sbx_now_ms();
 	if (s->delay_ms > 0 && !e->timer_on && !e->stopping)
 		e->timer_on = !pthread_create(&e->timer, NULL, timer_main, e);
@@ -189,6 +195,51 @@ void sbx_rme_add(struct sbx_rme *e, enum sbx_rme_lane lane, const struct sbx_rmq
 	sbx_unlock(&e->lock, SBX_LOCK_RME);
 	if (full)
 		sbx_rme_flush(e, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);
+}
+
+/* Counts b's ops again, after some were taken out (lock held). */
+static void batch_recount(const struct sbx_rme_slots *s, struct sbx_rme_batch *b)
+{
+	struct sbx_rme_batch old = *b;
+	batch_init(b);
+	for (size_t i = 0; i < old.q.n; i++)
+		batch_put(s, b, false, &old.q.ops[i]);
+	for (size_t i = 0; i < old.native.n; i++)
+		batch_put(s, b, true, &old.native.ops[i]);
+	batch_clear(&old);
+}
+
+bool sbx_rme_rename_take(struct sbx_rme *e, const char *from, const char *to,
+			 struct sbx_rme_batch *held)
+{
+	bool ok;
+	batch_init(held);
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	ok = !batch_needs(&e->inflight, from, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH) &&
+	     !batch_needs(&e->inflight, to, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH) &&
+	     !batch_needs(&e->pending, to, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH) &&
+	     sbx_rmq_only_attrs(&e->pending.q, from) &&
+	     sbx_rmq_only_attrs(&e->pending.native, from);
+	if (ok) {
+		sbx_rmq_take_path(&held->q, &e->pending.q, from);
+		sbx_rmq_take_path(&held->native, &e->pending.native, from);
+		ok = batch_n(held) > 0;
+		if (ok)
+			batch_recount(e->slots, &e->pending);
+	}
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+	return ok;
+}
+
+void sbx_rme_rename_done(struct sbx_rme *e, struct sbx_rme_batch *held, const char *path)
+{
+	sbx_rmq_repath(&held->q, path);
+	sbx_rmq_repath(&held->native, path);
+	if (held->q.n)
+		sbx_rme_add(e, SBX_RME_SCRIPT, held->q.ops, held->q.n);
+	if (held->native.n)
+		sbx_rme_add(e, SBX_RME_NATIVE, held->native.ops, held->native.n);
+	batch_clear(held);
 }
 
 enum sbx_rmq_fate sbx_rme_fate(struct sbx_rme *e, const char *path)

@@ -125,6 +125,24 @@ void sbx_rme_stop(struct sbx_rme *e);
 /* Drops what waits, unapplied (the sandbox is gone or paused for good); returns how many. */
 size_t sbx_rme_drop(struct sbx_rme *e);
 
+/*
+ * A rename that need not apply what waits on from first (rsync sets the
+ * mode, owner and times of its temporary file, then renames it; each
+ * rename applied them, one command per file). When every op waiting on
+ * from or below it is a chmod, chown or utimens of from itself
+ * (sbx_rmq_only_attrs), none waits on to or below it and none of either
+ * is in flight, takes them out into held (the caller's) and returns true;
+ * the caller then moves the file and calls sbx_rme_rename_done with to
+ * (or from, when the move failed), which queues them again on that name.
+ * False (held empty): the caller applies them first (sbx_rme_flush).
+ * Meanwhile they are in no batch: a flush of everything (a sync or a
+ * run) during the rename does not wait for them, as it does not wait for
+ * the rename itself; nor does a stat of either name show them (the
+ * mount's own cache shows the file's attributes).
+ */
+bool sbx_rme_rename_take(struct sbx_rme *e, const char *from, const char *to,
+			 struct sbx_rme_batch *held);
+void sbx_rme_rename_done(struct sbx_rme *e, struct sbx_rme_batch *held, const char *path);
 /* sbx_rmq_fate over the waiting ops, then, if UNTOUCHED, the ones in flight. */
 enum sbx_rmq_fate sbx_rme_fate(struct sbx_rme *e, const char *path);
 /* Shows the attribute ops of path in flight, then those waiting, on st (sbx_rmq_overlay). */

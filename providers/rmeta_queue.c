@@ -90,6 +90,48 @@ bool sbx_rmq_touches(const struct sbx_rmq_queue *q, const char *path, bool subtr
 	return false;
 }
 
+static bool attr_kind(enum sbx_rmq_kind k)
+{
+	return k == SBX_RMQ_CHMOD || k == SBX_RMQ_CHOWN || k == SBX_RMQ_UTIMENS;
+}
+
+bool sbx_rmq_only_attrs(const struct sbx_rmq_queue *q, const char *path)
+{
+	for (size_t i = 0; i < q->n; i++) {
+		const struct sbx_rmq_op *op = &q->ops[i];
+		if (op->kind == SBX_RMQ_LINK && sbx_rmq_under(op->arg, path, true))
+			return false;
+		if (sbx_rmq_under(op->path, path, true) &&
+		    !(attr_kind(op->kind) && !strcmp(op->path, path)))
+			return false;
+	}
+	return true;
+}
+
+size_t sbx_rmq_take_path(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *q, const char *path)
+{
+	size_t o = 0, n = 0;
+	for (size_t i = 0; i < q->n; i++) {
+		if (!strcmp(q->ops[i].path, path)) {
+			reserve(dst, 1);
+			dst->ops[dst->n++] = q->ops[i];
+			n++;
+			continue;
+		}
+		q->ops[o++] = q->ops[i];
+	}
+	q->n = o;
+	return n;
+}
+
+void sbx_rmq_repath(struct sbx_rmq_queue *q, const char *path)
+{
+	for (size_t i = 0; i < q->n; i++) {
+		free(q->ops[i].path);
+		q->ops[i].path = sbx_xstrdup(path);
+	}
+}
+
 bool sbx_rmq_creates_kind(enum sbx_rmq_kind k)
 {
 	return k == SBX_RMQ_SYMLINK || k == SBX_RMQ_LINK || k == SBX_RMQ_MKNOD;
@@ -290,11 +332,6 @@ static bool same_group(const struct sbx_rmq_op *a, const struct sbx_rmq_op *b)
 	if (a->kind == SBX_RMQ_UTIMENS)
 		return same_time(&a->ts[0], &b->ts[0]) && same_time(&a->ts[1], &b->ts[1]);
 	return sbx_rmq_removal(a->kind); /* rm -f, rmdir: one command for many names */
-}
-
-static bool attr_kind(enum sbx_rmq_kind k)
-{
-	return k == SBX_RMQ_CHMOD || k == SBX_RMQ_CHOWN || k == SBX_RMQ_UTIMENS;
 }
 
 /*

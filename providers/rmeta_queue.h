@@ -95,6 +95,17 @@ bool sbx_rmq_under(const char *a, const char *path, bool deep);
  * also any op below path (for rename and remove of a directory).
  */
 bool sbx_rmq_touches(const struct sbx_rmq_queue *q, const char *path, bool subtree);
+/*
+ * Whether every op of q that touches path or below it (as sbx_rmq_touches
+ * with subtree) is a chmod, chown or utimens of path itself: a rename of
+ * path need not apply them first, they can follow it (sbx_rmq_take_path,
+ * then sbx_rmq_repath). True when no op touches path.
+ */
+bool sbx_rmq_only_attrs(const struct sbx_rmq_queue *q, const char *path);
+/* Moves the ops of q whose path is path to the end of dst, in order; returns how many. */
+size_t sbx_rmq_take_path(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *q, const char *path);
+/* Sets the path of every op of q to path. */
+void sbx_rmq_repath(struct sbx_rmq_queue *q, const char *path);
 /* Whether ops of this kind make the entry at their path (symlink, link, mknod). */
 bool sbx_rmq_creates_kind(enum sbx_rmq_kind k);
 /*

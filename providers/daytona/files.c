@@ -787,12 +787,16 @@ int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsig
 	      struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
+	struct sbx_rme_batch held;
 	int rc;
 	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return sbx_error_set(err, EINVAL, 0, "rename %s: unknown flags", from);
-	/* What is queued on either name or below, as e2b_rename: rsync's renames no longer wait for
-	 * the rest. */
-	sbx_rme_flush(&di->meta, from, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+	/* What is queued on either name or below, as e2b_rename: rsync's renames wait for none of
+	 * the rest, and the chmod, chown and times of its temporary file follow it to its name. */
+	bool held_ops = !(flags & RENAME_EXCHANGE) && strcmp(from, to) &&
+			sbx_rme_rename_take(&di->meta, from, to, &held);
+	if (!held_ops)
+		sbx_rme_flush(&di->meta, from, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
 	sbx_rme_flush(&di->meta, to, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
 	if (flags & RENAME_EXCHANGE) {
 		dt_links_forget(di, from);
@@ -811,6 +815,8 @@ int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsig
 		rc = rename_over(di, from, to, err);
 	}
 	sbx_rmeta_gate_leave(&di->placing, from, to);
+	if (held_ops)
+		sbx_rme_rename_done(&di->meta, &held, rc ? from : to);
 	if (!rc) {
 		dt_links_rename(di, from, to);
 		sbx_rmeta_fail_forget(&di->fails, from);

@@ -757,20 +757,12 @@ static int exchange(struct e2b_inst *in, const char *a, const char *b, struct sb
 	return rc;
 }
 
-int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
-	       struct sbx_error *err)
+/* A rename but RENAME_EXCHANGE, with what was queued on either name applied or held. */
+static int rename_move(struct e2b_inst *in, const char *from, const char *to, unsigned flags,
+		       struct sbx_error *err)
 {
-	struct e2b_inst *in = e2b_of(inst);
 	struct sbx_stat st;
 	int rc;
-	if ((flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
-	    (flags == (RENAME_NOREPLACE | RENAME_EXCHANGE)))
-		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "rename: flags %#x unsupported",
-				     flags);
-	sbx_rme_flush(&in->meta, from, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
-	sbx_rme_flush(&in->meta, to, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
-	if (flags & RENAME_EXCHANGE)
-		return exchange(in, from, to, err);
 	if (flags & RENAME_NOREPLACE) {
 		struct sbx_error ignore = SBX_ERROR_INIT;
 		rc = stat_raw(in, to, &st, NULL, &ignore);
@@ -792,9 +784,33 @@ int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsi
 		struct sbx_error ignore = SBX_ERROR_INIT;
 		int n = 0;
 		if (stat_raw(in, to, &st, NULL, &ignore) == 0 && S_ISDIR(st.mode) &&
-		    e2b_list(inst, to, count_entry, &n, &ignore) == 0 && n)
+		    e2b_list(&in->base, to, count_entry, &n, &ignore) == 0 && n)
 			rc = sbx_error_set(err, ENOTEMPTY, SBX_E_INTERNAL,
 					   "rename %s: %s is a non-empty directory", from, to);
 	}
+	return rc;
+}
+
+int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
+	       struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	struct sbx_rme_batch held;
+	int rc;
+	if ((flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) ||
+	    (flags == (RENAME_NOREPLACE | RENAME_EXCHANGE)))
+		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "rename: flags %#x unsupported",
+				     flags);
+	/* rsync's chmod, chown and times of its temporary file follow it to its name */
+	bool held_ops =
+	    !(flags & RENAME_EXCHANGE) && sbx_rme_rename_take(&in->meta, from, to, &held);
+	if (!held_ops)
+		sbx_rme_flush(&in->meta, from, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+	sbx_rme_flush(&in->meta, to, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+	if (flags & RENAME_EXCHANGE)
+		return exchange(in, from, to, err);
+	rc = rename_move(in, from, to, flags, err);
+	if (held_ops)
+		sbx_rme_rename_done(&in->meta, &held, rc ? from : to);
 	return rc;
 }

@@ -5,7 +5,8 @@
  * waits only for ops of its path, an op added during a flush waits for
  * the next one, the batch in flight still shows in the answers, the
  * timer applies the queue after its delay, stop applies what waits, a
- * full queue is applied at once, and a lane not asked for forces nothing.
+ * full queue is applied at once, a lane not asked for forces nothing, and
+ * a rename takes the attributes of its file along.
  */
 #include <check.h>
 #include <pthread.h>
@@ -386,6 +387,66 @@ START_TEST(test_lanes)
 }
 END_TEST
 
+/*
+ * rsync's temporary: its chmod (script lane) and chown (native lane) are
+ * taken out for the rename and queued again on the new name, so the
+ * rename applies nothing; what else waits stays in its place. Not taken:
+ * an op below a directory renamed, one on the new name, a symlink made at
+ * the old name, or anything while a batch in flight holds either name.
+ */
+START_TEST(test_rename_take)
+{
+	struct sbx_rme e;
+	struct sbx_rme_batch held;
+	struct sbx_rmq_op own = {.kind = SBX_RMQ_CHOWN, .path = "/d/.f.X", .uid = 0, .gid = 0};
+	struct flusher f;
+	char buf[256];
+	sbx_rme_init(&e, &slots, NULL);
+	ck_assert(!sbx_rme_rename_take(&e, "/d/.f.X", "/d/f", &held)); /* nothing to take */
+	add_chmod(&e, "/other", 0600);
+	add_chmod(&e, "/d/.f.X", 0600);
+	sbx_rme_add(&e, SBX_RME_NATIVE, &own, 1);
+	ck_assert(sbx_rme_rename_take(&e, "/d/.f.X", "/d/f", &held));
+	ck_assert(!sbx_rme_touches(&e, "/d/.f.X", true, SBX_RME_BOTH));
+	sbx_rme_rename_done(&e, &held, "/d/f");
+	ck_assert(sbx_rme_touches(&e, "/d/f", false, SBX_RME_SCRIPT));
+	ck_assert(sbx_rme_touches(&e, "/d/f", false, SBX_RME_NATIVE));
+	ck_assert_int_eq(batches(), 0);
+	sbx_rme_flush(&e, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);
+	ck_assert_str_eq(last(buf, sizeof(buf)), "/other /d/f|/d/f");
+
+	/* a failed move: sbx_rme_rename_done puts them back on the old name */
+	add_chmod(&e, "/a", 0600);
+	ck_assert(sbx_rme_rename_take(&e, "/a", "/b", &held));
+	sbx_rme_rename_done(&e, &held, "/a");
+	sbx_rme_flush(&e, "/a", SBX_RMQ_NEED_NEAR, SBX_RME_BOTH);
+	ck_assert_str_eq(last(buf, sizeof(buf)), "/a|");
+
+	add_chmod(&e, "/dir", 0700);
+	add_chmod(&e, "/dir/x", 0600);
+	ck_assert(!sbx_rme_rename_take(&e, "/dir", "/dir2", &held)); /* below it */
+	add_chmod(&e, "/c", 0600);
+	add_chmod(&e, "/e", 0600);
+	ck_assert(!sbx_rme_rename_take(&e, "/c", "/e", &held)); /* on the new name */
+	add_symlink(&e, "t", "/s");
+	add_chmod(&e, "/s", 0600);
+	ck_assert(!sbx_rme_rename_take(&e, "/s", "/s2", &held)); /* not attributes only */
+	sbx_rme_flush(&e, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);
+
+	hold(true);
+	add_chmod(&e, "/g", 0600);
+	flusher_start(&f, &e, NULL, SBX_RMQ_NEED_ALL);
+	wait_in_apply();
+	add_chmod(&e, "/g", 0644);
+	ck_assert(!sbx_rme_rename_take(&e, "/g", "/h", &held)); /* /g in flight */
+	hold(false);
+	pthread_join(f.t, NULL);
+	ck_assert(sbx_rme_rename_take(&e, "/g", "/h", &held));
+	sbx_rme_rename_done(&e, &held, "/h");
+	sbx_rme_destroy(&e);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rmeta_engine");
@@ -401,6 +462,7 @@ int main(void)
 	tcase_add_test(tc, test_stop_applies);
 	tcase_add_test(tc, test_full);
 	tcase_add_test(tc, test_lanes);
+	tcase_add_test(tc, test_rename_take);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
