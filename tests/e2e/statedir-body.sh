@@ -163,8 +163,8 @@ eq "... and it runs commands" "$(lease_run 'cat /tmp/kept')" kept
 # ---- state, info, status, error and the root listing never wait on a provider ----
 # A queued chmod makes the pause sync first; the fake holds that request open.
 case $PROVIDER in
-e2b) SYNC_FAULT='{"kind":"slow","delayMs":8000,"key":"POST /process.Process/Start"}' ;;
-daytona) SYNC_FAULT='{"kind":"slow","delayMs":8000,"key":"POST /toolbox/:id/files/permissions"},{"kind":"slow","delayMs":8000,"key":"POST /toolbox/:id/process/execute"}' ;;
+e2b) SYNC_FAULT='{"kind":"slow","delayMs":5000,"key":"POST /process.Process/Start"}' ;;
+daytona) SYNC_FAULT='{"kind":"slow","delayMs":5000,"key":"POST /toolbox/:id/files/permissions"},{"kind":"slow","delayMs":5000,"key":"POST /toolbox/:id/process/execute"}' ;;
 esac
 lease_run 'echo f > /tmp/f' >/dev/null
 # The fault before the chmod: e2b's queue also goes out a second after its
@@ -175,7 +175,7 @@ fault_only "$SYNC_FAULT"
 chmod 600 "$L/fs/tmp/f"
 (echo pause >"$L/state") 2>/dev/null &
 PAUSE_PID=$!
-# Each read is timed many times while the request is held (8 s). A read that
+# Each read is timed many times while the request is held (5 s). A read that
 # waited on the provider would take seconds; the median shows the fast path,
 # and the worst, allowed 1 s, a loaded machine (2 cores, the ASan pass) only.
 python3 - "$MNT" "$L" >"$WORK/latency" <<'PY'
@@ -184,7 +184,7 @@ mnt, l = sys.argv[1:]
 reads = {"state": f"{l}/state", "info": f"{l}/info", "status": f"{mnt}/status",
          "error": f"{mnt}/error", "lease error": f"{l}/error"}
 took = {k: [] for k in list(reads) + ["root listing"]}
-end = time.monotonic() + 6
+end = time.monotonic() + 3.5
 while time.monotonic() < end:
     for k, p in reads.items():
         t = time.monotonic()

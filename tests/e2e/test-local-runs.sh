@@ -10,7 +10,7 @@ mount_sbxfs
 L=$MNT/box
 ok "mkdir creates a lease" mkdir "$L"
 
-story_runs_all "${RUNS_ROUNDS:-25}" # 100 by hand: RUNS_ROUNDS=100 (8 min)
+story_runs_all "${RUNS_ROUNDS:-15}" # 100 by hand: RUNS_ROUNDS=100 (8 min)
 
 # 300 MB through a run: every byte on disk, the daemon's memory bounded.
 before=$(rss_kb)
