@@ -299,9 +299,97 @@ static void fold_perms(const struct sbx_rmq_queue *p, size_t i, long *mode, long
 	*mode = m == base ? -1 : m;
 }
 
+/* What fold_perms asks of one path. */
+struct perm {
+	const char *path;
+	long mode, uid, gid;
+};
+
+/* Adds `sudo -n CMD SPEC -- P...` for the perms from i on with spec(i) equal, marking them done. */
+static void add_perm_cmd(struct sbx_buf *s, const char *cmd, struct perm *v, size_t n, size_t i,
+			 bool *done, void (*spec)(const struct perm *, char *, size_t))
+{
+	char a[64], b[64];
+	spec(&v[i], a, sizeof(a));
+	sbx_buf_addf(s, "sudo -n %s %s --", cmd, a);
+	for (size_t k = i; k < n; k++) {
+		spec(&v[k], b, sizeof(b));
+		if (done[k] || strcmp(a, b))
+			continue;
+		done[k] = true;
+		arg(s, v[k].path);
+	}
+	sbx_buf_adds(s, " || exit 1\n");
+}
+
+static void owner_spec(const struct perm *p, char *out, size_t size)
+{
+	if (p->uid < 0 && p->gid < 0)
+		snprintf(out, size, "-");
+	else if (p->gid < 0)
+		snprintf(out, size, "%ld", p->uid);
+	else if (p->uid < 0)
+		snprintf(out, size, ":%ld", p->gid);
+	else
+		snprintf(out, size, "%ld:%ld", p->uid, p->gid);
+}
+
+static void mode_spec(const struct perm *p, char *out, size_t size)
+{
+	if (p->mode < 0)
+		snprintf(out, size, "-");
+	else
+		snprintf(out, size, "%lo", (unsigned long)p->mode);
+}
+
 /*
- * The engine's apply slot: the commands, then the permissions calls.
- * Failures go to their paths (rmeta.h).
+ * The permissions calls of a batch as one command where the sandbox's
+ * user may `sudo -n` (Daytona's images lend it): a `chown` per owner and
+ * a `chmod` per mode for all the paths (the owner first: a chown clears
+ * the setuid bits), not a /files/permissions call per path (tar x and
+ * rsync -a as root ask for a chown to root of every file). Both follow
+ * symbolic links, as the endpoint does. Nothing is lost when it fails:
+ * the caller then sends the calls one per path as before, each with its
+ * own error (they are absolute: applying one twice is harmless); and a
+ * sandbox without sudo is remembered and not asked again.
+ */
+static bool perms_by_sudo(struct dt_instance *di, struct perm *v, size_t n)
+{
+	struct sbx_buf s = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	struct sbx_error e = SBX_ERROR_INIT;
+	bool *done = sbx_xcalloc(n, sizeof(*done)), ok;
+	int code = -1, rc;
+	char spec[64];
+	sbx_buf_adds(&s, "sudo -n true 2>/dev/null || exit 97\n");
+	for (size_t i = 0; i < n; i++) {
+		owner_spec(&v[i], spec, sizeof(spec));
+		if (!done[i] && strcmp(spec, "-"))
+			add_perm_cmd(&s, "chown", v, n, i, done, owner_spec);
+	}
+	memset(done, 0, n * sizeof(*done));
+	for (size_t i = 0; i < n; i++) {
+		mode_spec(&v[i], spec, sizeof(spec));
+		if (!done[i] && strcmp(spec, "-"))
+			add_perm_cmd(&s, "chmod", v, n, i, done, mode_spec);
+	}
+	rc = dt_exec(di, s.buf, dt_short_ms(), &out, &code, &e);
+	ok = !rc && code == 0;
+	if (!rc && code == 97) {
+		di->perms_no_sudo = true;
+		sbx_log(SBX_LOG_INFO,
+			"daytona: %s: no sudo -n for the user: chmod and chown go "
+			"through /files/permissions, a call per path",
+			di->base.id);
+	}
+	free(done);
+	sbx_buf_release(&s);
+	sbx_buf_release(&out);
+	return ok;
+}
+
+/*
+ * The engine's apply slot: the commands, then the permissions calls (one
+ * command for many, perms_by_sudo). Failures go to their paths (rmeta.h).
  */
 static void apply(void *ctx, const struct sbx_rme_batch *b)
 {
@@ -312,21 +400,29 @@ static void apply(void *ctx, const struct sbx_rme_batch *b)
 			dt_links_forget(di, b->q.ops[i].path);
 	/* After the commands: they may create the paths, and they run as a
 	 * user who could not touch what a chown gives away. */
+	struct perm *v = sbx_xcalloc(b->native.n + 1, sizeof(*v));
+	size_t n = 0;
 	for (size_t i = 0; i < b->native.n; i++) {
-		const char *path = b->native.ops[i].path;
-		long mode, uid, gid;
-		char u[24], g[24];
+		struct perm *p = &v[n];
 		if (!first_of_path(&b->native, i))
 			continue;
-		fold_perms(&b->native, i, &mode, &uid, &gid);
-		if (mode < 0 && uid < 0 && gid < 0)
-			continue;
-		snprintf(u, sizeof(u), "%ld", uid);
-		snprintf(g, sizeof(g), "%ld", gid);
-		if (dt_perms(di, path, mode, uid >= 0 ? u : NULL, gid >= 0 ? g : NULL, &e))
-			sbx_rmeta_fail(&di->fails, &di->base, mode >= 0 ? "chmod" : "chown", path,
-				       &e, true);
+		fold_perms(&b->native, i, &p->mode, &p->uid, &p->gid);
+		p->path = b->native.ops[i].path;
+		if (p->mode >= 0 || p->uid >= 0 || p->gid >= 0)
+			n++;
 	}
+	if (n < 2 || di->perms_no_sudo || !perms_by_sudo(di, v, n))
+		for (size_t i = 0; i < n; i++) {
+			char u[24], g[24];
+			snprintf(u, sizeof(u), "%ld", v[i].uid);
+			snprintf(g, sizeof(g), "%ld", v[i].gid);
+			if (dt_perms(di, v[i].path, v[i].mode, v[i].uid >= 0 ? u : NULL,
+				     v[i].gid >= 0 ? g : NULL, &e))
+				sbx_rmeta_fail(&di->fails, &di->base,
+					       v[i].mode >= 0 ? "chmod" : "chown", v[i].path, &e,
+					       true);
+		}
+	free(v);
 }
 
 /*

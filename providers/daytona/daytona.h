@@ -107,6 +107,8 @@ struct dt_instance {
 	struct dt_link links[DT_LINKS_MAX]; /* symlinks this instance made (batch.c) */
 	size_t n_links;
 	long user_uid, user_gid; /* who runs commands (-1: not known yet) */
+	bool perms_no_sudo;	 /* `sudo -n` refused to the batch's chown/chmod (batch.c; under the
+				    engine's flush_lock, not lock) */
 
 	/* the queued metadata ops: the engine (own locks) with dt_meta_slots (batch.c) */
 	struct sbx_rme meta;

@@ -24,7 +24,22 @@ story_queued_inflight
 # Refused by the sandbox: commands run as its user, who may not make devices
 # once it may not sudo either (the fake, like Daytona's images, lets it: it
 # gives that up here).
+# chown of many files (tar x, rsync -a as root): one `sudo -n chown` for
+# all, not a /files/permissions call each; without sudo, a call each.
+chown_three() { # NAME: makes NAME1..3 as the user, chowns them to root; owners in the sandbox
+	local i
+	for i in 1 2 3; do echo x >"$F/$1$i"; done
+	lease_run true >/dev/null
+	fake_reset_counters
+	chown 0:0 "$F/${1}1" "$F/${1}2" "$F/${1}3"
+	lease_run "stat -c %u $FHOME/${1}1 $FHOME/${1}2 $FHOME/${1}3" | tr '\n' ' '
+}
+eq "chown of three files to root, with sudo: owners in the sandbox" "$(chown_three own)" "0 0 0 "
+eq "... and no permissions call" "$(counter 'POST /toolbox/:id/files/permissions')" 0
 lease_run 'sudo -n rm -f /etc/sudoers.d/91-daytona' >/dev/null
+eq "chown of three files to root, without sudo: owners in the sandbox" "$(chown_three nos)" "0 0 0 "
+eq "... through a permissions call each" "$(counter 'POST /toolbox/:id/files/permissions')" 3
+ok "... and the log says why" grep -q "no sudo -n for the user" "$WORK/sbxfs.log"
 echo data >"$F/other"
 # A device node is made by the mknod call itself, so mknod reports the
 # refusal, with the errno the command's message names (mknod: Operation
