@@ -242,6 +242,30 @@ void sbx_rme_rename_done(struct sbx_rme *e, struct sbx_rme_batch *held, const ch
 	batch_clear(held);
 }
 
+bool sbx_rme_follow_link(struct sbx_rme *e, const char *path)
+{
+	const char *to = NULL;
+	struct sbx_rmq_queue moved;
+	bool ok;
+	sbx_rmq_init(&moved);
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	for (size_t i = 0; i < e->pending.q.n; i++) {
+		const struct sbx_rmq_op *op = &e->pending.q.ops[i];
+		if (op->kind == SBX_RMQ_LINK && op->arg && !strcmp(op->arg, path))
+			to = op->path;
+	}
+	ok = to && !batch_needs(&e->inflight, path, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH) &&
+	     sbx_rmq_only_attrs(&e->pending.native, path);
+	if (ok && sbx_rmq_take_path(&moved, &e->pending.native, path)) {
+		sbx_rmq_repath(&moved, to);
+		sbx_rmq_take(&e->pending.native, &moved);
+		batch_recount(e->slots, &e->pending);
+	}
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+	sbx_rmq_clear(&moved);
+	return ok;
+}
+
 enum sbx_rmq_fate sbx_rme_fate(struct sbx_rme *e, const char *path)
 {
 	enum sbx_rmq_fate f;

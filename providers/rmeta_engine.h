@@ -143,6 +143,16 @@ size_t sbx_rme_drop(struct sbx_rme *e);
 bool sbx_rme_rename_take(struct sbx_rme *e, const char *from, const char *to,
 			 struct sbx_rme_batch *held);
 void sbx_rme_rename_done(struct sbx_rme *e, struct sbx_rme_batch *held, const char *path);
+/*
+ * An unlink of path while a link op waits that gives path's file another
+ * name (git's object: made 0444 under a temporary name, linked to its
+ * name, the temporary unlinked): the native lane's waiting chmod and
+ * chown of path move to that name, where they reach the same file (the
+ * native lane applies after the script's link), so the unlink need not
+ * apply them first. True then; false (no such link, or path in flight):
+ * the caller applies what waits on path first (sbx_rme_flush).
+ */
+bool sbx_rme_follow_link(struct sbx_rme *e, const char *path);
 /* sbx_rmq_fate over the waiting ops, then, if UNTOUCHED, the ones in flight. */
 enum sbx_rmq_fate sbx_rme_fate(struct sbx_rme *e, const char *path);
 /* Shows the attribute ops of path in flight, then those waiting, on st (sbx_rmq_overlay). */

@@ -736,9 +736,11 @@ static int queue_removal(struct dt_instance *di, enum sbx_rmq_kind kind, const c
 	/*
 	 * The permissions calls go after the commands: a chmod or chown of
 	 * the path waiting there (a new file's mode, vim's swap files) goes
-	 * in first, as before (of a hard link, it is the other names' too).
+	 * in first, as before (of a hard link, it is the other names' too),
+	 * unless a link waiting gives the file another name: they follow it.
 	 */
-	sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_TOUCH, SBX_RME_NATIVE);
+	if (kind != SBX_RMQ_UNLINK || !sbx_rme_follow_link(&di->meta, path))
+		sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_TOUCH, SBX_RME_NATIVE);
 	dt_links_forget(di, path);
 	sbx_rmeta_fail_forget(&di->fails, path); /* an old failure concerns no file now */
 	return enqueue(di, &op, err);

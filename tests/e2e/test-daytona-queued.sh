@@ -34,6 +34,27 @@ chown_three() { # NAME: makes NAME1..3 as the user, chowns them to root; owners 
 	chown 0:0 "$F/${1}1" "$F/${1}2" "$F/${1}3"
 	lease_run "stat -c %u $FHOME/${1}1 $FHOME/${1}2 $FHOME/${1}3" | tr '\n' ' '
 }
+# git's objects: made 0444 under a temporary name, linked to their name,
+# the temporary unlinked. The unlink applied the chmod waiting on the
+# temporary first (a command and a permissions call per object): it
+# follows the link to the new name instead (sbx_rme_follow_link).
+mkdir "$F/objs"
+lease_run true >/dev/null
+fake_reset_counters
+python3 - "$F/objs" <<'PY'
+import os, sys
+d = sys.argv[1]
+for i in range(5):
+    fd = os.open(f"{d}/tmp_obj_{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    os.write(fd, b"object %d" % i)
+    os.close(fd)
+    os.link(f"{d}/tmp_obj_{i}", f"{d}/obj{i}")
+    os.unlink(f"{d}/tmp_obj_{i}")
+PY
+eq "five objects written as git does: no command" "$(counter 'POST /toolbox/:id/process/execute')" 0
+eq "... and no permissions call" "$(counter 'POST /toolbox/:id/files/permissions')" 0
+eq "... in the sandbox: modes 444, the temporaries gone" \
+	"$(lease_run "cd $FHOME/objs && stat -c '%n %a' * | tr '\n' ' '")" "obj0 444 obj1 444 obj2 444 obj3 444 obj4 444 "
 eq "chown of three files to root, with sudo: owners in the sandbox" "$(chown_three own)" "0 0 0 "
 eq "... and no permissions call" "$(counter 'POST /toolbox/:id/files/permissions')" 0
 lease_run 'sudo -n rm -f /etc/sudoers.d/91-daytona' >/dev/null

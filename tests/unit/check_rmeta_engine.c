@@ -447,6 +447,27 @@ START_TEST(test_rename_take)
 }
 END_TEST
 
+/* git's object: the native chmod of the temporary follows the link to the object's name. */
+START_TEST(test_follow_link)
+{
+	struct sbx_rme e;
+	struct sbx_rmq_op ch = {.kind = SBX_RMQ_CHMOD, .path = "/o/tmp", .mode = 0444};
+	struct sbx_rmq_op ln = {.kind = SBX_RMQ_LINK, .path = "/o/obj", .arg = "/o/tmp"};
+	char buf[256];
+	sbx_rme_init(&e, &slots, NULL);
+	sbx_rme_add(&e, SBX_RME_NATIVE, &ch, 1);
+	ck_assert(!sbx_rme_follow_link(&e, "/o/tmp")); /* no link: apply first */
+	sbx_rme_add(&e, SBX_RME_SCRIPT, &ln, 1);
+	ck_assert(sbx_rme_follow_link(&e, "/o/tmp"));
+	ck_assert(!sbx_rme_touches(&e, "/o/tmp", false, SBX_RME_NATIVE));
+	ck_assert(sbx_rme_touches(&e, "/o/obj", false, SBX_RME_NATIVE));
+	sbx_rme_flush(&e, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);
+	ck_assert_int_eq(batches(), 1);
+	ck_assert_str_eq(last(buf, sizeof(buf)), "/o/obj|/o/obj");
+	sbx_rme_destroy(&e);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rmeta_engine");
@@ -463,6 +484,7 @@ int main(void)
 	tcase_add_test(tc, test_full);
 	tcase_add_test(tc, test_lanes);
 	tcase_add_test(tc, test_rename_take);
+	tcase_add_test(tc, test_follow_link);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
