@@ -254,7 +254,9 @@ bool sbx_rme_follow_link(struct sbx_rme *e, const char *path)
 		if (op->kind == SBX_RMQ_LINK && op->arg && !strcmp(op->arg, path))
 			to = op->path;
 	}
-	ok = to && !batch_needs(&e->inflight, path, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH) &&
+	/* the new name must outlive the batch (no removal of it waits after the link) */
+	ok = to && sbx_rmq_fate(&e->pending.q, to) == SBX_RMQ_MADE &&
+	     !batch_needs(&e->inflight, path, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH) &&
 	     sbx_rmq_only_attrs(&e->pending.native, path);
 	if (ok && sbx_rmq_take_path(&moved, &e->pending.native, path)) {
 		sbx_rmq_repath(&moved, to);

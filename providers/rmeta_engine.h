@@ -149,8 +149,9 @@ void sbx_rme_rename_done(struct sbx_rme *e, struct sbx_rme_batch *held, const ch
  * name, the temporary unlinked): the native lane's waiting chmod and
  * chown of path move to that name, where they reach the same file (the
  * native lane applies after the script's link), so the unlink need not
- * apply them first. True then; false (no such link, or path in flight):
- * the caller applies what waits on path first (sbx_rme_flush).
+ * apply them first. True then; false (no such link, a removal of its
+ * name waiting after it, or path in flight): the caller applies what
+ * waits on path first (sbx_rme_flush).
  */
 bool sbx_rme_follow_link(struct sbx_rme *e, const char *path);
 /* sbx_rmq_fate over the waiting ops, then, if UNTOUCHED, the ones in flight. */

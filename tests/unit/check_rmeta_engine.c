@@ -464,6 +464,12 @@ START_TEST(test_follow_link)
 	sbx_rme_flush(&e, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);
 	ck_assert_int_eq(batches(), 1);
 	ck_assert_str_eq(last(buf, sizeof(buf)), "/o/obj|/o/obj");
+	/* not to a name removed again before the batch: the chmod would meet nothing */
+	struct sbx_rmq_op rm = {.kind = SBX_RMQ_UNLINK, .path = "/o/obj"};
+	sbx_rme_add(&e, SBX_RME_NATIVE, &ch, 1);
+	sbx_rme_add(&e, SBX_RME_SCRIPT, &ln, 1);
+	sbx_rme_add(&e, SBX_RME_SCRIPT, &rm, 1);
+	ck_assert(!sbx_rme_follow_link(&e, "/o/tmp"));
 	sbx_rme_destroy(&e);
 }
 END_TEST
