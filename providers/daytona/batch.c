@@ -32,6 +32,7 @@
 
 #include "base/df.h"
 #include "base/log.h"
+#include "base/pathutil.h"
 #include "base/xalloc.h"
 
 /* "'a' 'b'" helpers for the command lines below. */
@@ -64,7 +65,7 @@ static const struct sbx_rmq_style dt_style = {
  */
 static const char *borrow_of(const struct sbx_rmq_op *op, char *need, struct sbx_buf *dir)
 {
-	const char *slash;
+	size_t dl;
 	switch (op->kind) {
 	case SBX_RMQ_UTIMENS:
 		*need = 'O';
@@ -76,9 +77,8 @@ static const char *borrow_of(const struct sbx_rmq_op *op, char *need, struct sbx
 	case SBX_RMQ_LINK:
 	case SBX_RMQ_MKNOD:
 		*need = 'w';
-		slash = strrchr(op->path, '/');
-		sbx_buf_add(dir, op->path,
-			    slash && slash > op->path ? (size_t)(slash - op->path) : 1);
+		dl = sbx_path_dirlen(op->path);
+		sbx_buf_add(dir, op->path, dl ? dl : 1);
 		return dir->buf;
 	default:
 		return NULL;

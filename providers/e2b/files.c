@@ -73,11 +73,12 @@ static void own_note_locked(struct e2b_inst *in, const struct sbx_rmq_queue *q)
 	long long now = sbx_now_ms();
 	in->own.max = E2B_OWN_MAX;
 	for (size_t i = 0; i < q->n; i++) {
-		const char *p = q->ops[i].path, *slash = strrchr(p, '/');
+		const char *p = q->ops[i].path;
+		size_t dl = sbx_path_dirlen(p);
 		sbx_pathttl_note(&in->own, p, now, E2B_OWN_ECHO_MS);
 		/* a removal changes its directory too (the core noted that at the call) */
-		if (sbx_rmq_removal(q->ops[i].kind) && slash) {
-			char *dir = sbx_xstrndup(p, slash > p ? (size_t)(slash - p) : 1);
+		if (sbx_rmq_removal(q->ops[i].kind) && dl) {
+			char *dir = sbx_xstrndup(p, dl);
 			sbx_pathttl_note(&in->own, dir, now, E2B_OWN_ECHO_MS);
 			free(dir);
 		}
