@@ -289,6 +289,33 @@ void sbx_rme_overlay(struct sbx_rme *e, const char *path, struct sbx_stat *st)
 	sbx_unlock(&e->lock, SBX_LOCK_RME);
 }
 
+/* Appends copies of q's ops under path (itself, and its entries or, with subtree, all below). */
+static void view_add(struct sbx_rmq_queue *view, const struct sbx_rmq_queue *q, const char *path,
+		     bool subtree)
+{
+	for (size_t i = 0; i < q->n; i++)
+		if (sbx_rmq_under(q->ops[i].path, path, subtree))
+			sbx_rmq_add(view, &q->ops[i]);
+}
+
+void sbx_rme_view(struct sbx_rme *e, const char *path, bool subtree, struct sbx_rmq_queue *view)
+{
+	sbx_rmq_init(view);
+	sbx_lock(&e->lock, SBX_LOCK_RME);
+	view_add(view, &e->inflight.q, path, subtree);
+	view_add(view, &e->inflight.native, path, subtree);
+	view_add(view, &e->pending.q, path, subtree);
+	view_add(view, &e->pending.native, path, subtree);
+	sbx_unlock(&e->lock, SBX_LOCK_RME);
+}
+
+void sbx_rme_overlay_view(struct sbx_rme *e, const struct sbx_rmq_queue *view, const char *path,
+			  struct sbx_stat *st)
+{
+	sbx_rmq_overlay(view, path, st);
+	sbx_rme_overlay(e, path, st);
+}
+
 bool sbx_rme_link_target(struct sbx_rme *e, const char *path, char *buf, size_t size)
 {
 	const char *t;

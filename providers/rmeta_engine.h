@@ -158,6 +158,20 @@ bool sbx_rme_follow_link(struct sbx_rme *e, const char *path);
 enum sbx_rmq_fate sbx_rme_fate(struct sbx_rme *e, const char *path);
 /* Shows the attribute ops of path in flight, then those waiting, on st (sbx_rmq_overlay). */
 void sbx_rme_overlay(struct sbx_rme *e, const char *path, struct sbx_stat *st);
+/*
+ * Copies the ops waiting or in flight on path and its entries (subtree:
+ * everything below it) into view (initialized here; the caller clears
+ * it), before a remote request whose answer they are laid over after it
+ * (sbx_rme_overlay_view): when their batch is applied and cleared while
+ * the request is out, its answer may predate the apply, and the ops no
+ * longer in the queue still show. A stat racing a flush showed the old
+ * owner (test-daytona-posix, under load). Applying an op twice is
+ * harmless: the attribute ops are absolute.
+ */
+void sbx_rme_view(struct sbx_rme *e, const char *path, bool subtree, struct sbx_rmq_queue *view);
+/* Lays view's ops of path over st, then those waiting or in flight now (sbx_rme_overlay). */
+void sbx_rme_overlay_view(struct sbx_rme *e, const struct sbx_rmq_queue *view, const char *path,
+			  struct sbx_stat *st);
 /* Copies the target of a symlink op of path waiting or in flight into buf; false: none. */
 bool sbx_rme_link_target(struct sbx_rme *e, const char *path, char *buf, size_t size);
 /* sbx_rmq_touches over the ops of lanes waiting or in flight. */

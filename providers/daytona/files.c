@@ -194,15 +194,19 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, st
 	int rc;
 	if (dt_batch_gone(di, path)) /* a queued removal: no request to say so */
 		return sbx_error_set(err, ENOENT, 0, "stat %s: removed", path);
+	struct sbx_rmq_queue view;
 	if ((rc = dt_batch_settle_for(di, path, err)))
 		return rc;
+	sbx_rme_view(&di->meta, path, false, &view);
 	rc = info(di, path, NULL, st, err);
 	if (rc == -EIO && !stat_listed(inst, path, st)) {
+		sbx_rmq_clear(&view);
 		sbx_error_clear(err);
 		return 0;
 	}
 	if (!rc)
-		sbx_rme_overlay(&di->meta, path, st);
+		sbx_rme_overlay_view(&di->meta, &view, path, st);
+	sbx_rmq_clear(&view);
 	/* The daemon follows links: one we made is shown as the link it is. */
 	if ((!rc || rc == -ENOENT) && dt_link_lookup(di, path, NULL, NULL, 0)) {
 		if (rc) {
@@ -224,6 +228,7 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 	struct sbx_buf url = SBX_BUF_INIT, child = SBX_BUF_INIT;
 	char w[300], d[16];
 	json_t *arr = NULL, *e;
+	struct sbx_rmq_queue view;
 	bool links, queued;
 	size_t i;
 	int rc;
@@ -237,6 +242,7 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 	if ((rc = depth > 1 ? dt_batch_flush_below(di, path, err)
 			    : dt_batch_settle_for(di, path, err)))
 		return rc;
+	sbx_rme_view(&di->meta, path, depth > 1, &view);
 	dt_path_url(di, &url, "/files", path);
 	if (depth > 1) {
 		snprintf(d, sizeof(d), "%d", depth);
@@ -253,7 +259,7 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 	pthread_mutex_lock(&di->lock);
 	links = di->n_links > 0;
 	pthread_mutex_unlock(&di->lock);
-	queued = sbx_rme_touches(&di->meta, path, depth > 1, SBX_RME_BOTH);
+	queued = view.n || sbx_rme_touches(&di->meta, path, depth > 1, SBX_RME_BOTH);
 	json_array_foreach(rc ? NULL : arr, i, e)
 	{
 		const char *epath = json_string_value(json_object_get(e, "path")), *slash;
@@ -278,7 +284,7 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 		else
 			sbx_buf_addf(&child, "%s/%s", strcmp(path, "/") ? path : "", name);
 		if (links || queued) {
-			sbx_rme_overlay(&di->meta, child.buf, &st);
+			sbx_rme_overlay_view(&di->meta, &view, child.buf, &st);
 			dt_link_lookup(di, child.buf, &st, NULL, 0);
 		}
 		slash = strrchr(child.buf, '/');
@@ -287,6 +293,7 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 			break;
 	}
 	sbx_buf_release(&child);
+	sbx_rmq_clear(&view);
 	json_decref(arr);
 	sbx_buf_release(&url);
 	return rc;

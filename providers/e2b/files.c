@@ -349,11 +349,16 @@ int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	int rc;
 	if (queued_gone(in, path)) /* its failure, if it fails, is its next access's */
 		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "stat %s: removed", path);
+	struct sbx_rmq_queue view;
 	rc = flush_access(in, path, SBX_RMQ_NEED_ENTRY, err);
-	if (!rc && !recent_take(in, path, st))
+	if (rc)
+		return rc;
+	sbx_rme_view(&in->meta, path, false, &view);
+	if (!recent_take(in, path, st))
 		rc = stat_raw(in, path, st, NULL, err);
 	if (!rc)
-		sbx_rme_overlay(&in->meta, path, st);
+		sbx_rme_overlay_view(&in->meta, &view, path, st);
+	sbx_rmq_clear(&view);
 	return rc;
 }
 
@@ -417,20 +422,24 @@ static int list_depth(struct e2b_inst *in, const char *path, int depth, sbx_tree
 {
 	json_t *req, *out = NULL, *entries, *entry;
 	struct sbx_buf child = SBX_BUF_INIT;
+	struct sbx_rmq_queue view;
 	bool overlay;
 	size_t i;
 	int rc = flush_access(in, path, depth > 1 ? SBX_RMQ_NEED_TOUCH : SBX_RMQ_NEED_LISTING, err);
 	if (rc)
 		return rc;
+	sbx_rme_view(&in->meta, path, depth > 1, &view);
 	req = json_pack("{s:s,s:i}", "path", path, "depth", depth);
 	rc = e2b_rpc(in, "filesystem.Filesystem/ListDir", req, true, E2B_LIST_MAX_REPLY, &out,
 		     "list", err);
 	json_decref(req);
 	if (rc == -EINVAL)
 		rc = refine(err, ENOTDIR); /* ListDir on a file */
-	if (rc)
+	if (rc) {
+		sbx_rmq_clear(&view);
 		return rc;
-	overlay = sbx_rme_touches(&in->meta, path, depth > 1, SBX_RME_BOTH);
+	}
+	overlay = view.n || sbx_rme_touches(&in->meta, path, depth > 1, SBX_RME_BOTH);
 	entries = json_object_get(out, "entries");
 	json_array_foreach(entries, i, entry)
 	{
@@ -448,7 +457,7 @@ static int list_depth(struct e2b_inst *in, const char *path, int depth, sbx_tree
 		if (overlay) {
 			if (queued_gone(in, child.buf))
 				continue;
-			sbx_rme_overlay(&in->meta, child.buf, &st);
+			sbx_rme_overlay_view(&in->meta, &view, child.buf, &st);
 		}
 		slash = strrchr(child.buf, '/');
 		child.buf[slash > child.buf ? slash - child.buf : 1] = '\0';
@@ -456,6 +465,7 @@ static int list_depth(struct e2b_inst *in, const char *path, int depth, sbx_tree
 			break;
 	}
 	sbx_buf_release(&child);
+	sbx_rmq_clear(&view);
 	json_decref(out);
 	return 0;
 }

@@ -10,6 +10,11 @@
 
 # Every request the fake counted since the last reset.
 requests_total() { fake_get /_fake/counters | python3 -c 'import json,sys; print(sum(json.load(sys.stdin).values()))'; }
+# ... but the commands (the queue's timer applies what waits a second after
+# the last op: on a loaded machine, while the test still counts)
+requests_but_commands() {
+	fake_get /_fake/counters | python3 -c 'import json,sys; print(sum(v for k, v in json.load(sys.stdin).items() if "process" not in k.lower()))'
+}
 
 # rm_cost PATH SANDBOX-PATH: the requests of `rm -rf PATH` and of the fsync
 # after it, which applies the queue (daytona has no timer); then whether
@@ -76,7 +81,7 @@ story_rmdir_queued() {
 	fake_reset_counters
 	ok "rmdir of a directory whose files were all just unlinked" rmdir "$F/rd"
 	ok "... and of another" rmdir "$F/re"
-	eq "... queued: no request" "$(requests_total)" 0
+	eq "... queued: no request (a command may be the timer's)" "$(requests_but_commands)" 0
 	ok "... ls of the parent does not show them" sh -c "! ls -a '$F' | grep -qx 'r[de]'"
 	ok "... stat says ENOENT" sh -c "! stat '$F/rd' 2>/dev/null"
 	ok "... mkdir of the same name works" mkdir "$F/re"

@@ -474,6 +474,34 @@ START_TEST(test_follow_link)
 }
 END_TEST
 
+/*
+ * A view taken before a remote request still shows the ops of a batch
+ * applied and cleared while the request was out (its answer may be older
+ * than the apply), then what was queued since.
+ */
+START_TEST(test_view)
+{
+	struct sbx_rme e;
+	struct sbx_rmq_queue view;
+	struct sbx_stat st = {.mode = S_IFREG | 0644};
+	sbx_rme_init(&e, &slots, NULL);
+	add_chmod(&e, "/d/f", 0600);
+	add_chmod(&e, "/elsewhere", 0700);
+	sbx_rme_view(&e, "/d", false, &view); /* a listing of /d */
+	ck_assert_uint_eq(view.n, 1);
+	sbx_rme_flush(&e, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH); /* applied meanwhile */
+	sbx_rme_overlay(&e, "/d/f", &st);
+	ck_assert_uint_eq(st.mode & 07777, 0644); /* the queue alone has forgotten it */
+	sbx_rme_overlay_view(&e, &view, "/d/f", &st);
+	ck_assert_uint_eq(st.mode & 07777, 0600);
+	add_chmod(&e, "/d/f", 0640); /* queued after the view: newer, shown last */
+	sbx_rme_overlay_view(&e, &view, "/d/f", &st);
+	ck_assert_uint_eq(st.mode & 07777, 0640);
+	sbx_rmq_clear(&view);
+	sbx_rme_destroy(&e);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rmeta_engine");
@@ -491,6 +519,7 @@ int main(void)
 	tcase_add_test(tc, test_lanes);
 	tcase_add_test(tc, test_rename_take);
 	tcase_add_test(tc, test_follow_link);
+	tcase_add_test(tc, test_view);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
