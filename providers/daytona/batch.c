@@ -305,21 +305,30 @@ struct perm {
 	long mode, uid, gid;
 };
 
-/* Adds `sudo -n CMD SPEC -- P...` for the perms from i on with spec(i) equal, marking them done. */
-static void add_perm_cmd(struct sbx_buf *s, const char *cmd, struct perm *v, size_t n, size_t i,
-			 bool *done, void (*spec)(const struct perm *, char *, size_t))
+/*
+ * Adds `sudo -n CMD SPEC -- P...` to s for each spec of v's paths but "-"
+ * (no change), all the paths of one spec in one command.
+ */
+static void add_perm_cmds(struct sbx_buf *s, const char *cmd, const struct perm *v, size_t n,
+			  void (*spec)(const struct perm *, char *, size_t))
 {
+	bool *done = sbx_xcalloc(n, sizeof(*done));
 	char a[64], b[64];
-	spec(&v[i], a, sizeof(a));
-	sbx_buf_addf(s, "sudo -n %s %s --", cmd, a);
-	for (size_t k = i; k < n; k++) {
-		spec(&v[k], b, sizeof(b));
-		if (done[k] || strcmp(a, b))
+	for (size_t i = 0; i < n; i++) {
+		spec(&v[i], a, sizeof(a));
+		if (done[i] || !strcmp(a, "-"))
 			continue;
-		done[k] = true;
-		arg(s, v[k].path);
+		sbx_buf_addf(s, "sudo -n %s %s --", cmd, a);
+		for (size_t k = i; k < n; k++) {
+			spec(&v[k], b, sizeof(b));
+			if (done[k] || strcmp(a, b))
+				continue;
+			done[k] = true;
+			arg(s, v[k].path);
+		}
+		sbx_buf_adds(s, " || exit 1\n");
 	}
-	sbx_buf_adds(s, " || exit 1\n");
+	free(done);
 }
 
 static void owner_spec(const struct perm *p, char *out, size_t size)
@@ -357,21 +366,11 @@ static bool perms_by_sudo(struct dt_instance *di, struct perm *v, size_t n)
 {
 	struct sbx_buf s = SBX_BUF_INIT, out = SBX_BUF_INIT;
 	struct sbx_error e = SBX_ERROR_INIT;
-	bool *done = sbx_xcalloc(n, sizeof(*done)), ok;
+	bool ok;
 	int code = -1, rc;
-	char spec[64];
 	sbx_buf_adds(&s, "sudo -n true 2>/dev/null || exit 97\n");
-	for (size_t i = 0; i < n; i++) {
-		owner_spec(&v[i], spec, sizeof(spec));
-		if (!done[i] && strcmp(spec, "-"))
-			add_perm_cmd(&s, "chown", v, n, i, done, owner_spec);
-	}
-	memset(done, 0, n * sizeof(*done));
-	for (size_t i = 0; i < n; i++) {
-		mode_spec(&v[i], spec, sizeof(spec));
-		if (!done[i] && strcmp(spec, "-"))
-			add_perm_cmd(&s, "chmod", v, n, i, done, mode_spec);
-	}
+	add_perm_cmds(&s, "chown", v, n, owner_spec);
+	add_perm_cmds(&s, "chmod", v, n, mode_spec);
 	rc = dt_exec(di, s.buf, dt_short_ms(), &out, &code, &e);
 	ok = !rc && code == 0;
 	if (!rc && code == 97) {
@@ -381,7 +380,6 @@ static bool perms_by_sudo(struct dt_instance *di, struct perm *v, size_t n)
 			"through /files/permissions, a call per path",
 			di->base.id);
 	}
-	free(done);
 	sbx_buf_release(&s);
 	sbx_buf_release(&out);
 	return ok;
