@@ -96,14 +96,30 @@ void cache_defer_adopt(struct sbx_cfile *cf)
 	sbx_buf_release(&text);
 }
 
+/* A mode and owner (when set) over st. */
+static void mode_owner_onto(struct sbx_stat *st, bool mode_set, mode_t mode, bool owner_set,
+			    uid_t uid, gid_t gid)
+{
+	if (mode_set)
+		st->mode = (st->mode & ~07777u) | (mode & 07777);
+	if (owner_set && uid != (uid_t)-1)
+		st->uid = uid;
+	if (owner_set && gid != (gid_t)-1)
+		st->gid = gid;
+}
+
+/*
+ * Those the upload in flight took first (the provider may not have them
+ * yet, and the stat ending the upload is not stored yet: a getattr between
+ * the two showed the old owner, and the kernel kept it for its TTL), then
+ * those waiting.
+ */
 void cache_defer_overlay_locked(const struct sbx_cfile *cf, struct sbx_stat *st)
 {
-	if (cf->pend_mode)
-		st->mode = (st->mode & ~07777u) | (cf->mode & 07777);
-	if (cf->pend_owner && cf->pend_uid != (uid_t)-1)
-		st->uid = cf->pend_uid;
-	if (cf->pend_owner && cf->pend_gid != (gid_t)-1)
-		st->gid = cf->pend_gid;
+	const struct sbx_cfile_attrs *f = &cf->fly;
+	if (cf->attrs_closed)
+		mode_owner_onto(st, f->mode_set, f->mode, f->owner_set, f->uid, f->gid);
+	mode_owner_onto(st, cf->pend_mode, cf->mode, cf->pend_owner, cf->pend_uid, cf->pend_gid);
 }
 
 /* path's entry if an upload of it is coming that will take attributes (lock held). */
@@ -186,6 +202,7 @@ void sbx_cache_file_take_attrs(struct sbx_cache *c, struct sbx_cfile *cf, struct
 	a->ts[1] = cf->pend_ts[1];
 	cf->pend_mode = cf->pend_times = cf->pend_owner = false;
 	cf->attrs_closed = true; /* until end_upload: FILE.attr stays until then too */
+	cf->fly = *a;
 	pthread_mutex_unlock(&c->lock);
 }
 

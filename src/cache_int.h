@@ -72,7 +72,8 @@ struct sbx_cfile {
 	struct timespec pend_ts[2];
 	uid_t pend_uid;
 	gid_t pend_gid;
-	bool attrs_closed; /* (T) the upload in flight took them: no more join it */
+	bool attrs_closed;	    /* (T) the upload in flight took them: no more join it */
+	struct sbx_cfile_attrs fly; /* (T) what it took: still shown until end_upload */
 };
 
 /* A lookup that failed lately (sbx_cache_fail_put). */

@@ -392,6 +392,43 @@ START_TEST(test_deferred_attrs_go_with_the_upload)
 }
 END_TEST
 
+/*
+ * The owner an upload takes with it shows while the upload is out: the
+ * provider's chown (queued there) comes before the stat that ends the
+ * upload is stored, and a getattr in between showed the old owner (the
+ * kernel then kept it for its TTL: test-e2b-posix settled, under load).
+ */
+static int (*real_chown)(struct sbx_instance *, const char *, uid_t, gid_t, struct sbx_error *);
+static long owner_seen = -1;
+
+static int chown_and_look(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
+			  struct sbx_error *err)
+{
+	struct stat st;
+	owner_seen = gattr(path, &st) ? -2 : (long)st.st_uid;
+	return real_chown(inst, path, uid, gid, err);
+}
+
+START_TEST(test_deferred_owner_shows_during_upload)
+{
+	struct stat st;
+	struct sbx_fs_file *f = xopen("/o", O_CREAT | O_WRONLY, 0644);
+	real_chown = mp->prov.chown;
+	mp->prov.chown = chown_and_look;
+	xwrite(f, "x", 0);
+	ck_assert(sbx_cache_file_defer_owner(L->cache, "/o", true, 4321, 4322));
+	ck_assert_int_eq(gattr("/o", &st), 0);
+	ck_assert_int_eq(st.st_uid, 4321);
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	F->release(f);
+	ck_assert_int_eq(memprov_calls(mp, MP_CHOWN), 1);
+	ck_assert_int_eq(owner_seen, 4321);
+	ck_assert_int_eq(gattr("/o", &st), 0);
+	ck_assert_int_eq(st.st_uid, 4321);
+	ck_assert_int_eq(st.st_gid, 4322);
+}
+END_TEST
+
 /* ---- threads ------------------------------------------------------------------------------------
  */
 
@@ -466,6 +503,7 @@ TCase *cache_files_tcase(void)
 	tcase_add_test(tc, test_orphan_retried_by_another_close);
 	tcase_add_test(tc, test_dirty_files_survive_remount);
 	tcase_add_test(tc, test_deferred_attrs_go_with_the_upload);
+	tcase_add_test(tc, test_deferred_owner_shows_during_upload);
 	tcase_add_test(tc, test_threads);
 	return tc;
 }
