@@ -361,6 +361,9 @@ enum sbx_unsaved {
 /* Dirty entries of one kind, each with a reference for the caller to put. */
 size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_t max,
 			      enum sbx_unsaved which);
+/* Dirty entries strictly below dir (at most max), each with a reference for the caller to put. */
+size_t sbx_cache_file_dirty_under(struct sbx_cache *c, const char *dir, struct sbx_cfile **out,
+				  size_t max);
 /* How many entries hold changes not uploaded yet. */
 size_t sbx_cache_unsaved_count(struct sbx_cache *c);
 /* The local cache file of an entry (for messages: where unsaved data is kept). */

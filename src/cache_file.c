@@ -632,6 +632,26 @@ size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_
 	return n;
 }
 
+size_t sbx_cache_file_dirty_under(struct sbx_cache *c, const char *dir, struct sbx_cfile **out,
+				  size_t max)
+{
+	struct sbx_cfile *cf, *tmp;
+	size_t n = 0, len = strlen(dir);
+	pthread_mutex_lock(&c->lock);
+	HASH_ITER(hh, c->files, cf, tmp)
+	{
+		if (n == max)
+			break;
+		if (cf->dirty && cf->linked && strcmp(cf->path, dir) &&
+		    sbx_path_within(cf->path, dir, len)) {
+			cf->refs++;
+			out[n++] = cf;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
 size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_t max)
 {
 	return sbx_cache_file_unsaved(c, out, max, SBX_UNSAVED_ORPHANS);

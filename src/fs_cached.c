@@ -530,11 +530,13 @@ static int c_rmdir(struct sbx_lease *l, const char *path, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
 	sbx_wb_hold(l->wb);
+	int rc = fsc_settle_under(l, path, err); /* a file only queued is an entry too */
 	/* Known empty (`rm -rf` just listed it and removed each name): may be queued. */
 	int (*slot)(struct sbx_instance *, const char *, struct sbx_error *) =
 	    l->prov->rmdir_empty && sbx_cache_dir_empty(l->cache, path) ? l->prov->rmdir_empty
 									: l->prov->rmdir;
-	int rc = begin(l, slot, "rmdir", path, NULL, &inst, err);
+	if (!rc)
+		rc = begin(l, slot, "rmdir", path, NULL, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, slot(inst, path, err), "rmdir", path, err);
 	if (!rc)
@@ -552,8 +554,11 @@ static int c_rename_held(struct sbx_lease *l, const char *from, const char *to, 
 	int rc = fsc_pseudo_refuse(to, err);
 	if (!rc)
 		rc = fsc_name_check(l, "rename", to, err);
+	struct sbx_stat tst;
 	if (!rc && exchange)
 		rc = fsc_settle(l, to, err);
+	else if (!rc && sbx_cache_attr_get(c, to, &tst, true) == SBX_CACHE_HIT && S_ISDIR(tst.mode))
+		rc = fsc_settle_under(l, to, err); /* onto a directory: ENOTEMPTY as shown */
 	if (!rc)
 		rc = begin(l, l->prov->rename, "rename", from, from, &inst, err);
 	if (!rc)

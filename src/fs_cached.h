@@ -59,6 +59,13 @@ int fsc_upload_bg(struct sbx_lease *l, struct sbx_cfile *cf);
 void fsc_upload_bg_many(struct sbx_lease *l, struct sbx_cfile **cf, size_t n, int *rcs);
 /* Uploads path's local changes, if any, before a metadata call. */
 int fsc_settle(struct sbx_lease *l, const char *path, struct sbx_error *err);
+/*
+ * Uploads a file below dir whose changes wait (queued for write-back, or
+ * still open), unless none does: with one there, the sandbox's rmdir of
+ * dir, or rename onto it, says ENOTEMPTY as the mount shows it. Returns
+ * the failure when none could go up.
+ */
+int fsc_settle_under(struct sbx_lease *l, const char *dir, struct sbx_error *err);
 
 /* The open-file slots of sbx_fs_cached_ops (fs_cached_file.c). */
 int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,

@@ -360,6 +360,21 @@ int fsc_settle(struct sbx_lease *l, const char *path, struct sbx_error *err)
 	return rc;
 }
 
+int fsc_settle_under(struct sbx_lease *l, const char *dir, struct sbx_error *err)
+{
+	struct sbx_cfile *cf[8];
+	size_t n = sbx_cache_file_dirty_under(l->cache, dir, cf, 8);
+	int rc = -1;
+	for (size_t i = 0; i < n; i++) {
+		if (rc) { /* until one is there */
+			sbx_error_clear(err);
+			rc = upload(l, cf[i], NULL, err);
+		}
+		sbx_cache_file_put(l->cache, cf[i]);
+	}
+	return n ? rc : 0;
+}
+
 /* ---- contents --------------------------------------------------------------------- */
 
 struct fd_sink {

@@ -127,6 +127,23 @@ story_writeback() {
 	eq "... and not under the old" "$(root_file "$FHOME/from.txt")" "(absent)"
 	ok "... nor in the mount" test ! -e "$F/gone.txt" -a ! -e "$F/from.txt"
 
+	# A directory whose only file waits for its upload is not empty: rmdir
+	# and a rename of a directory onto it say ENOTEMPTY (the sandbox's own
+	# rmdir said yes, the queued file then landed in no directory or in the
+	# one renamed over it, and the test's later steps saw the wrong file).
+	mkdir "$F/ne1" "$F/ne2" "$F/ne3"
+	stall_uploads 1500
+	echo queued >"$F/ne1/only"
+	eq "rmdir of a directory whose one file is queued: ENOTEMPTY" \
+		"$(errno_of "os.rmdir('$F/ne1')")" ENOTEMPTY
+	echo queued2 >"$F/ne2/only"
+	eq "rename of a directory onto one whose one file is queued: ENOTEMPTY" \
+		"$(errno_of "os.rename('$F/ne3', '$F/ne2')")" ENOTEMPTY
+	fake_clear_faults
+	eq "... the sandbox has the files where they were written" \
+		"$(lease_run "cat $FHOME/ne1/only $FHOME/ne2/only; ls -d $FHOME/ne3")" \
+		"$(printf 'queued\nqueued2\n%s/ne3' "$FHOME")"
+
 	# RENAME_EXCHANGE right after the closes of two new files whose uploads
 	# are stalled: each content lands under the other's name.
 	stall_uploads 1500
