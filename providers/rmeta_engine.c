@@ -242,6 +242,15 @@ void sbx_rme_rename_done(struct sbx_rme *e, struct sbx_rme_batch *held, const ch
 	batch_clear(held);
 }
 
+void sbx_rme_rename_begin(struct sbx_rme *e, const char *from, const char *to, bool exchange,
+			  struct sbx_rme_batch *held)
+{
+	batch_init(held);
+	if (exchange || !strcmp(from, to) || !sbx_rme_rename_take(e, from, to, held))
+		sbx_rme_flush(e, from, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+	sbx_rme_flush(e, to, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+}
+
 bool sbx_rme_follow_link(struct sbx_rme *e, const char *path)
 {
 	const char *to = NULL;

@@ -144,6 +144,15 @@ bool sbx_rme_rename_take(struct sbx_rme *e, const char *from, const char *to,
 			 struct sbx_rme_batch *held);
 void sbx_rme_rename_done(struct sbx_rme *e, struct sbx_rme_batch *held, const char *path);
 /*
+ * Both providers' rename around their move: held takes what can follow
+ * from (sbx_rme_rename_take; never for an exchange, nor a rename onto
+ * itself), and whatever else is queued on from, on to or below them is
+ * applied first. held is always initialised: sbx_rme_rename_done after
+ * the move (with an empty held it does nothing).
+ */
+void sbx_rme_rename_begin(struct sbx_rme *e, const char *from, const char *to, bool exchange,
+			  struct sbx_rme_batch *held);
+/*
  * An unlink of path while a link op waits that gives path's file another
  * name (git's object: made 0444 under a temporary name, linked to its
  * name, the temporary unlinked): the native lane's waiting chmod and

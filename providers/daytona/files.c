@@ -798,13 +798,9 @@ int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsig
 	int rc;
 	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return sbx_error_set(err, EINVAL, 0, "rename %s: unknown flags", from);
-	/* What is queued on either name or below, as e2b_rename: rsync's renames wait for none of
-	 * the rest, and the chmod, chown and times of its temporary file follow it to its name. */
-	bool held_ops = !(flags & RENAME_EXCHANGE) && strcmp(from, to) &&
-			sbx_rme_rename_take(&di->meta, from, to, &held);
-	if (!held_ops)
-		sbx_rme_flush(&di->meta, from, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
-	sbx_rme_flush(&di->meta, to, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+	/* What is queued on either name or below: rsync's renames wait for none of the rest,
+	 * and the chmod, chown and times of its temporary file follow it to its name. */
+	sbx_rme_rename_begin(&di->meta, from, to, flags & RENAME_EXCHANGE, &held);
 	if (flags & RENAME_EXCHANGE) {
 		dt_links_forget(di, from);
 		dt_links_forget(di, to);
@@ -822,8 +818,7 @@ int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsig
 		rc = rename_over(di, from, to, err);
 	}
 	sbx_rmeta_gate_leave(&di->placing, from, to);
-	if (held_ops)
-		sbx_rme_rename_done(&di->meta, &held, rc ? from : to);
+	sbx_rme_rename_done(&di->meta, &held, rc ? from : to);
 	if (!rc) {
 		dt_links_rename(di, from, to);
 		sbx_rmeta_fail_forget(&di->fails, from);

@@ -813,15 +813,10 @@ int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsi
 		return sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "rename: flags %#x unsupported",
 				     flags);
 	/* rsync's chmod, chown and times of its temporary file follow it to its name */
-	bool held_ops =
-	    !(flags & RENAME_EXCHANGE) && sbx_rme_rename_take(&in->meta, from, to, &held);
-	if (!held_ops)
-		sbx_rme_flush(&in->meta, from, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
-	sbx_rme_flush(&in->meta, to, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
+	sbx_rme_rename_begin(&in->meta, from, to, flags & RENAME_EXCHANGE, &held);
 	if (flags & RENAME_EXCHANGE)
 		return exchange(in, from, to, err);
 	rc = rename_move(in, from, to, flags, err);
-	if (held_ops)
-		sbx_rme_rename_done(&in->meta, &held, rc ? from : to);
+	sbx_rme_rename_done(&in->meta, &held, rc ? from : to);
 	return rc;
 }
