@@ -108,20 +108,36 @@ bool sbx_rmq_only_attrs(const struct sbx_rmq_queue *q, const char *path)
 	return true;
 }
 
-size_t sbx_rmq_take_path(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *q, const char *path)
+/*
+ * Takes q's ops of path (of that kind only, unless kind < 0) out of q, in
+ * order: appended to dst, or freed when dst is NULL. Returns how many.
+ */
+static size_t take_ops(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *q, const char *path,
+		       int kind)
 {
 	size_t o = 0, n = 0;
 	for (size_t i = 0; i < q->n; i++) {
-		if (!strcmp(q->ops[i].path, path)) {
-			reserve(dst, 1);
-			dst->ops[dst->n++] = q->ops[i];
-			n++;
+		struct sbx_rmq_op *op = &q->ops[i];
+		if (strcmp(op->path, path) || (kind >= 0 && op->kind != (enum sbx_rmq_kind)kind)) {
+			q->ops[o++] = *op;
 			continue;
 		}
-		q->ops[o++] = q->ops[i];
+		n++;
+		if (dst) {
+			reserve(dst, 1);
+			dst->ops[dst->n++] = *op;
+		} else {
+			free(op->path);
+			free(op->arg);
+		}
 	}
 	q->n = o;
 	return n;
+}
+
+size_t sbx_rmq_take_path(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *q, const char *path)
+{
+	return take_ops(dst, q, path, -1);
 }
 
 void sbx_rmq_repath(struct sbx_rmq_queue *q, const char *path)
@@ -229,16 +245,7 @@ bool sbx_rmq_truncates(const struct sbx_rmq_queue *q, const char *path)
 
 void sbx_rmq_drop_truncates(struct sbx_rmq_queue *q, const char *path)
 {
-	size_t o = 0;
-	for (size_t i = 0; i < q->n; i++) {
-		if (q->ops[i].kind == SBX_RMQ_TRUNCATE && !strcmp(q->ops[i].path, path)) {
-			free(q->ops[i].path);
-			free(q->ops[i].arg);
-			continue;
-		}
-		q->ops[o++] = q->ops[i];
-	}
-	q->n = o;
+	take_ops(NULL, q, path, SBX_RMQ_TRUNCATE);
 }
 
 void sbx_rmq_overlay(const struct sbx_rmq_queue *q, const char *path, struct sbx_stat *st)
