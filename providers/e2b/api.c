@@ -438,6 +438,8 @@ static int e2b_unpause(struct sbx_instance *inst, struct sbx_error *err)
 static int e2b_kill(struct sbx_instance *inst, struct sbx_error *err)
 {
 	long status = 0;
+	/* nothing to apply to a deleted sandbox (the release sent it, to a 502) */
+	sbx_rme_drop(&e2b_of(inst)->meta);
 	return sandbox_call(e2b_of(inst), "DELETE", "/sandboxes/", "", NULL, &status, "kill", err);
 }
 

@@ -70,6 +70,19 @@ story_queued_timer() {
 	eq "... the sandbox has it" "$(lease_run "stat -c %a $FHOME/qt")" 600
 }
 
+# rmdir of the lease with a change still queued: nothing is sent to the
+# deleted sandbox (e2b's release applied the queue after the DELETE, a
+# request answered 502). Last: the lease is gone after it.
+story_queued_kill() {
+	echo k >"$F/qk"
+	lease_run true >/dev/null
+	chmod 600 "$F/qk"
+	fake_reset_counters
+	ok "rmdir of the lease with a chmod queued" rmdir "$L"
+	sleep 1.5 # past the queue's timer
+	eq "... the change is not sent to the deleted sandbox ($TIMER_KEY)" "$(counter "$TIMER_KEY")" 0
+}
+
 # While a batch is applied (the fake holds its request 4 s: SLOW_KEY), a
 # path it does not concern is read without waiting for it (the flush
 # engine waits only for ops of the path; daytona waited for the whole

@@ -74,4 +74,5 @@ eq "fsync of another file succeeds" "$(errno_of "$(fsync_write "$F/other" more F
 ok "the device is not there" sh -c "! ls '$F' | grep -qx qdev"
 eq "... stat says ENOENT" "$(errno_of "os.stat('$F/qdev')")" ENOENT
 eq "... and the name can be made" "$(errno_of "open('$F/qdev', 'w').close()")" OK
+story_queued_kill
 finish

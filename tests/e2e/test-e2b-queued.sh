@@ -18,4 +18,5 @@ TIMER_KEY='POST /process.Process/Start'
 story_queued_timer
 SLOW_KEY='POST /process.Process/Start'
 story_queued_inflight
+story_queued_kill
 finish
