@@ -733,11 +733,20 @@ static int c_link(struct sbx_lease *l, const char *from, const char *to, struct 
 {
 	struct sbx_instance *inst;
 	struct sbx_stat st;
-	unsigned long gen = sbx_cache_gen(l->cache);
-	bool known = sbx_cache_attr_get(l->cache, from, &st, false) == SBX_CACHE_HIT;
+	unsigned long gen;
+	bool known;
 	int rc = fsc_pseudo_refuse(from, err);
+	/*
+	 * from's upload first (write-back: git's object, closed, then linked):
+	 * its own bump of the generation must not make the link forget what
+	 * it knows, or the reply's stat of to applies the queued link at once.
+	 */
 	if (!rc)
-		rc = begin(l, l->prov->link, "link", to, from, &inst, err);
+		rc = fsc_settle(l, from, err);
+	gen = sbx_cache_gen(l->cache);
+	known = sbx_cache_attr_get(l->cache, from, &st, false) == SBX_CACHE_HIT;
+	if (!rc)
+		rc = begin(l, l->prov->link, "link", to, NULL, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->link(inst, from, to, err), "link", to, err);
 	if (rc)
