@@ -50,7 +50,7 @@ struct sbx_wb {
 	bool stopping;
 };
 
-static unsigned wb_max; /* off unless -o writeback=N */
+static unsigned wb_max = SBX_WB_DEFAULT; /* -o writeback=N; 0: off */
 
 void sbx_wb_set_max(unsigned max)
 {

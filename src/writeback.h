@@ -32,7 +32,9 @@ struct sbx_wb;
 #define SBX_WB_IDLE_MS 100
 #define SBX_WB_LINGER_MS 2000
 
-/* Sets the entry bound of queues made from now on (-o writeback=N); 0 (the default): off. */
+/* The entry bound when -o writeback is not given: write-back on (issue 13). */
+#define SBX_WB_DEFAULT 64
+/* Sets the entry bound of queues made from now on (-o writeback=N); 0: off. */
 void sbx_wb_set_max(unsigned max);
 unsigned sbx_wb_get_max(void);
 

@@ -17,6 +17,7 @@ story_queued_failure() {
 	echo one >"$F/qa"
 	echo two >"$F/qb"
 	echo three >"$F/qc"
+	lease_run true >/dev/null # uploaded (write-back): the changes below are queued ones
 	cp "$L/error" "$WORK/q-before" 2>/dev/null || : >"$WORK/q-before"
 
 	# The batch's command fails (the sandbox's process endpoint answers 500).
@@ -44,6 +45,7 @@ story_queued_failure() {
 story_queued_not_run() {
 	echo four >"$F/qd"
 	echo five >"$F/qe"
+	lease_run true >/dev/null # uploaded (write-back): the utimens below is a queued one
 	fault_only "$CHANGE_DROP"
 	ok "utimens of qd is queued: returns 0" touch -m -d @1000000000 "$F/qd"
 	eq "fsync of another file (qe) succeeds" "$(errno_of "$(fsync_write "$F/qe" more False)")" OK

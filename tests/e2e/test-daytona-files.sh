@@ -97,6 +97,13 @@ fake_reset_counters # a run's output comes by bulk-download too
 eq "a file changed by a run is read anew" "$(cat "$F/read.bin")" "changed"
 eq "... with one more download" "$(counter 'POST /toolbox/:id/files/bulk-download')" 1
 
+# The counts below are close()'s own upload: this mount has write-back off
+# (the default is on; its counts: test-daytona-writeback.sh). The lease
+# comes back.
+unmount_sbxfs
+mount_sbxfs -o writeback=0
+ok "writeback=0: the lease is back" test -d "$F"
+
 # tar x of N files into a new directory: one bulk-upload per file, straight
 # to its name (the names were looked up and found absent): no move, no info.
 N=100

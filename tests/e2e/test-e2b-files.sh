@@ -34,6 +34,13 @@ story_pseudo_dirs_empty
 
 # ---- what it costs (the fake's counters) ----
 
+# The stories above ran with write-back (the default); the counts below are
+# close()'s own upload, so this mount has it off (write-back's counts:
+# test-e2b-writeback.sh, story_writeback_batch). The lease comes back.
+unmount_sbxfs
+mount_sbxfs -o writeback=0
+ok "writeback=0: the lease is back" test -d "$F"
+
 # `echo > file`: the shell's dup2 closes the file once before writing.
 fake_reset_counters
 echo hi >"$F/one.txt"
