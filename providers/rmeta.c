@@ -208,11 +208,23 @@ size_t sbx_rmeta_attribute(struct sbx_rmeta_fails *f, struct sbx_instance *inst,
 	return failed;
 }
 
-int sbx_rmeta_as_list_fn(void *ctx, const char *dir, const char *name, const struct sbx_stat *st)
+struct as_list {
+	sbx_list_fn fn;
+	void *ctx;
+};
+
+static int as_list_fn(void *ctx, const char *dir, const char *name, const struct sbx_stat *st)
 {
-	struct sbx_rmeta_as_list *a = ctx;
+	struct as_list *a = ctx;
 	(void)dir;
 	return a->fn(a->ctx, name, st);
+}
+
+int sbx_rmeta_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
+		   struct sbx_error *err)
+{
+	struct as_list a = {fn, ctx};
+	return inst->prov->list_tree(inst, path, 1, as_list_fn, &a, err);
 }
 
 void sbx_rmeta_fail_all(struct sbx_rmeta_fails *f, struct sbx_instance *inst, size_t first,

@@ -77,12 +77,9 @@ void sbx_rmeta_add_marker(struct sbx_buf *b, bool to_stderr);
 /* Appends ` || sbx_f I-J` and a newline. */
 void sbx_rmeta_add_mark(struct sbx_buf *b, size_t i, size_t j);
 
-/* list() over a provider's list_tree to depth 1: ctx is a struct sbx_rmeta_as_list. */
-struct sbx_rmeta_as_list {
-	sbx_list_fn fn;
-	void *ctx;
-};
-int sbx_rmeta_as_list_fn(void *ctx, const char *dir, const char *name, const struct sbx_stat *st);
+/* The list slot of a provider with list_tree: its list_tree to depth 1. */
+int sbx_rmeta_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
+		   struct sbx_error *err);
 
 /* The name ("chmod") and path of op i of a batch, for the failure records. */
 typedef void (*sbx_rmeta_op_fn)(void *ctx, size_t i, const char **name, const char **path);

@@ -309,6 +309,8 @@ struct sbx_cfile_attrs {
 	gid_t gid;
 	struct timespec ts[2];
 };
+/* a's mode, owner and (with times) times, where set, over st. */
+void sbx_cfile_attrs_onto(struct sbx_stat *st, const struct sbx_cfile_attrs *a, bool times);
 /*
  * The upload holding cf's claim takes what waits, once its data is written;
  * none join it after this (sbx_cache_file_defer_attrs says false) until

@@ -96,16 +96,18 @@ void cache_defer_adopt(struct sbx_cfile *cf)
 	sbx_buf_release(&text);
 }
 
-/* A mode and owner (when set) over st. */
-static void mode_owner_onto(struct sbx_stat *st, bool mode_set, mode_t mode, bool owner_set,
-			    uid_t uid, gid_t gid)
+void sbx_cfile_attrs_onto(struct sbx_stat *st, const struct sbx_cfile_attrs *a, bool times)
 {
-	if (mode_set)
-		st->mode = (st->mode & ~07777u) | (mode & 07777);
-	if (owner_set && uid != (uid_t)-1)
-		st->uid = uid;
-	if (owner_set && gid != (gid_t)-1)
-		st->gid = gid;
+	if (a->mode_set)
+		st->mode = (st->mode & ~07777u) | (a->mode & 07777);
+	if (a->owner_set && a->uid != (uid_t)-1)
+		st->uid = a->uid;
+	if (a->owner_set && a->gid != (gid_t)-1)
+		st->gid = a->gid;
+	if (times && a->times_set && a->ts[0].tv_nsec != UTIME_OMIT)
+		st->atime = a->ts[0];
+	if (times && a->times_set && a->ts[1].tv_nsec != UTIME_OMIT)
+		st->mtime = a->ts[1];
 }
 
 /*
@@ -116,10 +118,14 @@ static void mode_owner_onto(struct sbx_stat *st, bool mode_set, mode_t mode, boo
  */
 void cache_defer_overlay_locked(const struct sbx_cfile *cf, struct sbx_stat *st)
 {
-	const struct sbx_cfile_attrs *f = &cf->fly;
+	struct sbx_cfile_attrs pend = {.mode_set = cf->pend_mode,
+				       .owner_set = cf->pend_owner,
+				       .mode = cf->mode,
+				       .uid = cf->pend_uid,
+				       .gid = cf->pend_gid};
 	if (cf->attrs_closed)
-		mode_owner_onto(st, f->mode_set, f->mode, f->owner_set, f->uid, f->gid);
-	mode_owner_onto(st, cf->pend_mode, cf->mode, cf->pend_owner, cf->pend_uid, cf->pend_gid);
+		sbx_cfile_attrs_onto(st, &cf->fly, false);
+	sbx_cfile_attrs_onto(st, &pend, false);
 }
 
 /* path's entry if an upload of it is coming that will take attributes (lock held). */

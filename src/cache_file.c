@@ -609,8 +609,10 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 	pthread_mutex_unlock(&c->lock);
 }
 
-size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_t max,
-			      enum sbx_unsaved which)
+/* Up to max dirty, linked entries keep() accepts, each with a reference for the caller. */
+static size_t collect(struct sbx_cache *c, struct sbx_cfile **out, size_t max,
+		      bool (*keep)(const struct sbx_cfile *cf, const void *arg, long long now),
+		      const void *arg)
 {
 	struct sbx_cfile *cf, *tmp;
 	long long now = sbx_now_ms();
@@ -620,10 +622,7 @@ size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_
 	{
 		if (n == max)
 			break;
-		bool idle = !cf->refs && !cf->busy && cf->retry_at <= now;
-		if (cf->dirty && cf->linked &&
-		    (which == SBX_UNSAVED_ALL || (idle && which == SBX_UNSAVED_ORPHANS) ||
-		     (idle && which == SBX_UNSAVED_ADOPTED && cf->adopted))) {
+		if (cf->dirty && cf->linked && keep(cf, arg, now)) {
 			cf->refs++;
 			out[n++] = cf;
 		}
@@ -632,24 +631,30 @@ size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_
 	return n;
 }
 
+static bool of_kind(const struct sbx_cfile *cf, const void *arg, long long now)
+{
+	enum sbx_unsaved which = *(const enum sbx_unsaved *)arg;
+	bool idle = !cf->refs && !cf->busy && cf->retry_at <= now;
+	return which == SBX_UNSAVED_ALL || (idle && (which == SBX_UNSAVED_ORPHANS || cf->adopted));
+}
+
+static bool strictly_below(const struct sbx_cfile *cf, const void *arg, long long now)
+{
+	const char *dir = arg;
+	(void)now;
+	return strcmp(cf->path, dir) && sbx_path_within(cf->path, dir, strlen(dir));
+}
+
+size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_t max,
+			      enum sbx_unsaved which)
+{
+	return collect(c, out, max, of_kind, &which);
+}
+
 size_t sbx_cache_file_dirty_under(struct sbx_cache *c, const char *dir, struct sbx_cfile **out,
 				  size_t max)
 {
-	struct sbx_cfile *cf, *tmp;
-	size_t n = 0, len = strlen(dir);
-	pthread_mutex_lock(&c->lock);
-	HASH_ITER(hh, c->files, cf, tmp)
-	{
-		if (n == max)
-			break;
-		if (cf->dirty && cf->linked && strcmp(cf->path, dir) &&
-		    sbx_path_within(cf->path, dir, len)) {
-			cf->refs++;
-			out[n++] = cf;
-		}
-	}
-	pthread_mutex_unlock(&c->lock);
-	return n;
+	return collect(c, out, max, strictly_below, dir);
 }
 
 size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_t max)

@@ -43,21 +43,6 @@ static int apply_attrs(struct sbx_lease *l, struct sbx_instance *inst,
 	return rc;
 }
 
-/* What the stat after an upload would say once the provider applied a. */
-static void attrs_onto(struct sbx_stat *st, const struct sbx_cfile_attrs *a)
-{
-	if (a->mode_set)
-		st->mode = (st->mode & ~07777u) | (a->mode & 07777);
-	if (a->owner_set && a->uid != (uid_t)-1)
-		st->uid = a->uid;
-	if (a->owner_set && a->gid != (gid_t)-1)
-		st->gid = a->gid;
-	if (a->times_set && a->ts[0].tv_nsec != UTIME_OMIT)
-		st->atime = a->ts[0];
-	if (a->times_set && a->ts[1].tv_nsec != UTIME_OMIT)
-		st->mtime = a->ts[1];
-}
-
 /*
  * The attributes of a new file just written straight to its name, without
  * asking: what was sent, the mode it was created with (the provider gives
@@ -148,7 +133,7 @@ static void upload_after(struct sbx_lease *l, struct sbx_instance *inst, struct 
 			sbx_cache_file_return_attrs(c, u->cf, &a);
 			u->done = false;
 		} else if (u->src == 0) {
-			attrs_onto(&u->st, &a);
+			sbx_cfile_attrs_onto(&u->st, &a, true); /* what the stat after would say */
 		}
 	}
 }

@@ -301,8 +301,6 @@ int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
 
 int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	    struct sbx_error *err);
-int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
-	    struct sbx_error *err);
 int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, sbx_sink_fn sink,
 	    void *ctx, struct sbx_error *err);
 int dt_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,

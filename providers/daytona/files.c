@@ -149,7 +149,7 @@ out:
 
 /* --- stat, list -------------------------------------------------------------- */
 
-/* dt_list's callback for stat_listed: the entry named f->name. */
+/* sbx_rmeta_list's callback for stat_listed: the entry named f->name. */
 struct find_entry {
 	const char *name;
 	struct sbx_stat *st;
@@ -183,7 +183,7 @@ static int stat_listed(struct sbx_instance *inst, const char *path, struct sbx_s
 	if (!slash || !slash[1])
 		return -ENOENT;
 	dir = sbx_xstrndup(path, sbx_path_dirlen(path));
-	rc = dt_list(inst, dir, find_entry, &f, &e);
+	rc = sbx_rmeta_list(inst, dir, find_entry, &f, &e);
 	free(dir);
 	return rc ? rc : f.found ? 0 : -ENOENT;
 }
@@ -222,9 +222,10 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, st
 }
 
 /* GET /files of path to depth: each entry with its directory (FileInfo's path, deeper). */
-static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_tree_fn fn,
-		      void *ctx, struct sbx_error *err)
+int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn, void *ctx,
+		 struct sbx_error *err)
 {
+	struct dt_instance *di = dt_inst(inst);
 	struct sbx_buf url = SBX_BUF_INIT, child = SBX_BUF_INIT;
 	char w[300], d[16];
 	json_t *arr = NULL, *e;
@@ -233,6 +234,7 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 	size_t i;
 	int rc;
 
+	depth = depth < 1 ? 1 : depth;
 	pthread_mutex_lock(&di->lock);
 	rc = depth > 1 && di->no_tree ? -ENOTSUP : 0;
 	pthread_mutex_unlock(&di->lock);
@@ -297,19 +299,6 @@ static int list_depth(struct dt_instance *di, const char *path, int depth, sbx_t
 	json_decref(arr);
 	sbx_buf_release(&url);
 	return rc;
-}
-
-int dt_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
-	    struct sbx_error *err)
-{
-	struct sbx_rmeta_as_list a = {fn, ctx};
-	return list_depth(dt_inst(inst), path, 1, sbx_rmeta_as_list_fn, &a, err);
-}
-
-int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn, void *ctx,
-		 struct sbx_error *err)
-{
-	return list_depth(dt_inst(inst), path, depth < 1 ? 1 : depth, fn, ctx, err);
 }
 
 /* --- read ---------------------------------------------------------------------- */
@@ -710,7 +699,7 @@ int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err)
 	int rc;
 	/* What is queued on it or below (the removals of its entries), as e2b_rmdir. */
 	sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
-	rc = dt_list(inst, path, count_entry, &n, err);
+	rc = sbx_rmeta_list(inst, path, count_entry, &n, err);
 	if (rc && rc != -ENOENT && !info(di, path, NULL, &st, NULL) && !S_ISDIR(st.mode))
 		return sbx_error_set(err, ENOTDIR, 0, "rmdir %s: not a directory", path);
 	if (rc)
@@ -765,7 +754,7 @@ static int rename_over(struct dt_instance *di, const char *from, const char *to,
 		if (!S_ISDIR(fst.mode))
 			return sbx_error_set(err, EISDIR, 0, "rename %s: %s is a directory", from,
 					     to);
-		if ((rc = dt_list(&di->base, to, count_entry, &n, err)))
+		if ((rc = sbx_rmeta_list(&di->base, to, count_entry, &n, err)))
 			return rc;
 		if (n)
 			return sbx_error_set(err, ENOTEMPTY, 0, "rename %s: %s is not empty", from,

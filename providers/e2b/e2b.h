@@ -216,8 +216,6 @@ void e2b_own_clear(struct e2b_inst *in);
 /* The file slots of the ops table (provider.h documents each). */
 int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	     struct sbx_error *err);
-int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
-	     struct sbx_error *err);
 int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, sbx_sink_fn sink,
 	     void *ctx, struct sbx_error *err);
 int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,

@@ -417,15 +417,18 @@ int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t 
  * removals of path's own entries stay queued (the listing leaves them
  * out); below them (depth > 1), anything queued is applied first.
  */
-static int list_depth(struct e2b_inst *in, const char *path, int depth, sbx_tree_fn fn, void *ctx,
-		      struct sbx_error *err)
+int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn, void *ctx,
+		  struct sbx_error *err)
 {
+	struct e2b_inst *in = e2b_of(inst);
 	json_t *req, *out = NULL, *entries, *entry;
 	struct sbx_buf child = SBX_BUF_INIT;
 	struct sbx_rmq_queue view;
 	bool overlay;
 	size_t i;
-	int rc = flush_access(in, path, depth > 1 ? SBX_RMQ_NEED_TOUCH : SBX_RMQ_NEED_LISTING, err);
+	int rc;
+	depth = depth < 1 ? 1 : depth;
+	rc = flush_access(in, path, depth > 1 ? SBX_RMQ_NEED_TOUCH : SBX_RMQ_NEED_LISTING, err);
 	if (rc)
 		return rc;
 	sbx_rme_view(&in->meta, path, depth > 1, &view);
@@ -468,19 +471,6 @@ static int list_depth(struct e2b_inst *in, const char *path, int depth, sbx_tree
 	sbx_rmq_clear(&view);
 	json_decref(out);
 	return 0;
-}
-
-int e2b_list(struct sbx_instance *inst, const char *path, sbx_list_fn fn, void *ctx,
-	     struct sbx_error *err)
-{
-	struct sbx_rmeta_as_list a = {fn, ctx};
-	return list_depth(e2b_of(inst), path, 1, sbx_rmeta_as_list_fn, &a, err);
-}
-
-int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn, void *ctx,
-		  struct sbx_error *err)
-{
-	return list_depth(e2b_of(inst), path, depth < 1 ? 1 : depth, fn, ctx, err);
 }
 
 int e2b_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, sbx_sink_fn sink,
@@ -746,7 +736,7 @@ int e2b_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err
 	if (!strcmp(path, "/"))
 		return sbx_error_set(err, EBUSY, SBX_E_INTERNAL, "rmdir /: refused");
 	sbx_rme_flush(&in->meta, path, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH);
-	rc = e2b_list(inst, path, count_entry, &n, err);
+	rc = sbx_rmeta_list(inst, path, count_entry, &n, err);
 	if (!rc && n)
 		rc = sbx_error_set(err, ENOTEMPTY, SBX_E_INTERNAL, "rmdir %s: not empty", path);
 	return rc ? rc : remove_path(in, path, "rmdir", err);
@@ -795,7 +785,7 @@ static int rename_move(struct e2b_inst *in, const char *from, const char *to, un
 		struct sbx_error ignore = SBX_ERROR_INIT;
 		int n = 0;
 		if (stat_raw(in, to, &st, NULL, &ignore) == 0 && S_ISDIR(st.mode) &&
-		    e2b_list(&in->base, to, count_entry, &n, &ignore) == 0 && n)
+		    sbx_rmeta_list(&in->base, to, count_entry, &n, &ignore) == 0 && n)
 			rc = sbx_error_set(err, ENOTEMPTY, SBX_E_INTERNAL,
 					   "rename %s: %s is a non-empty directory", from, to);
 	}
