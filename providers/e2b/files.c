@@ -330,6 +330,7 @@ static int stat_raw(struct e2b_inst *in, const char *path, struct sbx_stat *st, 
 		    struct sbx_error *err)
 {
 	json_t *out = NULL, *entry;
+	sbx_log(SBX_LOG_DEBUG, "e2b: stat %s", path);
 	int rc = rpc_path(in, "filesystem.Filesystem/Stat", path, &out, true, "stat", err);
 	if (rc)
 		return rc;
@@ -432,6 +433,7 @@ int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tr
 	if (rc)
 		return rc;
 	sbx_rme_view(&in->meta, path, depth > 1, &view);
+	sbx_log(SBX_LOG_DEBUG, "e2b: list %s (depth %d)", path, depth);
 	req = json_pack("{s:s,s:i}", "path", path, "depth", depth);
 	rc = e2b_rpc(in, "filesystem.Filesystem/ListDir", req, true, E2B_LIST_MAX_REPLY, &out,
 		     "list", err);
