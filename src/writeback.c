@@ -43,6 +43,7 @@ struct sbx_wb {
 	unsigned max;	      /* items queued or in flight */
 	unsigned items, inflight, holds;
 	unsigned threads; /* workers taking items */
+	unsigned busy;	  /* of them, those uploading a batch (inflight counts items) */
 	unsigned leaving; /* workers done with items, not yet past their lease put */
 	long long bytes;
 	unsigned long long seq;
@@ -241,6 +242,7 @@ static void *worker(void *arg)
 		n = take_batch_locked(wb, batch);
 		if (!n)
 			break;
+		wb->busy++;
 		pthread_mutex_unlock(&wb->lock);
 		for (size_t i = 0; i < n; i++)
 			cfs[i] = batch[i]->cf;
@@ -249,6 +251,7 @@ static void *worker(void *arg)
 		else
 			fsc_upload_bg_many(wb->l, cfs, n, rcs);
 		pthread_mutex_lock(&wb->lock);
+		wb->busy--;
 		for (size_t i = 0; i < n; i++) {
 			struct wb_item *it = batch[i];
 			if (rcs[i])
@@ -276,14 +279,18 @@ static void *worker(void *arg)
 }
 
 /*
- * Counts a new worker in if the waiting items outnumber the idle ones
+ * Counts a new worker in if the waiting items outnumber the idle workers
  * (lock held); the caller starts it with start_worker() once unlocked
  * (the lease reference takes the mount's lock, which is taken before ours).
+ * Idle is threads minus busy, not minus inflight: a batch puts many items
+ * in flight on one worker (threads - inflight wrapped around, and while
+ * one batch of 30 was out no second worker started: the queue filled and
+ * closes uploaded themselves, daytona's `tar x` at 20 ms).
  */
 static bool want_worker_locked(struct sbx_wb *wb)
 {
 	unsigned waiting = wb->items - wb->inflight;
-	if (wb->threads >= SBX_WB_WORKERS || wb->threads - wb->inflight >= waiting)
+	if (wb->threads >= SBX_WB_WORKERS || wb->threads - wb->busy >= waiting)
 		return false;
 	wb->threads++;
 	return true;

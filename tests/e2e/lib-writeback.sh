@@ -326,4 +326,28 @@ with open(sys.argv[2], "w") as f:
 	sleep 1.5
 	ok "... its fsync succeeds once the directory is back" fsync_ok "$F/gone/bad.txt"
 	eq "... and the sandbox has it" "$(root_file "$FHOME/gone/bad.txt")" bad
+
+	# A batch in flight does not keep the next one waiting: 8 files go up
+	# in one stalled request, 8 more closed meanwhile go in another at
+	# once (a second worker). Counting idle workers as threads less the
+	# items in flight wrapped around, no second worker started, and the
+	# second batch waited for the first: two stalls in a row.
+	mkdir -p "$F/par"
+	lease_run true >/dev/null
+	stall_uploads 3000
+	local t0 ms
+	t0=$(date +%s%N)
+	python3 -c '
+import sys, time
+for part in ("a", "b"):
+    for i in range(8):
+        with open("%s/par/%s%d" % (sys.argv[1], part, i), "w") as f:
+            f.write("par")
+    time.sleep(0.6)' "$F"
+	ok "... 16 files then a run" lease_run true
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	fake_clear_faults
+	ok "... two batches behind a 3 s stall are in the sandbox within 5 s, not 6 ($ms ms)" \
+		test "$ms" -lt 5000
+	eq "... all 16" "$(lease_run "ls $FHOME/par | wc -l")" 16
 }
