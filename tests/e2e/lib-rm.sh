@@ -78,10 +78,16 @@ story_rmdir_queued() {
 	rm "$F/rd/a"
 	eq "rmdir with one file left: ENOTEMPTY at once" "$(errno_of "os.rmdir('$F/rd')")" ENOTEMPTY
 	rm "$F/rd/b" "$F/re/x"
+	# Fresh attributes for the two (a loaded machine's seconds since the
+	# mkdir would let the kernel's lookup ask again: not the rmdir's cost).
+	stat "$F/rd" "$F/re" >/dev/null
 	fake_reset_counters
 	ok "rmdir of a directory whose files were all just unlinked" rmdir "$F/rd"
 	ok "... and of another" rmdir "$F/re"
-	eq "... queued: no request (a command may be the timer's)" "$(requests_but_commands)" 0
+	local got
+	got=$(requests_but_commands)
+	[ "$got" = 0 ] || log "  (requests: $(fake_get /_fake/counters))"
+	eq "... queued: no request (a command may be the timer's)" "$got" 0
 	ok "... ls of the parent does not show them" sh -c "! ls -a '$F' | grep -qx 'r[de]'"
 	ok "... stat says ENOENT" sh -c "! stat '$F/rd' 2>/dev/null"
 	ok "... mkdir of the same name works" mkdir "$F/re"
