@@ -16,6 +16,7 @@
 
 #include "base/keyfile.h"
 #include "base/log.h"
+#include "rmeta.h"
 
 extern const struct sbx_provider sbx_provider_local;
 extern const struct sbx_provider sbx_provider_daytona;
@@ -58,6 +59,8 @@ int sbx_provider_check(const struct sbx_provider *p, struct sbx_error *err)
 		missing = "open/pread/pwrite/close/fstat (SBX_CAP_DIRECT_IO)";
 	else if ((p->caps & SBX_CAP_LIST_ATTRS) && !p->list)
 		missing = "list (SBX_CAP_LIST_ATTRS)";
+	else if (p->list == sbx_rmeta_list && !p->list_tree)
+		missing = "list_tree (list is sbx_rmeta_list, which calls it)";
 	else if ((p->caps & SBX_CAP_PAUSE_MEMORY) && (!p->pause || !p->unpause))
 		missing = "pause/unpause (SBX_CAP_PAUSE_MEMORY)";
 	/* The core calls the whole tty group once tty_open is there. */

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "provider.h"
+#include "rmeta.h"
 
 static int fake_create(const struct sbx_spec *spec, const char *lease, struct sbx_instance **out,
 		       struct sbx_error *err)
@@ -60,6 +61,7 @@ START_TEST(broken_ones_refused)
 	static const struct sbx_provider no_io = {GOOD("noio"), .caps = SBX_CAP_DIRECT_IO};
 	static const struct sbx_provider no_list = {GOOD("nolist"), .caps = SBX_CAP_LIST_ATTRS};
 	static const struct sbx_provider no_pause = {GOOD("nopause"), .caps = SBX_CAP_PAUSE_MEMORY};
+	static const struct sbx_provider no_tree = {GOOD("notree"), .list = sbx_rmeta_list};
 	static const struct sbx_provider no_kill = {
 	    .name = "nokill", .abi = SBX_PROVIDER_ABI, SLOTS};
 	static const struct sbx_provider half_tty = {GOOD("halftty"), .tty_open = fake_tty_open};
@@ -75,6 +77,8 @@ START_TEST(broken_ones_refused)
 	ck_assert_ptr_nonnull(strstr(err.msg, "SBX_CAP_DIRECT_IO"));
 	ck_assert_int_eq(sbx_provider_register(&no_list, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "list"));
+	ck_assert_int_eq(sbx_provider_register(&no_tree, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "list_tree"));
 	ck_assert_int_eq(sbx_provider_register(&no_pause, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "pause"));
 	ck_assert_int_eq(sbx_provider_register(&no_kill, &err), -EINVAL);
