@@ -38,7 +38,12 @@
 /* The daemon answers in the formats of this SDK (>= 0.167: JSON logs, envs). */
 #define DT_SDK_VERSION "0.218.0"
 #define DT_SESSIONS_IDLE_MAX 4
-#define DT_BATCH_MAX_ENTRIES 64
+/*
+ * A batch is full at this many entries (commands plus permission paths):
+ * 64 made `tar x` as root a command every ten files or so (tar restores
+ * each owner); the bytes bound below keeps one command line in ARG_MAX.
+ */
+#define DT_BATCH_MAX_ENTRIES 512
 /* Removals (`rm -f` of many names, one command) are bounded by bytes and this. */
 #define DT_BATCH_MAX_REMOVALS 2048
 #define DT_UPLOAD_MODE 0644L /* what bulk-upload gives a new file (Go's 0666 &^ umask 022) */

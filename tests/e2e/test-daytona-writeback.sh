@@ -5,6 +5,7 @@
 . "$(dirname "$0")/lib-writeback.sh"
 start_fake daytona
 UPLOAD_KEY="POST /toolbox/:id/files/bulk-upload"
+COMMAND_KEY="POST /toolbox/:id/process/execute"
 HOME_DIR=/home/daytona
 story_writeback
 story_writeback_batch

@@ -5,6 +5,7 @@
 . "$(dirname "$0")/lib-writeback.sh"
 start_fake e2b
 UPLOAD_KEY="POST /files"
+COMMAND_KEY="POST /process.Process/Start"
 HOME_DIR=/home/user
 story_writeback
 story_writeback_batch
