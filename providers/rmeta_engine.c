@@ -99,8 +99,8 @@ void sbx_rme_flush(struct sbx_rme *e, const char *path, enum sbx_rmq_need need, 
 		sbx_unlock(&e->flush_lock, SBX_LOCK_RME_FLUSH);
 		return;
 	}
-	sbx_log(SBX_LOG_DEBUG, "XFLUSH %s need %d lanes %u n %zu", path ? path : "(all)", (int)need,
-		lanes, e->pending.q.n);
+	sbx_log(SBX_LOG_DEBUG, "metadata batch of %zu ops (+%zu native), for %s", e->pending.q.n,
+		e->pending.native.n, path ? path : "everything (full, timer, run)");
 	e->inflight = e->pending; /* the in-flight batch is empty between flushes */
 	batch_init(&e->pending);
 	if (s->gather)
