@@ -21,7 +21,18 @@ int kernel_open_in_root(int rootfd, const char *path, int flags, mode_t mode)
 	    .mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? mode : 0,
 	    .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 	};
-	long fd = syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+	long fd;
+	/*
+	 * With "..", RESOLVE_IN_ROOT answers EAGAIN when a rename or mount
+	 * happened anywhere during the lookup (another test's mount, in CI):
+	 * tried again, as lcl_resolve_open does; the answer compared is the
+	 * settled one.
+	 */
+	for (int tries = 0; tries < 50; tries++) {
+		fd = syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
+		if (fd >= 0 || (errno != EAGAIN && errno != EINTR))
+			break;
+	}
 	return fd < 0 ? -errno : (int)fd;
 }
 
