@@ -240,6 +240,13 @@ static int relist(struct sbx_lease *l, const char *dir, bool *fault, struct sbx_
 	if (!(l->prov->caps & SBX_CAP_LIST_ATTRS) || !l->prov->list ||
 	    !sbx_cache_dir_stale(l->cache, dir, SBX_CACHE_RELIST_MAX))
 		return 0;
+	/*
+	 * Its parent being walked (git's object directories, looked up one
+	 * after another, each revisited after its listing expired): the
+	 * parent's subtree in one request, as a read of the directory would.
+	 */
+	if (fsc_walk_prefetch(l, dir) && !sbx_cache_dir_stale(l->cache, dir, SBX_CACHE_RELIST_MAX))
+		return 1;
 	gen = sbx_cache_gen(l->cache);
 	rc = fsc_use(l, &inst, "list", dir, err);
 	if (rc)

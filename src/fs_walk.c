@@ -4,7 +4,9 @@
  * subdirectory of a directory in turn, and each read on a cold cache was
  * one request: a `.git` (objects/00 ... objects/ff, two or three entries
  * each) cost about one request per two entries. When the kernel reads a
- * directory the cache does not hold, and its parent is being walked (a
+ * directory the cache does not hold, or a lookup needs the expired
+ * listing of one again (fs_cached.c, relist: git revisiting its object
+ * directories), and its parent is being walked (a
  * sibling was listed within the TTL and two or more are not yet:
  * sbx_cache_walk_due), the provider's list_tree brings the parent's
  * subtree to depth 2 in one request, and every sibling's listing, with

@@ -99,6 +99,24 @@ story_prefetch() {
 	eq "a file changed through exec after the prefetch reads its new content" \
 		"$(head -c 8 "$F/c/f05.txt")" "C FILE 5"
 
+	# Lookups across sibling directories whose listings expired (git's
+	# object directories, each revisited later): once a second one needs
+	# its listing again, the parent's subtree comes in one request, not a
+	# listing per directory (before: 21 requests for the 16, now 7).
+	for n in $(seq -w 0 15); do
+		mkdir -p "$root/tmp/pf/s/o$n" && echo "$n" >"$root/tmp/pf/s/o$n/a" && echo "$n" >"$root/tmp/pf/s/o$n/b"
+	done
+	chmod -R a+rwX "$root/tmp/pf/s"
+	ls -R "$F/s" >/dev/null
+	sleep 3 # past the cache's and the kernel's attribute timeouts
+	fake_reset_counters
+	eq "stat of a file in each of 16 directories whose listings expired" \
+		"$(cd "$F/s" && stat -c %s o*/b | sort -u)" 3
+	n=$(requests)
+	log "  (requests: $(fake_get /_fake/counters))"
+	ok "... in few requests ($n: the parents' listings, one directory's, then its parent's subtree)" \
+		test "$n" -le 8
+
 	# A failed batch: the open downloads its file as before, and the
 	# lease's error file is not written (the batch was the mount's idea).
 	cat "$F"/b/f0[0].txt >/dev/null # the glob lists b/
