@@ -4,13 +4,14 @@
  * When an open must download a file and another file of the same
  * directory was downloaded within SBX_PREFETCH_WINDOW_MS, one request (the
  * provider's read_many) fetches that file together with the directory's
- * other regular files that the cache's fresh listing knows, each at most
- * SBX_PREFETCH_FILE_MAX, at most SBX_PREFETCH_BATCH_FILES files and
- * SBX_PREFETCH_BATCH_BYTES in all, skipping any already cached as listed,
- * open or dirty. Each fetched file seeds the content cache stamped as a
- * download would be (cache_prefetch.c), so a later open validates it the
- * same way. What this is not: a read-ahead within one file, or a cache of
- * its own (the content cache holds and evicts what comes back).
+ * other regular files that the cache's listing knows, and those of the
+ * directories beside it whose listings the cache holds fresh (a walk's:
+ * add_siblings), each at most SBX_PREFETCH_FILE_MAX, at most
+ * SBX_PREFETCH_BATCH_FILES files and SBX_PREFETCH_BATCH_BYTES in all,
+ * skipping any already cached as listed, open or dirty. Each fetched file seeds the content cache
+ * stamped as a download would be (cache_prefetch.c), so a later open validates it the same way.
+ * What this is not: a read-ahead within one file, or a cache of its own (the content cache holds
+ * and evicts what comes back).
  */
 #include "fs_prefetch.h"
 
@@ -38,7 +39,8 @@ struct batch {
 	struct sbx_cache *c;
 	const char **paths;
 	struct sbx_stat *sts; /* the attributes each was chosen by (listing; [0]: the open's) */
-	size_t n;
+	size_t n, alloc;
+	long long bytes; /* of the files chosen */
 	unsigned long gen;
 	int fd; /* the open's cache file, for paths[0] */
 	off_t got;
@@ -88,14 +90,78 @@ static int batch_file(void *ctx, size_t i, const char *data, size_t len,
 	return 0;
 }
 
-/* Fills b with path (st) and the siblings worth fetching; false if there are none. */
-static bool choose(struct sbx_lease *l, const char *path, const struct sbx_stat *st,
-		   struct batch *b, struct sbx_cache_listing *ls)
+/* Appends path (taken) with the attributes it was chosen by. */
+static void batch_add(struct batch *b, char *path, const struct sbx_stat *st)
 {
-	struct sbx_buf dir = SBX_BUF_INIT;
-	long long bytes = st->size;
-	bool hit;
-	sbx_buf_add(&dir, path, sbx_path_dirlen(path));
+	if (b->n == b->alloc) {
+		b->alloc = b->alloc ? 2 * b->alloc : 64;
+		b->paths = sbx_xreallocarray(b->paths, b->alloc, sizeof(*b->paths));
+		b->sts = sbx_xreallocarray(b->sts, b->alloc, sizeof(*b->sts));
+	}
+	b->paths[b->n] = path;
+	b->sts[b->n++] = *st;
+}
+
+/*
+ * Adds dir's regular files that ls lists and the cache wants (each at most
+ * SBX_PREFETCH_FILE_MAX, the batch within its caps), except `skip`.
+ */
+static void add_files(struct sbx_lease *l, struct batch *b, const char *dir,
+		      const struct sbx_cache_listing *ls, const char *skip)
+{
+	for (size_t i = 0; i < ls->n && b->n < SBX_PREFETCH_BATCH_FILES; i++) {
+		const struct sbx_cache_dirent *e = &ls->ents[i];
+		char *p;
+		if (!e->has_st || !S_ISREG(e->st.mode) || e->st.size > SBX_PREFETCH_FILE_MAX ||
+		    b->bytes + e->st.size > SBX_PREFETCH_BATCH_BYTES)
+			continue;
+		p = sbx_xasprintf("%s/%s", strcmp(dir, "/") ? dir : "", e->name);
+		if (!strcmp(p, skip) || !sbx_cache_prefetch_wanted(l->cache, p, &e->st)) {
+			free(p);
+			continue;
+		}
+		batch_add(b, p, &e->st);
+		b->bytes += e->st.size;
+	}
+}
+
+/*
+ * A walk's other directories (grep -r, tar c): the subdirectories of dir's
+ * parent whose listings the cache holds fresh — a walk's list_tree
+ * (fs_walk.c) brought them, or they were just read — give their files to
+ * the same batch, so a walk costs a batch per subtree, not per directory.
+ * Never beside a directory of "/" (the sandbox's /proc, /sys).
+ */
+static void add_siblings(struct sbx_lease *l, struct batch *b, const char *dir)
+{
+	struct sbx_cache_listing pls = SBX_CACHE_LISTING_INIT;
+	size_t plen = sbx_path_dirlen(dir);
+	char *parent = sbx_xstrndup(dir, plen);
+	if (strcmp(parent, "/") && sbx_cache_dir_get(l->cache, parent, true, &pls)) {
+		for (size_t i = 0; i < pls.n && b->n < SBX_PREFETCH_BATCH_FILES; i++) {
+			struct sbx_cache_listing ls = SBX_CACHE_LISTING_INIT;
+			char *sub;
+			if (!pls.ents[i].has_st || !S_ISDIR(pls.ents[i].st.mode))
+				continue;
+			sub = sbx_xasprintf("%s/%s", parent, pls.ents[i].name);
+			if (strcmp(sub, dir) && sbx_cache_dir_get(l->cache, sub, false, &ls))
+				add_files(l, b, sub, &ls, "");
+			sbx_cache_listing_release(&ls);
+			free(sub);
+		}
+	}
+	sbx_cache_listing_release(&pls);
+	free(parent);
+}
+
+/* Fills b with path (st) and the files worth fetching with it; false if there are none. */
+static bool choose(struct sbx_lease *l, const char *path, const struct sbx_stat *st,
+		   struct batch *b)
+{
+	struct sbx_cache_listing ls = SBX_CACHE_LISTING_INIT;
+	char *dir = sbx_xstrndup(path, sbx_path_dirlen(path));
+	batch_add(b, sbx_xstrdup(path), st);
+	b->bytes = st->size;
 	/*
 	 * Any age: the listing only chooses the names; each fetched file's
 	 * stamp is checked at its open like a download's (an old listing's
@@ -104,28 +170,12 @@ static bool choose(struct sbx_lease *l, const char *path, const struct sbx_stat 
 	 * directory first and reached the last ones with their listings
 	 * expired: 0.22 requests per file on e2b.
 	 */
-	hit = sbx_cache_dir_get(l->cache, dir.buf, true, ls);
-	b->paths = sbx_xcalloc(ls->n + 1, sizeof(*b->paths));
-	b->sts = sbx_xcalloc(ls->n + 1, sizeof(*b->sts));
-	b->paths[0] = sbx_xstrdup(path);
-	b->sts[0] = *st;
-	b->n = 1;
-	for (size_t i = 0; hit && i < ls->n && b->n < SBX_PREFETCH_BATCH_FILES; i++) {
-		const struct sbx_cache_dirent *e = &ls->ents[i];
-		char *p;
-		if (!e->has_st || !S_ISREG(e->st.mode) || e->st.size > SBX_PREFETCH_FILE_MAX ||
-		    bytes + e->st.size > SBX_PREFETCH_BATCH_BYTES)
-			continue;
-		p = sbx_xasprintf("%s/%s", strcmp(dir.buf, "/") ? dir.buf : "", e->name);
-		if (!strcmp(p, path) || !sbx_cache_prefetch_wanted(l->cache, p, &e->st)) {
-			free(p);
-			continue;
-		}
-		b->paths[b->n] = p;
-		b->sts[b->n++] = e->st;
-		bytes += e->st.size;
+	if (sbx_cache_dir_get(l->cache, dir, true, &ls)) {
+		add_files(l, b, dir, &ls, path);
+		add_siblings(l, b, dir);
 	}
-	sbx_buf_release(&dir);
+	sbx_cache_listing_release(&ls);
+	free(dir);
 	return b->n > 1;
 }
 
@@ -133,7 +183,6 @@ bool sbx_prefetch_open(struct sbx_lease *l, const char *path, const struct sbx_s
 		       off_t *got)
 {
 	struct batch b = {.c = l->cache, .fd = fd};
-	struct sbx_cache_listing ls = SBX_CACHE_LISTING_INIT;
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_instance *inst;
 	int rc = -1;
@@ -143,23 +192,22 @@ bool sbx_prefetch_open(struct sbx_lease *l, const char *path, const struct sbx_s
 	    st->size > SBX_PREFETCH_FILE_MAX)
 		return false;
 	b.gen = sbx_cache_gen(l->cache);
-	if (choose(l, path, st, &b, &ls) && sbx_lease_use(l, &inst, &err) == 0) {
+	if (choose(l, path, st, &b) && sbx_lease_use(l, &inst, &err) == 0) {
 		rc = l->prov->read_many(inst, b.paths, b.n, SBX_PREFETCH_BATCH_BYTES, batch_file,
 					&b, &err);
 		sbx_lease_unuse(l);
 		/* Not recorded: the download that follows reports a fault of its own. */
 		if (rc)
-			sbx_log(SBX_LOG_DEBUG, "prefetch of %zu files beside %s: %s", b.n - 1, path,
+			sbx_log(SBX_LOG_DEBUG, "prefetch of %zu files with %s: %s", b.n - 1, path,
 				err.msg);
 		else
-			sbx_log(SBX_LOG_DEBUG, "prefetch of %zu files beside %s: %zu cached",
-				b.n - 1, path, b.seeded);
+			sbx_log(SBX_LOG_DEBUG, "prefetch of %zu files with %s: %zu cached", b.n - 1,
+				path, b.seeded);
 		*got = b.got;
 	}
 	for (size_t i = 0; i < b.n; i++)
 		free((char *)b.paths[i]);
 	free(b.paths);
 	free(b.sts);
-	sbx_cache_listing_release(&ls);
 	return b.loaded && !rc;
 }

@@ -29,7 +29,8 @@ void sbx_prefetch_set(bool on);
  * the cache file fd: notes the download and, when a file of the same
  * directory was downloaded within SBX_PREFETCH_WINDOW_MS, fetches path and
  * the directory's other small regular files in one request (the provider's
- * read_many), seeding their content entries. True when path's bytes are in
+ * read_many), with those of the sibling directories whose listings are
+ * fresh in the cache (a walk's), seeding their content entries. True when path's bytes are in
  * fd (*got of them); false: download it as usual (prefetch off, not due,
  * unsupported, or the batch failed: the download then reports any fault).
  */

@@ -76,6 +76,23 @@ story_prefetch() {
 	eq "diff -r of the tree as prefetched" "$(diff -r "$WORK/pf/g" "$F/g" && echo same)" same
 	eq "... and reading it again downloads nothing" "$(downloads)" 0
 
+	# A walk over many small directories (grep -r of a source tree): the
+	# directories beside the one being read come in its batch once the walk
+	# listed them, not one batch (and a download) per directory (before: 20
+	# content requests for these 10 directories, after: 4).
+	for n in $(seq -w 0 9); do
+		mkdir -p "$root/tmp/pf/t/d$n"
+		for i in 0 1 2; do echo "walk $n $i needle" >"$root/tmp/pf/t/d$n/f$i"; done
+	done
+	chmod -R a+rwX "$root/tmp/pf/t"
+	fake_reset_counters
+	eq "grep -r over 10 directories of 3 files finds every file" \
+		"$(grep -rl needle "$F/t" | wc -l)" 30
+	n=$(downloads)
+	log "  (requests: $(fake_get /_fake/counters))"
+	ok "... in few content requests ($n: the first two directories' download and batch)" \
+		test "$n" -le 4
+
 	# A name with a newline, quotes, $(...) and backquotes; one like an option.
 	cat "$F"/w/f0[01].txt >/dev/null # the glob lists w/; the second file fetches the rest
 	fake_reset_counters
