@@ -130,22 +130,29 @@ static void add_files(struct sbx_lease *l, struct batch *b, const char *dir,
  * parent whose listings the cache holds fresh — a walk's list_tree
  * (fs_walk.c) brought them, or they were just read — give their files to
  * the same batch, so a walk costs a batch per subtree, not per directory.
- * Never beside a directory of "/" (the sandbox's /proc, /sys).
+ * Never beside a directory of "/" (the sandbox's /proc, /sys), and at most
+ * SBX_CACHE_RELIST_MAX names looked at in the parent and in its
+ * subdirectories' listings (each prefetch of a walk looks again).
  */
 static void add_siblings(struct sbx_lease *l, struct batch *b, const char *dir)
 {
 	struct sbx_cache_listing pls = SBX_CACHE_LISTING_INIT;
-	size_t plen = sbx_path_dirlen(dir);
-	char *parent = sbx_xstrndup(dir, plen);
-	if (strcmp(parent, "/") && sbx_cache_dir_get(l->cache, parent, true, &pls)) {
-		for (size_t i = 0; i < pls.n && b->n < SBX_PREFETCH_BATCH_FILES; i++) {
+	char *parent = sbx_xstrndup(dir, sbx_path_dirlen(dir));
+	size_t seen = 0;
+	if (strcmp(parent, "/") && sbx_cache_dir_get(l->cache, parent, true, &pls) &&
+	    pls.n <= SBX_CACHE_RELIST_MAX) {
+		for (size_t i = 0;
+		     i < pls.n && b->n < SBX_PREFETCH_BATCH_FILES && seen < SBX_CACHE_RELIST_MAX;
+		     i++) {
 			struct sbx_cache_listing ls = SBX_CACHE_LISTING_INIT;
 			char *sub;
 			if (!pls.ents[i].has_st || !S_ISDIR(pls.ents[i].st.mode))
 				continue;
 			sub = sbx_xasprintf("%s/%s", parent, pls.ents[i].name);
-			if (strcmp(sub, dir) && sbx_cache_dir_get(l->cache, sub, false, &ls))
+			if (strcmp(sub, dir) && sbx_cache_dir_get(l->cache, sub, false, &ls)) {
 				add_files(l, b, sub, &ls, "");
+				seen += ls.n;
+			}
 			sbx_cache_listing_release(&ls);
 			free(sub);
 		}
