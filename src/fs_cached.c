@@ -691,6 +691,16 @@ static int c_chown(struct sbx_lease *l, const char *path, uid_t uid, gid_t gid,
 	return rc;
 }
 
+/* Waits for the uploads queued when dirty files lie below path. */
+static void settle_names_in(struct sbx_lease *l, const char *path)
+{
+	struct sbx_cfile *cf;
+	if (sbx_cache_file_dirty_under(l->cache, path, &cf, 1)) {
+		sbx_cache_file_put(l->cache, cf);
+		sbx_fs_drain(l);
+	}
+}
+
 static int c_utimens(struct sbx_lease *l, const char *path, const struct timespec ts[2],
 		     struct sbx_error *err)
 {
@@ -701,7 +711,15 @@ static int c_utimens(struct sbx_lease *l, const char *path, const struct timespe
 		attrs_changed(l, path, &ch);
 		return 0;
 	}
-	/* Settled first, or a later upload would stamp its own mtime over this one. */
+	/*
+	 * Settled first, or a later upload would stamp its own mtime over this
+	 * one; and so are the uploads of names in a directory (what the
+	 * write-back queue holds: sbx_fs_drain), which would stamp the
+	 * directory's: rsync -a and tar x set a directory's times after
+	 * writing its files, and rsync -aH then found the directory's mtime
+	 * changed once the queued uploads had landed.
+	 */
+	settle_names_in(l, path);
 	rc = begin(l, l->prov->utimens, "utimens", path, path, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->utimens(inst, path, ts, err), "utimens", path, err);

@@ -462,6 +462,26 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 	return rc;
 }
 
+/*
+ * A new file shows the owner uploads give (made_up_stat, the cache's
+ * overlay), learnt from the stat after the lease's first upload of a new
+ * file; until then it showed the daemon's. rsync -a as root then saw its
+ * own owner on its first files, skipped their chown, and the sandbox kept
+ * them as its user's. So while the owner is unknown, a new file goes up
+ * (empty) as it is created, and that upload's stat teaches the owner: two
+ * requests, once per lease and mount. A failure is recorded as any
+ * upload's, and the file stays dirty for its close.
+ */
+static void learn_owner(struct sbx_lease *l, struct sbx_cfile *cf)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	uid_t uid;
+	gid_t gid;
+	if (l->prov->write_new && l->prov->stat &&
+	    !sbx_cache_file_owner_known(l->cache, &uid, &gid))
+		upload(l, cf, NULL, &err);
+}
+
 int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 	     struct sbx_fs_file **out, struct sbx_error *err)
 {
@@ -498,8 +518,10 @@ int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 		sbx_cache_file_put(c, cf);
 		return rc;
 	}
-	if (how == SBX_CF_NEW)
+	if (how == SBX_CF_NEW) {
 		sbx_cache_note_added(c, path, NULL);
+		learn_owner(l, cf);
+	}
 	f = sbx_xcalloc(1, sizeof(*f));
 	f->lease = l;
 	f->path = sbx_xstrdup(path);

@@ -32,7 +32,17 @@ story_writeback() {
 	ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxId"])' "$L/info")
 	F=$L/fs$HOME_DIR
 	FHOME=$HOME_DIR
-	local ms t0
+	local ms t0 src=$WORK/tarsrc n want
+
+	# The lease's first new files: rsync -a (as root) chowns only what
+	# differs from what it stats, so they must show at once the owner their
+	# upload gives them; they showed the daemon's (root) until a first
+	# upload had been stat'ed, rsync skipped their chown, and the sandbox
+	# kept them as its user's.
+	mkdir -p "$src/o" && for n in 1 2; do echo "own $n" >"$src/o/f$n"; done
+	ok "rsync -a of the lease's first new files" rsync -a "$src/o/" "$F/o/"
+	eq "... the sandbox has them as the source's owner" \
+		"$(lease_run "stat -c %u:%g $FHOME/o/f1 $FHOME/o/f2" | sort -u)" "$(stat -c %u:%g "$src/o/f1")"
 
 	# A write, then at once an exec reading it: the run waits for the queue.
 	stall_uploads 1500
@@ -48,16 +58,18 @@ story_writeback() {
 	# stalled, that does not wait for them (the attributes wait with the
 	# upload), stat through the mount shows tar's at once, and an exec right
 	# after sees them in the sandbox (the run waits for upload AND attributes).
-	local src=$WORK/tarsrc n want
 	mkdir -p "$src/t"
 	for n in 1 2 3 4; do echo "tar $n" >"$src/t/f$n"; done
 	chmod 755 "$src/t/f1"; chmod 600 "$src/t/f2"; chmod 640 "$src/t/f3"; chmod 604 "$src/t/f4"
 	for n in 1 2 3 4; do touch -d "@100000000$n" "$src/t/f$n"; done
-	tar -C "$src" -cf "$WORK/t.tar" t
+	# (the files alone: a directory's own times, which tar sets last, wait
+	# for the uploads of the names in it, below)
+	tar -C "$src/t" -cf "$WORK/t.tar" f1 f2 f3 f4
+	mkdir "$F/t"
 	want=$(cd "$src/t" && stat -c '%n %a %Y' f1 f2 f3 f4)
 	stall_uploads $STALL_MS
 	t0=$(date +%s%N)
-	ok "tar x of 4 files under a ${STALL_MS} ms upload stall" tar --no-same-owner -C "$F" -xpf "$WORK/t.tar"
+	ok "tar x of 4 files under a ${STALL_MS} ms upload stall" tar --no-same-owner -C "$F/t" -xpf "$WORK/t.tar"
 	ms=$((($(date +%s%N) - t0) / 1000000))
 	ok "... returns at once: its chmod/utimens do not wait for the uploads ($ms ms)" test $ms -lt $FAST_MS
 	eq "... stat through the mount shows tar's modes and mtimes at once" \
@@ -66,6 +78,17 @@ story_writeback() {
 		"$(lease_run "cd $FHOME/t && stat -c '%n %a %Y' f1 f2 f3 f4")" "$want"
 	eq "... and the data" "$(lease_run "cat $FHOME/t/f4")" "tar 4"
 	fake_clear_faults
+
+	# A directory's times set right after new files in it (rsync -a and tar
+	# x set them last): the utimens waits for the uploads, stalled, to land
+	# first; landing after, they stamped the directory's mtime over it.
+	mkdir "$F/dt" && echo z >"$F/dt/zero" && lease_run true >/dev/null
+	stall_uploads 1500
+	for n in 1 2 3; do echo "$n" >"$F/dt/n$n"; done
+	ok "touch -d of a directory after 3 new files in it, uploads stalled" touch -d 2020-01-02 "$F/dt"
+	fake_clear_faults
+	eq "... the sandbox keeps the directory's times" \
+		"$(lease_run "cat $FHOME/dt/n3; stat -c %Y $FHOME/dt")" "$(printf '3\n%s' "$(date -d 2020-01-02 +%s)")"
 
 	# rsync -a chowns only what differs from what it stats: a file waiting
 	# for its first upload must show the owner the sandbox will give it
