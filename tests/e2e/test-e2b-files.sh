@@ -41,6 +41,14 @@ unmount_sbxfs
 mount_sbxfs -o writeback=0
 ok "writeback=0: the lease is back" test -d "$F"
 
+# The mount's first new file of the lease goes up empty as it is created
+# (learn_owner: its stat teaches the owner new files show), then its
+# content straight to its name: one upload more, once, and no Move.
+fake_reset_counters
+echo first >"$F/first.txt"
+eq "the mount's first new file: two uploads, once" "$(counter "POST /files")" 2
+eq "... no Move" "$(counter "POST /filesystem.Filesystem/Move")" 0
+
 # `echo > file`: the shell's dup2 closes the file once before writing.
 fake_reset_counters
 echo hi >"$F/one.txt"
