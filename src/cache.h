@@ -233,8 +233,6 @@ struct sbx_cfile_state {
 	bool have_data;	  /* the cache file holds the whole content */
 	bool dirty;	  /* local changes not uploaded */
 	bool remote;	  /* exists in the sandbox (false: created here) */
-	bool placeholder; /* remote only as the empty file of its create
-			     (sbx_cache_file_placeholder) */
 	bool stamped;	  /* stamp_* are known */
 	bool stamp_loose; /* only stamp_size is: it vouches (the sandbox has not changed since) */
 	off_t stamp_size;
@@ -338,13 +336,6 @@ void sbx_cache_file_begin_upload(struct sbx_cache *c, struct sbx_cfile *cf,
  */
 void sbx_cache_file_owner_learn(struct sbx_cache *c, uid_t uid, gid_t gid);
 bool sbx_cache_file_owner_known(struct sbx_cache *c, uid_t *uid, gid_t *gid);
-/*
- * cf, just uploaded empty as it was created to learn the owner, is in the
- * sandbox only as that placeholder: its next upload may go straight to its
- * name like a new file's (no reader of an old content to protect). The
- * next successful upload ends it.
- */
-void sbx_cache_file_placeholder(struct sbx_cache *c, struct sbx_cfile *cf);
 /*
  * Ends the claim. ok: the upload of the state taken at begin (wgen)
  * succeeded: the entry is clean unless written since, now remote, stamped

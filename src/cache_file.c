@@ -285,7 +285,6 @@ static void snapshot_locked(const struct sbx_cache *c, const struct sbx_cfile *c
 	s->have_data = cf->have_data;
 	s->dirty = cf->dirty;
 	s->remote = cf->remote;
-	s->placeholder = cf->placeholder;
 	/* A loose stamp (an upload not stat'ed) holds until the sandbox is changed from outside. */
 	s->stamped = cf->stamped && (!cf->stamp_loose || cf->stamp_epoch == c->epoch);
 	s->stamp_loose = cf->stamp_loose;
@@ -544,13 +543,6 @@ void sbx_cache_file_owner_learn(struct sbx_cache *c, uid_t uid, gid_t gid)
 	pthread_mutex_unlock(&c->lock);
 }
 
-void sbx_cache_file_placeholder(struct sbx_cache *c, struct sbx_cfile *cf)
-{
-	pthread_mutex_lock(&c->lock);
-	cf->placeholder = cf->remote;
-	pthread_mutex_unlock(&c->lock);
-}
-
 bool sbx_cache_file_owner_known(struct sbx_cache *c, uid_t *uid, gid_t *gid)
 {
 	pthread_mutex_lock(&c->lock);
@@ -575,7 +567,6 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 		 */
 		bool current = gen == c->gen || sent >= 0, added = !cf->remote && cf->linked;
 		cf->remote = true;
-		cf->placeholder = false;
 		cf->bg_failed = false;
 		if (wgen == cf->wgen && cf->dirty) {
 			cf->dirty = false;

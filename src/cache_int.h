@@ -55,11 +55,9 @@ struct sbx_cfile {
 	bool have_data;	       /* (T) */
 	bool dirty;	       /* (T) */
 	bool remote;	       /* (T) */
-	bool placeholder; /* (T) remote only as the empty file learn_owner put: no reader to protect
-			   */
-	bool stamped;	  /* (T) */
-	bool stamp_loose; /* (T) mtime unknown: the size vouches until the epoch moves */
-	off_t stamp_size; /* (T) */
+	bool stamped;	       /* (T) */
+	bool stamp_loose;      /* (T) mtime unknown: the size vouches until the epoch moves */
+	off_t stamp_size;      /* (T) */
 	struct timespec stamp_mtime; /* (T) */
 	mode_t mode;		     /* (T) */
 	unsigned long wgen;	     /* (T) */

@@ -143,11 +143,10 @@ static void upload_send(struct sbx_lease *l, struct sbx_instance *inst, struct u
 {
 	/*
 	 * A file created here after a negative lookup and never uploaded
-	 * (!remote), or only as learn_owner's empty placeholder, has no old
-	 * content for a reader to see cut: it goes straight to its name
-	 * (write_new).
+	 * (!remote) has no old content for a reader to see cut: it goes
+	 * straight to its name (write_new).
 	 */
-	u->fresh = (!u->s.remote || u->s.placeholder) && l->prov->write_new;
+	u->fresh = !u->s.remote && l->prov->write_new;
 	upload_after(l, inst, u,
 		     (u->fresh ? l->prov->write_new : l->prov->write)(
 			 inst, u->s.path, sbx_cfile_fd(u->cf), u->sys.st_size,
@@ -256,7 +255,7 @@ void fsc_upload_bg_many(struct sbx_lease *l, struct sbx_cfile **cf, size_t n, in
 	}
 	for (size_t i = 0; i < n; i++) {
 		/* New files (no reader to protect) go together; the rest alone. */
-		if (go[i] && (!u[i].s.remote || u[i].s.placeholder) && l->prov->write_new_many) {
+		if (go[i] && !u[i].s.remote && l->prov->write_new_many) {
 			u[i].fresh = true;
 			nf[m] = (struct sbx_new_file){.path = u[i].s.path,
 						      .fd = sbx_cfile_fd(u[i].cf),
@@ -470,22 +469,17 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
  * own owner on its first files, skipped their chown, and the sandbox kept
  * them as its user's. So while the owner is unknown, a new file goes up
  * (empty) as it is created, and that upload's stat teaches the owner: two
- * requests, once per lease and mount (the content then goes straight to
- * its name, as a new file's: sbx_cache_file_placeholder). A failure is
- * recorded as any upload's, and the file stays dirty for its close.
+ * requests, once per lease and mount. A failure is recorded as any
+ * upload's, and the file stays dirty for its close.
  */
 static void learn_owner(struct sbx_lease *l, struct sbx_cfile *cf)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	uid_t uid;
 	gid_t gid;
-	bool sent = false;
 	if (l->prov->write_new && l->prov->stat &&
-	    !sbx_cache_file_owner_known(l->cache, &uid, &gid)) {
-		upload(l, cf, &sent, &err);
-		if (sent)
-			sbx_cache_file_placeholder(l->cache, cf);
-	}
+	    !sbx_cache_file_owner_known(l->cache, &uid, &gid))
+		upload(l, cf, NULL, &err);
 }
 
 int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,

@@ -43,11 +43,11 @@ ok "writeback=0: the lease is back" test -d "$F"
 
 # The mount's first new file of the lease goes up empty as it is created
 # (learn_owner: its stat teaches the owner new files show), then its
-# content straight to its name: one upload more, once, and no Move.
+# content replaces it: an upload and a Move more, once.
 fake_reset_counters
 echo first >"$F/first.txt"
 eq "the mount's first new file: two uploads, once" "$(counter "POST /files")" 2
-eq "... no Move" "$(counter "POST /filesystem.Filesystem/Move")" 0
+eq "... and a Move" "$(counter "POST /filesystem.Filesystem/Move")" 1
 
 # `echo > file`: the shell's dup2 closes the file once before writing.
 fake_reset_counters
