@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fs_cached.h"
+#include "base/caller.h"
 #include "base/pathutil.h"
 #include "base/xalloc.h"
 #include "inotab.h"
@@ -452,6 +453,29 @@ static int begin(struct sbx_lease *l, const void *slot, const char *op, const ch
 	return rc ? rc : fsc_reach(l, slot, op, op, path, inst, err);
 }
 
+/*
+ * The owner a new file shows (made_up_stat) is the one uploads give, and
+ * the services' mkdir gives it too (envd's MakeDir and daytona's folder
+ * both make it the sandbox user's), so a directory the mount's owner
+ * makes teaches it with the stat the kernel asks for next (cached here:
+ * no request more; e2b's comes with the MakeDir). Not another caller's
+ * (chowned to them), nor a setgid one (its parent's group). Else the
+ * lease's first new file teaches it (learn_owner, fs_cached_file.c).
+ */
+static void learn_owner_from_dir(struct sbx_lease *l, const char *path)
+{
+	const struct sbx_caller *who = sbx_caller_get();
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	uid_t uid;
+	gid_t gid;
+	if (!l->prov->write_new || sbx_cache_file_owner_known(l->cache, &uid, &gid) ||
+	    (who && who->known && who->uid != geteuid()))
+		return;
+	if (fsc_lookup(l, path, &st, &err) == 0 && S_ISDIR(st.mode) && !(st.mode & S_ISGID))
+		sbx_cache_file_owner_learn(l->cache, st.uid, st.gid);
+}
+
 static int c_mkdir(struct sbx_lease *l, const char *path, mode_t mode, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
@@ -461,6 +485,7 @@ static int c_mkdir(struct sbx_lease *l, const char *path, mode_t mode, struct sb
 	if (!rc) {
 		sbx_cache_note_added(l->cache, path, NULL);
 		sbx_cache_dir_new(l->cache, path);
+		learn_owner_from_dir(l, path);
 	}
 	return rc;
 }
