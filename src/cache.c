@@ -94,6 +94,9 @@ void sbx_cache_free(struct sbx_cache *c)
 	cache_files_free(c);
 	fails_clear_locked(c);
 	sbx_pathttl_clear(&c->echoes);
+	for (size_t i = 0; i < c->npins; i++)
+		free(c->pins[i].dir);
+	free(c->pins);
 	HASH_ITER(hh, c->attrs, a, atmp)
 	attr_free(c, a);
 	HASH_ITER(hh, c->dirs, d, dtmp)

@@ -11,11 +11,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/fsutil.h"
 #include "base/log.h"
+#include "base/pathutil.h"
+#include "base/xalloc.h"
 #include "cache_int.h"
 
 /* FILE.attr: lines "mode OCTAL", "owner UID GID", "times ASEC ANSEC MSEC MNSEC". */
@@ -231,4 +235,71 @@ void sbx_cache_file_return_attrs(struct sbx_cache *c, struct sbx_cfile *cf,
 		cf->pend_times = true;
 	}
 	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- directory times over the uploads below ------------------------------------------ */
+
+/* The pin of dir, or NULL (lock held). */
+static struct cache_pin *pin_of_locked(struct sbx_cache *c, const char *dir)
+{
+	for (size_t i = 0; i < c->npins; i++)
+		if (!strcmp(c->pins[i].dir, dir))
+			return &c->pins[i];
+	return NULL;
+}
+
+static void pin_drop_locked(struct sbx_cache *c, struct cache_pin *p)
+{
+	free(p->dir);
+	*p = c->pins[--c->npins];
+}
+
+void sbx_cache_dir_times_pin(struct sbx_cache *c, const char *dir, const struct timespec ts[2])
+{
+	struct cache_pin *p;
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	pthread_mutex_lock(&c->lock);
+	if (!(p = pin_of_locked(c, dir))) {
+		if (c->npins == CACHE_PINS_MAX)
+			pin_drop_locked(c, &c->pins[0]);
+		c->pins = sbx_xreallocarray(c->pins, c->npins + 1, sizeof(*c->pins));
+		p = &c->pins[c->npins++];
+		p->dir = sbx_xstrdup(dir);
+	}
+	for (int i = 0; i < 2; i++)
+		p->ts[i] = ts[i].tv_nsec == UTIME_NOW ? now : ts[i];
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_dir_times_after(struct sbx_cache *c, const char *file, const struct sbx_cfile *cf,
+			       char **dir, struct timespec ts[2])
+{
+	char *d = sbx_xstrndup(file, sbx_path_dirlen(file));
+	struct sbx_cfile *o, *tmp;
+	struct cache_pin *p;
+	bool waiting = false;
+	pthread_mutex_lock(&c->lock);
+	p = c->npins ? pin_of_locked(c, d) : NULL;
+	if (p) {
+		ts[0] = p->ts[0];
+		ts[1] = p->ts[1];
+		HASH_ITER(hh, c->files, o, tmp)
+		{
+			if (o != cf && o->dirty && o->linked && strcmp(o->path, d) &&
+			    sbx_path_within(o->path, d, strlen(d))) {
+				waiting = true;
+				break;
+			}
+		}
+		if (!waiting)
+			pin_drop_locked(c, p);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!p) {
+		free(d);
+		return false;
+	}
+	*dir = d;
+	return true;
 }

@@ -103,9 +103,18 @@ struct sbx_cache {
 	bool up_owner; /* up_uid/up_gid: the owner a new file this mount uploads gets */
 	uid_t up_uid;
 	gid_t up_gid;
-	char pf_dir[4096]; /* the directory of the last download (cache_prefetch.c) */
-	long long pf_at;   /* when it began */
+	char pf_dir[4096];	/* the directory of the last download (cache_prefetch.c) */
+	long long pf_at;	/* when it began */
+	struct cache_pin *pins; /* directory times set while uploads below were queued */
+	size_t npins;
 };
+
+/* A directory's times the mount set, laid again after the uploads below it (cache_defer.c). */
+struct cache_pin {
+	char *dir;
+	struct timespec ts[2];
+};
+#define CACHE_PINS_MAX 256
 
 static inline void *xcalloc(size_t n, size_t sz)
 {

@@ -716,13 +716,14 @@ static int c_chown(struct sbx_lease *l, const char *path, uid_t uid, gid_t gid,
 	return rc;
 }
 
-/* Waits for the uploads queued when dirty files lie below path. */
-static void settle_names_in(struct sbx_lease *l, const char *path)
+/* Pins path's times (ts) when dirty files lie below it (sbx_cache_dir_times_pin). */
+static void pin_times_over_uploads(struct sbx_lease *l, const char *path,
+				   const struct timespec ts[2])
 {
 	struct sbx_cfile *cf;
 	if (sbx_cache_file_dirty_under(l->cache, path, &cf, 1)) {
 		sbx_cache_file_put(l->cache, cf);
-		sbx_fs_drain(l);
+		sbx_cache_dir_times_pin(l->cache, path, ts);
 	}
 }
 
@@ -738,13 +739,15 @@ static int c_utimens(struct sbx_lease *l, const char *path, const struct timespe
 	}
 	/*
 	 * Settled first, or a later upload would stamp its own mtime over this
-	 * one; and so are the uploads of names in a directory (what the
-	 * write-back queue holds: sbx_fs_drain), which would stamp the
-	 * directory's: rsync -a and tar x set a directory's times after
-	 * writing its files, and rsync -aH then found the directory's mtime
-	 * changed once the queued uploads had landed.
+	 * one. The uploads of names in a directory, still queued, would stamp
+	 * the directory's when they land: rsync -a and tar x set a
+	 * directory's times after writing its files, and rsync -aH found the
+	 * directory's mtime changed. So the times are pinned and laid again
+	 * after each of those uploads (fs_cached_file.c, upload_after), in the
+	 * provider's next batch; waiting for the uploads instead cost tar x a
+	 * metadata command per directory (its pause let the batch timer fire).
 	 */
-	settle_names_in(l, path);
+	pin_times_over_uploads(l, path, ts);
 	rc = begin(l, l->prov->utimens, "utimens", path, path, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->utimens(inst, path, ts, err), "utimens", path, err);

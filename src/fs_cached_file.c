@@ -98,6 +98,24 @@ static bool upload_begin(struct sbx_lease *l, struct upl *u)
 }
 
 /*
+ * The upload changed its directory's mtime in the sandbox: times the mount
+ * set on that directory while it was queued are laid again (queued after
+ * it, in the provider's next batch: no request of their own).
+ */
+static void dir_times_again(struct sbx_lease *l, struct sbx_instance *inst, struct upl *u)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct timespec ts[2];
+	char *dir;
+	int rc;
+	if (!l->prov->utimens || !sbx_cache_dir_times_after(l->cache, u->s.path, u->cf, &dir, ts))
+		return;
+	if ((rc = l->prov->utimens(inst, dir, ts, &e)))
+		fsc_record(l, "utimens", dir, rc, &e);
+	free(dir);
+}
+
+/*
  * After the write slot answered rc (lease in use): one stat to stamp it
  * (none for a new file once the owner is known: made_up_stat), then the
  * attributes that waited for it (the stamp takes them).
@@ -136,6 +154,8 @@ static void upload_after(struct sbx_lease *l, struct sbx_instance *inst, struct 
 			sbx_cfile_attrs_onto(&u->st, &a, true); /* what the stat after would say */
 		}
 	}
+	if (u->done)
+		dir_times_again(l, inst, u);
 }
 
 /* Sends u alone through the write slot (write_new for a new file). */

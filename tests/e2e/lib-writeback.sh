@@ -40,9 +40,13 @@ story_writeback() {
 	# upload had been stat'ed, rsync skipped their chown, and the sandbox
 	# kept them as its user's.
 	mkdir -p "$src/o" && for n in 1 2; do echo "own $n" >"$src/o/f$n"; done
+	fake_reset_counters
 	ok "rsync -a of the lease's first new files" rsync -a "$src/o/" "$F/o/"
 	eq "... the sandbox has them as the source's owner" \
 		"$(lease_run "stat -c %u:%g $FHOME/o/f1 $FHOME/o/f2" | sort -u)" "$(stat -c %u:%g "$src/o/f1")"
+	# rsync made o/ first: its mkdir taught the owner (learn_owner_from_dir),
+	# so no file went up empty first to learn it (3 uploads then).
+	ok "... at most an upload each ($(counter "$UPLOAD_KEY"))" test "$(counter "$UPLOAD_KEY")" -le 2
 
 	# A write, then at once an exec reading it: the run waits for the queue.
 	stall_uploads 1500
@@ -276,6 +280,7 @@ story_writeback_batch() {
 		for n in $(seq 1 100); do echo "file $d $n" >"$src/tree/$d/f$n"; done
 		chmod 755 "$src/tree/$d/f1" "$src/tree/$d/f2"
 	done
+	touch -d 2019-05-06 "$src/tree/a" "$src/tree/b" "$src/tree/c" # tar sets them last
 	want=$(cd "$src/tree" && find . -type f | sort | xargs stat -c '%n %a %s' | md5sum)
 	# The drain run's own requests (an exec) are not the copy's.
 	lease_run true >/dev/null
@@ -310,6 +315,9 @@ story_writeback_batch() {
 	eq "... owned by root in the sandbox" "$(lease_run "stat -c %u:%g $FHOME/owned/tree/a/f9")" 0:0
 	eq "... with their modes" "$(lease_run "stat -c %a $FHOME/owned/tree/c/f1 $FHOME/owned/tree/c/f3")" \
 		"$(stat -c %a "$src/tree/c/f1" "$src/tree/c/f3")"
+	eq "... and the directories' times tar set after their files" \
+		"$(lease_run "stat -c %Y $FHOME/owned/tree/a $FHOME/owned/tree/b $FHOME/owned/tree/c")" \
+		"$(stat -c %Y "$src/tree/a" "$src/tree/b" "$src/tree/c")"
 
 	# Names a form must carry exactly: a quote, a newline, $(…), UTF-8, a backslash.
 	local odd='["q\"uote", "new\nline", "$(touch pwned)", "\u00fcn\u00ef \u20ac", "back\\slash", "plain1", "plain2", "plain3"]'
