@@ -58,9 +58,14 @@ static void fails_clear_locked(struct sbx_cache *c)
 	}
 }
 
-void sbx_cache_fail_put(struct sbx_cache *c, const char *path, const struct sbx_error *e)
+void sbx_cache_fail_put(struct sbx_cache *c, const char *path, const struct sbx_error *e,
+			unsigned long gen)
 {
 	pthread_mutex_lock(&c->lock);
+	if (gen != c->gen) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
 	struct cfail *f = &c->fails[c->fail_next++ % SBX_CACHE_FAILS];
 	free(f->path);
 	f->path = sbx_xstrdup(path);

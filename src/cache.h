@@ -128,9 +128,12 @@ void sbx_cache_link_put(struct sbx_cache *c, const char *path, const char *targe
  * 5xx...), remembered for SBX_CACHE_FAIL_MS: the kernel asks again at
  * once (a failed revalidation is followed by a fresh lookup), and each
  * ask would wait out the whole deadline again. Dropped by every
- * invalidation.
+ * invalidation, and not kept when the cache's generation moved past gen
+ * (taken before the request) meanwhile: a fault met while the lease was
+ * found gone would otherwise outlive the invalidation that said so.
  */
-void sbx_cache_fail_put(struct sbx_cache *c, const char *path, const struct sbx_error *e);
+void sbx_cache_fail_put(struct sbx_cache *c, const char *path, const struct sbx_error *e,
+			unsigned long gen);
 /* True, with *e the remembered error, when path failed so within SBX_CACHE_FAIL_MS. */
 bool sbx_cache_fail_get(struct sbx_cache *c, const char *path, struct sbx_error *e);
 

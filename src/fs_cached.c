@@ -276,6 +276,7 @@ static int remote_stat(struct sbx_lease *l, const char *path, struct sbx_stat *s
 
 	if (sbx_cache_fail_get(l->cache, path, err))
 		return -err->err;
+	gen = sbx_cache_gen(l->cache);
 	if (slash && slash[1]) {
 		char *dir = sbx_xstrndup(path, sbx_path_dirlen(path));
 		rc = relist(l, dir, &fault, err);
@@ -303,7 +304,7 @@ static int remote_stat(struct sbx_lease *l, const char *path, struct sbx_stat *s
 	fault = rc && sbx_fs_is_fault(rc);
 out:
 	if (fault)
-		sbx_cache_fail_put(l->cache, path, err);
+		sbx_cache_fail_put(l->cache, path, err, gen);
 	return rc;
 }
 

@@ -108,6 +108,26 @@ START_TEST(test_failed_lookup_remembered_briefly)
 }
 END_TEST
 
+/*
+ * A fault met across an invalidation (the lease found gone, a run's end)
+ * is not remembered: it would answer for the path after the invalidation
+ * that superseded it (test-e2b-faults saw ENOTCONN for fs/ of a lease
+ * already reclaimed, where ENOENT was due).
+ */
+START_TEST(test_fault_across_invalidation_not_remembered)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	unsigned long gen = sbx_cache_gen(L->cache);
+	sbx_error_set(&e, ENOTCONN, 0, "connection dropped");
+	sbx_cache_invalidate_all(L->cache);
+	sbx_cache_fail_put(L->cache, "/f", &e, gen);
+	ck_assert(!sbx_cache_fail_get(L->cache, "/f", &e));
+	sbx_cache_fail_put(L->cache, "/f", &e, sbx_cache_gen(L->cache));
+	ck_assert(sbx_cache_fail_get(L->cache, "/f", &e));
+	ck_assert_int_eq(e.err, ENOTCONN);
+}
+END_TEST
+
 /* mkdir knows the new directory is empty; creating in it keeps the parent's attributes. */
 START_TEST(test_new_directory_needs_no_lookup)
 {
@@ -490,6 +510,7 @@ int main(void)
 	tcase_add_test(meta, test_ttl_expires);
 	tcase_add_test(meta, test_new_directory_needs_no_lookup);
 	tcase_add_test(meta, test_failed_lookup_remembered_briefly);
+	tcase_add_test(meta, test_fault_across_invalidation_not_remembered);
 	tcase_add_test(meta, test_invalidation);
 	tcase_add_test(meta, test_pseudo_filesystems_stay_local);
 	tcase_add_test(meta, test_paused_sandbox_served_from_cache);
