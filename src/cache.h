@@ -341,15 +341,16 @@ void sbx_cache_file_owner_learn(struct sbx_cache *c, uid_t uid, gid_t gid);
 bool sbx_cache_file_owner_known(struct sbx_cache *c, uid_t *uid, gid_t *gid);
 /*
  * A directory's times set (ts, UTIME_NOW taken as now) while uploads of
- * names below it wait: each such upload, once it landed, changed the
- * directory's mtime in the sandbox, so the times are laid again after it
+ * names in it wait (none: nothing is pinned, and an old pin goes): each
+ * such upload, once it landed, changed the directory's mtime in the
+ * sandbox, so the times are laid again after it
  * (sbx_cache_dir_times_after). At most CACHE_PINS_MAX (the oldest goes).
  */
 void sbx_cache_dir_times_pin(struct sbx_cache *c, const char *dir, const struct timespec ts[2]);
 /*
  * After the upload of file (cf) landed: true with the times to lay again
  * on *dir (caller frees) when file's directory is pinned; the pin goes
- * once no other dirty file waits below it.
+ * once no other dirty file waits in it.
  */
 bool sbx_cache_dir_times_after(struct sbx_cache *c, const char *file, const struct sbx_cfile *cf,
 			       char **dir, struct timespec ts[2]);

@@ -254,12 +254,32 @@ static void pin_drop_locked(struct sbx_cache *c, struct cache_pin *p)
 	*p = c->pins[--c->npins];
 }
 
+/* A dirty file other than cf waits directly in dir (lock held). */
+static bool dirty_in_locked(struct sbx_cache *c, const char *dir, const struct sbx_cfile *cf)
+{
+	struct sbx_cfile *o, *tmp;
+	size_t n = strlen(dir);
+	HASH_ITER(hh, c->files, o, tmp)
+	{
+		if (o != cf && o->dirty && o->linked && sbx_path_dirlen(o->path) == n &&
+		    !strncmp(o->path, dir, n) && strcmp(o->path, dir))
+			return true;
+	}
+	return false;
+}
+
 void sbx_cache_dir_times_pin(struct sbx_cache *c, const char *dir, const struct timespec ts[2])
 {
 	struct cache_pin *p;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	pthread_mutex_lock(&c->lock);
+	if (!dirty_in_locked(c, dir, NULL)) {
+		if ((p = pin_of_locked(c, dir)))
+			pin_drop_locked(c, p);
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
 	if (!(p = pin_of_locked(c, dir))) {
 		if (c->npins == CACHE_PINS_MAX)
 			pin_drop_locked(c, &c->pins[0]);
@@ -276,23 +296,13 @@ bool sbx_cache_dir_times_after(struct sbx_cache *c, const char *file, const stru
 			       char **dir, struct timespec ts[2])
 {
 	char *d = sbx_xstrndup(file, sbx_path_dirlen(file));
-	struct sbx_cfile *o, *tmp;
 	struct cache_pin *p;
-	bool waiting = false;
 	pthread_mutex_lock(&c->lock);
 	p = c->npins ? pin_of_locked(c, d) : NULL;
 	if (p) {
 		ts[0] = p->ts[0];
 		ts[1] = p->ts[1];
-		HASH_ITER(hh, c->files, o, tmp)
-		{
-			if (o != cf && o->dirty && o->linked && strcmp(o->path, d) &&
-			    sbx_path_within(o->path, d, strlen(d))) {
-				waiting = true;
-				break;
-			}
-		}
-		if (!waiting)
+		if (!dirty_in_locked(c, d, cf))
 			pin_drop_locked(c, p);
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -717,17 +717,6 @@ static int c_chown(struct sbx_lease *l, const char *path, uid_t uid, gid_t gid,
 	return rc;
 }
 
-/* Pins path's times (ts) when dirty files lie below it (sbx_cache_dir_times_pin). */
-static void pin_times_over_uploads(struct sbx_lease *l, const char *path,
-				   const struct timespec ts[2])
-{
-	struct sbx_cfile *cf;
-	if (sbx_cache_file_dirty_under(l->cache, path, &cf, 1)) {
-		sbx_cache_file_put(l->cache, cf);
-		sbx_cache_dir_times_pin(l->cache, path, ts);
-	}
-}
-
 static int c_utimens(struct sbx_lease *l, const char *path, const struct timespec ts[2],
 		     struct sbx_error *err)
 {
@@ -748,7 +737,7 @@ static int c_utimens(struct sbx_lease *l, const char *path, const struct timespe
 	 * provider's next batch; waiting for the uploads instead cost tar x a
 	 * metadata command per directory (its pause let the batch timer fire).
 	 */
-	pin_times_over_uploads(l, path, ts);
+	sbx_cache_dir_times_pin(l->cache, path, ts);
 	rc = begin(l, l->prov->utimens, "utimens", path, path, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->utimens(inst, path, ts, err), "utimens", path, err);

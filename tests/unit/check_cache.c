@@ -128,6 +128,22 @@ START_TEST(test_fault_across_invalidation_not_remembered)
 }
 END_TEST
 
+/*
+ * A directory's times are pinned only over uploads waiting in it: with
+ * none (a dirty file deeper down changes a subdirectory's mtime, not this
+ * one's), a pin would never be used up, and a name written there hours
+ * later would get the old times laid over its directory again.
+ */
+START_TEST(test_dir_times_pinned_only_over_uploads_in_it)
+{
+	struct timespec ts[2] = {{1000, 0}, {2000, 0}}, got[2];
+	char *dir = NULL;
+	sbx_cache_dir_times_pin(L->cache, "/d", ts);
+	ck_assert(!sbx_cache_dir_times_after(L->cache, "/d/x", NULL, &dir, got));
+	ck_assert_ptr_null(dir);
+}
+END_TEST
+
 /* mkdir knows the new directory is empty; creating in it keeps the parent's attributes. */
 START_TEST(test_new_directory_needs_no_lookup)
 {
@@ -511,6 +527,7 @@ int main(void)
 	tcase_add_test(meta, test_new_directory_needs_no_lookup);
 	tcase_add_test(meta, test_failed_lookup_remembered_briefly);
 	tcase_add_test(meta, test_fault_across_invalidation_not_remembered);
+	tcase_add_test(meta, test_dir_times_pinned_only_over_uploads_in_it);
 	tcase_add_test(meta, test_invalidation);
 	tcase_add_test(meta, test_pseudo_filesystems_stay_local);
 	tcase_add_test(meta, test_paused_sandbox_served_from_cache);
