@@ -642,6 +642,7 @@ void sbx_cache_note_added(struct sbx_cache *c, const char *path, const struct sb
 {
 	pthread_mutex_lock(&c->lock);
 	cache_note_added_locked(c, path, st);
+	cache_dir_times_unpin_locked(c, path);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -653,6 +654,7 @@ void sbx_cache_note_removed(struct sbx_cache *c, const char *path)
 	pthread_mutex_lock(&c->lock);
 	c->gen++;
 	cache_echo_note_locked(c, path);
+	cache_dir_times_unpin_locked(c, path);
 	drop_tree_locked(c, path);
 	cache_attr_set_locked(c, path, NULL);
 	if (name) {

@@ -344,7 +344,10 @@ bool sbx_cache_file_owner_known(struct sbx_cache *c, uid_t *uid, gid_t *gid);
  * names in it wait (none: nothing is pinned, and an old pin goes): each
  * such upload, once it landed, changed the directory's mtime in the
  * sandbox, so the times are laid again after it
- * (sbx_cache_dir_times_after). At most CACHE_PINS_MAX (the oldest goes).
+ * (sbx_cache_dir_times_after). A name the mount adds to or removes from
+ * the directory afterwards (sbx_cache_note_added/_removed, not an
+ * upload's landing) moves its mtime past them: the pin goes. At most
+ * CACHE_PINS_MAX (the oldest goes).
  */
 void sbx_cache_dir_times_pin(struct sbx_cache *c, const char *dir, const struct timespec ts[2]);
 /*

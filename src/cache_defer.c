@@ -268,13 +268,28 @@ static bool dirty_in_locked(struct sbx_cache *c, const char *dir, const struct s
 	return false;
 }
 
+void cache_dir_times_unpin_locked(struct sbx_cache *c, const char *path)
+{
+	struct cache_pin *p;
+	char *dir;
+	if (!c->npins)
+		return;
+	dir = sbx_xstrndup(path, sbx_path_dirlen(path));
+	if ((p = pin_of_locked(c, dir)))
+		pin_drop_locked(c, p);
+	free(dir);
+}
+
 void sbx_cache_dir_times_pin(struct sbx_cache *c, const char *dir, const struct timespec ts[2])
 {
 	struct cache_pin *p;
+	struct cattr *a;
 	struct timespec now;
 	clock_gettime(CLOCK_REALTIME, &now);
 	pthread_mutex_lock(&c->lock);
-	if (!dirty_in_locked(c, dir, NULL)) {
+	/* A file's utimens (no scan of the table for it) or no upload waiting in dir. */
+	HASH_FIND_STR(c->attrs, dir, a);
+	if ((a && a->has_st && !S_ISDIR(a->st.mode)) || !dirty_in_locked(c, dir, NULL)) {
 		if ((p = pin_of_locked(c, dir)))
 			pin_drop_locked(c, p);
 		pthread_mutex_unlock(&c->lock);

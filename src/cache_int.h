@@ -115,6 +115,11 @@ struct cache_pin {
 	struct timespec ts[2];
 };
 #define CACHE_PINS_MAX 256
+/*
+ * The mount added or removed path: its directory's mtime moved past any
+ * times pinned on it, which are dropped (lock held).
+ */
+void cache_dir_times_unpin_locked(struct sbx_cache *c, const char *path);
 
 static inline void *xcalloc(size_t n, size_t sz)
 {

@@ -144,6 +144,32 @@ START_TEST(test_dir_times_pinned_only_over_uploads_in_it)
 }
 END_TEST
 
+/*
+ * A name the mount adds to (or removes from) a pinned directory after its
+ * times were set moves its mtime past them, as on a local disk: the pin
+ * goes. Kept, it was laid again over that newer mtime when the file still
+ * waiting there went up.
+ */
+START_TEST(test_dir_times_pin_goes_with_a_later_name)
+{
+	struct timespec ts[2] = {{1000, 0}, {2000, 0}}, got[2];
+	char *dir = NULL;
+	ck_assert_int_eq(F->mkdir(L, "/d", 0755, &E), 0);
+	struct sbx_fs_file *f = xopen("/d/f", O_CREAT | O_WRONLY | O_EXCL, 0644);
+	xwrite(f, "x", 0); /* dirty: its upload waits */
+	sbx_cache_dir_times_pin(L->cache, "/d", ts);
+	ck_assert(sbx_cache_dir_times_after(L->cache, "/d/other", NULL, &dir, got));
+	ck_assert_str_eq(dir, "/d");
+	ck_assert_int_eq(got[1].tv_sec, 2000);
+	free(dir);
+	dir = NULL;
+	sbx_cache_note_added(L->cache, "/d/later", NULL);
+	ck_assert(!sbx_cache_dir_times_after(L->cache, "/d/other", NULL, &dir, got));
+	ck_assert_int_eq(F->flush(f, &E), 0);
+	F->release(f);
+}
+END_TEST
+
 /* mkdir knows the new directory is empty; creating in it keeps the parent's attributes. */
 START_TEST(test_new_directory_needs_no_lookup)
 {
@@ -528,6 +554,7 @@ int main(void)
 	tcase_add_test(meta, test_failed_lookup_remembered_briefly);
 	tcase_add_test(meta, test_fault_across_invalidation_not_remembered);
 	tcase_add_test(meta, test_dir_times_pinned_only_over_uploads_in_it);
+	tcase_add_test(meta, test_dir_times_pin_goes_with_a_later_name);
 	tcase_add_test(meta, test_invalidation);
 	tcase_add_test(meta, test_pseudo_filesystems_stay_local);
 	tcase_add_test(meta, test_paused_sandbox_served_from_cache);
