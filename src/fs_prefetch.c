@@ -8,10 +8,11 @@
  * directories beside it whose listings the cache holds fresh (a walk's:
  * add_siblings), each at most SBX_PREFETCH_FILE_MAX, at most
  * SBX_PREFETCH_BATCH_FILES files and SBX_PREFETCH_BATCH_BYTES in all,
- * skipping any already cached as listed, open or dirty. Each fetched file seeds the content cache
- * stamped as a download would be (cache_prefetch.c), so a later open validates it the same way.
- * What this is not: a read-ahead within one file, or a cache of its own (the content cache holds
- * and evicts what comes back).
+ * skipping any already cached as listed, open or dirty. Each fetched file
+ * seeds the content cache stamped as a download would be
+ * (cache_prefetch.c), so a later open validates it the same way. What
+ * this is not: a read-ahead within one file, or a cache of its own (the
+ * content cache holds and evicts what comes back).
  */
 #include "fs_prefetch.h"
 

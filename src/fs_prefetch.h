@@ -30,8 +30,8 @@ void sbx_prefetch_set(bool on);
  * directory was downloaded within SBX_PREFETCH_WINDOW_MS, fetches path and
  * the directory's other small regular files in one request (the provider's
  * read_many), with those of the sibling directories whose listings are
- * fresh in the cache (a walk's), seeding their content entries. True when path's bytes are in
- * fd (*got of them); false: download it as usual (prefetch off, not due,
+ * fresh in the cache (a walk's), seeding their content entries. True when
+ * path's bytes are in fd (*got of them); false: download it as usual (prefetch off, not due,
  * unsupported, or the batch failed: the download then reports any fault).
  */
 bool sbx_prefetch_open(struct sbx_lease *l, const char *path, const struct sbx_stat *st, int fd,
