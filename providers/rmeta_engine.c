@@ -171,15 +171,19 @@ static bool native_new_path(const struct sbx_rme_batch *b, const char *path)
 static void batch_put(const struct sbx_rme_slots *s, struct sbx_rme_batch *b, bool native,
 		      const struct sbx_rmq_op *op)
 {
-	/* native ops of one path are one call: counted once */
+	/* native ops of one path are one call: counted once; a merged one not at all */
 	bool counted = !native || native_new_path(b, op->path);
+	if (native) {
+		sbx_rmq_add(&b->native, op);
+	} else if (sbx_rmq_add_merged(&b->q, op)) {
+		return;
+	}
 	if (native && counted)
 		b->n_native_paths++;
 	if (!native && sbx_rmq_removal(op->kind))
 		b->n_removals++;
 	if (s->cost && counted)
 		b->bytes += s->cost(op, native);
-	sbx_rmq_add(native ? &b->native : &b->q, op);
 }
 
 void sbx_rme_add(struct sbx_rme *e, enum sbx_rme_lane lane, const struct sbx_rmq_op *ops, size_t n)

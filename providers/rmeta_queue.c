@@ -363,6 +363,24 @@ static bool related(const struct sbx_rmq_op *a, const struct sbx_rmq_op *b)
 	return false;
 }
 
+bool sbx_rmq_add_merged(struct sbx_rmq_queue *q, const struct sbx_rmq_op *op)
+{
+	size_t stop = q->n > SBX_RMQ_MERGE_LOOKBACK ? q->n - SBX_RMQ_MERGE_LOOKBACK : 0;
+	for (size_t i = q->n; op->kind == SBX_RMQ_UTIMENS && i-- > stop;) {
+		struct sbx_rmq_op *old = &q->ops[i];
+		if (!related(old, op))
+			continue;
+		if (old->kind != SBX_RMQ_UTIMENS || old->root != op->root || old->soft != op->soft)
+			break;
+		for (int t = 0; t < 2; t++)
+			if (op->ts[t].tv_nsec != UTIME_OMIT)
+				old->ts[t] = op->ts[t];
+		return true;
+	}
+	sbx_rmq_add(q, op);
+	return false;
+}
+
 #define GATHER_MAX 8192 /* beyond this many ops the queue stays in its order */
 
 void sbx_rmq_gather(struct sbx_rmq_queue *q)

@@ -84,6 +84,17 @@ void sbx_rmq_init(struct sbx_rmq_queue *q);
 void sbx_rmq_clear(struct sbx_rmq_queue *q);
 /* Appends a copy of op (path and arg are duplicated). */
 void sbx_rmq_add(struct sbx_rmq_queue *q, const struct sbx_rmq_op *op);
+/*
+ * As sbx_rmq_add, except that a utimens of a path whose last op that it
+ * must stay after (within the last SBX_RMQ_MERGE_LOOKBACK ops) is a
+ * utimens of that path with the same flags is merged into that op (its
+ * times, but for those it omits, replace the older ones): one command,
+ * not one per setting (a directory's times laid again after each
+ * upload into it, tar's and rsync's time of a file set twice). Returns
+ * whether it merged.
+ */
+#define SBX_RMQ_MERGE_LOOKBACK 256
+bool sbx_rmq_add_merged(struct sbx_rmq_queue *q, const struct sbx_rmq_op *op);
 /* Moves all ops of src to the end of dst (src becomes empty). */
 void sbx_rmq_take(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *src);
 /* a is path, or below it (deep), or an entry directly in it (!deep); a may be NULL. */

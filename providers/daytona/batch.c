@@ -85,6 +85,65 @@ static const char *borrow_of(const struct sbx_rmq_op *op, char *need, struct sbx
 	}
 }
 
+/*
+ * Op i's line: `e=$( { CMD; } 2>&1) || b I BPATH NEED "$e"` where a
+ * refusal may ask for a borrow (borrow, and the op has a borrow path),
+ * else `{ CMD; } 2>&1 || sbx_f I-J`, with the removals after it of the
+ * same kind in the same command unless single. Returns the index after.
+ */
+static size_t op_line(struct sbx_buf *s, const struct sbx_rmq_queue *q, size_t i, bool borrow,
+		      bool single)
+{
+	struct sbx_buf cmd = SBX_BUF_INIT, dir = SBX_BUF_INIT;
+	char need = 0;
+	const char *bpath = borrow_of(&q->ops[i], &need, &dir);
+	size_t next;
+	sbx_rmq_render_op(q, i, &dt_style, SIZE_MAX, &cmd, &next);
+	if (single || next <= i)
+		next = i + 1;
+	if (borrow && bpath) {
+		sbx_buf_adds(s, "e=$( { ");
+		sbx_buf_adds(s, cmd.buf);
+		sbx_buf_addf(s, "; } 2>&1) || b %zu", i);
+		arg(s, bpath);
+		sbx_buf_addf(s, " %c \"$e\"\n", need);
+	} else {
+		sbx_buf_adds(s, "{ ");
+		sbx_buf_adds(s, cmd.buf);
+		sbx_buf_adds(s, "; } 2>&1");
+		sbx_rmeta_add_mark(s, i, next);
+	}
+	sbx_buf_release(&cmd);
+	sbx_buf_release(&dir);
+	return next;
+}
+
+/* As the user, quiet, alike times in one command: the first try of a run of utimens. */
+static const struct sbx_rmq_style dt_fast_style = {.merge = true};
+
+/*
+ * The utimens ops from i on with the same times (sbx_rmq_gather put them
+ * together): `{ touch ... P...; } 2>/dev/null || { LINE...; }`, one
+ * process as the user for all, and only when it is refused (one not the
+ * user's, or a link) each op's own line (op_line: its `sudo -n` and
+ * borrow; setting the same times again is harmless). Per op that is one
+ * process, not four: a subshell for the message, another for the first
+ * try's, the `sh -c` and the touch (tar x as root: a 250-file batch took
+ * 6 s on the fake). Returns the index after the run.
+ */
+static size_t times_run(struct sbx_buf *s, const struct sbx_rmq_queue *q, size_t i)
+{
+	struct sbx_buf cmd = SBX_BUF_INIT;
+	size_t end;
+	sbx_rmq_render_op(q, i, &dt_fast_style, SIZE_MAX, &cmd, &end);
+	sbx_buf_addf(s, "{ %s; } 2>/dev/null || {\n", cmd.buf);
+	for (size_t x = i; x < end; x++)
+		op_line(s, q, x, true, true);
+	sbx_buf_adds(s, "}\n");
+	sbx_buf_release(&cmd);
+	return end;
+}
+
 /* "rc=0 ... exit $rc" around the ops idx[0..n) (all of them when idx is NULL). */
 static void script_of(struct sbx_buf *s, const struct sbx_rmq_queue *q, const size_t *idx, size_t n,
 		      bool borrow)
@@ -100,31 +159,16 @@ static void script_of(struct sbx_buf *s, const struct sbx_rmq_queue *q, const si
 			     "printf '" DT_BORROW_TAG "%s %s %s\\n' \"$1\" \"$(id -u)\" "
 			     "\"$(stat -c '%u %g %a' -- \"$2\")\"; "
 			     "else printf '%s\\n' \"$4\"; " SBX_RMETA_MARK_FN " \"$1\"; fi; }\n");
-	for (size_t k = 0; k < n; k++) {
-		size_t i = idx ? idx[k] : k, next;
-		struct sbx_buf cmd = SBX_BUF_INIT, dir = SBX_BUF_INIT;
-		char need = 0;
-		const char *bpath = borrow_of(&q->ops[i], &need, &dir);
-		sbx_rmq_render_op(q, i, &dt_style, SIZE_MAX, &cmd, &next);
-		if (borrow && bpath) {
-			sbx_buf_adds(s, "e=$( { ");
-			sbx_buf_adds(s, cmd.buf);
-			sbx_buf_addf(s, "; } 2>&1) || b %zu", i);
-			arg(s, bpath);
-			sbx_buf_addf(s, " %c \"$e\"\n", need);
-		} else {
-			/* removals of many names are one command: ops [i, next) */
-			if (idx || next <= i)
-				next = i + 1;
-			sbx_buf_adds(s, "{ ");
-			sbx_buf_adds(s, cmd.buf);
-			sbx_buf_adds(s, "; } 2>&1");
-			sbx_rmeta_add_mark(s, i, next);
-			if (!idx)
-				k = next - 1;
+	for (size_t k = 0; k < n;) {
+		size_t i = idx ? idx[k] : k;
+		if (idx) { /* the ops a borrow lets run again: each alone */
+			op_line(s, q, i, borrow, true);
+			k++;
+		} else if (borrow && q->ops[i].kind == SBX_RMQ_UTIMENS) {
+			k = times_run(s, q, i);
+		} else { /* removals of many names are one command */
+			k = op_line(s, q, i, borrow, false);
 		}
-		sbx_buf_release(&cmd);
-		sbx_buf_release(&dir);
 	}
 	if (borrow) /* who ran them: the owner of the links they made */
 		sbx_buf_adds(s, "printf '" DT_IDS_TAG "%s %s\\n' \"$(id -u)\" \"$(id -g)\"\n");
@@ -449,6 +493,7 @@ const struct sbx_rme_slots dt_meta_slots = {
     .cost = cost,
     .full = full,
     .delay_ms = DT_BATCH_DELAY_MS,
+    .gather = true,
 };
 
 int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)

@@ -392,6 +392,43 @@ START_TEST(test_removals_needs)
 }
 END_TEST
 
+/*
+ * A directory's times queued again after each upload into it, and a
+ * file's set twice: one op each, the later times over the earlier but
+ * for those omitted; never across an op that must stay between them.
+ */
+START_TEST(test_times_merge)
+{
+	struct sbx_rmq_queue q;
+	struct sbx_rmq_op op;
+	struct timespec t1[2] = {{10, 0}, {20, 0}}, t2[2] = {{0, UTIME_OMIT}, {30, 0}};
+	sbx_rmq_init(&q);
+	op = sbx_rmq_utimens_op("/d", t1);
+	ck_assert(!sbx_rmq_add_merged(&q, &op));
+	op = sbx_rmq_utimens_op("/d/f", t1); /* another path's times: passed over */
+	ck_assert(!sbx_rmq_add_merged(&q, &op));
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_CHMOD, .path = "/d", .mode = 0700};
+	ck_assert(!sbx_rmq_add_merged(&q, &op)); /* mode commutes with times */
+	op = sbx_rmq_utimens_op("/d", t2);
+	ck_assert(sbx_rmq_add_merged(&q, &op));
+	ck_assert_uint_eq(q.n, 3);
+	ck_assert_int_eq(q.ops[0].ts[0].tv_sec, 10); /* atime kept: the second omits it */
+	ck_assert_int_eq(q.ops[0].ts[1].tv_sec, 30);
+	/* an entry made in /d moves its mtime: the times after it are an op of their own */
+	op = (struct sbx_rmq_op){.kind = SBX_RMQ_SYMLINK, .path = "/d/l", .arg = "t"};
+	ck_assert(!sbx_rmq_add_merged(&q, &op));
+	op = sbx_rmq_utimens_op("/d", t1);
+	ck_assert(!sbx_rmq_add_merged(&q, &op));
+	ck_assert_uint_eq(q.n, 5);
+	/* a link's (root) times and a file's do not merge */
+	op = sbx_rmq_utimens_op("/d", t2);
+	op.root = true;
+	ck_assert(!sbx_rmq_add_merged(&q, &op));
+	ck_assert_uint_eq(q.n, 6);
+	sbx_rmq_clear(&q);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rmeta_queue");
@@ -405,6 +442,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_removals_run, 0, 2);
 	tcase_add_test(tc, test_removals_render);
 	tcase_add_test(tc, test_removals_needs);
+	tcase_add_test(tc, test_times_merge);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

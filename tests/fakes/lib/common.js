@@ -243,8 +243,11 @@ class FakeServer {
 			const m = this.match(req.method, url.pathname);
 			ctx.key = m ? m.route.key : `${req.method} ${url.pathname}`;
 			this.counters[ctx.key] = (this.counters[ctx.key] || 0) + 1;
-			if (process.env.FAKE_TRACE) // a line per request, for reading a workload's requests
-				fs.appendFileSync(process.env.FAKE_TRACE, `${Date.now()} ${req.method} ${url.pathname}${url.search}\n`);
+			if (process.env.FAKE_TRACE) { // a line per request, for reading a workload's requests
+				const t0 = Date.now();
+				res.on('close', () => fs.appendFileSync(process.env.FAKE_TRACE,
+					`${t0} ${Date.now() - t0} ${req.method} ${url.pathname}${url.search}\n`));
+			}
 			if (m)
 				ctx.params = m.params;
 			if (this.latencyMs > 0)
