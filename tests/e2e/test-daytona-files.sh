@@ -109,6 +109,17 @@ fake_reset_counters
 echo first >"$F/first.txt"
 eq "the mount's first new file: two uploads, once" "$(counter 'POST /toolbox/:id/files/bulk-upload')" 2
 log "  (its moves: $(counter 'POST /toolbox/:id/files/move'))"
+# A directory the mount's owner makes shows the attributes it was made
+# with (the folder call returns none): no info lookup after each mkdir
+# (tar x: one per directory, before), and they are the sandbox's. (After
+# a listing, as tar's parent is new: the names' lookups ask nothing.)
+ls "$F" >/dev/null
+fake_reset_counters
+ok "mkdir -m 750 of 3 directories" mkdir -m 750 "$F/nd1" "$F/nd2" "$F/nd3"
+mine=$(stat -c '%F %a %u %g %h' "$F/nd1" "$F/nd2" "$F/nd3")
+eq "... and their stat: no info lookup" "$(counter 'GET /toolbox/:id/files/info')" 0
+eq "... what the sandbox has" "$mine" \
+	"$(lease_run "cd $FHOME && stat -c '%F %a %u %g %h' nd1 nd2 nd3")"
 
 # tar x of N files into a new directory: one bulk-upload per file, straight
 # to its name (the names were looked up and found absent): no move, no info.
