@@ -378,6 +378,17 @@ struct sbx_provider {
 	 * reported in the lease's `error`.
 	 */
 	int (*rmdir_empty)(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+	/*
+	 * Optional: as mkdir, for a directory whose attributes the caller
+	 * made up (the mode asked, the owner uploads give: see the core's
+	 * made_up_dir): the provider may queue the creation and return 0,
+	 * to be made before anything that needs it reaches the sandbox, or
+	 * by the service itself, alike, with the first upload into it. If
+	 * it fails later, the failure is recorded against path and reported
+	 * in the lease's `error`.
+	 */
+	int (*mkdir_new)(struct sbx_instance *inst, const char *path, mode_t mode,
+			 struct sbx_error *err);
 	/* Renames, replacing an existing target (flags: RENAME_NOREPLACE/EXCHANGE, 0). */
 	int (*rename)(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 		      struct sbx_error *err);

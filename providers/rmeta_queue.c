@@ -150,7 +150,18 @@ void sbx_rmq_repath(struct sbx_rmq_queue *q, const char *path)
 
 bool sbx_rmq_creates_kind(enum sbx_rmq_kind k)
 {
-	return k == SBX_RMQ_SYMLINK || k == SBX_RMQ_LINK || k == SBX_RMQ_MKNOD;
+	return k == SBX_RMQ_SYMLINK || k == SBX_RMQ_LINK || k == SBX_RMQ_MKNOD ||
+	       k == SBX_RMQ_MKDIR;
+}
+
+/* A queued mkdir of a directory above path. */
+static bool made_above(const struct sbx_rmq_queue *q, const char *path)
+{
+	for (size_t i = 0; i < q->n; i++)
+		if (q->ops[i].kind == SBX_RMQ_MKDIR && strcmp(path, q->ops[i].path) &&
+		    sbx_rmq_under(path, q->ops[i].path, true))
+			return true;
+	return false;
 }
 
 bool sbx_rmq_creates(const struct sbx_rmq_queue *q, const char *path, bool children)
@@ -204,12 +215,16 @@ enum sbx_rmq_fate sbx_rmq_fate(const struct sbx_rmq_queue *q, const char *path)
 
 bool sbx_rmq_needs(const struct sbx_rmq_queue *q, const char *path, enum sbx_rmq_need need)
 {
+	if (need != SBX_RMQ_NEED_ALL && need != SBX_RMQ_NEED_NEW && need != SBX_RMQ_NEED_PUT &&
+	    made_above(q, path))
+		return true;
 	switch (need) {
 	case SBX_RMQ_NEED_ALL:
 		return q->n > 0;
 	case SBX_RMQ_NEED_TOUCH:
 		return sbx_rmq_touches(q, path, true);
 	case SBX_RMQ_NEED_NEAR:
+	case SBX_RMQ_NEED_PUT:
 		return sbx_rmq_touches(q, path, false);
 	case SBX_RMQ_NEED_ENTRY:
 		return sbx_rmq_creates(q, path, false) || removes(q, path, false);
@@ -282,8 +297,8 @@ void sbx_rmq_overlay(const struct sbx_rmq_queue *q, const char *path, struct sbx
 const char *sbx_rmq_name(enum sbx_rmq_kind kind)
 {
 	static const char *const names[] = {"chmod", "chown", "utimens", "symlink", "truncate",
-					    "link",  "mknod", "unlink",	 "rmdir"};
-	return kind <= SBX_RMQ_RMDIR ? names[kind] : "metadata change";
+					    "link",  "mknod", "unlink",	 "rmdir",   "mkdir"};
+	return kind <= SBX_RMQ_MKDIR ? names[kind] : "metadata change";
 }
 
 void sbx_rmq_op_of(void *ctx, size_t i, const char **name, const char **path)
@@ -592,6 +607,28 @@ void sbx_rmq_render_op(const struct sbx_rmq_queue *q, size_t i, const struct sbx
 		 * (the mount's kernel applied fs.protected_hardlinks already) */
 		add_maybe_root(b, st, true, &c, false);
 		goto out;
+	case SBX_RMQ_MKDIR:
+		/*
+		 * mkdir -m MODE -- P [&& chown]  2>/dev/null || { [ -d P ] && [ ! -L P ]
+		 * [&& chmod MODE -- P]; } || mkdir -m MODE -- P: made here, or by an
+		 * upload (before, or racing this: MkdirAll, 0755), else mkdir's error.
+		 */
+		sbx_buf_addf(&c, "{ mkdir -m %04o --", (unsigned)(op->mode & 07777));
+		add_path(&c, op->path);
+		add_owner(&c, st, op->path);
+		sbx_buf_adds(&c, "; } 2>/dev/null || { [ -d");
+		add_path(&c, op->path);
+		sbx_buf_adds(&c, " ] && [ ! -L");
+		add_path(&c, op->path);
+		sbx_buf_adds(&c, " ]");
+		if ((op->mode & 07777) != SBX_RMQ_MKDIR_ALL_MODE) {
+			sbx_buf_addf(&c, " && chmod %04o --", (unsigned)(op->mode & 07777));
+			add_path(&c, op->path);
+		}
+		sbx_buf_addf(&c, "; } || mkdir -m %04o --", (unsigned)(op->mode & 07777));
+		add_path(&c, op->path);
+		compound = true;
+		break;
 	case SBX_RMQ_MKNOD:
 		if (S_ISFIFO(op->mode)) {
 			sbx_buf_addf(&c, "mkfifo -m %04o --", (unsigned)(op->mode & 07777));

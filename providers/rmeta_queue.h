@@ -44,7 +44,17 @@ enum sbx_rmq_kind {
 	 */
 	SBX_RMQ_UNLINK,
 	SBX_RMQ_RMDIR,
+	/*
+	 * A directory whose attributes the core made up (provider.h:
+	 * mkdir_new): `mkdir -m MODE`, or where an upload into it or a
+	 * mkdir below it made it first (the services' MkdirAll: the
+	 * owner of uploads, mode SBX_RMQ_MKDIR_ALL_MODE), `chmod MODE`.
+	 * What else reaches the sandbox below it waits for it
+	 * (sbx_rmq_needs).
+	 */
+	SBX_RMQ_MKDIR,
 };
+#define SBX_RMQ_MKDIR_ALL_MODE 0755
 
 struct sbx_rmq_op {
 	enum sbx_rmq_kind kind;
@@ -121,7 +131,7 @@ void sbx_rmq_repath(struct sbx_rmq_queue *q, const char *path);
 bool sbx_rmq_creates_kind(enum sbx_rmq_kind k);
 /*
  * Whether an op still waiting would create the entry at path (symlink,
- * link, mknod), or with children, any entry directly inside path too:
+ * link, mknod, mkdir), or with children, any entry directly inside path too:
  * then a remote read cannot show it and the queue must be applied first.
  */
 bool sbx_rmq_creates(const struct sbx_rmq_queue *q, const char *path, bool children);
@@ -158,8 +168,15 @@ enum sbx_rmq_need {
 	SBX_RMQ_NEED_LISTING,
 	SBX_RMQ_NEED_CONTENT, /* ENTRY, plus a truncate of path (read, write) */
 	SBX_RMQ_NEED_NEW,     /* CONTENT, plus a setgid chmod of its directory (write, mkdir) */
+	SBX_RMQ_NEED_PUT,     /* NEAR, for an upload of a new file (daytona) */
 };
-/* Whether q holds an op that an operation on path with that need must wait for. */
+/*
+ * Whether q holds an op that an operation on path with that need must
+ * wait for. A queued mkdir of a directory above path counts for every
+ * need but NEW and PUT: an upload or a mkdir of path makes the missing
+ * directories above it as the queued one would (the services' MkdirAll),
+ * anything else needs them there.
+ */
 bool sbx_rmq_needs(const struct sbx_rmq_queue *q, const char *path, enum sbx_rmq_need need);
 /* The target of the last symlink op making path, or NULL (borrowed from q). */
 const char *sbx_rmq_link_target(const struct sbx_rmq_queue *q, const char *path);

@@ -479,13 +479,12 @@ static void learn_owner_from_dir(struct sbx_lease *l, const char *path)
 }
 
 /*
- * The attributes a directory just made shows, without asking (daytona's
- * folder call returns none: a lookup per mkdir, tar x's busiest request
- * after the uploads): the mode asked, the owner uploads give, nlink 2
- * and the times of now (the sandbox's, a moment later, after the
- * attribute TTL), as made_up_stat does for a new file. Only where none
- * of it is a guess: the caller is the mount's owner (another is given
- * the directory), the owner is known, and the parent is cached and not
+ * The attributes a directory just made shows, without asking: the mode
+ * asked, the owner uploads give, nlink 2 and the times of now (the
+ * sandbox's, a moment later, after the attribute TTL), as made_up_stat
+ * does for a new file. Only where none of it is a guess: the caller is
+ * the mount's owner (another is given the directory), the owner is known,
+ * and the parent is cached (of any age: tar x outlives its TTL) and not
  * setgid (its group and bit would pass down). Asked before the mkdir.
  */
 static bool made_up_dir(struct sbx_lease *l, const char *path, mode_t mode, struct sbx_stat *st)
@@ -498,7 +497,7 @@ static bool made_up_dir(struct sbx_lease *l, const char *path, mode_t mode, stru
 	if (who && who->known && who->uid != geteuid())
 		return false;
 	dir = sbx_xstrndup(path, dl ? dl : 1);
-	ok = sbx_cache_attr_get(l->cache, dir, &parent, false) == SBX_CACHE_HIT &&
+	ok = sbx_cache_attr_get(l->cache, dir, &parent, true) == SBX_CACHE_HIT &&
 	     S_ISDIR(parent.mode) && !(parent.mode & S_ISGID);
 	free(dir);
 	memset(st, 0, sizeof(*st));
@@ -512,15 +511,27 @@ static bool made_up_dir(struct sbx_lease *l, const char *path, mode_t mode, stru
 	return true;
 }
 
+/*
+ * Where made_up_dir knows what the directory shows and the name is a
+ * fresh negative entry (the kernel's lookup just said so), the provider
+ * may queue it (mkdir_new: tar x cost a MakeDir, or a folder call and a
+ * lookup, per directory); else it is made at once.
+ */
 static int c_mkdir(struct sbx_lease *l, const char *path, mode_t mode, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
 	struct sbx_stat st;
-	bool made_up = false;
+	bool made_up = false, queued;
 	int rc = begin(l, l->prov->mkdir, "mkdir", path, NULL, &inst, err);
 	if (!rc) {
+		struct sbx_stat none;
 		made_up = made_up_dir(l, path, mode, &st);
-		rc = fsc_end(l, l->prov->mkdir(inst, path, mode, err), "mkdir", path, err);
+		queued = made_up && l->prov->mkdir_new &&
+			 sbx_cache_attr_get(l->cache, path, &none, false) == SBX_CACHE_NEGATIVE;
+		rc = fsc_end(l,
+			     queued ? l->prov->mkdir_new(inst, path, mode, err)
+				    : l->prov->mkdir(inst, path, mode, err),
+			     "mkdir", path, err);
 	}
 	if (!rc) {
 		sbx_cache_note_added(l->cache, path, made_up ? &st : NULL);

@@ -633,6 +633,7 @@ const struct sbx_provider sbx_provider_daytona = {
     .unlink = dt_unlink,
     .rmdir = dt_rmdir,
     .rmdir_empty = dt_rmdir_empty,
+    .mkdir_new = dt_mkdir_new,
     .list_tree = dt_list_tree,
     .rename = dt_rename,
     .chmod = dt_chmod,

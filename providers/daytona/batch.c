@@ -76,6 +76,7 @@ static const char *borrow_of(const struct sbx_rmq_op *op, char *need, struct sbx
 	case SBX_RMQ_SYMLINK:
 	case SBX_RMQ_LINK:
 	case SBX_RMQ_MKNOD:
+	case SBX_RMQ_MKDIR:
 		*need = 'w';
 		dl = sbx_path_dirlen(op->path);
 		sbx_buf_add(dir, op->path, dl ? dl : 1);
@@ -175,6 +176,13 @@ static void script_of(struct sbx_buf *s, const struct sbx_rmq_queue *q, const si
 	sbx_buf_adds(s, "exit $rc\n");
 }
 
+/* Whether dir is the directory path is in. */
+static bool is_dir_of(const char *dir, const char *path)
+{
+	size_t dl = sbx_path_dirlen(path);
+	return dl ? strlen(dir) == dl && !strncmp(dir, path, dl) : !strcmp(dir, "/");
+}
+
 /* Takes the DT_IDS_TAG line of a script's output: who runs commands. */
 static void note_ids(struct dt_instance *di, const char *out)
 {
@@ -259,12 +267,17 @@ static bool run_ops(struct dt_instance *di, const struct sbx_rmq_queue *q)
 	/*
 	 * An op runs again with the ops after it on its path: those failed,
 	 * or did nothing, with it (the owner of an entry the borrowed mkfifo
-	 * makes; they are absolute, so running one twice is harmless).
+	 * makes; they are absolute, so running one twice is harmless). So do
+	 * the times of its directory set after it: the entry made now moves
+	 * them (rsync -a as root: a directory in one it gave to root, then
+	 * the times of that one).
 	 */
 	for (size_t i = 0; i < q->n && nbw; i++) {
 		for (size_t j = 0; j < i && !again[i]; j++)
 			again[i] = again[j] && sbx_rmq_creates_kind(q->ops[j].kind) &&
-				   !strcmp(q->ops[j].path, q->ops[i].path);
+				   (!strcmp(q->ops[j].path, q->ops[i].path) ||
+				    (q->ops[i].kind == SBX_RMQ_UTIMENS &&
+				     is_dir_of(q->ops[i].path, q->ops[j].path)));
 		if (again[i])
 			idx[nidx++] = i;
 	}
@@ -506,6 +519,12 @@ int dt_batch_flush(struct dt_instance *di, struct sbx_error *err)
 int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_error *err)
 {
 	sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_NEAR, SBX_RME_BOTH);
+	return 0;
+}
+
+int dt_batch_flush_put(struct dt_instance *di, const char *path)
+{
+	sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_PUT, SBX_RME_BOTH);
 	return 0;
 }
 
@@ -792,6 +811,12 @@ static int queue_removal(struct dt_instance *di, enum sbx_rmq_kind kind, const c
 int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err)
 {
 	return queue_removal(dt_inst(inst), SBX_RMQ_UNLINK, path, err);
+}
+
+int dt_batch_mkdir(struct dt_instance *di, const char *path, mode_t mode)
+{
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_MKDIR, .path = (char *)path, .mode = mode};
+	return enqueue(di, &op, NULL);
 }
 
 int dt_rmdir_empty(struct sbx_instance *inst, const char *path, struct sbx_error *err)

@@ -245,6 +245,10 @@ extern const struct sbx_rme_slots dt_meta_slots;
 int dt_batch_flush(struct dt_instance *di, struct sbx_error *err);
 /* Flushes when a queued command or chmod/chown touches path or an entry of directory path. */
 int dt_batch_flush_for(struct dt_instance *di, const char *path, struct sbx_error *err);
+/* The same before an upload of path: a mkdir queued above it need not go first (NEED_PUT). */
+int dt_batch_flush_put(struct dt_instance *di, const char *path);
+/* Queues a mkdir (SBX_RMQ_MKDIR): dt_mkdir_new's. */
+int dt_batch_mkdir(struct dt_instance *di, const char *path, mode_t mode);
 /*
  * The same for queued commands only: a reader of attributes then lays the
  * queued chmod/chown of path over what the daemon said (sbx_rme_overlay),
@@ -327,6 +331,7 @@ int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err)
 int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn, void *ctx,
 		 struct sbx_error *err);
 int dt_rmdir_empty(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+int dt_mkdir_new(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
 int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 	      struct sbx_error *err);
 

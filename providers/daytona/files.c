@@ -510,8 +510,7 @@ int dt_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size
 {
 	struct dt_instance *di = dt_inst(inst);
 	int rc;
-	if ((rc = dt_batch_flush_for(di, path, err)))
-		return rc;
+	dt_batch_flush_put(di, path);
 	sbx_rmeta_gate_enter(&di->placing, path, NULL);
 	rc = upload(di, path, fd, size, err);
 	sbx_rmeta_gate_leave(&di->placing, path, NULL);
@@ -609,8 +608,7 @@ int dt_write_new_many(struct sbx_instance *inst, struct sbx_new_file *files, siz
 
 	for (size_t i = 0; i < n; i++) {
 		struct sbx_new_file *f = &files[i];
-		if ((f->rc = dt_batch_flush_for(di, f->path, &f->err)))
-			continue;
+		f->rc = dt_batch_flush_put(di, f->path);
 		m.u[m.n] = (struct upload){.path = f->path, .src = {.fd = f->fd, .size = f->size}};
 		sent[m.n++] = f;
 	}
@@ -683,6 +681,20 @@ int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sb
 		     err);
 	sbx_buf_release(&url);
 	return rc ? rc : dt_own_new(di, path, err);
+}
+
+/*
+ * A directory the core made up (provider.h): queued, made as the user (a
+ * directory it may not write is borrowed, see batch.c's run_ops), unless
+ * an upload into it made it first (the daemon's MkdirAll, the user's,
+ * 0755: the op then sets the mode). tar x cost a folder call and a
+ * lookup per directory.
+ */
+int dt_mkdir_new(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
+{
+	if (!path[1])
+		return dt_mkdir(inst, path, mode, err);
+	return dt_batch_mkdir(dt_inst(inst), path, mode);
 }
 
 static int count_entry(void *ctx, const char *name, const struct sbx_stat *st)

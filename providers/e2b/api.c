@@ -570,6 +570,7 @@ const struct sbx_provider sbx_provider_e2b = {
     .unlink = e2b_unlink,
     .rmdir = e2b_rmdir,
     .rmdir_empty = e2b_rmdir_empty,
+    .mkdir_new = e2b_mkdir_new,
     .list_tree = e2b_list_tree,
     .rename = e2b_rename,
     .chmod = e2b_chmod,

@@ -230,6 +230,7 @@ int e2b_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err
 int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tree_fn fn, void *ctx,
 		  struct sbx_error *err);
 int e2b_rmdir_empty(struct sbx_instance *inst, const char *path, struct sbx_error *err);
+int e2b_mkdir_new(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
 int e2b_rename(struct sbx_instance *inst, const char *from, const char *to, unsigned flags,
 	       struct sbx_error *err);
 int e2b_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);

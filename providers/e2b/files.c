@@ -682,6 +682,23 @@ int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct s
 	return rc;
 }
 
+/*
+ * A directory the core made up (provider.h): queued in the root batch,
+ * given to the user as MakeDir's are, unless an upload into it made it
+ * first (envd's upload makes the directories above a file the user's,
+ * 0755: the op then sets the mode). tar x cost a MakeDir per directory.
+ * A name envd could not carry (not UTF-8) goes through MakeDir.
+ */
+int e2b_mkdir_new(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	struct sbx_rmq_op op = {.kind = SBX_RMQ_MKDIR, .path = (char *)path, .mode = mode};
+	if (!path[1] || !utf8_ok(path))
+		return e2b_mkdir(inst, path, mode, err);
+	recent_drop(in, path);
+	return enqueue(in, &op);
+}
+
 static int remove_path(struct e2b_inst *in, const char *path, const char *what,
 		       struct sbx_error *err)
 {

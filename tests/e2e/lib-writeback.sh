@@ -1,7 +1,7 @@
 # The write-back contract of fs/ on a remote provider (doc/CONTRACT.md),
 # against a fake (sourced after lib.sh, lib-fake.sh and start_fake). The
 # caller sets UPLOAD_KEY (the fake's counter key of an upload), COMMAND_KEY
-# (of a command: the metadata queue's, a run's) and HOME_DIR
+# (of a command: the metadata queue's, a run's), MKDIR_KEY (of a mkdir) and HOME_DIR
 # (the sandbox user's home). The fake stalls or fails uploads on demand,
 # so each check fails if close() waited for the upload, or if a run,
 # fsync, unlink or the next mount did not wait for it or find it.
@@ -295,6 +295,18 @@ story_writeback_batch() {
 	fake_reset_counters
 	ok "tar x of 300 small files" tar --no-same-owner -C "$F" -xpf "$WORK/batch.tar"
 	batch_checks tree "$run" "$want"
+	# tar's 4 directories were queued, and made by the uploads into them
+	# (the services' MkdirAll): a MakeDir or a folder call each before.
+	ok "... and no mkdir request ($(counter "$MKDIR_KEY"))" test "$(counter "$MKDIR_KEY")" -le 1
+	eq "... the directories' modes" "$(lease_run "stat -c %a $FHOME/tree $FHOME/tree/a $FHOME/tree/c")" \
+		"$(stat -c %a "$src/tree" "$src/tree/a" "$src/tree/c")"
+	# A mode other than the uploads' 0755: set once an upload made it, or
+	# made with it; an empty one is made by the queue itself.
+	ok "mkdir -m 700, a file in it; mkdir -m 750, empty" \
+		sh -c "mkdir -m 700 '$F/m700' && echo x >'$F/m700/f' && mkdir -m 750 '$F/m750'"
+	eq "... the sandbox has them so" "$(lease_run "stat -c %a:%U $FHOME/m700 $FHOME/m750 | tr '\n' ' '")" \
+		"700:$(lease_run "stat -c %U $FHOME") 750:$(lease_run "stat -c %U $FHOME") "
+	eq "... and the file" "$(lease_run "cat $FHOME/m700/f")" x
 	eq "... and mtimes" "$(lease_run "stat -c %Y $FHOME/tree/b/f7")" "$(stat -c %Y "$src/tree/b/f7")"
 
 	# As root tar restores each file's owner (root's here): a chown, chmod

@@ -6,6 +6,7 @@
 start_fake daytona
 UPLOAD_KEY="POST /toolbox/:id/files/bulk-upload"
 COMMAND_KEY="POST /toolbox/:id/process/execute"
+MKDIR_KEY="POST /toolbox/:id/files/folder"
 HOME_DIR=/home/daytona
 story_writeback
 story_writeback_batch

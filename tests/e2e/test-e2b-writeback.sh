@@ -6,6 +6,7 @@
 start_fake e2b
 UPLOAD_KEY="POST /files"
 COMMAND_KEY="POST /process.Process/Start"
+MKDIR_KEY="POST /filesystem.Filesystem/MakeDir"
 HOME_DIR=/home/user
 story_writeback
 story_writeback_batch

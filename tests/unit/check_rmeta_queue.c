@@ -429,6 +429,66 @@ START_TEST(test_times_merge)
 }
 END_TEST
 
+/*
+ * A queued mkdir: made with its mode where nothing made it; where an
+ * upload made it first (0755, the services' MkdirAll) only its mode is
+ * set; a name taken by a file fails against its own path (EEXIST). And
+ * what waits for it: all below it but an upload or a mkdir (NEW, PUT),
+ * which make it alike.
+ */
+START_TEST(test_mkdir_queued)
+{
+	char dir[] = "/tmp/check_rmq_mXXXXXX", p[3][96], below[128];
+	struct sbx_buf script = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_rmeta_fails fails;
+	struct sbx_rmq_queue q;
+	struct sbx_rmq_op op;
+	struct stat sb;
+	int code;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	for (int k = 0; k < 3; k++)
+		snprintf(p[k], sizeof(p[k]), "%s/d%d", dir, k);
+	ck_assert_int_eq(mkdir(p[1], 0755), 0); /* an upload into it made it */
+	fclose(fopen(p[2], "w"));		/* the sandbox took the name */
+	sbx_rmq_init(&q);
+	for (int k = 0; k < 3; k++) {
+		op = (struct sbx_rmq_op){.kind = SBX_RMQ_MKDIR, .path = p[k], .mode = 0700};
+		sbx_rmq_add(&q, &op);
+	}
+	ck_assert(sbx_rmq_needs(&q, p[0], SBX_RMQ_NEED_ENTRY));
+	ck_assert(sbx_rmq_needs(&q, dir, SBX_RMQ_NEED_LISTING));
+	ck_assert(!sbx_rmq_needs(&q, "/nowhere/x", SBX_RMQ_NEED_TOUCH));
+	snprintf(below, sizeof(below), "%s/f", p[0]);
+	ck_assert(sbx_rmq_needs(&q, below, SBX_RMQ_NEED_ENTRY));
+	ck_assert(sbx_rmq_needs(&q, below, SBX_RMQ_NEED_TOUCH));
+	ck_assert(!sbx_rmq_needs(&q, below, SBX_RMQ_NEED_NEW));
+	ck_assert(!sbx_rmq_needs(&q, below, SBX_RMQ_NEED_PUT));
+
+	ck_assert_int_eq(sbx_rmq_render(&q, 0, &user_style, SBX_RMQ_SCRIPT_MAX, &script), q.n);
+	code = run_sh(script.buf, &out);
+	sbx_rmeta_fails_init(&fails);
+	ck_assert_int_eq(sbx_rmq_settle(&q, 0, q.n, &fails, NULL, 0, NULL, out.buf, code, false),
+			 1);
+	ck_assert_int_eq(sbx_rmeta_fail_take(&fails, p[2], &e), -EEXIST);
+	ck_assert_int_eq(stat(p[0], &sb), 0);
+	ck_assert(S_ISDIR(sb.st_mode));
+	ck_assert_uint_eq(sb.st_mode & 07777, 0700);
+	ck_assert_int_eq(stat(p[1], &sb), 0);
+	ck_assert_uint_eq(sb.st_mode & 07777, 0700);
+
+	sbx_rmeta_fails_destroy(&fails);
+	sbx_rmq_clear(&q);
+	sbx_buf_release(&script);
+	sbx_buf_release(&out);
+	rmdir(p[0]);
+	rmdir(p[1]);
+	unlink(p[2]);
+	rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rmeta_queue");
@@ -443,6 +503,7 @@ int main(void)
 	tcase_add_test(tc, test_removals_render);
 	tcase_add_test(tc, test_removals_needs);
 	tcase_add_test(tc, test_times_merge);
+	tcase_add_test(tc, test_mkdir_queued);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
