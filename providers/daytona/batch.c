@@ -683,7 +683,7 @@ bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *s
 	bool found = false;
 	pthread_mutex_lock(&di->lock);
 	for (size_t i = 0; !found && i < di->n_links; i++) {
-		if (strcmp(di->links[i].path, path))
+		if (strcmp(di->links[i].path, path) || di->links[i].doubt)
 			continue;
 		found = true;
 		if (st) {
@@ -748,6 +748,45 @@ void dt_links_rename(struct dt_instance *di, const char *from, const char *to)
 		p = sbx_xasprintf("%s%s", to, di->links[i].path + fl);
 		free(di->links[i].path);
 		di->links[i].path = p;
+	}
+	pthread_mutex_unlock(&di->lock);
+}
+
+void dt_links_doubt(struct dt_instance *di)
+{
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = 0; i < di->n_links; i++)
+		di->links[i].doubt = true;
+	pthread_mutex_unlock(&di->lock);
+}
+
+bool dt_link_doubted(struct dt_instance *di, const char *path)
+{
+	bool doubted = false;
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = 0; !doubted && i < di->n_links; i++)
+		doubted = di->links[i].doubt && !strcmp(di->links[i].path, path);
+	pthread_mutex_unlock(&di->lock);
+	return doubted;
+}
+
+void dt_link_check(struct dt_instance *di, const char *path, const struct sbx_stat *ls)
+{
+	pthread_mutex_lock(&di->lock);
+	for (size_t i = di->n_links; i-- > 0;) {
+		struct dt_link *k = &di->links[i];
+		if (strcmp(k->path, path))
+			continue;
+		/* another text (its length) is another link: its target is not known */
+		if (!ls || !S_ISLNK(ls->mode) || ls->size != (off_t)strlen(k->target)) {
+			link_drop(di, i);
+			continue;
+		}
+		k->doubt = false;
+		k->uid = (long)ls->uid;
+		k->gid = (long)ls->gid;
+		k->mtime = ls->mtime;
+		k->has_mtime = true;
 	}
 	pthread_mutex_unlock(&di->lock);
 }

@@ -90,6 +90,7 @@ struct dt_link {
 	long uid, gid;
 	bool has_mtime;
 	struct timespec mtime;
+	bool doubt; /* a run since: see dt_links_doubt */
 };
 
 struct dt_instance {
@@ -265,7 +266,13 @@ bool dt_batch_gone(struct dt_instance *di, const char *path);
  * The symlink table: dt_link_lookup() fills st (and the target) for a
  * link this instance made; dt_links_forget() drops path and everything
  * below it (unlink, rmdir, rename, write); dt_links_rename() moves them;
- * dt_links_clear() forgets all (a run may have changed anything).
+ * dt_links_clear() forgets all. After a run, which may have changed
+ * anything, dt_links_doubt() marks them all doubted: a doubted link is
+ * not looked up until dt_stat has checked it against its directory's
+ * listing (lstat), dt_link_check (kept when the listing still shows the
+ * link, with the listing's owner and times; dropped when not). Forgetting
+ * them made the kernel's inode of a link the mount made turn into its
+ * target (info follows links) after any run: EIO, then a regular file.
  */
 bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *st, char *target,
 		    size_t size);
@@ -275,6 +282,10 @@ void dt_link_note(struct dt_instance *di, const char *path, long uid, long gid,
 		  const struct timespec *mtime);
 void dt_links_rename(struct dt_instance *di, const char *from, const char *to);
 void dt_links_clear(struct dt_instance *di);
+void dt_links_doubt(struct dt_instance *di);
+/* Whether path is a doubted link: then ls (its listing's entry, or NULL: none) settles it. */
+bool dt_link_doubted(struct dt_instance *di, const char *path);
+void dt_link_check(struct dt_instance *di, const char *path, const struct sbx_stat *ls);
 
 /* Queues a chmod (mode >= 0) and/or chown (uid, gid >= 0) of path. */
 int dt_batch_perms(struct dt_instance *di, const char *path, long mode, long uid, long gid,

@@ -207,6 +207,10 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, st
 	if (!rc)
 		sbx_rme_overlay_view(&di->meta, &view, path, st);
 	sbx_rmq_clear(&view);
+	if ((!rc || rc == -ENOENT) && dt_link_doubted(di, path)) {
+		struct sbx_stat ls;
+		dt_link_check(di, path, stat_listed(inst, path, &ls) ? NULL : &ls);
+	}
 	/* The daemon follows links: one we made is shown as the link it is. */
 	if ((!rc || rc == -ENOENT) && dt_link_lookup(di, path, NULL, NULL, 0)) {
 		if (rc) {

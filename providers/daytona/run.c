@@ -427,8 +427,8 @@ int dt_run(struct sbx_instance *inst, const struct sbx_run_req *req,
 			sbx_error_set(err, rc, 0, "run: the reader stopped the output");
 	}
 out:
-	/* The command may have changed any file: what we knew of links is void. */
-	dt_links_clear(di);
+	/* The command may have changed any file: what we knew of links is in doubt. */
+	dt_links_doubt(di);
 	result->duration_ms = sbx_now_ms() - start;
 	free(envs);
 	sbx_buf_release(&cmd);
