@@ -312,7 +312,9 @@ story_writeback_batch() {
 	# As root tar restores each file's owner (root's here): a chown, chmod
 	# and touch per file, which the metadata queue sends as few commands.
 	# With daytona's batches full at 64 entries that was 24 commands for
-	# the 300 files (a flush every ten files or so); 512: 4 to 6.
+	# the 300 files (a flush every ten files or so); 512: 4 to 6 on a quiet
+	# machine, 11 to 15 with the suite at -j3 beside it (the flushes fall
+	# otherwise against the uploads): the bound tells 512 from 64 only.
 	mkdir -p "$F/owned"
 	lease_run true >/dev/null
 	fake_reset_counters
@@ -321,7 +323,7 @@ story_writeback_batch() {
 	local cmds
 	cmds=$(counter "$COMMAND_KEY")
 	log "  (requests: $(requests_top))"
-	ok "... in few commands ($cmds, the run's own included)" test "$cmds" -le 10
+	ok "... in few commands ($cmds, the run's own included)" test "$cmds" -le 16
 	eq "... owned by root in the sandbox" "$(lease_run "stat -c %u:%g $FHOME/owned/tree/a/f9")" 0:0
 	eq "... with their modes" "$(lease_run "stat -c %a $FHOME/owned/tree/c/f1 $FHOME/owned/tree/c/f3")" \
 		"$(stat -c %a "$src/tree/c/f1" "$src/tree/c/f3")"
