@@ -176,13 +176,6 @@ static void script_of(struct sbx_buf *s, const struct sbx_rmq_queue *q, const si
 	sbx_buf_adds(s, "exit $rc\n");
 }
 
-/* Whether dir is the directory path is in. */
-static bool is_dir_of(const char *dir, const char *path)
-{
-	size_t dl = sbx_path_dirlen(path);
-	return dl ? strlen(dir) == dl && !strncmp(dir, path, dl) : !strcmp(dir, "/");
-}
-
 /* Takes the DT_IDS_TAG line of a script's output: who runs commands. */
 static void note_ids(struct dt_instance *di, const char *out)
 {
@@ -277,7 +270,7 @@ static bool run_ops(struct dt_instance *di, const struct sbx_rmq_queue *q)
 			again[i] = again[j] && sbx_rmq_creates_kind(q->ops[j].kind) &&
 				   (!strcmp(q->ops[j].path, q->ops[i].path) ||
 				    (q->ops[i].kind == SBX_RMQ_UTIMENS &&
-				     is_dir_of(q->ops[i].path, q->ops[j].path)));
+				     sbx_rmq_under(q->ops[j].path, q->ops[i].path, false)));
 		if (again[i])
 			idx[nidx++] = i;
 	}
