@@ -181,7 +181,8 @@ static int fill_adapter(void *ctx, const char *name, const struct stat *st)
 		st = &with_ino;
 	}
 	if (st && fc->lease) {
-		sbx_kinval_note(fc->lease->kinval, path);
+		/* READDIRPLUS replaces an inode of another type itself. */
+		(void)sbx_kinval_note(fc->lease->kinval, path, st->st_mode);
 		sbx_aliases_note(path, st);
 	}
 	dir_add(fc->d, name, st);
@@ -219,6 +220,20 @@ static int fs_pseudo_child(const struct sbx_node *n)
 	return n->kind == SBX_N_FS && sbx_fs_is_pseudo(n->sub) && strchr(n->sub + 1, '/');
 }
 
+/*
+ * Notes the attributes the kernel is given for path; true when they have
+ * another type than its inode (kinval.h: it must look the name up again).
+ * An fstat on an open file (o) leaves a doubt for the path's next stat.
+ */
+static bool kernel_learns(struct sbx_lease *l, const char *path, mode_t mode,
+			  const struct sbx_open *o)
+{
+	mode_t type;
+	if (o && sbx_kinval_doubted(l->kinval, path, &type))
+		return false;
+	return sbx_kinval_note(l->kinval, path, mode);
+}
+
 static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *fi)
 {
 	struct sbx_node n;
@@ -248,12 +263,14 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 		return rc;
 	if (n.kind == SBX_N_FS && !fs_pseudo_child(&n) && !(sbx_fs_is_pseudo(n.sub))) {
 		rc = sbx_fs_ops_for(l)->getattr(l, n.sub, o ? o->fsf : NULL, st, &err);
-		if (!rc) {
+		if (!rc && kernel_learns(l, path, st->st_mode, o)) {
+			rc = -ESTALE; /* a run changed its type: the VFS looks it up again */
+		} else if (!rc) {
 			give_ino(st, path, l);
-			sbx_kinval_note(l->kinval, path);
 			sbx_aliases_note(path, st);
 		} else if (rc == -ENOENT) { /* gone behind the mount's back: one name less */
 			sbx_inotab_unlink(l->inotab, path);
+			sbx_kinval_forget(l->kinval, path);
 		}
 	} else if (fs_pseudo_child(&n)) {
 		rc = -ENOENT;
@@ -264,6 +281,25 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	}
 	sbx_lease_put(l);
 	return rc;
+}
+
+/*
+ * Whether the kernel holds a name for path that a run made stale: the path
+ * is doubted (kinval.h) and is gone now or of another type. Its open is
+ * then answered ESTALE, and open(2) walks again with LOOKUP_REVAL: without
+ * that, a file a run removed fails `echo > f` with ENOENT (the kernel sends
+ * OPEN, not CREATE, on the name it still has), and one a run replaced by a
+ * directory is opened as a file. Asked only of doubted paths.
+ */
+static bool kernel_name_stale(struct sbx_lease *l, const char *path, const char *sub)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct stat st;
+	mode_t type;
+	if (!sbx_kinval_doubted(l->kinval, path, &type))
+		return false;
+	int rc = sbx_fs_ops_for(l)->getattr(l, sub, NULL, &st, &err);
+	return rc == -ENOENT || (!rc && ((st.st_mode ^ type) & S_IFMT));
 }
 
 /*
@@ -280,16 +316,23 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 
 static int op_opendir(const char *path, struct fuse_file_info *fi)
 {
-	struct open_dir *d = sbx_xcalloc(1, sizeof(*d));
+	struct open_dir *d;
 	struct sbx_node n;
 	struct sbx_lease *l;
-	d->path = sbx_xstrdup(path);
-	fi->fh = (uintptr_t)d;
-	if (fs_cache_timeout >= SBX_CACHE_DIR_MIN_TIMEOUT && resolve(path, &n, &l) == 0) {
-		if (n.kind == SBX_N_FS && (l->prov->caps & SBX_CAP_DIRECT_IO))
+	if (resolve(path, &n, &l) == 0) {
+		bool fs = n.kind == SBX_N_FS;
+		if (fs && kernel_name_stale(l, path, n.sub)) {
+			sbx_lease_put(l);
+			return -ESTALE;
+		}
+		if (fs && (l->prov->caps & SBX_CAP_DIRECT_IO) &&
+		    fs_cache_timeout >= SBX_CACHE_DIR_MIN_TIMEOUT)
 			fi->cache_readdir = fi->keep_cache = 1;
 		sbx_lease_put(l);
 	}
+	d = sbx_xcalloc(1, sizeof(*d));
+	d->path = sbx_xstrdup(path);
+	fi->fh = (uintptr_t)d;
 	return 0;
 }
 
@@ -389,7 +432,7 @@ static int op_open(const char *path, struct fuse_file_info *fi)
 	if (rc)
 		return rc;
 	if (n.kind == SBX_N_FS) {
-		rc = fs_open(&n, l, fi->flags, 0, fi);
+		rc = kernel_name_stale(l, path, n.sub) ? -ESTALE : fs_open(&n, l, fi->flags, 0, fi);
 		sbx_lease_put(l);
 		return rc;
 	}
@@ -417,6 +460,8 @@ static int op_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 		return n.kind == SBX_N_NONE ? -EACCES : -EEXIST;
 	}
 	rc = fs_open(&n, l, fi->flags | O_CREAT, new_mode(l, mode), fi);
+	if (!rc)
+		sbx_kinval_forget(l->kinval, path);
 	sbx_lease_put(l);
 	return rc;
 }
@@ -539,6 +584,8 @@ static int op_mkdir(const char *path, mode_t mode)
 		rc = sbx_fs_ops_for(l)->mkdir(l, n.sub, new_mode(l, mode), &err);
 	else
 		rc = -EEXIST;
+	if (!rc)
+		sbx_kinval_forget(l->kinval, path);
 	sbx_lease_put(l);
 	return rc;
 }
@@ -562,6 +609,8 @@ static int op_rmdir(const char *path)
 			sbx_mount_error(mnt(), "rmdir", &err);
 	} else if (n.kind == SBX_N_FS && strcmp(n.sub, "/")) {
 		rc = sbx_fs_ops_for(l)->rmdir(l, n.sub, &err);
+		if (!rc)
+			sbx_kinval_forget(l->kinval, path);
 	} else {
 		rc = sbx_node_is_dir(n.kind) ? -EBUSY : -ENOTDIR;
 	}
@@ -587,8 +636,10 @@ static int op_rmdir(const char *path)
 		FS_ONLY(path, n, l, rc);                                                           \
 		const char *sub = n.sub;                                                           \
 		rc = sbx_fs_ops_for(l)->call;                                                      \
-		if (!rc)                                                                           \
+		if (!rc) {                                                                         \
 			sbx_aliases_changed(path);                                                 \
+			sbx_kinval_forget(l->kinval, path);                                        \
+		}                                                                                  \
 		sbx_lease_put(l);                                                                  \
 		return rc;                                                                         \
 	} while (0)
@@ -638,6 +689,7 @@ static int op_unlink(const char *path)
 	if (!rc) { /* the count first: the other names' refresh shows it */
 		sbx_inotab_unlink(l->inotab, path);
 		sbx_aliases_changed(path);
+		sbx_kinval_forget(l->kinval, path);
 	}
 	sbx_lease_put(l);
 	return rc;
@@ -675,6 +727,10 @@ static int op_readlink(const char *path, char *buf, size_t size)
 	char *raw;
 	int rc;
 	FS_ONLY(path, n, l, rc);
+	if (kernel_name_stale(l, path, n.sub)) {
+		sbx_lease_put(l);
+		return -ESTALE;
+	}
 	raw = sbx_xmalloc(size);
 	rc = sbx_fs_ops_for(l)->readlink(l, n.sub, raw, size, &err);
 	if (!rc && raw_symlinks)
@@ -711,6 +767,8 @@ static int op_rename(const char *from, const char *to, unsigned int flags)
 		sbx_aliases_changed(to);
 		sbx_aliases_forget(to);
 		sbx_aliases_forget(from);
+		sbx_kinval_forget(l->kinval, to);
+		sbx_kinval_forget(l->kinval, from);
 	}
 	sbx_lease_put(l2);
 	sbx_lease_put(l);
@@ -732,6 +790,7 @@ static int op_link(const char *from, const char *to)
 	if (!rc) { /* the kernel knows the old name as another inode: its nlink changed */
 		sbx_inotab_link(l->inotab, from, to);
 		sbx_aliases_changed(from);
+		sbx_kinval_forget(l->kinval, to);
 		fuse_invalidate_path(fuse_get_context()->fuse, from);
 	}
 	sbx_lease_put(l2);

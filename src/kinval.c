@@ -5,22 +5,26 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uthash.h>
 
 #include "base/log.h"
 
-/* Bound on paths remembered per lease between two runs (about 100 B each). */
+/* Bound on paths remembered per lease between two runs (about 100 B each),
+ * and on the doubted ones (the oldest are forgotten first). */
 #define SBX_KINVAL_MAX 200000
 
 struct path_entry {
 	UT_hash_handle hh;
+	mode_t type; /* S_IFMT bits the kernel was given for path */
 	char path[]; /* the key */
 };
 
 struct sbx_kinval {
-	pthread_mutex_t lock; /* protects paths and n */
-	struct path_entry *paths;
+	pthread_mutex_t lock;	  /* protects paths, n and doubt */
+	struct path_entry *paths; /* noted since the last flush */
 	unsigned n;
+	struct path_entry *doubt; /* invalidated, the kernel's type kept (kinval.h) */
 };
 
 static void (*inval_cb)(void *ctx, const char *path);
@@ -49,15 +53,33 @@ static struct path_entry *take_all(struct sbx_kinval *k)
 	return all;
 }
 
-static void drop_all(struct path_entry *all, int invalidate)
+static void free_all(struct path_entry *all)
 {
 	struct path_entry *e, *tmp;
 	HASH_ITER(hh, all, e, tmp)
 	{
 		HASH_DEL(all, e);
-		if (invalidate && inval_cb)
-			inval_cb(inval_ctx, e->path);
 		free(e);
+	}
+}
+
+/* Under k->lock: e (in no table) is doubted now, unless noted again meanwhile. */
+static void doubt_locked(struct sbx_kinval *k, struct path_entry *e)
+{
+	struct path_entry *old;
+	size_t len = strlen(e->path);
+	HASH_FIND(hh, k->paths, e->path, len, old);
+	if (!old)
+		HASH_FIND(hh, k->doubt, e->path, len, old);
+	if (old) {
+		free(e);
+		return;
+	}
+	HASH_ADD(hh, k->doubt, path[0], len, e);
+	while (HASH_COUNT(k->doubt) > SBX_KINVAL_MAX) { /* the oldest first */
+		old = k->doubt;
+		HASH_DEL(k->doubt, old);
+		free(old);
 	}
 }
 
@@ -65,18 +87,26 @@ void sbx_kinval_free(struct sbx_kinval *k)
 {
 	if (!k)
 		return;
-	drop_all(take_all(k), 0);
+	free_all(take_all(k));
+	free_all(k->doubt);
 	pthread_mutex_destroy(&k->lock);
 	free(k);
 }
 
-void sbx_kinval_note(struct sbx_kinval *k, const char *path)
+bool sbx_kinval_note(struct sbx_kinval *k, const char *path, mode_t mode)
 {
 	struct path_entry *e;
 	size_t len = strlen(path);
+	bool changed = false;
 	if (!inval_cb)
-		return; /* nothing could be invalidated: nothing to remember */
+		return false; /* nothing could be invalidated: nothing to remember */
 	pthread_mutex_lock(&k->lock);
+	HASH_FIND(hh, k->doubt, path, len, e);
+	if (e) {
+		HASH_DEL(k->doubt, e);
+		changed = (e->type ^ mode) & S_IFMT;
+		free(e);
+	}
 	HASH_FIND(hh, k->paths, path, len, e);
 	if (!e && k->n < SBX_KINVAL_MAX) {
 		e = sbx_xmalloc(sizeof(*e) + len + 1);
@@ -91,13 +121,43 @@ void sbx_kinval_note(struct sbx_kinval *k, const char *path)
 				"later ones may show stale attributes for a second",
 				SBX_KINVAL_MAX);
 	}
+	if (e)
+		e->type = mode & S_IFMT;
 	pthread_mutex_unlock(&k->lock);
+	return changed;
+}
+
+bool sbx_kinval_doubted(struct sbx_kinval *k, const char *path, mode_t *type)
+{
+	struct path_entry *e;
+	if (!k)
+		return false;
+	pthread_mutex_lock(&k->lock);
+	HASH_FIND(hh, k->doubt, path, strlen(path), e);
+	if (e)
+		*type = e->type;
+	pthread_mutex_unlock(&k->lock);
+	return e != NULL;
 }
 
 void sbx_kinval_flush(struct sbx_kinval *k)
 {
-	if (k)
-		drop_all(take_all(k), 1);
+	struct path_entry *all, *e, *tmp;
+	if (!k)
+		return;
+	all = take_all(k);
+	HASH_ITER(hh, all, e, tmp)
+	{
+		if (inval_cb)
+			inval_cb(inval_ctx, e->path);
+	}
+	pthread_mutex_lock(&k->lock);
+	HASH_ITER(hh, all, e, tmp)
+	{
+		HASH_DEL(all, e);
+		doubt_locked(k, e);
+	}
+	pthread_mutex_unlock(&k->lock);
 }
 
 void sbx_kinval_path(struct sbx_kinval *k, const char *path)
@@ -112,8 +172,25 @@ void sbx_kinval_path(struct sbx_kinval *k, const char *path)
 		k->n--;
 	}
 	pthread_mutex_unlock(&k->lock);
+	if (!e)
+		return;
+	inval_cb(inval_ctx, path);
+	pthread_mutex_lock(&k->lock);
+	doubt_locked(k, e);
+	pthread_mutex_unlock(&k->lock);
+}
+
+void sbx_kinval_forget(struct sbx_kinval *k, const char *path)
+{
+	struct path_entry *e;
+	size_t len = strlen(path);
+	if (!k)
+		return;
+	pthread_mutex_lock(&k->lock);
+	HASH_FIND(hh, k->doubt, path, len, e);
 	if (e) {
-		inval_cb(inval_ctx, path);
+		HASH_DEL(k->doubt, e);
 		free(e);
 	}
+	pthread_mutex_unlock(&k->lock);
 }

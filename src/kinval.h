@@ -7,21 +7,45 @@
  * fs/ path the kernel learned from us is noted here, and after a run the
  * noted paths are invalidated through a callback that fuse_ops installs.
  * Knows nothing of FUSE; paths are mount paths ("/NAME/fs/etc/hosts").
+ *
+ * An invalidated path stays "doubted" with the file type the kernel was
+ * last given: the kernel keeps its inode (only the attributes are
+ * dropped), and an inode cannot change type. When a run replaced a file
+ * by a directory (or a link by a file...), the kernel's next GETATTR
+ * would get another type, mark its inode bad and fail the call with EIO.
+ * fuse_ops answers that one GETATTR ESTALE instead (sbx_kinval_note's
+ * result): the VFS retries the walk with LOOKUP_REVAL, the LOOKUP tells
+ * the kernel the new type and it makes a new inode (NFS's way). An open
+ * of a doubted path whose type changed is answered ESTALE too, with the
+ * doubt kept, so open(2)'s own retry with LOOKUP_REVAL meets it.
  */
 #ifndef SBX_KINVAL_H
 #define SBX_KINVAL_H
+
+#include <stdbool.h>
+#include <sys/types.h>
 
 struct sbx_kinval;
 
 struct sbx_kinval *sbx_kinval_new(void);
 void sbx_kinval_free(struct sbx_kinval *k); /* NULL-safe */
-/* Notes that the kernel now caches mount_path (bounded: past the bound a
- * path is not remembered and may stay stale for the kernel's timeout). */
-void sbx_kinval_note(struct sbx_kinval *k, const char *mount_path);
-/* Invalidates every noted path and forgets them. */
+/*
+ * Notes that the kernel now caches mount_path as a file of mode's type
+ * (bounded: past the bound a path is not remembered and may stay stale for
+ * the kernel's timeout). Returns true when the path was doubted with
+ * another type: the kernel's inode for it has the wrong type (the doubt is
+ * gone with this call, so a path gives true once).
+ */
+bool sbx_kinval_note(struct sbx_kinval *k, const char *mount_path, mode_t mode);
+/* Whether mount_path is doubted; *type is then the kernel's (S_IFMT bits). */
+bool sbx_kinval_doubted(struct sbx_kinval *k, const char *mount_path, mode_t *type);
+/* Invalidates every noted path; they become doubted. */
 void sbx_kinval_flush(struct sbx_kinval *k);
-/* Invalidates one path now (a change notification) and forgets it. */
+/* Invalidates one path now (a change notification); it becomes doubted. */
 void sbx_kinval_path(struct sbx_kinval *k, const char *mount_path);
+/* The mount itself made, removed or renamed mount_path: the kernel knows
+ * what is there now, so the path is no longer doubted. */
+void sbx_kinval_forget(struct sbx_kinval *k, const char *mount_path);
 /*
  * Installs the invalidation callback (one mount per process): cb(ctx,
  * path) drops the kernel's attributes and data of path. Until one is

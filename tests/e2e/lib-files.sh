@@ -347,3 +347,35 @@ story_exec_files() {
 	echo "rm $FHOME/from-run.txt" >"$L/exec"
 	ok "a file a run deletes is gone from fs/ at once" test ! -e "$F/from-run.txt"
 }
+
+# A run replaces names the kernel still holds (issue 12): a file by a
+# directory, a directory by a file, a symlink by a file, a file by a
+# symlink, and removes one. The kernel keeps the old inodes, whose type
+# cannot change: the first stat of each gave EIO, `cat` of a directory
+# turned file said "Is a directory", and `echo > f` of a removed file said
+# ENOENT. Each is now what the run left, at the first try, and a file
+# held open across the run does not spoil its name's next stat.
+#   TC_RUN_LINK: what stat says of a link a run made (daytona's stat follows
+#   links it did not make: "regular file", doc/DESIGN.md)
+story_type_change_by_run() {
+	local d=$F/tc
+	mkdir "$d" && echo f >"$d/f2d" && mkdir "$d/d2f" && echo in >"$d/d2f/in" &&
+		ln -s f2d "$d/l2f" && echo f >"$d/f2l" && echo f >"$d/gone" && echo f >"$d/held" &&
+		echo f >"$d/held2"
+	stat "$d"/* "$d/d2f/in" >/dev/null && cat "$d/gone" >/dev/null && ls "$d/d2f" >/dev/null
+	exec 7<"$d/held"
+	lease_run "cd $FHOME/tc && rm -r f2d d2f l2f f2l gone held && mkdir f2d && echo now-a-file >d2f &&
+		echo file >l2f && ln -s d2f f2l && mkdir held && rm held2 && mkdir held2" >/dev/null
+	eq "a run's type changes: cat of a directory made a file" "$(cat "$d/d2f" 2>&1)" now-a-file
+	eq "... cat of a symlink made a file" "$(cat "$d/l2f" 2>&1)" file
+	eq "... cat of a file made a symlink" "$(cat "$d/f2l" 2>&1)" now-a-file
+	eq "... ls of a file made a directory" "$(ls -A "$d/f2d" 2>&1)" ""
+	eq "... below a directory made a file" "$(errno_of "os.stat('$d/d2f/in')")" ENOTDIR
+	eq "... stat of each" "$(stat -c %F "$d/f2d" "$d/d2f" "$d/l2f" "$d/f2l" 2>&1 | tr '\n' ,)" \
+		"directory,regular file,regular file,${TC_RUN_LINK:-symbolic link},"
+	ok "... echo > a file the run removed" sh -c "echo again >'$d/gone'"
+	eq "... which then holds it" "$(lease_run "cat $FHOME/tc/gone")" again
+	eq "... stat of a name held open across the run" "$(stat -c %F "$d/held" 2>&1)" directory
+	exec 7<&-
+	eq "... a file made a directory, first seen by its stat" "$(stat -c %F "$d/held2" 2>&1)" directory
+}

@@ -30,6 +30,7 @@ eq "rsync -a: ... as the mount shows them" \
 story_git
 story_vim_save
 story_posix_corners
+story_type_change_by_run
 story_pseudo_dirs_empty
 
 # ---- what it costs (the fake's counters) ----
