@@ -123,7 +123,7 @@ static void usage(const char *prog)
 	    "    -o state_dir=PATH   lease table and caches (default $XDG_STATE_HOME/sbxfs)\n"
 	    "    -o fs_cache_timeout=S  seconds the kernel keeps fs/ attributes (default 1)\n"
 	    "    -o writeback=N      remote fs/: close() returns before the upload, at most N\n"
-	    "                        files queued per lease (default 64; 0: close() uploads)\n"
+	    "                        files queued per lease (default 128; 0: close() uploads)\n"
 	    "    -o prefetch=0       remote fs/: no bulk reads of a directory's small files\n"
 	    "                        (default 1: on)\n"
 	    "    -o symlinks=raw     fs/ links show the sandbox's own text (default: rewritten\n"

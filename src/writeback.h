@@ -33,7 +33,7 @@ struct sbx_wb;
 #define SBX_WB_LINGER_MS 2000
 
 /* The entry bound when -o writeback is not given: write-back on (issue 13). */
-#define SBX_WB_DEFAULT 64
+#define SBX_WB_DEFAULT 128
 /* Sets the entry bound of queues made from now on (-o writeback=N); 0: off. */
 void sbx_wb_set_max(unsigned max);
 unsigned sbx_wb_get_max(void);
