@@ -88,6 +88,16 @@ int sbx_rmeta_fail_take(struct sbx_rmeta_fails *f, const char *path, struct sbx_
 	return rc;
 }
 
+bool sbx_rmeta_fail_has(struct sbx_rmeta_fails *f, const char *path)
+{
+	bool has = false;
+	pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; !has && i < f->n; i++)
+		has = !strcmp(f->v[i].path, path);
+	pthread_mutex_unlock(&f->lock);
+	return has;
+}
+
 void sbx_rmeta_fail_forget(struct sbx_rmeta_fails *f, const char *path)
 {
 	pthread_mutex_lock(&f->lock);

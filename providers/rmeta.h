@@ -58,6 +58,8 @@ void sbx_rmeta_fail(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const 
 		    const char *path, const struct sbx_error *e, bool report);
 /* Takes the failure recorded against path: -errno with err filled, or 0. */
 int sbx_rmeta_fail_take(struct sbx_rmeta_fails *f, const char *path, struct sbx_error *err);
+/* Whether a failure is recorded against path (left for the next call on it). */
+bool sbx_rmeta_fail_has(struct sbx_rmeta_fails *f, const char *path);
 /* Forgets the failures of path and of everything below it (it was removed or renamed). */
 void sbx_rmeta_fail_forget(struct sbx_rmeta_fails *f, const char *path);
 /* Forgets every failure (the sandbox is gone). */

@@ -445,7 +445,9 @@ static void apply(void *ctx, const struct sbx_rme_batch *b)
 	struct sbx_error e = SBX_ERROR_INIT;
 	if (b->q.n && run_ops(di, &b->q))
 		for (size_t i = 0; i < b->q.n; i++) /* a link that failed is no link */
-			dt_links_forget(di, b->q.ops[i].path);
+			if (b->q.ops[i].kind == SBX_RMQ_SYMLINK &&
+			    sbx_rmeta_fail_has(&di->fails, b->q.ops[i].path))
+				dt_links_forget(di, b->q.ops[i].path);
 	/* After the commands: they may create the paths, and they run as a
 	 * user who could not touch what a chown gives away. */
 	struct perm *v = sbx_xcalloc(b->native.n + 1, sizeof(*v));

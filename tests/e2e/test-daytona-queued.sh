@@ -61,6 +61,18 @@ lease_run 'sudo -n rm -f /etc/sudoers.d/91-daytona' >/dev/null
 eq "chown of three files to root, without sudo: owners in the sandbox" "$(chown_three nos)" "0 0 0 "
 eq "... through a permissions call each" "$(counter 'POST /toolbox/:id/files/permissions')" 3
 ok "... and the log says why" grep -q "no sudo -n for the user" "$WORK/sbxfs.log"
+# A batch where one op fails keeps the others' links: a symlink queued with
+# a touch the user cannot do (in root's directory of mode 700, and without
+# sudo no borrow gets it there) is still a link after the batch; every
+# link of such a batch was forgotten before, and the next stat followed it
+# (a regular file).
+mkdir "$F/locked" && echo x >"$F/locked/f" && chown 0:0 "$F/locked" && chmod 700 "$F/locked" &&
+	lease_run true >/dev/null
+touch -d '2001-02-03 04:05:06' "$F/locked/f" && ln -s other "$F/qlink"
+eq "a link queued beside a refused touch: stat after the batch" "$(stat -c %F "$F/qlink" 2>&1)" "symbolic link"
+eq "... readlink" "$(readlink "$F/qlink")" other
+eq "... and in the sandbox" "$(lease_run "stat -c %F $FHOME/qlink")" "symbolic link"
+ok "... the touch's refusal is in error" error_says "$FHOME/locked/f failed in the sandbox: "
 echo data >"$F/other"
 # A device node is made by the mknod call itself, so mknod reports the
 # refusal, with the errno the command's message names (mknod: Operation
