@@ -260,11 +260,24 @@ enum sbx_cfile_how {
 	SBX_CF_TRUNC,  /* O_TRUNC of a remote file: empty, dirty */
 	SBX_CF_LOADED, /* downloaded just now into the fd; clean, stamped with *st */
 	SBX_CF_FAILED, /* download failed: content unknown */
+	SBX_CF_STREAM, /* fs_cached_file.c only: a download read as it arrives (never ready()) */
 };
 
 /* Ends the busy claim of open (mode: for SBX_CF_NEW; st: for SBX_CF_LOADED). */
 void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cfile_how how,
 			  mode_t mode, const struct sbx_stat *st);
+/*
+ * A download read as it arrives (fs_cached_file.c): the opener's claim
+ * passes to a thread that downloads into the fd, telling how far it got
+ * (stream_have); reads wait for their bytes (stream_wait: 0 once the
+ * file holds [0, upto) or the download ended well, else its -errno);
+ * stream_end comes before the thread's sbx_cache_file_ready().
+ */
+void sbx_cache_file_stream_begin(struct sbx_cache *c, struct sbx_cfile *cf);
+/* Tells how far it got; false when no one else holds cf any more (stop). */
+bool sbx_cache_file_stream_have(struct sbx_cache *c, struct sbx_cfile *cf, off_t have);
+void sbx_cache_file_stream_end(struct sbx_cache *c, struct sbx_cfile *cf, int rc);
+int sbx_cache_file_stream_wait(struct sbx_cache *c, struct sbx_cfile *cf, off_t upto);
 /* Drops a reference. The entry lives on while dirty, or clean as cache. */
 void sbx_cache_file_put(struct sbx_cache *c, struct sbx_cfile *cf);
 /* Takes one more reference on a referenced entry (the write-back queue's). */

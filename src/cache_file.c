@@ -419,7 +419,11 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 		cf->have_data = false;
 		cf->stamped = false;
 		break;
+	case SBX_CF_STREAM: /* never given: fs_cached_file.c's own */
+		break;
 	}
+	if (how != SBX_CF_FAILED)
+		cf->stream_rc = 0; /* an earlier stream's failure is not this content's */
 	if (cf->shared_opens)
 		cf->shared_opens--; /* the claim is another's */
 	else
@@ -504,6 +508,46 @@ struct sbx_cfile *sbx_cache_file_find_live(struct sbx_cache *c, const char *path
 		cf = NULL;
 	pthread_mutex_unlock(&c->lock);
 	return cf;
+}
+
+void sbx_cache_file_stream_begin(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->streaming = true;
+	cf->stream_have = 0;
+	cf->stream_rc = 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool sbx_cache_file_stream_have(struct sbx_cache *c, struct sbx_cfile *cf, off_t have)
+{
+	bool wanted;
+	pthread_mutex_lock(&c->lock);
+	cf->stream_have = have;
+	wanted = cf->refs > 1;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+	return wanted;
+}
+
+void sbx_cache_file_stream_end(struct sbx_cache *c, struct sbx_cfile *cf, int rc)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->streaming = false;
+	cf->stream_rc = rc;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int sbx_cache_file_stream_wait(struct sbx_cache *c, struct sbx_cfile *cf, off_t upto)
+{
+	int rc;
+	pthread_mutex_lock(&c->lock);
+	while (cf->streaming && cf->stream_have < upto)
+		pthread_cond_wait(&c->cond, &c->lock);
+	rc = cf->streaming ? 0 : cf->stream_rc;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
 }
 
 void sbx_cache_file_changed(struct sbx_cache *c, struct sbx_cfile *cf)

@@ -6,12 +6,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/fsutil.h"
+#include "base/log.h"
 #include "base/xalloc.h"
 #include "fs_cached.h"
 #include "fs_prefetch.h"
@@ -404,12 +406,34 @@ static int sink_to_fd(void *ctx, const char *data, size_t len)
 	return 0;
 }
 
-/* Downloads path into fd (truncated first); *got is the byte count. */
-static int download(struct sbx_lease *l, const char *path, int fd, off_t *got,
+/* A streamed download's sink: the bytes, then how far the file holds them. */
+struct stream_sink {
+	struct fd_sink fd;
+	struct sbx_cache *c;
+	struct sbx_cfile *cf;
+	bool dropped; /* every handle was closed: the rest is not wanted */
+};
+
+static int sink_streamed(void *ctx, const char *data, size_t len)
+{
+	struct stream_sink *s = ctx;
+	int rc = sink_to_fd(&s->fd, data, len);
+	if (!rc && !sbx_cache_file_stream_have(s->c, s->cf, s->fd.off)) {
+		s->dropped = true; /* `head` of a big file: not the rest of it */
+		rc = -ECANCELED;
+	}
+	return rc;
+}
+
+/*
+ * Downloads path into fd (truncated first); *got is the byte count. With
+ * cf, each arrival is told to the readers waiting on it (a stream).
+ */
+static int download(struct sbx_lease *l, const char *path, int fd, struct sbx_cfile *cf, off_t *got,
 		    struct sbx_error *err)
 {
 	struct sbx_instance *inst;
-	struct fd_sink sink = {fd, 0};
+	struct stream_sink sink = {{fd, 0}, l->cache, cf};
 	int rc = fsc_reach(l, l->prov->read, "read files", "download", path, &inst, err);
 	if (rc)
 		return rc;
@@ -417,11 +441,82 @@ static int download(struct sbx_lease *l, const char *path, int fd, off_t *got,
 		rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", path,
 				   strerror(errno));
 	} else {
-		rc = l->prov->read(inst, path, 0, -1, sink_to_fd, &sink, err);
+		rc = cf ? l->prov->read(inst, path, 0, -1, sink_streamed, &sink, err)
+			: l->prov->read(inst, path, 0, -1, sink_to_fd, &sink.fd, err);
 		rc = rc > 0 ? 0 : rc;
 	}
-	*got = sink.off;
+	*got = sink.fd.off;
+	if (sink.dropped) { /* the mount's own choice: no failure to report */
+		sbx_lease_unuse(l);
+		sbx_error_clear(err);
+		return -ECANCELED;
+	}
 	return fsc_end(l, rc, "download", path, err);
+}
+
+/*
+ * A file opened to read of at least this size is read as it arrives: the
+ * open returns once the download has begun, and each read waits only for
+ * its own bytes (`head` of a big file, the first page of `less`, and a
+ * `cat` that reads while the rest comes). Smaller ones are downloaded
+ * whole by the open, as before (one round trip either way). When every
+ * handle is closed before the end, the download stops there, and the
+ * next open downloads again.
+ */
+#define SBX_STREAM_MIN (1LL << 20)
+
+struct stream {
+	struct sbx_lease *l;  /* a reference */
+	struct sbx_cfile *cf; /* a reference and the open's busy claim */
+	char *path;
+	struct sbx_stat st;
+};
+
+/* The download of a streamed open, on its own thread: ends the open's claim. */
+static void *stream_main(void *arg)
+{
+	struct stream *s = arg;
+	struct sbx_cache *c = s->l->cache;
+	struct sbx_error err = SBX_ERROR_INIT;
+	off_t got;
+	int rc = download(s->l, s->path, sbx_cfile_fd(s->cf), s->cf, &got, &err);
+	/* Changed between stat and read: keep the bytes, not the stamp. */
+	if (!rc && got != s->st.size)
+		sbx_cache_note_changed(c, s->path);
+	sbx_cache_file_stream_end(c, s->cf, rc);
+	sbx_cache_file_ready(c, s->cf, rc ? SBX_CF_FAILED : SBX_CF_LOADED, 0,
+			     !rc && got == s->st.size ? &s->st : NULL);
+	sbx_cache_file_put(c, s->cf);
+	free(s->path);
+	sbx_lease_put(s->l);
+	free(s);
+	return NULL;
+}
+
+/* Starts stream_main for cf, which takes over the open's claim. */
+static void stream_start(struct sbx_lease *l, const char *path, struct sbx_cfile *cf,
+			 const struct sbx_stat *st)
+{
+	struct stream *s = sbx_xcalloc(1, sizeof(*s));
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+	s->l = l;
+	s->cf = cf;
+	s->path = sbx_xstrdup(path);
+	s->st = *st;
+	sbx_lease_hold(l);
+	sbx_cache_file_hold(l->cache, cf);
+	sbx_cache_file_stream_begin(l->cache, cf);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&t, &attr, stream_main, s);
+	pthread_attr_destroy(&attr);
+	if (rc) {
+		sbx_log(SBX_LOG_WARN, "lease %s: no thread to read %s as it arrives (%s)", l->name,
+			path, strerror(rc));
+		stream_main(s); /* the open downloads it whole, as a small file */
+	}
 }
 
 static bool stamp_matches(const struct sbx_cfile_state *s, const struct sbx_stat *st)
@@ -470,8 +565,13 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 		*how = SBX_CF_KEEP;
 	} else {
 		/* Or with the directory's other small files, in one request (fs_prefetch.c). */
-		rc =
-		    sbx_prefetch_open(l, path, st, fd, &got) ? 0 : download(l, path, fd, &got, err);
+		if ((flags & O_ACCMODE) == O_RDONLY && st->size >= SBX_STREAM_MIN) {
+			*how = SBX_CF_STREAM; /* fsc_open starts it */
+			return 0;
+		}
+		rc = sbx_prefetch_open(l, path, st, fd, &got)
+			 ? 0
+			 : download(l, path, fd, NULL, &got, err);
 		*how = rc ? SBX_CF_FAILED : SBX_CF_LOADED;
 		/* Changed between stat and read: keep the bytes, not the stamp. */
 		if (!rc && got != st->size) {
@@ -532,7 +632,11 @@ int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 	rc = open_content(l, path, flags, &s, sbx_cfile_fd(cf), &how, &st, &stamp_ok, err);
 	if (rc && how != SBX_CF_FAILED)
 		how = SBX_CF_KEEP;
-	sbx_cache_file_ready(c, cf, how, mode, how == SBX_CF_LOADED && stamp_ok ? &st : NULL);
+	if (how == SBX_CF_STREAM)
+		stream_start(l, path, cf, &st);
+	else
+		sbx_cache_file_ready(c, cf, how, mode,
+				     how == SBX_CF_LOADED && stamp_ok ? &st : NULL);
 	free(s.path);
 	if (rc) {
 		sbx_cache_file_put(c, cf);
@@ -554,6 +658,11 @@ int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 ssize_t fsc_read(struct sbx_fs_file *f, char *buf, size_t size, off_t off, struct sbx_error *err)
 {
 	ssize_t n;
+	int rc = sbx_cache_file_stream_wait(f->lease->cache, f->priv, off + (off_t)size);
+	if (rc)
+		return sbx_error_set(err, -rc, SBX_E_INTERNAL,
+				     "read %s: its download failed (the error file says why)",
+				     f->path);
 	do
 		n = pread(sbx_cfile_fd(f->priv), buf, size, off);
 	while (n < 0 && errno == EINTR);
@@ -592,10 +701,21 @@ ssize_t fsc_write(struct sbx_fs_file *f, const char *buf, size_t size, off_t off
  * empty that way reaches the sandbox right after close() returns, not
  * before; its failure is only recorded).
  */
+/*
+ * A handle that cannot have written a clean file: nothing of its own to
+ * upload, so its close claims nothing (a claim would wait for a download
+ * still arriving: `head` of a big file waited for all of it).
+ */
+static bool read_only_clean(struct sbx_fs_file *f)
+{
+	return (f->flags & O_ACCMODE) == O_RDONLY &&
+	       !sbx_cache_file_dirty(f->lease->cache, f->priv, NULL);
+}
+
 int fsc_flush(struct sbx_fs_file *f, struct sbx_error *err)
 {
 	struct stat sys;
-	if (fstat(sbx_cfile_fd(f->priv), &sys) == 0 && sys.st_size == 0)
+	if (read_only_clean(f) || (fstat(sbx_cfile_fd(f->priv), &sys) == 0 && sys.st_size == 0))
 		return 0;
 	return upload_or_queue(f, err);
 }
@@ -626,7 +746,8 @@ void fsc_release(struct sbx_fs_file *f)
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	/* Late writes (mmap) after the last flush still go up; failures are recorded. */
-	upload_or_queue(f, &err);
+	if (!read_only_clean(f))
+		upload_or_queue(f, &err);
 	sbx_cache_file_put(f->lease->cache, f->priv);
 	free(f->path);
 	free(f);

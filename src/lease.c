@@ -272,6 +272,13 @@ struct sbx_lease *sbx_lease_get(struct sbx_mount *m, const char *name)
 	return l;
 }
 
+void sbx_lease_hold(struct sbx_lease *l)
+{
+	sbx_lock(&l->mount->lock, SBX_LOCK_MOUNT);
+	l->refs++;
+	sbx_unlock(&l->mount->lock, SBX_LOCK_MOUNT);
+}
+
 void sbx_lease_put(struct sbx_lease *l)
 {
 	if (!l)

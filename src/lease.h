@@ -130,6 +130,8 @@ char *sbx_mount_error_text(struct sbx_mount *m);
 /* Looks a lease up and takes a reference (NULL if none). */
 struct sbx_lease *sbx_lease_get(struct sbx_mount *m, const char *name);
 void sbx_lease_put(struct sbx_lease *l);
+/* Takes one more reference on a referenced lease (a background thread's). */
+void sbx_lease_hold(struct sbx_lease *l);
 /* Calls fn for every lease name under the table lock (fn must not block). */
 void sbx_lease_foreach(struct sbx_mount *m, void (*fn)(void *ctx, struct sbx_lease *l), void *ctx);
 bool sbx_lease_name_valid(const char *name);

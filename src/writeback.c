@@ -91,14 +91,6 @@ void sbx_wb_free(struct sbx_wb *wb)
 	free(wb);
 }
 
-/* Takes a lease reference (refs is protected by the mount's lock). */
-static void lease_hold(struct sbx_lease *l)
-{
-	pthread_mutex_lock(&l->mount->lock);
-	l->refs++;
-	pthread_mutex_unlock(&l->mount->lock);
-}
-
 /*
  * A worker's last act. When others hold the lease (sbx_wb_stop's caller
  * among them), the reference is dropped and `leaving` counted down under
@@ -301,7 +293,7 @@ static void start_worker(struct sbx_wb *wb)
 	pthread_attr_t attr;
 	pthread_t t;
 	int rc;
-	lease_hold(wb->l);
+	sbx_lease_hold(wb->l);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	rc = pthread_create(&t, &attr, worker, wb);

@@ -157,3 +157,40 @@ story_prefetch() {
 	eq "... in that batch (no download to read them)" "$(downloads)" 0
 	unmount_sbxfs
 }
+
+# A big file is read as it arrives (fs_cached_file.c, SBX_STREAM_MIN): its
+# first bytes are there while the rest still comes. The fake hangs up
+# after 2 MiB of the download (the cut fault): `head -c 4` has its bytes
+# (before, the open downloaded the whole file first and failed with EIO),
+# a `cat` of the whole file fails with EIO instead of passing a truncated
+# file on, the error file says which download failed, and once the fault
+# is gone the file reads whole. Mounts itself (after story_prefetch).
+#   STREAM_KEY: the fake's counter key of the download
+story_stream_big() {
+	local root
+	mount_sbxfs
+	L=$MNT/big
+	ok "mkdir creates a lease" mkdir "$L"
+	ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxId"])' "$L/info")
+	root=$(sandbox_root)
+	mkdir -p "$root/tmp/pf"
+	F=$L/fs/tmp/pf
+	head -c $((8 << 20)) /dev/urandom >"$WORK/big8"
+	cp "$WORK/big8" "$root/tmp/pf/big8" && chmod 644 "$root/tmp/pf/big8"
+	local cut="{\"kind\":\"cut\",\"cutAfter\":$((2 << 20)),\"key\":\"$STREAM_KEY\"}"
+	fault_only "$cut"
+	eq "the first bytes of a big file while the rest is coming (cut at 2 MiB)" \
+		"$(head -c 4 "$F/big8" | od -An -tx1 | tr -d ' ')" "$(head -c 4 "$WORK/big8" | od -An -tx1 | tr -d ' ')"
+	ok "... a cat of it fails, not passing on part of it" sh -c "! cat '$F/big8' >/dev/null 2>&1"
+	ok "... the error file names its download" error_says "download /tmp/pf/big8"
+	fake_clear_faults
+	eq "... which reads whole once the fault is gone" "$(md5sum <"$F/big8")" "$(md5sum <"$WORK/big8")"
+	# A head closes before the end: the download stops there (nothing
+	# reported), and the next reader has the whole file.
+	cp "$WORK/big8" "$root/tmp/pf/big8b" && chmod 644 "$root/tmp/pf/big8b"
+	eq "head of another" "$(head -c 4 "$F/big8b" | od -An -tx1 | tr -d ' ')" \
+		"$(head -c 4 "$WORK/big8" | od -An -tx1 | tr -d ' ')"
+	eq "... then all of it" "$(md5sum <"$F/big8b")" "$(md5sum <"$WORK/big8")"
+	ok "... and the error file names no stopped download" sh -c "! grep -q big8b '$L/error'"
+	unmount_sbxfs
+}

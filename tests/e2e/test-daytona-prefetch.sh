@@ -9,4 +9,5 @@ start_fake daytona
 DOWNLOAD_KEYS=('POST /toolbox/:id/files/bulk-download')
 BATCH_KEY='POST /toolbox/:id/files/bulk-download'
 story_prefetch
+STREAM_KEY='POST /toolbox/:id/files/bulk-download' story_stream_big
 finish

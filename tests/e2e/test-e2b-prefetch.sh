@@ -9,4 +9,5 @@ start_fake e2b
 DOWNLOAD_KEYS=("GET /files" "POST /process.Process/Start")
 BATCH_KEY='POST /process.Process/Start'
 story_prefetch
+STREAM_KEY='GET /files' story_stream_big
 finish

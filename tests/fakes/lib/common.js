@@ -24,7 +24,7 @@
  *                                          behind the client's back
  *   POST   /_fake/sandboxes/<id>/expire -> 204: its lifetime runs out now (E2B)
  *
- * FAULT = {"kind": "drop"|"5xx"|"429"|"slow"|"vanish",
+ * FAULT = {"kind": "drop"|"5xx"|"429"|"slow"|"vanish"|"cut",
  *          "count"?: N         apply to the next N matching requests (default: until cleared)
  *          "prefix"?: "/files" only requests whose path starts with this
  *          "key"?: "GET /files" only requests whose counter key is exactly this
@@ -32,7 +32,8 @@
  *          "status"?: 500|503  for 5xx (default 500)
  *          "retryAfter"?: 1    for 429: the Retry-After header in seconds (default 1)
  *          "delayMs"?: 5000    for slow: wait this long, then answer normally (default 30000)
- *          "complete"?: true   for slow: carry the request out even if the client hung up}
+ *          "complete"?: true   for slow: carry the request out even if the client hung up
+ *          "cutAfter"?: N      for cut: answer, but hang up after N bytes of the body}
  * The first matching fault wins.  Start-up flags --latency-ms N and --fault JSON (repeatable)
  * set the same switches.
  *
@@ -45,6 +46,38 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { SandboxRoot } = require('./sandbox-root');
+
+/* The cut fault: the reply goes out as usual until `left` bytes of its body, then the connection drops. */
+function cutAfter(req, res, left) {
+	const write = res.write.bind(res);
+	const end = res.end.bind(res);
+	const hangUp = () => setImmediate(() => req.socket.destroy());
+	res.write = (chunk, enc, cb) => {
+		if (typeof enc === 'function')
+			[cb, enc] = [enc, undefined];
+		const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk, enc);
+		if (left <= 0) {
+			hangUp();
+			return false;
+		}
+		if (b.length < left) {
+			left -= b.length;
+			return write(b, cb);
+		}
+		write(b.subarray(0, left));
+		left = 0;
+		hangUp();
+		return false;
+	};
+	res.end = (chunk, enc, cb) => {
+		if (chunk && typeof chunk !== 'function')
+			res.write(chunk, enc);
+		if (left > 0)
+			return end(typeof chunk === 'function' ? chunk : cb);
+		hangUp();
+		return res;
+	};
+}
 
 class HttpError extends Error {
 	constructor(status, message, extra) {
@@ -286,6 +319,9 @@ class FakeServer {
 		case 'vanish':
 			this.service.vanishReply(ctx);
 			return true;
+		case 'cut':
+			cutAfter(req, res, f.cutAfter || 0);
+			return false;
 		default:
 			throw new HttpError(500, `unknown fault kind ${f.kind}`);
 		}
@@ -331,7 +367,7 @@ class FakeServer {
 				if (typeof b.latencyMs === 'number')
 					this.latencyMs = b.latencyMs;
 				for (const f of b.faults || []) {
-					if (!['drop', '5xx', '429', 'slow', 'vanish'].includes(f.kind))
+					if (!['drop', '5xx', '429', 'slow', 'vanish', 'cut'].includes(f.kind))
 						throw new HttpError(400, `unknown fault kind ${f.kind}`);
 					this.faults.push(Object.assign({}, f));
 				}

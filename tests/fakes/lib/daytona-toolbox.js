@@ -273,10 +273,10 @@ async function bulkDownload(ctx) {
 			const st = fs.statSync(host);
 			if (st.isDirectory())
 				throw new HttpError(400, `path is a directory: ${p}`, { code: 'INVALID_FILE_PATH' });
-			const data = fs.readFileSync(host);
+			fs.accessSync(host, fs.constants.R_OK);
 			return {
-				name: 'file', filename: asked, data,
-				headers: { 'Content-Length': data.length, 'Content-Type': TYPES[path.extname(p).toLowerCase()] || 'application/octet-stream' },
+				name: 'file', filename: asked, host,
+				headers: { 'Content-Length': st.size, 'Content-Type': TYPES[path.extname(p).toLowerCase()] || 'application/octet-stream' },
 			};
 		} catch (e) {
 			err = osError(e, p);
@@ -289,9 +289,36 @@ async function bulkDownload(ctx) {
 		};
 		return { name: 'error', filename: asked, data: JSON.stringify(body), headers: { 'Content-Type': 'application/json; charset=utf-8' } };
 	});
-	const body = buildMultipart(parts, BOUNDARY);
-	ctx.res.writeHead(200, { 'Content-Type': `multipart/form-data; boundary=${BOUNDARY}`, 'Content-Length': body.length });
-	ctx.res.end(body);
+	/* Streamed as the daemon does (Go's multipart writer over io.Copy): no
+	 * Content-Length, each file's bytes as they are read. */
+	const res = ctx.res;
+	res.writeHead(200, { 'Content-Type': `multipart/form-data; boundary=${BOUNDARY}` });
+	for (const part of parts) {
+		const whole = buildMultipart([Object.assign({}, part, { data: part.host ? '' : part.data })], BOUNDARY);
+		const tail = Buffer.from(`\r\n--${BOUNDARY}--\r\n`).length;
+		res.write(whole.subarray(0, whole.length - tail)); /* the part's head (and a small part's data) */
+		if (part.host && !(await streamFile(part.host, res)))
+			return;
+		res.write('\r\n');
+	}
+	res.end(`--${BOUNDARY}--\r\n`);
+}
+
+/* Writes the file at host into res, minding back-pressure; false if the client went away. */
+function streamFile(host, res) {
+	return new Promise((resolve) => {
+		const rs = fs.createReadStream(host);
+		const gone = () => { rs.destroy(); resolve(false); };
+		res.once('close', gone);
+		rs.on('data', (chunk) => {
+			if (!res.write(chunk)) {
+				rs.pause();
+				res.once('drain', () => rs.resume());
+			}
+		});
+		rs.on('end', () => { res.removeListener('close', gone); resolve(true); });
+		rs.on('error', () => { res.removeListener('close', gone); res.destroy(); resolve(false); });
+	});
 }
 
 async function formParts(ctx) {
