@@ -931,6 +931,7 @@ void sbx_fs_cached_install(void)
 	    .save_unsaved = save_unsaved,
 	    .wb_new = sbx_wb_new,
 	    .wb_free = sbx_wb_free,
+	    .quiesce = sbx_fs_streams_wait,
 	};
 	sbx_lease_set_hooks(&hooks);
 }

@@ -30,6 +30,8 @@ int fsc_reach(struct sbx_lease *l, const void *slot, const char *what, const cha
 	      const char *path, struct sbx_instance **inst, struct sbx_error *err);
 /* Ends a provider call begun with fsc_use(): unuses the lease, fsc_fail()s rc. */
 int fsc_end(struct sbx_lease *l, int rc, const char *op, const char *path, struct sbx_error *err);
+/* Waits (at most 30 s) for the streamed reads' threads to end (the quiesce hook, at exit). */
+void sbx_fs_streams_wait(void);
 /* True while the sandbox is paused: cached data is good at any age. */
 bool fsc_any_age(struct sbx_lease *l);
 /*

@@ -426,17 +426,18 @@ static int sink_streamed(void *ctx, const char *data, size_t len)
 }
 
 /*
- * Downloads path into fd (truncated first); *got is the byte count. With
- * cf, each arrival is told to the readers waiting on it (a stream).
+ * Downloads path into fd (truncated first) from inst, which the caller
+ * reached (fsc_reach) and ends (fsc_end); *got is the byte count. With cf,
+ * each arrival is told to the readers waiting on it (a stream), and so is
+ * the end, before the caller's fsc_end: that takes the lease lock, which
+ * a kernel invalidation may hold while it waits for a page a reader of
+ * this stream holds locked.
  */
-static int download(struct sbx_lease *l, const char *path, int fd, struct sbx_cfile *cf, off_t *got,
-		    struct sbx_error *err)
+static int download_from(struct sbx_lease *l, struct sbx_instance *inst, const char *path, int fd,
+			 struct sbx_cfile *cf, off_t *got, bool *dropped, struct sbx_error *err)
 {
-	struct sbx_instance *inst;
-	struct stream_sink sink = {{fd, 0}, l->cache, cf};
-	int rc = fsc_reach(l, l->prov->read, "read files", "download", path, &inst, err);
-	if (rc)
-		return rc;
+	struct stream_sink sink = {{fd, 0}, l->cache, cf, false};
+	int rc;
 	if (ftruncate(fd, 0)) {
 		rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", path,
 				   strerror(errno));
@@ -446,12 +447,36 @@ static int download(struct sbx_lease *l, const char *path, int fd, struct sbx_cf
 		rc = rc > 0 ? 0 : rc;
 	}
 	*got = sink.fd.off;
-	if (sink.dropped) { /* the mount's own choice: no failure to report */
+	*dropped = sink.dropped;
+	if (cf)
+		sbx_cache_file_stream_end(l->cache, cf, sink.dropped ? -ECANCELED : rc);
+	return rc;
+}
+
+/* Ends a download begun with fsc_reach: a dropped stream is the mount's own choice, not a failure.
+ */
+static int download_end(struct sbx_lease *l, int rc, bool dropped, const char *path,
+			struct sbx_error *err)
+{
+	if (dropped) {
 		sbx_lease_unuse(l);
 		sbx_error_clear(err);
 		return -ECANCELED;
 	}
 	return fsc_end(l, rc, "download", path, err);
+}
+
+/* Downloads path into fd whole (see download_from). */
+static int download(struct sbx_lease *l, const char *path, int fd, off_t *got,
+		    struct sbx_error *err)
+{
+	struct sbx_instance *inst;
+	bool dropped;
+	int rc = fsc_reach(l, l->prov->read, "read files", "download", path, &inst, err);
+	if (rc)
+		return rc;
+	rc = download_from(l, inst, path, fd, NULL, got, &dropped, err);
+	return download_end(l, rc, dropped, path, err);
 }
 
 /*
@@ -465,8 +490,29 @@ static int download(struct sbx_lease *l, const char *path, int fd, struct sbx_cf
  */
 #define SBX_STREAM_MIN (1LL << 20)
 
+/* The stream_main threads running (each holds a lease reference). */
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t streams_cond = PTHREAD_COND_INITIALIZER;
+static unsigned streams;
+
+/* How long the daemon's exit waits for them (each stops at its next chunk: no handle is left). */
+#define SBX_STREAMS_EXIT_MS 30000
+
+void sbx_fs_streams_wait(void)
+{
+	struct timespec ts;
+	sbx_deadline_in(CLOCK_REALTIME, SBX_STREAMS_EXIT_MS, &ts);
+	pthread_mutex_lock(&streams_lock);
+	while (streams && pthread_cond_timedwait(&streams_cond, &streams_lock, &ts) == 0)
+		;
+	if (streams)
+		sbx_log(SBX_LOG_WARN, "%u streamed read(s) still running at exit", streams);
+	pthread_mutex_unlock(&streams_lock);
+}
+
 struct stream {
-	struct sbx_lease *l;  /* a reference */
+	struct sbx_lease *l; /* a reference, and in use (fsc_reach) */
+	struct sbx_instance *inst;
 	struct sbx_cfile *cf; /* a reference and the open's busy claim */
 	char *path;
 	struct sbx_stat st;
@@ -479,28 +525,43 @@ static void *stream_main(void *arg)
 	struct sbx_cache *c = s->l->cache;
 	struct sbx_error err = SBX_ERROR_INIT;
 	off_t got;
-	int rc = download(s->l, s->path, sbx_cfile_fd(s->cf), s->cf, &got, &err);
+	bool dropped;
+	int rc =
+	    download_from(s->l, s->inst, s->path, sbx_cfile_fd(s->cf), s->cf, &got, &dropped, &err);
+	rc = download_end(s->l, rc, dropped, s->path, &err);
 	/* Changed between stat and read: keep the bytes, not the stamp. */
 	if (!rc && got != s->st.size)
 		sbx_cache_note_changed(c, s->path);
-	sbx_cache_file_stream_end(c, s->cf, rc);
 	sbx_cache_file_ready(c, s->cf, rc ? SBX_CF_FAILED : SBX_CF_LOADED, 0,
 			     !rc && got == s->st.size ? &s->st : NULL);
 	sbx_cache_file_put(c, s->cf);
 	free(s->path);
 	sbx_lease_put(s->l);
 	free(s);
+	pthread_mutex_lock(&streams_lock);
+	streams--;
+	pthread_cond_broadcast(&streams_cond);
+	pthread_mutex_unlock(&streams_lock);
 	return NULL;
 }
 
-/* Starts stream_main for cf, which takes over the open's claim. */
-static void stream_start(struct sbx_lease *l, const char *path, struct sbx_cfile *cf,
-			 const struct sbx_stat *st)
+/*
+ * Starts stream_main for cf, which takes over the open's claim. The lease
+ * is reached here, on the open's thread, so the stream needs no lease lock
+ * before its readers have their bytes (download_from). Fails as that does.
+ */
+static int stream_start(struct sbx_lease *l, const char *path, struct sbx_cfile *cf,
+			const struct sbx_stat *st, struct sbx_error *err)
 {
-	struct stream *s = sbx_xcalloc(1, sizeof(*s));
+	struct sbx_instance *inst;
+	struct stream *s;
 	pthread_attr_t attr;
 	pthread_t t;
-	int rc;
+	int rc = fsc_reach(l, l->prov->read, "read files", "download", path, &inst, err);
+	if (rc)
+		return rc;
+	s = sbx_xcalloc(1, sizeof(*s));
+	s->inst = inst;
 	s->l = l;
 	s->cf = cf;
 	s->path = sbx_xstrdup(path);
@@ -508,6 +569,9 @@ static void stream_start(struct sbx_lease *l, const char *path, struct sbx_cfile
 	sbx_lease_hold(l);
 	sbx_cache_file_hold(l->cache, cf);
 	sbx_cache_file_stream_begin(l->cache, cf);
+	pthread_mutex_lock(&streams_lock);
+	streams++;
+	pthread_mutex_unlock(&streams_lock);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	rc = pthread_create(&t, &attr, stream_main, s);
@@ -517,6 +581,7 @@ static void stream_start(struct sbx_lease *l, const char *path, struct sbx_cfile
 			path, strerror(rc));
 		stream_main(s); /* the open downloads it whole, as a small file */
 	}
+	return 0;
 }
 
 static bool stamp_matches(const struct sbx_cfile_state *s, const struct sbx_stat *st)
@@ -569,9 +634,8 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 			*how = SBX_CF_STREAM; /* fsc_open starts it */
 			return 0;
 		}
-		rc = sbx_prefetch_open(l, path, st, fd, &got)
-			 ? 0
-			 : download(l, path, fd, NULL, &got, err);
+		rc =
+		    sbx_prefetch_open(l, path, st, fd, &got) ? 0 : download(l, path, fd, &got, err);
 		*how = rc ? SBX_CF_FAILED : SBX_CF_LOADED;
 		/* Changed between stat and read: keep the bytes, not the stamp. */
 		if (!rc && got != st->size) {
@@ -632,9 +696,9 @@ int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 	rc = open_content(l, path, flags, &s, sbx_cfile_fd(cf), &how, &st, &stamp_ok, err);
 	if (rc && how != SBX_CF_FAILED)
 		how = SBX_CF_KEEP;
-	if (how == SBX_CF_STREAM)
-		stream_start(l, path, cf, &st);
-	else
+	if (how == SBX_CF_STREAM && (rc = stream_start(l, path, cf, &st, err)))
+		how = SBX_CF_FAILED;
+	if (how != SBX_CF_STREAM)
 		sbx_cache_file_ready(c, cf, how, mode,
 				     how == SBX_CF_LOADED && stamp_ok ? &st : NULL);
 	free(s.path);

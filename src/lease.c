@@ -47,6 +47,12 @@ size_t lease_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
 	return l->cache ? sbx_cache_unsaved_count(l->cache) : 0;
 }
 
+void lease_quiesce(void)
+{
+	if (fs_hooks && fs_hooks->quiesce)
+		fs_hooks->quiesce();
+}
+
 static const char *const state_names[] = {
     "creating", "running", "pausing", "paused", "resuming", "killed", "reclaimed", "error",
 };

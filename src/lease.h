@@ -198,6 +198,9 @@ void sbx_mount_tick(struct sbx_mount *m);
  *   before_pause  fetches what a paused lease's cache would lack;
  *   save_unsaved  uploads l's unsaved files (the timer, the daemon's exit),
  *                 as sbx_fs_save_unsaved(); returns how many stay unsaved.
+ *   quiesce       waits (bounded) for fs/'s own threads holding lease
+ *                 references beyond the handles (streamed reads) to end,
+ *                 before the mount is freed at exit.
  */
 struct sbx_lease_hooks {
 	void (*before_pause)(struct sbx_lease *l);
@@ -205,6 +208,7 @@ struct sbx_lease_hooks {
 	/* fs/'s write-back queue of a lease with a cache: made with it, freed with the lease */
 	struct sbx_wb *(*wb_new)(struct sbx_lease *l);
 	void (*wb_free)(struct sbx_wb *wb);
+	void (*quiesce)(void);
 };
 /* Installs h (static storage; one set per process, before sbx_mount_open). */
 void sbx_lease_set_hooks(const struct sbx_lease_hooks *h);

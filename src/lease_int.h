@@ -58,6 +58,8 @@ void settle_state(struct sbx_lease *l, struct sbx_instance *inst, enum sbx_remot
 void adopt_remote_state(struct sbx_lease *l, struct sbx_instance *inst, const char *cause);
 /* The installed save_unsaved hook on l; without one, how many are unsaved. */
 size_t lease_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms);
+/* The quiesce hook (lease.h), before the mount is freed. */
+void lease_quiesce(void);
 
 /* ---- leasetab.c ---- */
 /* (sbx_mount_save, sbx_mount_open, sbx_mount_close: lease.h) */

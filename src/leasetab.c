@@ -262,6 +262,7 @@ void sbx_mount_close(struct sbx_mount *m)
 	if (m->timer_running)
 		pthread_join(m->timer, NULL);
 	save_before_exit(m);
+	lease_quiesce();
 	sbx_mount_save(m);
 	for (struct sbx_pending_create *p; (p = m->pending);) {
 		m->pending = p->next;

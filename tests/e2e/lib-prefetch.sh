@@ -192,5 +192,26 @@ story_stream_big() {
 		"$(head -c 4 "$WORK/big8" | od -An -tx1 | tr -d ' ')"
 	eq "... then all of it" "$(md5sum <"$F/big8b")" "$(md5sum <"$WORK/big8")"
 	ok "... and the error file names no stopped download" sh -c "! grep -q big8b '$L/error'"
+	# A reader killed while its read waits for a slow download leaves a page
+	# locked until the read is answered; removing the lease then invalidates
+	# the kernel's pages with the lease lock held. The stream must answer
+	# its readers without that lock (it hung for good: the lease lock, the
+	# page, the read, the stream).
+	cp "$WORK/big8" "$root/tmp/pf/big8c" && chmod 644 "$root/tmp/pf/big8c"
+	stat "$F/big8c" >/dev/null
+	fault_only "{\"kind\":\"slow\",\"delayMs\":2500,\"complete\":true,\"key\":\"$STREAM_KEY\"}"
+	timeout 0.5 head -c 1 "$F/big8c" >/dev/null
+	rmdir "$L" &
+	local p=$! i
+	for i in $(seq 200); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
+	if kill -0 $p 2>/dev/null; then
+		ok "rmdir of the lease while a killed reader's read waits for its download" false
+		# so the clean-up can go on: abort the connection (fusectl)
+		mountpoint -q /sys/fs/fuse/connections || mount -t fusectl none /sys/fs/fuse/connections
+		echo 1 >"/sys/fs/fuse/connections/$(stat -c %d "$MNT")/abort"
+	else
+		ok "rmdir of the lease while a killed reader's read waits for its download" wait $p
+	fi
+	fake_clear_faults
 	unmount_sbxfs
 }
