@@ -529,6 +529,7 @@ static void ids_free_locked(struct sbx_rmeta_ids *ids)
 
 void sbx_rmeta_ids_destroy(struct sbx_rmeta_ids *ids)
 {
+	sbx_rmeta_ids_wait(ids);
 	ids_free_locked(ids);
 	pthread_mutex_destroy(&ids->lock);
 	pthread_mutex_destroy(&ids->load);
@@ -609,6 +610,34 @@ static void ids_reload(struct sbx_rmeta_ids *ids)
 	sbx_buf_release(&out);
 }
 
+static void *ids_prefetch_main(void *arg)
+{
+	ids_reload(arg);
+	return NULL;
+}
+
+void sbx_rmeta_ids_prefetch(struct sbx_rmeta_ids *ids)
+{
+	pthread_mutex_lock(&ids->lock);
+	if (ids->run && !ids->at_ms && !ids->pre_on && !ids->pre_done)
+		ids->pre_on = !pthread_create(&ids->pre, NULL, ids_prefetch_main, ids);
+	ids->pre_done = true; /* once: a failed start leaves it to the first lookup */
+	pthread_mutex_unlock(&ids->lock);
+}
+
+void sbx_rmeta_ids_wait(struct sbx_rmeta_ids *ids)
+{
+	pthread_t t;
+	bool on;
+	pthread_mutex_lock(&ids->lock);
+	on = ids->pre_on;
+	t = ids->pre;
+	ids->pre_on = false;
+	pthread_mutex_unlock(&ids->lock);
+	if (on)
+		pthread_join(t, NULL);
+}
+
 unsigned sbx_rmeta_id(struct sbx_rmeta_ids *ids, const char *s, bool group)
 {
 	unsigned long v;
@@ -622,6 +651,8 @@ unsigned sbx_rmeta_id(struct sbx_rmeta_ids *ids, const char *s, bool group)
 		if (!errno && !*end && v <= UINT32_MAX)
 			return (unsigned)v;
 	}
+	if (!strcmp(s, "root")) /* uid and gid 0 everywhere: no read for it */
+		return 0;
 	if (ids && ids_find(ids, group, s, &id))
 		return id;
 	if (ids) {
@@ -629,7 +660,7 @@ unsigned sbx_rmeta_id(struct sbx_rmeta_ids *ids, const char *s, bool group)
 		if (ids_find(ids, group, s, &id))
 			return id;
 	}
-	return strcmp(s, "root") ? 65534 : 0;
+	return 65534;
 }
 
 /* Adds to err's message that an undo failed too (u) and where the entries are (where: freed). */

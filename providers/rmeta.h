@@ -144,8 +144,13 @@ int sbx_rmeta_gomode(const char *s, mode_t *out);
  * Owner and group names to ids, as the sandbox maps them: its own
  * /etc/passwd and /etc/group, read by one command (SBX_RMETA_IDS_CMD)
  * at the first name met, and again when a name is not in them, at most
- * once per SBX_RMETA_IDS_RETRY_MS. A number is taken as it is; a name
- * the sandbox does not know either is 65534 (nobody), as NFS does.
+ * once per SBX_RMETA_IDS_RETRY_MS. A number is taken as it is, and
+ * "root" is 0 without a read; a name the sandbox does not know either is
+ * 65534 (nobody), as NFS does. sbx_rmeta_ids_prefetch starts the first
+ * read in a thread of its own, so that it overlaps the first lookups
+ * instead of following one (a cold `cat` on E2B waited a round trip
+ * and a process start for it); a lookup that needs the tables meanwhile
+ * waits for that read instead of making its own.
  */
 #define SBX_RMETA_IDS_RETRY_MS 5000LL
 #define SBX_RMETA_IDS_SEP "@sbxfs-groups@"
@@ -165,10 +170,17 @@ struct sbx_rmeta_ids {
 	long long at_ms; /* last read (0: never) */
 	sbx_rmeta_run_fn run;
 	void *ctx;
+	pthread_t pre; /* the prefetch (pre_on: started, not joined; under lock) */
+	bool pre_on, pre_done;
 };
 
 void sbx_rmeta_ids_init(struct sbx_rmeta_ids *ids, sbx_rmeta_run_fn run, void *ctx);
+/* Waits for a prefetch still running; then destroys. */
 void sbx_rmeta_ids_destroy(struct sbx_rmeta_ids *ids);
+/* Starts the first read of the tables in the background (once per ids). */
+void sbx_rmeta_ids_prefetch(struct sbx_rmeta_ids *ids);
+/* Waits for a prefetch still running (before what its command uses goes). */
+void sbx_rmeta_ids_wait(struct sbx_rmeta_ids *ids);
 /* Replaces the tables with those of text (SBX_RMETA_IDS_CMD's output). */
 void sbx_rmeta_ids_parse(struct sbx_rmeta_ids *ids, const char *text);
 /* The id of user (group when group) s; ids may be NULL (numbers and "root" only). */

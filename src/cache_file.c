@@ -515,6 +515,7 @@ void sbx_cache_file_stream_begin(struct sbx_cache *c, struct sbx_cfile *cf)
 	pthread_mutex_lock(&c->lock);
 	cf->streaming = true;
 	cf->stream_have = 0;
+	cf->stream_need = 0;
 	cf->stream_rc = 0;
 	pthread_mutex_unlock(&c->lock);
 }
@@ -525,7 +526,11 @@ bool sbx_cache_file_stream_have(struct sbx_cache *c, struct sbx_cfile *cf, off_t
 	pthread_mutex_lock(&c->lock);
 	cf->stream_have = have;
 	wanted = cf->refs > 1;
-	pthread_cond_broadcast(&c->cond);
+	/* Only when a read can go on: a chunk is 16 KiB, a read 128 KiB or more. */
+	if (cf->stream_need && have >= cf->stream_need) {
+		cf->stream_need = 0;
+		pthread_cond_broadcast(&c->cond);
+	}
 	pthread_mutex_unlock(&c->lock);
 	return wanted;
 }
@@ -543,8 +548,11 @@ int sbx_cache_file_stream_wait(struct sbx_cache *c, struct sbx_cfile *cf, off_t 
 {
 	int rc;
 	pthread_mutex_lock(&c->lock);
-	while (cf->streaming && cf->stream_have < upto)
+	while (cf->streaming && cf->stream_have < upto) {
+		if (!cf->stream_need || upto < cf->stream_need)
+			cf->stream_need = upto;
 		pthread_cond_wait(&c->cond, &c->lock);
+	}
 	rc = cf->streaming ? 0 : cf->stream_rc;
 	pthread_mutex_unlock(&c->lock);
 	return rc;

@@ -75,6 +75,7 @@ struct sbx_cfile {
 	bool attrs_closed;	    /* (T) the upload in flight took them: no more join it */
 	bool streaming;		    /* (T) an open's download is still arriving (stream_*) */
 	off_t stream_have;	    /* (T) bytes of it in the file so far */
+	off_t stream_need;	    /* (T) the least a waiting read needs (0: none waits) */
 	int stream_rc;		    /* (T) how the last one ended (-errno) */
 	struct sbx_cfile_attrs fly; /* (T) what it took: still shown until end_upload */
 };

@@ -121,6 +121,7 @@ static void e2b_release(struct sbx_instance *inst)
 	if (!in)
 		return;
 	e2b_watch_stop(in);
+	sbx_rmeta_ids_wait(&in->ids);
 	sbx_rme_stop_timer(&in->meta);
 	inst->report = NULL; /* the lease is going: a last failure is only logged */
 	if (in->paused && (n = sbx_rme_drop(&in->meta)))

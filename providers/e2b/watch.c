@@ -147,6 +147,8 @@ void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char 
 			free(w);
 		else
 			in->watch = w;
+		/* fs/'s first use: the owner tables load beside its first lookups */
+		sbx_rmeta_ids_prefetch(&in->ids);
 	}
 	pthread_mutex_unlock(&in->watch_lock);
 }

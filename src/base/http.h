@@ -55,6 +55,7 @@ int sbx_http_mime_fd(struct curl_mimepart *p, struct sbx_http_fdpart *src);
 #define SBX_HTTP_MAX_ATTEMPTS 4
 #define SBX_HTTP_MAX_BODY (8u << 20)	    /* reply kept in memory */
 #define SBX_HTTP_MAX_ERROR_BODY (64u << 10) /* non-2xx reply of a sinked request */
+#define SBX_HTTP_SINK_BUFFER (256L << 10)   /* libcurl's receive buffer for a sinked body */
 #define SBX_HTTP_MAX_HEADERS (64u << 10)
 #define SBX_HTTP_RETRY_AFTER_MAX_S 30 /* a longer Retry-After is not waited for */
 /*

@@ -498,6 +498,8 @@ START_TEST(test_rmeta_ids)
 	sbx_rmeta_ids_init(&ids, ids_run, NULL);
 	ids_runs = 0;
 	ck_assert_uint_eq(sbx_rmeta_id(&ids, "4321", false), 4321); /* a number: no command */
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "root", false), 0);    /* nor root */
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "root", true), 0);
 	ck_assert_int_eq(ids_runs, 0);
 	ck_assert_uint_eq(sbx_rmeta_id(&ids, "user", false), 1001);
 	ck_assert_uint_eq(sbx_rmeta_id(&ids, "wheel", true), 10);
@@ -506,6 +508,24 @@ START_TEST(test_rmeta_ids)
 	ck_assert_uint_eq(sbx_rmeta_id(&ids, "root", false), 0); /* not in the table: still 0 */
 	ck_assert_int_eq(ids_runs, 1); /* unknown names within the retry time: no new read */
 	sbx_rmeta_ids_destroy(&ids);
+}
+END_TEST
+
+/* A prefetch reads the tables once, in the background; lookups then need no read. */
+START_TEST(test_rmeta_ids_prefetch)
+{
+	struct sbx_rmeta_ids ids;
+	sbx_rmeta_ids_init(&ids, ids_run, NULL);
+	ids_runs = 0;
+	sbx_rmeta_ids_prefetch(&ids);
+	sbx_rmeta_ids_prefetch(&ids); /* once */
+	sbx_rmeta_ids_wait(&ids);
+	ck_assert_int_eq(ids_runs, 1);
+	ck_assert_uint_eq(sbx_rmeta_id(&ids, "user", false), 1001);
+	ck_assert_int_eq(ids_runs, 1);
+	sbx_rmeta_ids_prefetch(&ids); /* read already: nothing */
+	sbx_rmeta_ids_destroy(&ids);
+	ck_assert_int_eq(ids_runs, 1);
 }
 END_TEST
 
@@ -1024,6 +1044,7 @@ int main(void)
 	tcase_add_test(tc, test_entry_to_stat);
 	tcase_add_test(tc, test_gomode);
 	tcase_add_test(tc, test_rmeta_ids);
+	tcase_add_test(tc, test_rmeta_ids_prefetch);
 	tcase_add_test(tc, test_proc_events);
 	tcase_add_test(tc, test_start_body);
 	tcase_add_test(tc, test_watch_events);
