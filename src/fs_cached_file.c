@@ -387,6 +387,7 @@ int fsc_settle_under(struct sbx_lease *l, const char *dir, struct sbx_error *err
 struct fd_sink {
 	int fd;
 	off_t off;
+	int failed; /* the cache file's errno, when writing it failed */
 };
 
 /* Download sink: appends to the cache file (nothing held in memory). */
@@ -398,7 +399,7 @@ static int sink_to_fd(void *ctx, const char *data, size_t len)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
-			return -errno;
+			return -(s->failed = errno);
 		data += w;
 		len -= (size_t)w;
 		s->off += w;
@@ -436,7 +437,7 @@ static int sink_streamed(void *ctx, const char *data, size_t len)
 static int download_from(struct sbx_lease *l, struct sbx_instance *inst, const char *path, int fd,
 			 struct sbx_cfile *cf, off_t *got, bool *dropped, struct sbx_error *err)
 {
-	struct stream_sink sink = {{fd, 0}, l->cache, cf, false};
+	struct stream_sink sink = {{fd, 0, 0}, l->cache, cf, false};
 	int rc;
 	if (ftruncate(fd, 0)) {
 		rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", path,
@@ -445,6 +446,10 @@ static int download_from(struct sbx_lease *l, struct sbx_instance *inst, const c
 		rc = cf ? l->prov->read(inst, path, 0, -1, sink_streamed, &sink, err)
 			: l->prov->read(inst, path, 0, -1, sink_to_fd, &sink.fd, err);
 		rc = rc > 0 ? 0 : rc;
+		if (rc && sink.fd.failed) /* the cause, not the transfer's "stopped" */
+			rc = sbx_error_set(err, sink.fd.failed, SBX_E_INTERNAL,
+					   "cache file of %s: %s (after %lld bytes)", path,
+					   strerror(sink.fd.failed), (long long)sink.fd.off);
 	}
 	*got = sink.fd.off;
 	*dropped = sink.dropped;

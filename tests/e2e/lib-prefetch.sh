@@ -192,6 +192,20 @@ story_stream_big() {
 		"$(head -c 4 "$WORK/big8" | od -An -tx1 | tr -d ' ')"
 	eq "... then all of it" "$(md5sum <"$F/big8b")" "$(md5sum <"$WORK/big8")"
 	ok "... and the error file names no stopped download" sh -c "! grep -q big8b '$L/error'"
+	# The cache's disk fills mid-download: the reads past it fail with
+	# ENOSPC, and the error file says so (it said "stopped by the receiver").
+	local cache=$STATE/leases/big/cache
+	cp "$WORK/big8" "$root/tmp/pf/big8d" && chmod 644 "$root/tmp/pf/big8d"
+	mount -t tmpfs -o size=4m sbxfs-e2e-smallcache "$cache"
+	add_cleanup "umount -l '$cache' 2>/dev/null"
+	eq "a cache disk too small: the first bytes still read" \
+		"$(head -c 4 "$F/big8d" | od -An -tx1 | tr -d ' ')" "$(head -c 4 "$WORK/big8" | od -An -tx1 | tr -d ' ')"
+	eq "... a cat fails with ENOSPC" "$(errno_of "open('$F/big8d','rb').read()")" ENOSPC
+	# (recorded once the stream ends, just after its readers are answered)
+	ok "... the error file says the cache file had no room" \
+		wait_for 5 error_says "cache file of /tmp/pf/big8d: No space left on device"
+	umount "$cache"
+	eq "... room again: it reads whole" "$(md5sum <"$F/big8d")" "$(md5sum <"$WORK/big8")"
 	# A reader killed while its read waits for a slow download leaves a page
 	# locked until the read is answered; removing the lease then invalidates
 	# the kernel's pages with the lease lock held. The stream must answer
