@@ -278,6 +278,8 @@ void sbx_cache_file_stream_begin(struct sbx_cache *c, struct sbx_cfile *cf);
 bool sbx_cache_file_stream_have(struct sbx_cache *c, struct sbx_cfile *cf, off_t have);
 void sbx_cache_file_stream_end(struct sbx_cache *c, struct sbx_cfile *cf, int rc);
 int sbx_cache_file_stream_wait(struct sbx_cache *c, struct sbx_cfile *cf, off_t upto);
+/* Waits until no download of c is arriving (a pause lets them end first). */
+void sbx_cache_streams_wait(struct sbx_cache *c);
 /* Drops a reference. The entry lives on while dirty, or clean as cache. */
 void sbx_cache_file_put(struct sbx_cache *c, struct sbx_cfile *cf);
 /* Takes one more reference on a referenced entry (the write-back queue's). */

@@ -514,6 +514,7 @@ void sbx_cache_file_stream_begin(struct sbx_cache *c, struct sbx_cfile *cf)
 {
 	pthread_mutex_lock(&c->lock);
 	cf->streaming = true;
+	c->streams++;
 	cf->stream_have = 0;
 	cf->stream_need = 0;
 	cf->stream_rc = 0;
@@ -539,8 +540,17 @@ void sbx_cache_file_stream_end(struct sbx_cache *c, struct sbx_cfile *cf, int rc
 {
 	pthread_mutex_lock(&c->lock);
 	cf->streaming = false;
+	c->streams--;
 	cf->stream_rc = rc;
 	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_streams_wait(struct sbx_cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	while (c->streams)
+		pthread_cond_wait(&c->cond, &c->lock);
 	pthread_mutex_unlock(&c->lock);
 }
 

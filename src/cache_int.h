@@ -111,6 +111,7 @@ struct sbx_cache {
 	long long pf_at;	/* when it began */
 	struct cache_pin *pins; /* directory times set while uploads below were queued */
 	size_t npins;
+	unsigned streams; /* files whose download is arriving (stream_begin to stream_end) */
 };
 
 /* A directory's times the mount set, laid again after the uploads below it (cache_defer.c). */

@@ -909,10 +909,18 @@ const struct sbx_fs_ops sbx_fs_cached_ops = {
     .statfs = c_statfs,
 };
 
-/* A pause waits for the write-back queue first: a paused sandbox takes no upload. */
+/*
+ * A pause waits for the write-back queue first, and for the downloads
+ * being read as they arrive: a paused sandbox takes no upload and sends
+ * no more bytes (a `cat` of a big file failed half-way, with "sandbox not
+ * found", when its lease was paused). A download ends by itself, or when
+ * its readers close, or when the transfer stalls past its idle timeout.
+ */
 static void before_pause(struct sbx_lease *l)
 {
 	sbx_fs_drain(l);
+	if (l->cache)
+		sbx_cache_streams_wait(l->cache);
 	sbx_fs_before_pause(l);
 }
 

@@ -428,11 +428,12 @@ static int sink_streamed(void *ctx, const char *data, size_t len)
 
 /*
  * Downloads path into fd (truncated first) from inst, which the caller
- * reached (fsc_reach) and ends (fsc_end); *got is the byte count. With cf,
- * each arrival is told to the readers waiting on it (a stream), and so is
- * the end, before the caller's fsc_end: that takes the lease lock, which
- * a kernel invalidation may hold while it waits for a page a reader of
- * this stream holds locked.
+ * reached (fsc_reach) and ends (download_end); *got is the byte count; a
+ * failure is recorded in `error` here. With cf, each arrival is told to
+ * the readers waiting on it (a stream), and so is the end, before the
+ * caller's download_end: that takes the lease lock, which a kernel
+ * invalidation may hold while it waits for a page a reader of this stream
+ * holds locked.
  */
 static int download_from(struct sbx_lease *l, struct sbx_instance *inst, const char *path, int fd,
 			 struct sbx_cfile *cf, off_t *got, bool *dropped, struct sbx_error *err)
@@ -453,22 +454,26 @@ static int download_from(struct sbx_lease *l, struct sbx_instance *inst, const c
 	}
 	*got = sink.fd.off;
 	*dropped = sink.dropped;
+	/* In `error` before any reader hears of it (no lease lock needed). */
+	if (rc && !sink.dropped)
+		rc = fsc_fail(l, "download", path, rc, err);
 	if (cf)
 		sbx_cache_file_stream_end(l->cache, cf, sink.dropped ? -ECANCELED : rc);
 	return rc;
 }
 
-/* Ends a download begun with fsc_reach: a dropped stream is the mount's own choice, not a failure.
+/*
+ * Ends a download begun with fsc_reach (download_from recorded a failure):
+ * a dropped stream is the mount's own choice, not a failure.
  */
-static int download_end(struct sbx_lease *l, int rc, bool dropped, const char *path,
-			struct sbx_error *err)
+static int download_end(struct sbx_lease *l, int rc, bool dropped, struct sbx_error *err)
 {
+	sbx_lease_unuse(l);
 	if (dropped) {
-		sbx_lease_unuse(l);
 		sbx_error_clear(err);
 		return -ECANCELED;
 	}
-	return fsc_end(l, rc, "download", path, err);
+	return rc;
 }
 
 /* Downloads path into fd whole (see download_from). */
@@ -481,7 +486,7 @@ static int download(struct sbx_lease *l, const char *path, int fd, off_t *got,
 	if (rc)
 		return rc;
 	rc = download_from(l, inst, path, fd, NULL, got, &dropped, err);
-	return download_end(l, rc, dropped, path, err);
+	return download_end(l, rc, dropped, err);
 }
 
 /*
@@ -533,7 +538,7 @@ static void *stream_main(void *arg)
 	bool dropped;
 	int rc =
 	    download_from(s->l, s->inst, s->path, sbx_cfile_fd(s->cf), s->cf, &got, &dropped, &err);
-	rc = download_end(s->l, rc, dropped, s->path, &err);
+	rc = download_end(s->l, rc, dropped, &err);
 	/* Changed between stat and read: keep the bytes, not the stamp. */
 	if (!rc && got != s->st.size)
 		sbx_cache_note_changed(c, s->path);

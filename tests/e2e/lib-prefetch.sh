@@ -201,11 +201,25 @@ story_stream_big() {
 	eq "a cache disk too small: the first bytes still read" \
 		"$(head -c 4 "$F/big8d" | od -An -tx1 | tr -d ' ')" "$(head -c 4 "$WORK/big8" | od -An -tx1 | tr -d ' ')"
 	eq "... a cat fails with ENOSPC" "$(errno_of "open('$F/big8d','rb').read()")" ENOSPC
-	# (recorded once the stream ends, just after its readers are answered)
 	ok "... the error file says the cache file had no room" \
-		wait_for 5 error_says "cache file of /tmp/pf/big8d: No space left on device"
+		error_says "cache file of /tmp/pf/big8d: No space left on device"
 	umount "$cache"
 	eq "... room again: it reads whole" "$(md5sum <"$F/big8d")" "$(md5sum <"$WORK/big8")"
+	# A pause while a big file is read as it arrives waits for its download
+	# (the read failed half-way with "sandbox not found": the paused sandbox
+	# sent no more).
+	cp "$WORK/big8" "$root/tmp/pf/big8e" && chmod 644 "$root/tmp/pf/big8e"
+	stat "$F/big8e" >/dev/null
+	fault_only "{\"kind\":\"slow\",\"delayMs\":1500,\"complete\":true,\"key\":\"$STREAM_KEY\"}"
+	md5sum <"$F/big8e" >"$WORK/md5e" 2>&1 &
+	local reader=$!
+	sleep 0.5
+	ok "pause while a big file is read as it arrives" sh -c "echo pause >'$L/state'"
+	eq "... the lease is paused" "$(cat "$L/state")" paused
+	wait $reader
+	eq "... and the reader had all of it" "$(cat "$WORK/md5e")" "$(md5sum <"$WORK/big8")"
+	fake_clear_faults
+	echo resume >"$L/state"
 	# A reader killed while its read waits for a slow download leaves a page
 	# locked until the read is answered; removing the lease then invalidates
 	# the kernel's pages with the lease lock held. The stream must answer
