@@ -134,6 +134,7 @@ void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char 
 {
 	struct e2b_inst *in = e2b_of(inst);
 	struct e2b_watch *w;
+	bool paused;
 	pthread_mutex_lock(&in->watch_lock);
 	watch_free(in->watch);
 	in->watch = NULL;
@@ -147,8 +148,15 @@ void e2b_set_notify(struct sbx_instance *inst, void (*cb)(void *ctx, const char 
 			free(w);
 		else
 			in->watch = w;
-		/* fs/'s first use: the owner tables load beside its first lookups */
-		sbx_rmeta_ids_prefetch(&in->ids);
+		/*
+		 * fs/'s first use: the owner tables load beside its first lookups
+		 * (not from a paused sandbox: a failed read would hold for 5 s).
+		 */
+		pthread_mutex_lock(&in->lock);
+		paused = in->paused;
+		pthread_mutex_unlock(&in->lock);
+		if (!paused)
+			sbx_rmeta_ids_prefetch(&in->ids);
 	}
 	pthread_mutex_unlock(&in->watch_lock);
 }
