@@ -527,7 +527,7 @@ bool sbx_cache_file_stream_have(struct sbx_cache *c, struct sbx_cfile *cf, off_t
 	pthread_mutex_lock(&c->lock);
 	cf->stream_have = have;
 	wanted = cf->refs > 1;
-	/* Only when a read can go on: a chunk is 16 KiB, a read 128 KiB or more. */
+	/* Only when the least of what the waiting reads need has come (not per piece). */
 	if (cf->stream_need && have >= cf->stream_need) {
 		cf->stream_need = 0;
 		pthread_cond_broadcast(&c->cond);
