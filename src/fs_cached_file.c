@@ -14,6 +14,7 @@
 
 #include "base/fsutil.h"
 #include "base/log.h"
+#include "base/sysutil.h"
 #include "base/xalloc.h"
 #include "fs_cached.h"
 #include "fs_prefetch.h"
@@ -565,8 +566,6 @@ static int stream_start(struct sbx_lease *l, const char *path, struct sbx_cfile 
 {
 	struct sbx_instance *inst;
 	struct stream *s;
-	pthread_attr_t attr;
-	pthread_t t;
 	int rc = fsc_reach(l, l->prov->read, "read files", "download", path, &inst, err);
 	if (rc)
 		return rc;
@@ -582,10 +581,7 @@ static int stream_start(struct sbx_lease *l, const char *path, struct sbx_cfile 
 	pthread_mutex_lock(&streams_lock);
 	streams++;
 	pthread_mutex_unlock(&streams_lock);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&t, &attr, stream_main, s);
-	pthread_attr_destroy(&attr);
+	rc = sbx_thread_detached(NULL, stream_main, s);
 	if (rc) {
 		sbx_log(SBX_LOG_WARN, "lease %s: no thread to read %s as it arrives (%s)", l->name,
 			path, strerror(rc));

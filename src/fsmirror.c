@@ -22,6 +22,13 @@ void sbx_fs_invalidate(struct sbx_lease *l)
 	sbx_kinval_flush(l->kinval);
 }
 
+void sbx_fs_invalidate_gone(struct sbx_lease *l)
+{
+	if (l->cache)
+		sbx_cache_invalidate_all(l->cache);
+	sbx_kinval_flush_detached(l->kinval);
+}
+
 int sbx_fs_is_pseudo(const char *path)
 {
 	static const char *const pseudo[] = {"/proc", "/sys", "/dev", NULL};

@@ -84,6 +84,13 @@ static inline const struct sbx_fs_ops *sbx_fs_ops_for(struct sbx_lease *l)
 }
 /* After a run: drop what is cached of l's fs/ so the run's writes show. */
 void sbx_fs_invalidate(struct sbx_lease *l);
+/*
+ * The same for a lease whose sandbox is gone, by a caller holding l->lock:
+ * the kernel's part on another thread (sbx_kinval_flush_detached says why);
+ * the caller waits for it once unlocked (sbx_kinval_wait_detached).
+ */
+void sbx_fs_invalidate_gone(struct sbx_lease *l);
+#define SBX_GONE_INVAL_WAIT_MS 5000L
 /* Most paths sbx_fs_before_pause() stats. */
 #define SBX_PAUSE_FILL_MAX 32
 /* Before a pause (l->lock not held): fetches what a paused lease's cache lacks. */

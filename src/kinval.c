@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <uthash.h>
 
+#include "base/fsutil.h"
 #include "base/log.h"
+#include "base/sysutil.h"
 
 /* Bound on paths remembered per lease between two runs (about 100 B each),
  * and on the doubted ones (the oldest are forgotten first). */
@@ -61,6 +63,56 @@ static void free_all(struct path_entry *all)
 		HASH_DEL(all, e);
 		free(e);
 	}
+}
+
+/* The detached flushes running (sbx_kinval_flush_detached). */
+static pthread_mutex_t detached_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t detached_cond = PTHREAD_COND_INITIALIZER;
+static unsigned detached;
+
+static void *flush_main(void *arg)
+{
+	struct path_entry *all = arg, *e, *tmp;
+	HASH_ITER(hh, all, e, tmp)
+	{
+		inval_cb(inval_ctx, e->path);
+	}
+	free_all(all);
+	pthread_mutex_lock(&detached_lock);
+	detached--;
+	pthread_cond_broadcast(&detached_cond);
+	pthread_mutex_unlock(&detached_lock);
+	return NULL;
+}
+
+void sbx_kinval_flush_detached(struct sbx_kinval *k)
+{
+	struct path_entry *all;
+	int rc;
+	if (!k || !inval_cb || !(all = take_all(k)))
+		return;
+	pthread_mutex_lock(&detached_lock);
+	detached++;
+	pthread_mutex_unlock(&detached_lock);
+	rc = sbx_thread_detached(NULL, flush_main, all);
+	if (rc) { /* not here, with the lock held: the kernel keeps them a timeout */
+		sbx_log(SBX_LOG_WARN, "no thread to drop the kernel's cache of a gone lease (%s)",
+			strerror(rc));
+		free_all(all);
+		pthread_mutex_lock(&detached_lock);
+		detached--;
+		pthread_mutex_unlock(&detached_lock);
+	}
+}
+
+void sbx_kinval_wait_detached(long ms)
+{
+	struct timespec ts;
+	sbx_deadline_in(CLOCK_REALTIME, ms, &ts);
+	pthread_mutex_lock(&detached_lock);
+	while (detached && pthread_cond_timedwait(&detached_cond, &detached_lock, &ts) == 0)
+		;
+	pthread_mutex_unlock(&detached_lock);
 }
 
 /* Under k->lock: e (in no table) is doubted now, unless noted again meanwhile. */

@@ -41,6 +41,17 @@ bool sbx_kinval_note(struct sbx_kinval *k, const char *mount_path, mode_t mode);
 bool sbx_kinval_doubted(struct sbx_kinval *k, const char *mount_path, mode_t *type);
 /* Invalidates every noted path; they become doubted. */
 void sbx_kinval_flush(struct sbx_kinval *k);
+/*
+ * sbx_kinval_flush on a thread of its own, for a caller holding the lease
+ * lock (a lease that is gone: its paths are not doubted). The kernel's
+ * invalidation of a file's pages waits for a page a read of it holds
+ * locked, and that read's request may wait for the lease lock: rmdir of a
+ * local lease while a file of it was read hung the mount for good.
+ */
+void sbx_kinval_flush_detached(struct sbx_kinval *k);
+/* Waits (at most ms) until no detached flush runs: the caller, now without
+ * the lock, returns once the kernel has dropped what it held. */
+void sbx_kinval_wait_detached(long ms);
 /* Invalidates one path now (a change notification); it becomes doubted. */
 void sbx_kinval_path(struct sbx_kinval *k, const char *mount_path);
 /* The mount itself made, removed or renamed mount_path: the kernel knows

@@ -328,7 +328,7 @@ void mark_gone_locked(struct sbx_lease *l, enum sbx_lease_state to, const char *
 		l->gone = sbx_xrealloc(l->gone, (size_t)(l->n_gone + 1) * sizeof(*l->gone));
 		l->gone[l->n_gone++] = inst;
 	}
-	sbx_fs_invalidate(l);
+	sbx_fs_invalidate_gone(l);
 }
 
 /* ---- creating and attaching ------------------------------------------- */
@@ -1009,6 +1009,7 @@ int sbx_lease_kill(struct sbx_lease *l, const char *cause, struct sbx_error *err
 		/* Never attached (provider down at mount): nothing to kill here. */
 		mark_gone_locked(l, SBX_LS_KILLED, cause);
 		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+		sbx_kinval_wait_detached(SBX_GONE_INVAL_WAIT_MS);
 		return 0;
 	}
 	if (!rc) {
@@ -1020,6 +1021,8 @@ int sbx_lease_kill(struct sbx_lease *l, const char *cause, struct sbx_error *err
 			mark_gone_locked(l, SBX_LS_KILLED, cause);
 	}
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+	/* Unlocked: the reads the kernel's invalidation waits for can finish. */
+	sbx_kinval_wait_detached(SBX_GONE_INVAL_WAIT_MS);
 	if (rc)
 		sbx_lease_error(l, "kill", err);
 	sbx_mount_save(l->mount);

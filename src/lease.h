@@ -25,6 +25,9 @@
  * so `state`, `info`, `status`, `error` and the root listing never wait on a provider. The lease
  * module takes these locks through sbx_lock() (base/lockorder.h): debug builds (--enable-debug,
  * scripts/test's ASan build) abort on a wrong order or a provider call with one held.
+ * Nor is the kernel told to drop fs/ pages with lease.lock held: that waits for pages a
+ * read holds locked, and the read's request may be waiting for lease.lock (mark_gone_locked
+ * hands it to another thread, sbx_fs_invalidate_gone; the caller waits once unlocked).
  */
 #ifndef SBX_LEASE_H
 #define SBX_LEASE_H

@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "fsmirror.h"
 #include "fuse_ops.h"
+#include "kinval.h"
 #include "lease.h"
 #include "notify.h"
 #include "sandboxes.h"
@@ -344,6 +345,7 @@ int main(int argc, char *argv[])
 	fuse_remove_signal_handlers(fuse_get_session(fuse));
 out_close:
 	sbx_mount_close(m);
+	sbx_kinval_wait_detached(SBX_GONE_INVAL_WAIT_MS); /* they call into fuse */
 out_unmount:
 	fuse_unmount(fuse);
 out_destroy:

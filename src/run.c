@@ -15,6 +15,7 @@
 
 #include "base/fsutil.h"
 #include "base/log.h"
+#include "base/sysutil.h"
 #include "fsmirror.h"
 #include "results.h"
 #include "runs.h"
@@ -479,7 +480,6 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 		  struct sbx_error *err)
 {
 	struct sbx_run *r = sbx_xcalloc(1, sizeof(*r));
-	pthread_attr_t attr;
 	int rc;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
@@ -501,12 +501,9 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 	rc = create_files(r, err);
 	if (!rc) {
 		sbx_runs_prune(l);
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&r->thread, &attr, run_main, r))
+		if (sbx_thread_detached(&r->thread, run_main, r))
 			rc =
 			    sbx_error_set(err, EAGAIN, SBX_E_INTERNAL, "cannot start a run thread");
-		pthread_attr_destroy(&attr);
 	}
 	if (rc) {
 		pthread_mutex_lock(&r->lock);

@@ -290,14 +290,9 @@ static bool want_worker_locked(struct sbx_wb *wb)
 
 static void start_worker(struct sbx_wb *wb)
 {
-	pthread_attr_t attr;
-	pthread_t t;
 	int rc;
 	sbx_lease_hold(wb->l);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	rc = pthread_create(&t, &attr, worker, wb);
-	pthread_attr_destroy(&attr);
+	rc = sbx_thread_detached(NULL, worker, wb);
 	if (rc == 0)
 		return;
 	sbx_log(SBX_LOG_WARN, "lease %s: cannot start a write-back worker (%s)", wb->l->name,

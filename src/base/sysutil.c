@@ -1,4 +1,4 @@
-/* sysutil — monotonic milliseconds and random bytes (libc only). */
+/* sysutil — monotonic milliseconds, random bytes, detached threads (libc only). */
 #include "base/sysutil.h"
 
 #include <errno.h>
@@ -26,4 +26,17 @@ int sbx_random_bytes(void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+int sbx_thread_detached(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	pthread_t mine;
+	int rc = pthread_attr_init(&attr);
+	if (rc)
+		return rc;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(t ? t : &mine, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return rc;
 }

@@ -72,4 +72,40 @@ eq "state says killed" "$(cat "$L/state")" "killed"
 eq "fs/ of a killed lease" "$(errno_of "os.stat('$L/fs/root')")" "ENOENT"
 ok "rmdir a killed lease" rmdir "$L"
 ok "gone" test ! -e "$L"
+
+# Killing or removing a lease while a file of it is being read: the kernel's
+# invalidation of that file's pages waits for the page the read holds, and
+# the read's request waited for the lease lock the kill held: the mount hung
+# for good (in most tries; two files read at once make the race likely).
+gone_while_read() { # gone_while_read NAME COMMAND: COMMAND ends the lease while two sparse 8 GiB files are read
+	mkdir "$MNT/$1" && truncate -s 8G "$MNT/$1/fs/root/big" "$MNT/$1/fs/root/big2" || return 1
+	cat "$MNT/$1/fs/root/big" >/dev/null 2>&1 &
+	READER=$!
+	cat "$MNT/$1/fs/root/big2" >/dev/null 2>&1 &
+	READER="$READER $!"
+	sleep 0.5
+	# Not `timeout`: a process hung in the mount ignores SIGKILL, and so
+	# does the wait for it. Hung: touch nothing more of the mount.
+	sh -c "$2" &
+	local p=$! i
+	for i in $(seq 200); do kill -0 $p 2>/dev/null || break; sleep 0.1; done
+	kill -0 $p 2>/dev/null && { HUNG=1 && return 1; }
+	wait $p || return 1
+	kill $READER 2>/dev/null
+	wait $READER 2>/dev/null
+	[ ! -d "$MNT/$1" ] || rmdir "$MNT/$1"
+}
+HUNG=
+ok "rmdir of a lease while a file of it is read" gone_while_read r1 "rmdir '$MNT/r1'"
+[ -n "$HUNG" ] || ok "kill of a lease while a file of it is read" gone_while_read r2 "echo kill >'$MNT/r2/state'"
+if [ -z "$HUNG" ]; then
+	ok "... the mount still answers" test -f "$MNT/README"
+else
+	ok "the mount did not hang" false
+	# so the clean-up can go on: abort the connection (fusectl)
+	mountpoint -q /sys/fs/fuse/connections || mount -t fusectl none /sys/fs/fuse/connections
+	echo 1 >"/sys/fs/fuse/connections/$(awk -v m="$MNT" '$5 == m { split($3, d, ":"); print d[2] }' /proc/self/mountinfo)/abort"
+	kill $READER 2>/dev/null
+	wait $READER 2>/dev/null
+fi
 finish
