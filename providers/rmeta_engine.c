@@ -261,9 +261,7 @@ void sbx_rme_rename_begin(struct sbx_rme *e, const char *from, const char *to, b
 bool sbx_rme_follow_link(struct sbx_rme *e, const char *path)
 {
 	const char *to = NULL;
-	struct sbx_rmq_queue moved;
 	bool ok;
-	sbx_rmq_init(&moved);
 	sbx_lock(&e->lock, SBX_LOCK_RME);
 	for (size_t i = 0; i < e->pending.q.n; i++) {
 		const struct sbx_rmq_op *op = &e->pending.q.ops[i];
@@ -274,13 +272,14 @@ bool sbx_rme_follow_link(struct sbx_rme *e, const char *path)
 	ok = to && sbx_rmq_fate(&e->pending.q, to) == SBX_RMQ_MADE &&
 	     !batch_needs(&e->inflight, path, SBX_RMQ_NEED_TOUCH, SBX_RME_BOTH) &&
 	     sbx_rmq_only_attrs(&e->pending.native, path);
-	if (ok && sbx_rmq_take_path(&moved, &e->pending.native, path)) {
-		sbx_rmq_repath(&moved, to);
-		sbx_rmq_take(&e->pending.native, &moved);
+	/*
+	 * Renamed where they are, not moved to the end: one inode, and a
+	 * chmod through the new name queued after them is newer (link a b,
+	 * chmod b, unlink a left b with a's older mode).
+	 */
+	if (ok && sbx_rmq_rename_path(&e->pending.native, path, to))
 		batch_recount(e->slots, &e->pending);
-	}
 	sbx_unlock(&e->lock, SBX_LOCK_RME);
-	sbx_rmq_clear(&moved);
 	return ok;
 }
 

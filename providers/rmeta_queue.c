@@ -148,6 +148,18 @@ void sbx_rmq_repath(struct sbx_rmq_queue *q, const char *path)
 	}
 }
 
+size_t sbx_rmq_rename_path(struct sbx_rmq_queue *q, const char *from, const char *to)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < q->n; i++)
+		if (q->ops[i].path && !strcmp(q->ops[i].path, from)) {
+			free(q->ops[i].path);
+			q->ops[i].path = sbx_xstrdup(to);
+			n++;
+		}
+	return n;
+}
+
 bool sbx_rmq_creates_kind(enum sbx_rmq_kind k)
 {
 	return k == SBX_RMQ_SYMLINK || k == SBX_RMQ_LINK || k == SBX_RMQ_MKNOD ||

@@ -127,6 +127,8 @@ bool sbx_rmq_only_attrs(const struct sbx_rmq_queue *q, const char *path);
 size_t sbx_rmq_take_path(struct sbx_rmq_queue *dst, struct sbx_rmq_queue *q, const char *path);
 /* Sets the path of every op of q to path. */
 void sbx_rmq_repath(struct sbx_rmq_queue *q, const char *path);
+/* Sets the path of the ops of q whose path is from to to, where they are; returns how many. */
+size_t sbx_rmq_rename_path(struct sbx_rmq_queue *q, const char *from, const char *to);
 /* Whether ops of this kind make the entry at their path (symlink, link, mknod). */
 bool sbx_rmq_creates_kind(enum sbx_rmq_kind k);
 /*

@@ -108,3 +108,17 @@ story_queued_inflight() {
 	fake_clear_faults
 	eq "the batch was applied" "$(lease_run "stat -c %Y $FHOME/qsub/a")" 1100000000
 }
+
+# A chmod through a hard link's new name, then the old name removed, all
+# queued: the new name keeps that mode (pjdfstest link/00.t; on daytona the
+# old name's earlier mode was moved after it, and won).
+story_queued_link_mode() {
+	mkdir -p "$F/qhard"
+	touch "$F/qhard/a"
+	ln "$F/qhard/a" "$F/qhard/b"
+	chmod 201 "$F/qhard/b"
+	rm "$F/qhard/a"
+	eq "link, chmod through the new name, unlink the old: the mode in the sandbox" \
+		"$(lease_run "stat -c '%a %h' $FHOME/qhard/b")" "201 1"
+	eq "... and through the mount" "$(stat -c '%a %h' "$F/qhard/b")" "201 1"
+}

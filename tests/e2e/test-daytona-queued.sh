@@ -20,6 +20,7 @@ TIMER_KEY='POST /toolbox/:id/files/permissions'
 story_queued_timer
 SLOW_KEY='POST /toolbox/:id/process/execute'
 story_queued_inflight
+story_queued_link_mode
 
 # Refused by the sandbox: commands run as its user, who may not make devices
 # once it may not sudo either (the fake, like Daytona's images, lets it: it

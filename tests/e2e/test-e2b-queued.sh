@@ -18,5 +18,6 @@ TIMER_KEY='POST /process.Process/Start'
 story_queued_timer
 SLOW_KEY='POST /process.Process/Start'
 story_queued_inflight
+story_queued_link_mode
 story_queued_kill
 finish

@@ -23,10 +23,11 @@
 static struct rec {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	bool hold;	     /* apply waits while set */
-	bool in_apply;	     /* a batch is inside apply */
-	int n_batches;	     /* batches applied */
-	struct sbx_buf last; /* "P P ...|N N ..." of the last batch: script lane | native */
+	bool hold;	      /* apply waits while set */
+	bool in_apply;	      /* a batch is inside apply */
+	int n_batches;	      /* batches applied */
+	struct sbx_buf last;  /* "P P ...|N N ..." of the last batch: script lane | native */
+	struct sbx_buf modes; /* the native lane's chmod modes of the last batch, in order */
 	int befores, afters;
 } r = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
@@ -48,6 +49,11 @@ static void apply(void *ctx, const struct sbx_rme_batch *b)
 	add_paths(&r.last, &b->q);
 	sbx_buf_adds(&r.last, "|");
 	add_paths(&r.last, &b->native);
+	sbx_buf_reset(&r.modes);
+	for (size_t i = 0; i < b->native.n; i++)
+		if (b->native.ops[i].kind == SBX_RMQ_CHMOD)
+			sbx_buf_addf(&r.modes, "%s%o", r.modes.len ? " " : "",
+				     (unsigned)b->native.ops[i].mode);
 	r.n_batches++;
 	r.in_apply = false;
 	pthread_cond_broadcast(&r.cv);
@@ -474,6 +480,28 @@ START_TEST(test_follow_link)
 }
 END_TEST
 
+/* create a, link a b, chmod b 201, unlink a: b ends 201, not a's older 644. */
+START_TEST(test_follow_link_keeps_order)
+{
+	struct sbx_rme e;
+	struct sbx_rmq_op cha = {.kind = SBX_RMQ_CHMOD, .path = "/g/a", .mode = 0644};
+	struct sbx_rmq_op ln = {.kind = SBX_RMQ_LINK, .path = "/g/b", .arg = "/g/a"};
+	struct sbx_rmq_op chb = {.kind = SBX_RMQ_CHMOD, .path = "/g/b", .mode = 0201};
+	char buf[256];
+	sbx_rme_init(&e, &slots, NULL);
+	sbx_rme_add(&e, SBX_RME_NATIVE, &cha, 1);
+	sbx_rme_add(&e, SBX_RME_SCRIPT, &ln, 1);
+	sbx_rme_add(&e, SBX_RME_NATIVE, &chb, 1);
+	ck_assert(sbx_rme_follow_link(&e, "/g/a"));
+	sbx_rme_flush(&e, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);
+	ck_assert_str_eq(last(buf, sizeof(buf)), "/g/b|/g/b /g/b");
+	pthread_mutex_lock(&r.mu);
+	ck_assert_str_eq(r.modes.buf, "644 201");
+	pthread_mutex_unlock(&r.mu);
+	sbx_rme_destroy(&e);
+}
+END_TEST
+
 /*
  * A view taken before a remote request still shows the ops of a batch
  * applied and cleared while the request was out (its answer may be older
@@ -519,6 +547,7 @@ int main(void)
 	tcase_add_test(tc, test_lanes);
 	tcase_add_test(tc, test_rename_take);
 	tcase_add_test(tc, test_follow_link);
+	tcase_add_test(tc, test_follow_link_keeps_order);
 	tcase_add_test(tc, test_view);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
