@@ -410,6 +410,22 @@ def c_sticky(d):
     return desc(d + "/t", False) + " unlink-by-other=" + r + " rename-by-other=" + r2
 
 
+def c_rmdir_others_dir(d):
+    """Root removes a directory only root may (in another user's directory of mode 0755)
+    and one anyone may, one after the other; that user then makes the first again
+    (pjdfstest rename/10.t: on daytona the retry through sudo failed on the name
+    the user had removed, and the failure stayed on the other: EACCES)."""
+    os.mkdir(d + "/n0", 0o755)
+    os.chown(d + "/n0", NOBODY, NOBODY)
+    os.mkdir(d + "/n1", 0o755)
+    as_user(lambda: os.mkdir(d + "/n0/n2", 0o755))
+    os.mkdir(d + "/n1/n3", 0o755)
+    os.rmdir(d + "/n0/n2")
+    os.rmdir(d + "/n1/n3")
+    r = as_user(lambda: os.mkdir(d + "/n0/n2", 0o755) or "ok")
+    return r + " " + " ".join(str(os.path.exists(d + n)) for n in ("/n0/n2", "/n1/n3"))
+
+
 def c_setgid_dir(d):
     os.mkdir(d + "/g")
     os.chown(d + "/g", 0, 4321)
