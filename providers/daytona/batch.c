@@ -731,19 +731,35 @@ void dt_links_forget(struct dt_instance *di, const char *path)
 	pthread_mutex_unlock(&di->lock);
 }
 
-void dt_links_rename(struct dt_instance *di, const char *from, const char *to)
+/* Under di->lock: what is at or below from is at or below to now; with swap, also the other way. */
+static void links_move_locked(struct dt_instance *di, const char *from, const char *to, bool swap)
 {
-	size_t fl = strlen(from);
-	dt_links_forget(di, to);
-	pthread_mutex_lock(&di->lock);
+	size_t fl = strlen(from), tl = strlen(to);
 	for (size_t i = 0; i < di->n_links; i++) {
 		char *p;
-		if (!sbx_rmq_under(di->links[i].path, from, true))
+		if (sbx_rmq_under(di->links[i].path, from, true))
+			p = sbx_xasprintf("%s%s", to, di->links[i].path + fl);
+		else if (swap && sbx_rmq_under(di->links[i].path, to, true))
+			p = sbx_xasprintf("%s%s", from, di->links[i].path + tl);
+		else
 			continue;
-		p = sbx_xasprintf("%s%s", to, di->links[i].path + fl);
 		free(di->links[i].path);
 		di->links[i].path = p;
 	}
+}
+
+void dt_links_rename(struct dt_instance *di, const char *from, const char *to)
+{
+	dt_links_forget(di, to);
+	pthread_mutex_lock(&di->lock);
+	links_move_locked(di, from, to, false);
+	pthread_mutex_unlock(&di->lock);
+}
+
+void dt_links_exchange(struct dt_instance *di, const char *a, const char *b)
+{
+	pthread_mutex_lock(&di->lock);
+	links_move_locked(di, a, b, true);
 	pthread_mutex_unlock(&di->lock);
 }
 

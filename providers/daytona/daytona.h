@@ -281,6 +281,8 @@ void dt_links_forget(struct dt_instance *di, const char *path);
 void dt_link_note(struct dt_instance *di, const char *path, long uid, long gid,
 		  const struct timespec *mtime);
 void dt_links_rename(struct dt_instance *di, const char *from, const char *to);
+/* RENAME_EXCHANGE of a and b: the links at and below each are at and below the other. */
+void dt_links_exchange(struct dt_instance *di, const char *a, const char *b);
 void dt_links_clear(struct dt_instance *di);
 void dt_links_doubt(struct dt_instance *di);
 /* Whether path is a doubted link: then ls (its listing's entry, or NULL: none) settles it. */

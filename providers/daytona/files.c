@@ -807,11 +807,21 @@ int dt_rename(struct sbx_instance *inst, const char *from, const char *to, unsig
 	 * and the chmod, chown and times of its temporary file follow it to its name. */
 	sbx_rme_rename_begin(&di->meta, from, to, flags & RENAME_EXCHANGE, &held);
 	if (flags & RENAME_EXCHANGE) {
-		dt_links_forget(di, from);
-		dt_links_forget(di, to);
 		sbx_rmeta_gate_enter(&di->placing, from, to);
 		rc = exchange(di, from, to, err);
 		sbx_rmeta_gate_leave(&di->placing, from, to);
+		/*
+		 * The links swap places with their directories (forgotten, a
+		 * link showed as its target: info follows links; a dangling
+		 * one was ENOENT while its directory listed it). A failed
+		 * exchange may have left either anywhere: forgotten then.
+		 */
+		if (!rc) {
+			dt_links_exchange(di, from, to);
+		} else {
+			dt_links_forget(di, from);
+			dt_links_forget(di, to);
+		}
 		return rc;
 	}
 	if (!strcmp(from, to))
