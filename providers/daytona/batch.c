@@ -26,6 +26,7 @@
 #include "daytona/daytona.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -892,8 +893,15 @@ int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 
 int dt_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err)
 {
+	struct dt_instance *di = dt_inst(inst);
 	struct sbx_rmq_op op = {.kind = SBX_RMQ_LINK, .path = (char *)to, .arg = (char *)from};
-	return enqueue(dt_inst(inst), &op, err);
+	char target[PATH_MAX];
+	bool is_link = dt_link_lookup(di, from, NULL, target, sizeof(target));
+	int rc = enqueue(di, &op, err);
+	/* A second name of a link is a link too (info follows it: ENOENT once moved). */
+	if (!rc && is_link)
+		links_add(di, to, target);
+	return rc;
 }
 
 int dt_truncate(struct sbx_instance *inst, const char *path, off_t size, struct sbx_error *err)

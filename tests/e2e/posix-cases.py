@@ -511,6 +511,20 @@ def c_rename_exchange_links(d):
                     for n in ("k/to-f", "k/dangling", "j/up")) + " " + ",".join(sorted(os.listdir(d + "/k")))
 
 
+def c_hardlink_symlink_moved(d):
+    """A second name of a dangling symlink (ln without -L), its directory then renamed: both
+    names stay links of two names once every cache has expired (daytona: the second was
+    ENOENT)."""
+    os.mkdir(d + "/j")
+    os.symlink("nowhere", d + "/j/l")
+    os.link(d + "/j/l", d + "/j/l2", follow_symlinks=False)
+    os.rename(d + "/j", d + "/k")
+    time.sleep(3.5)  # past fs/'s caches: the provider is asked again
+    return " ".join("%s=%s:%d:%s" % (n, kind(os.lstat(d + "/k/" + n).st_mode),
+                                     os.lstat(d + "/k/" + n).st_nlink, os.readlink(d + "/k/" + n))
+                    for n in ("l", "l2"))
+
+
 def c_symlink_loop(d):
     os.mkdir(d + "/x")
     os.symlink("b", d + "/x/a")
