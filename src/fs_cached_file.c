@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,9 +501,7 @@ static int download(struct sbx_lease *l, const char *path, int fd, off_t *got,
 #define SBX_STREAM_MIN (1LL << 20)
 
 /* The stream_main threads running (each holds a lease reference). */
-static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t streams_cond = PTHREAD_COND_INITIALIZER;
-static unsigned streams;
+static struct sbx_waitgroup streams = SBX_WAITGROUP_INIT;
 
 /* How long the daemon's exit waits for them (each stops at its next chunk: no handle is left). */
 #define SBX_STREAMS_EXIT_MS 30000
@@ -512,13 +509,10 @@ static unsigned streams;
 void sbx_fs_streams_wait(void)
 {
 	struct timespec ts;
+	unsigned left;
 	sbx_deadline_in(CLOCK_REALTIME, SBX_STREAMS_EXIT_MS, &ts);
-	pthread_mutex_lock(&streams_lock);
-	while (streams && pthread_cond_timedwait(&streams_cond, &streams_lock, &ts) == 0)
-		;
-	if (streams)
-		sbx_log(SBX_LOG_WARN, "%u streamed read(s) still running at exit", streams);
-	pthread_mutex_unlock(&streams_lock);
+	if ((left = sbx_wg_wait(&streams, &ts)))
+		sbx_log(SBX_LOG_WARN, "%u streamed read(s) still running at exit", left);
 }
 
 struct stream {
@@ -549,10 +543,7 @@ static void *stream_main(void *arg)
 	free(s->path);
 	sbx_lease_put(s->l);
 	free(s);
-	pthread_mutex_lock(&streams_lock);
-	streams--;
-	pthread_cond_broadcast(&streams_cond);
-	pthread_mutex_unlock(&streams_lock);
+	sbx_wg_done(&streams);
 	return NULL;
 }
 
@@ -578,9 +569,7 @@ static int stream_start(struct sbx_lease *l, const char *path, struct sbx_cfile 
 	sbx_lease_hold(l);
 	sbx_cache_file_hold(l->cache, cf);
 	sbx_cache_file_stream_begin(l->cache, cf);
-	pthread_mutex_lock(&streams_lock);
-	streams++;
-	pthread_mutex_unlock(&streams_lock);
+	sbx_wg_add(&streams);
 	rc = sbx_thread_detached(NULL, stream_main, s);
 	if (rc) {
 		sbx_log(SBX_LOG_WARN, "lease %s: no thread to read %s as it arrives (%s)", l->name,

@@ -66,9 +66,7 @@ static void free_all(struct path_entry *all)
 }
 
 /* The detached flushes running (sbx_kinval_flush_detached). */
-static pthread_mutex_t detached_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t detached_cond = PTHREAD_COND_INITIALIZER;
-static unsigned detached;
+static struct sbx_waitgroup detached = SBX_WAITGROUP_INIT;
 
 static void *flush_main(void *arg)
 {
@@ -78,10 +76,7 @@ static void *flush_main(void *arg)
 		inval_cb(inval_ctx, e->path);
 	}
 	free_all(all);
-	pthread_mutex_lock(&detached_lock);
-	detached--;
-	pthread_cond_broadcast(&detached_cond);
-	pthread_mutex_unlock(&detached_lock);
+	sbx_wg_done(&detached);
 	return NULL;
 }
 
@@ -91,17 +86,13 @@ void sbx_kinval_flush_detached(struct sbx_kinval *k)
 	int rc;
 	if (!k || !inval_cb || !(all = take_all(k)))
 		return;
-	pthread_mutex_lock(&detached_lock);
-	detached++;
-	pthread_mutex_unlock(&detached_lock);
+	sbx_wg_add(&detached);
 	rc = sbx_thread_detached(NULL, flush_main, all);
 	if (rc) { /* not here, with the lock held: the kernel keeps them a timeout */
 		sbx_log(SBX_LOG_WARN, "no thread to drop the kernel's cache of a gone lease (%s)",
 			strerror(rc));
 		free_all(all);
-		pthread_mutex_lock(&detached_lock);
-		detached--;
-		pthread_mutex_unlock(&detached_lock);
+		sbx_wg_done(&detached);
 	}
 }
 
@@ -109,10 +100,7 @@ void sbx_kinval_wait_detached(long ms)
 {
 	struct timespec ts;
 	sbx_deadline_in(CLOCK_REALTIME, ms, &ts);
-	pthread_mutex_lock(&detached_lock);
-	while (detached && pthread_cond_timedwait(&detached_cond, &detached_lock, &ts) == 0)
-		;
-	pthread_mutex_unlock(&detached_lock);
+	sbx_wg_wait(&detached, &ts);
 }
 
 /* Under k->lock: e (in no table) is doubted now, unless noted again meanwhile. */

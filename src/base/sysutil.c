@@ -1,4 +1,4 @@
-/* sysutil — monotonic milliseconds, random bytes, detached threads (libc only). */
+/* sysutil — monotonic milliseconds, random bytes, detached threads and their waits (libc only). */
 #include "base/sysutil.h"
 
 #include <errno.h>
@@ -39,4 +39,30 @@ int sbx_thread_detached(pthread_t *t, void *(*fn)(void *), void *arg)
 	rc = pthread_create(t ? t : &mine, &attr, fn, arg);
 	pthread_attr_destroy(&attr);
 	return rc;
+}
+
+void sbx_wg_add(struct sbx_waitgroup *wg)
+{
+	pthread_mutex_lock(&wg->lock);
+	wg->n++;
+	pthread_mutex_unlock(&wg->lock);
+}
+
+void sbx_wg_done(struct sbx_waitgroup *wg)
+{
+	pthread_mutex_lock(&wg->lock);
+	wg->n--;
+	pthread_cond_broadcast(&wg->cond);
+	pthread_mutex_unlock(&wg->lock);
+}
+
+unsigned sbx_wg_wait(struct sbx_waitgroup *wg, const struct timespec *deadline)
+{
+	unsigned n;
+	pthread_mutex_lock(&wg->lock);
+	while (wg->n && pthread_cond_timedwait(&wg->cond, &wg->lock, deadline) == 0)
+		;
+	n = wg->n;
+	pthread_mutex_unlock(&wg->lock);
+	return n;
 }
