@@ -41,6 +41,7 @@ void sbx_open_free(struct sbx_open *o)
 	sbx_tty_release(o);
 	sbx_lease_put(o->lease);
 	sbx_buf_release(&o->data);
+	free(o->path);
 	free(o);
 }
 
@@ -792,7 +793,23 @@ int sbx_ctl_flush(struct sbx_mount *m, struct sbx_open *o)
 int sbx_ctl_truncate(struct sbx_mount *m, const struct sbx_node *n, struct sbx_lease *l,
 		     struct sbx_open *o, off_t size)
 {
-	/* With atomic O_TRUNC the shell's `>` never gets here; `: > env` empties it at flush. */
+	/*
+	 * With atomic O_TRUNC the shell's `>` never gets here; `: > env` empties
+	 * it at flush. env is text: `truncate -s N` cuts an open writer's text
+	 * (committed at flush), and a truncate by path to 0 empties it. The
+	 * other writable files take no length: a no-op.
+	 */
+	if (n->kind == SBX_N_ENV && (o ? (size_t)size > o->data.len : size != 0))
+		return sbx_refuse(m, l, EINVAL, "truncate", "%s",
+				  "env can only be cut, not extended");
+	if (n->kind == SBX_N_ENV && o) {
+		o->data.len = (size_t)size;
+		if (o->data.buf)
+			o->data.buf[size] = '\0';
+		o->wrote = true;
+	} else if (n->kind == SBX_N_ENV) {
+		set_env(m, l, "");
+	}
 	if (writable(n->kind))
 		return 0;
 	return sbx_node_is_dir(n->kind)

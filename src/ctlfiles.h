@@ -42,6 +42,7 @@ struct sbx_open {
 	struct sbx_run_owner owner;    /* runner files: who wrote (the per-caller rule) */
 	unsigned long run_n;	       /* runs/N/ctl: N */
 	struct sbx_tty *tty;	       /* tty/ files: the session (tty.c) */
+	char *path;		       /* control files: the mount path opened (fstat, ftruncate) */
 };
 
 struct sbx_open *sbx_open_new(enum sbx_node_kind kind, struct sbx_lease *l, int flags);

@@ -121,6 +121,16 @@ static struct sbx_open *of(struct fuse_file_info *fi)
 }
 
 /*
+ * The path of an operation on an open file: nullpath_ok gives none for
+ * fstat, ftruncate, fchmod... An open control file answers by the path
+ * it was opened by (`truncate -s 0 exec` is a no-op, as the shell's `>`).
+ */
+static const char *op_path(const char *path, const struct sbx_open *o)
+{
+	return !path && o && !o->fsf ? o->path : path;
+}
+
+/*
  * An open directory: its path (nullpath_ok: readdir may get none) and, from
  * the first readdir on, its whole listing. Entries are handed to libfuse
  * with offsets (index + 1): only in that mode does libfuse's readdirplus
@@ -252,6 +262,7 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 		}
 		return rc;
 	}
+	path = op_path(path, o);
 	rc = resolve(path, &n, &l);
 	if (rc == -ENOENT && n.kind == SBX_N_LEASE) {
 		/* The kernel looks a name up before rmdir/open: say which lease is missing. */
@@ -440,6 +451,7 @@ static int op_open(const char *path, struct fuse_file_info *fi)
 	rc = sbx_ctl_open(mnt(), &n, l, fi->flags, &o); /* takes over the lease ref */
 	if (rc)
 		return rc;
+	o->path = sbx_xstrdup(path);
 	fi->fh = (uintptr_t)o;
 	fi->direct_io = 1;
 	if (sbx_node_is_runner(n.kind) || n.kind == SBX_N_TTY_DATA)
@@ -545,7 +557,7 @@ static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 			sbx_aliases_changed(mp);
 		return rc;
 	}
-	rc = resolve(path, &n, &l);
+	rc = resolve(op_path(path, o), &n, &l);
 	if (rc)
 		return rc;
 	if (n.kind == SBX_N_FS) {
@@ -675,6 +687,7 @@ static int op_rmdir(const char *path)
 				sbx_aliases_changed(mp);                                           \
 			return rc;                                                                 \
 		}                                                                                  \
+		path = op_path(path, o);                                                           \
 		FS_PATH_CALL(call);                                                                \
 	}
 
@@ -814,7 +827,7 @@ static int op_utimens(const char *path, const struct timespec tv[2], struct fuse
 			sbx_aliases_changed(mp); /* as chmod and chown on an open file */
 		return rc;
 	}
-	rc = resolve(path, &n, &l);
+	rc = resolve(op_path(path, o), &n, &l);
 	if (rc)
 		return rc;
 	if (n.kind == SBX_N_FS && strcmp(n.sub, "/") && !sbx_fs_is_pseudo(n.sub)) {

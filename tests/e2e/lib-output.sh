@@ -91,6 +91,27 @@ story_output_env() {
 	: >"$L/env"
 }
 
+# ftruncate(2) on an open control file comes with no path (nullpath_ok):
+# it answered ENOENT, so `truncate -s 0 exec` failed and env could not be
+# cut. Writable files take it as the shell's `>` (a no-op); env is cut.
+story_output_truncate() {
+	echo 'echo kept' >"$L/exec"
+	ok "truncate -s 0 exec succeeds (a no-op, as the shell's >)" truncate -s 0 "$L/exec"
+	eq "... it ran nothing: exec still gives the last run" "$(cat "$L/exec")" kept
+	eq "fstat, futimens and ftruncate of an open exec" "$(errno_of "fd = os.open('$L/exec', os.O_WRONLY)
+assert os.fstat(fd).st_mode == 0o100600, oct(os.fstat(fd).st_mode)
+os.utime(fd); os.ftruncate(fd, 0); os.close(fd)")" OK
+	printf 'A=1\nB=2\n' >"$L/env"
+	ok "truncate -s 4 env cuts its text" truncate -s 4 "$L/env"
+	eq "... env is its first line" "$(cat "$L/env")" "A=1"
+	eq "truncate -s 99 env: EINVAL (env is cut, never extended)" \
+		"$(errno_of "fd = os.open('$L/env', os.O_WRONLY); os.ftruncate(fd, 99)")" EINVAL
+	ok "... error says why" grep -q "env can only be cut" "$L/error"
+	eq "... env keeps its text" "$(cat "$L/env")" "A=1"
+	eq "truncate(2) of env by path to 0 empties it" "$(errno_of "os.truncate('$L/env', 0)"; cat "$L/env")" OK
+	eq "truncate -s 0 info: EACCES (read-only)" "$(errno_of "os.truncate('$L/info', 0)")" EACCES
+}
+
 story_output_full() {
 	local out rc r
 	# The state dir fills up.

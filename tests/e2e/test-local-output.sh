@@ -9,5 +9,6 @@ output_mount local
 story_output_bytes local
 story_output_code
 story_output_env
+story_output_truncate
 story_output_full
 finish
