@@ -131,6 +131,37 @@ static const char *op_path(const char *path, const struct sbx_open *o)
 }
 
 /*
+ * A new name beside the control files (`touch LEASE/x`, the temporary of
+ * `sed -i LEASE/env`, `ln -s`, `mv` onto one): EACCES, as mkdir says, not
+ * the lookup's ENOENT, which says the directory is missing. 0 otherwise.
+ */
+static int new_name_refused(const char *path)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	const char *slash = path ? strrchr(path, '/') : NULL;
+	char parent[SBX_MOUNT_PATH_MAX];
+	int rc;
+	if (!slash || (size_t)(slash - path) >= sizeof(parent))
+		return 0;
+	rc = sbx_node_parse(path, &n);
+	if (!(rc == -ENOENT || (rc == 0 && n.kind == SBX_N_LEASE)))
+		return 0;
+	snprintf(parent, sizeof(parent), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	if (resolve(parent, &n, &l))
+		return 0;
+	rc = 0;
+	if (n.kind == SBX_N_ROOT)
+		rc = sbx_refuse(mnt(), l, EACCES, "create",
+				"%s: the mount's root takes leases, by mkdir", slash + 1);
+	else if (sbx_node_is_dir(n.kind) && n.kind != SBX_N_FS)
+		rc = sbx_refuse(mnt(), l, EACCES, "create", "%s: only fs/ takes new names here",
+				path);
+	sbx_lease_put(l);
+	return rc;
+}
+
+/*
  * An open directory: its path (nullpath_ok: readdir may get none) and, from
  * the first readdir on, its whole listing. Entries are handed to libfuse
  * with offsets (index + 1): only in that mode does libfuse's readdirplus
@@ -464,6 +495,8 @@ static int op_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	struct sbx_node n;
 	struct sbx_lease *l;
 	int rc = resolve(path, &n, &l);
+	if (rc == -ENOENT && new_name_refused(path))
+		return -EACCES;
 	if (rc)
 		return rc;
 	if (n.kind != SBX_N_FS) {
@@ -579,8 +612,8 @@ static int op_mkdir(const char *path, mode_t mode)
 	int rc = sbx_node_parse(path, &n);
 	if (rc == -ENOENT || (rc == 0 && n.kind == SBX_N_LEASE)) {
 		const char *name = path + 1;
-		if (strchr(name, '/'))
-			return -EACCES;
+		if (strchr(name, '/')) /* beside a lease's control files, or no such lease */
+			return new_name_refused(path) ? -EACCES : -ENOENT;
 		note_caller(false);
 		rc = sbx_lease_create(mnt(), name, NULL, NULL, NULL, &err);
 		if (rc)
@@ -656,14 +689,16 @@ static int op_rmdir(const char *path)
 		return rc;                                                                         \
 	} while (0)
 
-/* An fs/-only operation on one path: classify, refuse outside fs/, one mirror call. */
+/* An fs/-only operation making one name: classify, refuse outside fs/, one mirror call. */
 #define FS_PATH_OP(fn, params, call)                                                               \
 	static int fn params                                                                       \
 	{                                                                                          \
 		struct sbx_node n;                                                                 \
 		struct sbx_lease *l;                                                               \
 		struct sbx_error err = SBX_ERROR_INIT;                                             \
-		int rc;                                                                            \
+		int rc = new_name_refused(path);                                                   \
+		if (rc)                                                                            \
+			return rc;                                                                 \
 		FS_PATH_CALL(call);                                                                \
 	}
 
@@ -771,6 +806,8 @@ static int op_rename(const char *from, const char *to, unsigned int flags)
 	int rc;
 	FS_ONLY(from, n, l, rc);
 	rc = resolve(to, &n2, &l2);
+	if (rc == -ENOENT && new_name_refused(to))
+		rc = -EACCES;
 	if (!rc && (n2.kind != SBX_N_FS || l2 != l || !strcmp(n2.sub, "/")))
 		rc = -EXDEV; /* across leases: mv falls back to copy + unlink */
 	if (!rc)
@@ -796,6 +833,8 @@ static int op_link(const char *from, const char *to)
 	int rc;
 	FS_ONLY(from, n, l, rc);
 	rc = resolve(to, &n2, &l2);
+	if (rc == -ENOENT && new_name_refused(to))
+		rc = -EACCES;
 	if (!rc && (n2.kind != SBX_N_FS || l2 != l))
 		rc = -EXDEV;
 	if (!rc)

@@ -33,6 +33,20 @@ eq "... and the journal records the errno the caller got" \
 	"$(tail -n 1 "$L/log" | python3 -c 'import json, sys; e = json.load(sys.stdin); print(e["op"], e["errno"])')" "open 16"
 eq "reading ctl" "$(errno_of "open('$MNT/ctl').read()")" "EACCES"
 eq "unknown file in a lease" "$(errno_of "open('$L/nothing')")" "ENOENT"
+# A new name beside the control files is EACCES, as mkdir's, with a reason:
+# it was ENOENT, which says the directory is missing (`sed -i env`:
+# "couldn't open temporary file ...: No such file or directory").
+eq "creating a file in a lease directory" "$(errno_of "open('$L/new', 'w')")" "EACCES"
+ok "... lease error says where new names go" grep -q "/bad/new: only fs/ takes new names here" "$L/error"
+for how in "os.symlink('exec', '$L/s')" "os.mknod('$L/p', 0o10644)" "os.link('$L/fs/etc/hostname', '$L/h')" \
+	"os.rename('$L/fs/tmp', '$L/t')" "os.mkdir('$L/d')" "os.symlink('x', '$MNT/s')"; do
+	eq "EACCES: $how" "$(errno_of "$how")" "EACCES"
+done
+ok "... the root's error says leases are made by mkdir" grep -q "s: the mount's root takes leases, by mkdir" "$MNT/error"
+eq "sed -i of env (its temporary beside env)" "$(sed -i s/x/y/ "$L/env" 2>&1 | grep -o 'Permission denied')" "Permission denied"
+eq "a new name under a lease that does not exist: ENOENT" "$(errno_of "open('$MNT/ghost/new', 'w')")" "ENOENT"
+eq "... mkdir there: ENOENT" "$(errno_of "os.mkdir('$MNT/ghost/d')")" "ENOENT"
+eq "... fs/tmp was not moved" "$(test -d "$L/fs/tmp" && echo there)" there
 eq "attach to an unknown sandbox" "$(errno_of_write "$MNT/ctl" "attach z lcl-doesnotexist
 ")" "ENOENT"
 eq "truncate of exec (the shell's >) is fine" "$(errno_of "open('$L/exec','w').close()")" "OK"
