@@ -655,6 +655,11 @@ static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const cha
 {
 	struct sbx_error e = SBX_ERROR_INIT;
 	int rc;
+	/* More text after this open's run began (its first read, or a flush) would be lost. */
+	if (o->ran)
+		return sbx_refuse(m, o->lease, EBUSY, "exec",
+				  "this open's %s runs already: open the file again to run more",
+				  o->kind == SBX_N_EXEC ? "command" : "code");
 	if (memchr(buf, '\0', size)) {
 		o->refused = true;
 		return sbx_refuse(m, o->lease, EINVAL, "exec",

@@ -263,6 +263,13 @@ story_exec_basics() {
 	ok "first line arrives before the run ends ($(((t1 - t0) / 1000000)) ms)" test $(((t1 - t0) / 1000000)) -lt 1500
 	eq "rest of the stream" "$(echo $rest)" "line2 line3"
 	ok "the stream ends with the run" test $(((t2 - t0) / 1000000)) -ge 1900
+	# More text after the run began was taken and dropped (write returned
+	# its length): now EBUSY, and bash says so.
+	eq "a write after the run began on a read-write open: EBUSY" "$(bash -c "exec 3<>'$L/exec'
+		echo 'echo once' >&3; read -r x <&3; echo 'echo twice' >&3" 2>&1 | grep -o 'resource busy')" "resource busy"
+	ok "... error says to open it again" grep -q "runs already: open the file again" "$L/error"
+	eq "... as after a subshell's close began it" "$(bash -c "exec 3>'$L/exec'; (echo 'echo a') >&3
+		echo 'echo b' >&3" 2>&1 | grep -o 'resource busy')" "resource busy"
 
 	ok "log journals runs" grep -q '"event":"run"' "$L/log"
 	ok "status lists the lease" grep -q "^$1 $2 running" "$MNT/status"
