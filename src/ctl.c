@@ -2,6 +2,7 @@
 #include "ctl.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <string.h>
 
@@ -90,6 +91,26 @@ int sbx_ctl_parse(enum sbx_ctl_file file, const char *line, struct sbx_ctl_cmd *
 		? "unknown command \"%.40s\" (expected new or attach)"
 		: "unknown word \"%.40s\" (expected pause, resume, kill or restart)",
 	    words[0]);
+}
+
+enum sbx_ctl_partial sbx_ctl_partial(enum sbx_ctl_file file, const char *text)
+{
+	const char *p = text + strspn(text, " \t\r");
+	size_t n = strcspn(p, " \t\r");
+	bool rest_blank = p[n + strspn(p + n, " \t\r")] == '\0';
+	if (!n || *p == '#' || *p == '"' || *p == '\\')
+		return SBX_CTL_MORE; /* blank, a comment, or quoting: the whole line decides */
+	for (size_t i = 0; i < sizeof(ctl_table) / sizeof(*ctl_table); i++) {
+		const struct ctl_entry *e = &ctl_table[i];
+		size_t wl = strlen(e->word);
+		if (e->file != file || wl < n || strncmp(e->word, p, n))
+			continue;
+		if (wl == n && e->max == 0) /* nothing may follow */
+			return rest_blank ? SBX_CTL_DONE : SBX_CTL_BAD;
+		if (wl == n || p[n] == '\0')
+			return SBX_CTL_MORE;
+	}
+	return SBX_CTL_BAD;
 }
 
 const char *sbx_ctl_opt(const struct sbx_ctl_cmd *cmd, int from, const char *key)

@@ -41,6 +41,16 @@ int sbx_ctl_split(const char *line, char *storage, size_t size, char **argv, int
  */
 int sbx_ctl_parse(enum sbx_ctl_file file, const char *line, struct sbx_ctl_cmd *cmd,
 		  struct sbx_error *err);
+/*
+ * What an unterminated line written so far can still become (`printf
+ * pause > state` has no newline, and a shell ignores close()'s errors):
+ * MORE text may complete it (a prefix of a word, or a word whose
+ * arguments may follow), it is DONE (a whole word that takes none), or
+ * it is BAD (no word of this file begins so): the last two are handled
+ * at the write, where the writer sees the errno.
+ */
+enum sbx_ctl_partial { SBX_CTL_MORE, SBX_CTL_DONE, SBX_CTL_BAD };
+enum sbx_ctl_partial sbx_ctl_partial(enum sbx_ctl_file file, const char *text);
 /* Finds "key=VALUE" among argv[from..]; returns VALUE or NULL. */
 const char *sbx_ctl_opt(const struct sbx_ctl_cmd *cmd, int from, const char *key);
 

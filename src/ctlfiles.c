@@ -577,6 +577,22 @@ struct line_ctx {
 	unsigned long n; /* runs/N/ctl */
 };
 
+/*
+ * The unterminated rest of what was written, when it cannot wait for more
+ * (sbx_ctl_partial): handled now as a line, so a bad word or a failed
+ * action fails this write rather than the close.
+ */
+static int partial_line(struct sbx_open *o, enum sbx_ctl_file file, int (*fn)(void *, const char *),
+			void *ctx)
+{
+	int rc;
+	if (!o->data.len || sbx_ctl_partial(file, o->data.buf) == SBX_CTL_MORE)
+		return 0;
+	rc = fn(ctx, o->data.buf);
+	sbx_buf_reset(&o->data);
+	return rc;
+}
+
 static int root_line(void *ctx, const char *line)
 {
 	return do_root_line(((struct line_ctx *)ctx)->m, line);
@@ -718,9 +734,13 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 		if (o->data.buf[0] == '{')
 			return (ssize_t)size;
 		rc = consume_lines(o, root_line, &lc);
+		if (!rc)
+			rc = partial_line(o, SBX_CTL_FILE_ROOT, root_line, &lc);
 		return rc ? rc : (ssize_t)size;
 	case SBX_N_STATE:
 		rc = consume_lines(o, state_line, &lc);
+		if (!rc)
+			rc = partial_line(o, SBX_CTL_FILE_STATE, state_line, &lc);
 		return rc ? rc : (ssize_t)size;
 	case SBX_N_ENV: {
 		/* Refuse a bad complete line in the write itself, so the writer sees EINVAL. */
@@ -809,8 +829,7 @@ int sbx_ctl_truncate(struct sbx_mount *m, const struct sbx_node *n, struct sbx_l
 				  "env can only be cut, not extended");
 	if (n->kind == SBX_N_ENV && o) {
 		o->data.len = (size_t)size;
-		if (o->data.buf)
-			o->data.buf[size] = '\0';
+		o->data.buf[size] = '\0';
 		o->wrote = true;
 	} else if (n->kind == SBX_N_ENV) {
 		set_env(m, l, "");

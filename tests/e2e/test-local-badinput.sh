@@ -26,6 +26,14 @@ eq "unknown state word" "$(errno_of_write "$L/state" "hibernate
 ")" "EINVAL"
 ok "lease error explains the word" grep -q 'unknown word "hibernate"' "$L/error"
 eq "state unchanged" "$(cat "$L/state")" "running"
+# Without a newline the word waited for close(), whose errors bash ignores:
+# `printf PAUSE > state` said $? 0. A word that cannot become valid fails
+# the write; a whole one acts there, so its failure is seen too.
+eq "printf PAUSE > state (no newline): bash sees the failure" \
+	"$(bash -c "printf PAUSE > '$L/state'" 2>/dev/null; echo $?)" 1
+eq "printf 'pause now' > state: the same" "$(bash -c "printf 'pause now' > '$L/state'" 2>/dev/null; echo $?)" 1
+ok "... error gives the usage" grep -q "usage: pause" "$L/error"
+eq "printf frobnicate > ctl: the same" "$(bash -c "printf frobnicate > '$MNT/ctl'" 2>/dev/null; echo $?)" 1
 eq "write to a read-only control file" "$(errno_of "open('$L/info','w')")" "EACCES"
 ok "lease error explains" grep -q 'read-only' "$L/error"
 eq "write to spec after creation" "$(errno_of "open('$L/spec','w')")" "EBUSY"

@@ -285,6 +285,30 @@ START_TEST(ctl_words)
 }
 END_TEST
 
+/* An unterminated line: act or refuse at the write when no more text can change it. */
+START_TEST(ctl_partial_lines)
+{
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, "pause"), SBX_CTL_DONE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, " kill \t"), SBX_CTL_DONE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, "pau"), SBX_CTL_MORE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, "restart"), SBX_CTL_MORE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, "restart py"), SBX_CTL_MORE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, ""), SBX_CTL_MORE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, "# a note"), SBX_CTL_MORE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, "\"pause\""), SBX_CTL_MORE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, "PAUSE"), SBX_CTL_BAD);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, "pauses"), SBX_CTL_BAD);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, "pau x"), SBX_CTL_BAD);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, "pause now"), SBX_CTL_BAD);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_STATE, "new"), SBX_CTL_BAD);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_ROOT, "new"), SBX_CTL_MORE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_ROOT, "new box profile=p"), SBX_CTL_MORE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_ROOT, "at"), SBX_CTL_MORE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_ROOT, "pause"), SBX_CTL_BAD);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_ROOT, "frobnicate now"), SBX_CTL_BAD);
+}
+END_TEST
+
 START_TEST(node_paths)
 {
 	struct sbx_node n;
@@ -613,6 +637,7 @@ int main(void)
 	tcase_add_test(tc, spec_rejects);
 	tcase_add_test(tc, config_defaults_and_errors);
 	tcase_add_test(tc, ctl_words);
+	tcase_add_test(tc, ctl_partial_lines);
 	tcase_add_test(tc, node_paths);
 	tcase_add_test(tc, node_tty_paths);
 	tcase_add_test(tc, base64_vectors_and_round_trip);
