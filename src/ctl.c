@@ -23,6 +23,7 @@ static const struct ctl_entry ctl_table[] = {
     {"kill", SBX_CTL_KILL, SBX_CTL_FILE_STATE, 0, 0, "kill"},
     {"restart", SBX_CTL_RESTART, SBX_CTL_FILE_STATE, 0, 1,
      "restart [python|javascript|typescript]"},
+    {"kill", SBX_CTL_KILL, SBX_CTL_FILE_RUN, 0, 0, "kill"},
 };
 
 int sbx_ctl_split(const char *line, char *storage, size_t size, char **argv, int max)
@@ -85,12 +86,13 @@ int sbx_ctl_parse(enum sbx_ctl_file file, const char *line, struct sbx_ctl_cmd *
 		cmd->argv[n - 1] = NULL;
 		return 0;
 	}
-	return sbx_error_set(
-	    err, EINVAL, SBX_E_EXECUTION_FAILED,
-	    file == SBX_CTL_FILE_ROOT
-		? "unknown command \"%.40s\" (expected new or attach)"
-		: "unknown word \"%.40s\" (expected pause, resume, kill or restart)",
-	    words[0]);
+	if (file == SBX_CTL_FILE_ROOT)
+		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
+				     "unknown command \"%.40s\" (expected new or attach)",
+				     words[0]);
+	return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
+			     "unknown word \"%.40s\" (expected %s)", words[0],
+			     file == SBX_CTL_FILE_RUN ? "kill" : "pause, resume, kill or restart");
 }
 
 enum sbx_ctl_partial sbx_ctl_partial(enum sbx_ctl_file file, const char *text)

@@ -26,7 +26,7 @@ struct sbx_ctl_cmd {
 	char storage[1024];
 };
 
-enum sbx_ctl_file { SBX_CTL_FILE_ROOT, SBX_CTL_FILE_STATE };
+enum sbx_ctl_file { SBX_CTL_FILE_ROOT, SBX_CTL_FILE_STATE, SBX_CTL_FILE_RUN /* runs/N/ctl */ };
 
 /*
  * Splits one line into words: blanks separate, "double quotes" group, \

@@ -728,6 +728,8 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 	switch (o->kind) {
 	case SBX_N_RUN_CTL:
 		rc = consume_lines(o, run_ctl_line, &lc);
+		if (!rc)
+			rc = partial_line(o, SBX_CTL_FILE_RUN, run_ctl_line, &lc);
 		return rc ? rc : (ssize_t)size;
 	case SBX_N_CTL:
 		/* A JSON request is handled whole at flush; plain lines as they come. */

@@ -1,5 +1,6 @@
 /* runs — a lease's runs as runs/N/ directories, and which run a caller sees (see runs.h). */
 #include "runs.h"
+#include "ctl.h"
 #include "runs_int.h"
 
 #include <dirent.h>
@@ -480,13 +481,16 @@ ssize_t sbx_run_reader_read(struct sbx_run_reader *rd, char *buf, size_t size, o
 
 int sbx_runs_ctl(struct sbx_lease *l, unsigned long n, const char *line, struct sbx_error *err)
 {
-	while (*line == ' ' || *line == '\t')
-		line++;
-	if (!*line)
+	struct sbx_ctl_cmd cmd;
+	int rc = sbx_ctl_parse(SBX_CTL_FILE_RUN, line, &cmd, err);
+	if (rc == -ENODATA)
 		return 0;
-	if (strcmp(line, "kill"))
-		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
-				     "runs/%lu/ctl: unknown word \"%.40s\" (kill)", n, line);
+	if (rc) {
+		char what[48];
+		snprintf(what, sizeof(what), "runs/%lu/ctl", n);
+		sbx_error_prefix(err, what);
+		return rc;
+	}
 	struct sbx_run *r = sbx_runs_find(l, n);
 	bool going = false;
 	if (r) {

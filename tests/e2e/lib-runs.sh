@@ -187,6 +187,8 @@ story_runs_dir() {
 	
 	eq "... ESRCH" "$(errno_of_write "$L/runs/$k/ctl" kill)" ESRCH
 	eq "an unknown word is EINVAL" "$(errno_of_write "$L/runs/$k/ctl" stop)" EINVAL
+	eq "printf kill (no newline) of an ended run: the shell's \$? tells" \
+		"$(bash -c "printf kill > '$L/runs/$k/ctl'" 2>/dev/null; echo $?)" 1
 	eq "runs/N/stdout is read-only" "$(errno_of "open('$L/runs/$k/stdout', 'w')")" EACCES
 }
 
