@@ -24,6 +24,10 @@ static const struct ctl_entry ctl_table[] = {
     {"restart", SBX_CTL_RESTART, SBX_CTL_FILE_STATE, 0, 1,
      "restart [python|javascript|typescript]"},
     {"kill", SBX_CTL_KILL, SBX_CTL_FILE_RUN, 0, 0, "kill"},
+    {"size", SBX_CTL_TTY, SBX_CTL_FILE_TTY, 2, 2, "size COLS ROWS"},
+    {"term", SBX_CTL_TTY, SBX_CTL_FILE_TTY, 1, 1, "term NAME"},
+    {"cwd", SBX_CTL_TTY, SBX_CTL_FILE_TTY, 1, 1, "cwd PATH"},
+    {"close", SBX_CTL_TTY, SBX_CTL_FILE_TTY, 0, 0, "close"},
 };
 
 int sbx_ctl_split(const char *line, char *storage, size_t size, char **argv, int max)

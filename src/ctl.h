@@ -17,6 +17,7 @@ enum sbx_ctl_word {
 	SBX_CTL_RESUME,	 /* resume */
 	SBX_CTL_KILL,	 /* kill */
 	SBX_CTL_RESTART, /* restart [LANGUAGE] — a fresh code interpreter */
+	SBX_CTL_TTY,	 /* a tty/N/ctl command (tty.c) */
 };
 
 struct sbx_ctl_cmd {
@@ -26,7 +27,12 @@ struct sbx_ctl_cmd {
 	char storage[1024];
 };
 
-enum sbx_ctl_file { SBX_CTL_FILE_ROOT, SBX_CTL_FILE_STATE, SBX_CTL_FILE_RUN /* runs/N/ctl */ };
+enum sbx_ctl_file {
+	SBX_CTL_FILE_ROOT,
+	SBX_CTL_FILE_STATE,
+	SBX_CTL_FILE_RUN, /* runs/N/ctl */
+	SBX_CTL_FILE_TTY, /* tty/N/ctl: its words only (tty.c parses their arguments) */
+};
 
 /*
  * Splits one line into words: blanks separate, "double quotes" group, \

@@ -1,5 +1,6 @@
 /* tty — terminal sessions as files (see tty.h). */
 #include "tty.h"
+#include "ctl.h"
 #include "base/xalloc.h"
 
 #include <errno.h>
@@ -416,6 +417,11 @@ ssize_t sbx_tty_write(struct sbx_open *o, const char *buf, size_t size)
 	if (!rc && o->data.len > 4200)
 		rc = sbx_refuse(t->lease->mount, t->lease, EINVAL, "tty", "tty ctl: %s",
 				"line too long");
+	/* No newline yet: `close`, or no command begins so (as state's words, ctlfiles.c). */
+	if (!rc && o->data.len && sbx_ctl_partial(SBX_CTL_FILE_TTY, o->data.buf) != SBX_CTL_MORE) {
+		rc = ctl_line(t, o->data.buf);
+		sbx_buf_reset(&o->data);
+	}
 	if (rc)
 		sbx_buf_reset(&o->data);
 	return rc ? rc : (ssize_t)size;

@@ -65,6 +65,8 @@ story_tty_files() {
 	eq "a new session's status" "$(cat "$L/tty/$n/status")" "new"
 	eq "ctl: unknown word is EINVAL" "$(errno_of_write "$L/tty/$n/ctl" "frobnicate 1")" EINVAL
 	ok "error names the unknown tty ctl word" grep -q "unknown command 'frobnicate'" "$L/error"
+	eq "... without a newline too, where the shell's \$? tells" \
+		"$(bash -c "printf frob > '$L/tty/$n/ctl'" 2>/dev/null; echo $?)" 1
 	eq "ctl: size with one number is EINVAL" "$(errno_of_write "$L/tty/$n/ctl" "size 80")" EINVAL
 	ok "error says what size wants" grep -q "size wants COLS ROWS" "$L/error"
 	eq "ctl: size 0 0 is EINVAL" "$(errno_of_write "$L/tty/$n/ctl" "size 0 0")" EINVAL

@@ -306,6 +306,12 @@ START_TEST(ctl_partial_lines)
 	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_ROOT, "at"), SBX_CTL_MORE);
 	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_ROOT, "pause"), SBX_CTL_BAD);
 	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_ROOT, "frobnicate now"), SBX_CTL_BAD);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_RUN, "kill"), SBX_CTL_DONE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_RUN, "stop"), SBX_CTL_BAD);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_TTY, "close"), SBX_CTL_DONE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_TTY, "closed"), SBX_CTL_BAD);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_TTY, "size 80"), SBX_CTL_MORE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_TTY, "cwd /my dir"), SBX_CTL_MORE);
 }
 END_TEST
 
