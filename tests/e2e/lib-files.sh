@@ -263,6 +263,8 @@ story_exec_basics() {
 	ok "first line arrives before the run ends ($(((t1 - t0) / 1000000)) ms)" test $(((t1 - t0) / 1000000)) -lt 1500
 	eq "rest of the stream" "$(echo $rest)" "line2 line3"
 	ok "the stream ends with the run" test $(((t2 - t0) / 1000000)) -ge 1900
+	eq "a run's stdin is empty (cat ends at once)" \
+		"$(timeout 30 sh -c "echo 'cat; echo done' > '$L/exec'; cat '$L/exec'")" done
 	# More text after the run began was taken and dropped (write returned
 	# its length): now EBUSY, and bash says so.
 	eq "a write after the run began on a read-write open: EBUSY" "$(bash -c "exec 3<>'$L/exec'
