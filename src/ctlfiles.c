@@ -518,6 +518,31 @@ static int do_root_json(struct sbx_mount *m, const char *text)
 	return rc;
 }
 
+/*
+ * A JSON request is handled at the write that ends it, so a bad one fails
+ * that write (`echo '{...}' > ctl`: a shell ignores close()'s errors).
+ * Text that does not end with `}` yet, or that the parser finds cut short,
+ * waits for more, and the close handles what is left.
+ */
+static int root_json_written(struct sbx_mount *m, struct sbx_open *o)
+{
+	json_error_t je;
+	json_t *j;
+	int rc;
+	size_t n = o->data.len;
+	while (n && strchr(" \t\r\n", o->data.buf[n - 1]))
+		n--;
+	if (!n || o->data.buf[n - 1] != '}')
+		return 0;
+	j = json_loadb(o->data.buf, o->data.len, 0, &je);
+	if (!j && json_error_code(&je) == json_error_premature_end_of_input)
+		return 0;
+	json_decref(j);
+	rc = do_root_json(m, o->data.buf);
+	sbx_buf_reset(&o->data);
+	return rc;
+}
+
 static int do_state_word(struct sbx_mount *m, struct sbx_lease *l, const char *line)
 {
 	struct sbx_ctl_cmd cmd;
@@ -732,9 +757,12 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 			rc = partial_line(o, SBX_CTL_FILE_RUN, run_ctl_line, &lc);
 		return rc ? rc : (ssize_t)size;
 	case SBX_N_CTL:
-		/* A JSON request is handled whole at flush; plain lines as they come. */
-		if (o->data.buf[0] == '{')
-			return (ssize_t)size;
+		/* A JSON request is handled once whole (root_json_written); plain lines as they
+		 * come. */
+		if (o->data.buf[0] == '{') {
+			rc = root_json_written(m, o);
+			return rc ? rc : (ssize_t)size;
+		}
 		rc = consume_lines(o, root_line, &lc);
 		if (!rc)
 			rc = partial_line(o, SBX_CTL_FILE_ROOT, root_line, &lc);

@@ -14,6 +14,12 @@ ok "error explains the JSON" grep -q "malformed spec JSON" "$MNT/error"
 eq "spec with an unknown key" "$(errno_of_write "$MNT/ctl" "{\"name\": \"x\", \"spec\": {\"resources\": {\"gpus\": 1}}}")" "EINVAL"
 ok "error names the key" grep -q 'resources.gpus' "$MNT/error"
 ok "no lease was created by bad specs" test ! -e "$MNT/x"
+# A JSON request waited for close(), whose errors bash ignores ($? 0).
+eq "echo BAD-JSON > ctl: bash sees the failure" \
+	"$(bash -c "echo '{\"name\": \"x\", \"spec\": {oops}}' > '$MNT/ctl'" 2>/dev/null; echo $?)" 1
+eq "echo JSON-WITH-UNKNOWN-KEY > ctl: the same" \
+	"$(bash -c "echo '{\"name\": \"x\", \"spec\": {\"gpus\": 1}}' > '$MNT/ctl'" 2>/dev/null; echo $?)" 1
+ok "... still no lease x" test ! -e "$MNT/x"
 eq "new with a bad key=value" "$(errno_of_write "$MNT/ctl" "new y idleTimeout=soon
 ")" "EINVAL"
 eq "new with an unknown profile" "$(errno_of_write "$MNT/ctl" "new y profile=nope
