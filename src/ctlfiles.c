@@ -629,6 +629,17 @@ static int state_line(void *ctx, const char *line)
 	return do_state_word(lc->m, lc->l, line);
 }
 
+#define ENV_KEY_CHARS "_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+/* The start of a line (no newline yet) cannot become KEY=VALUE any more. */
+static bool env_key_bad(const char *line)
+{
+	size_t key = strcspn(line, "=");
+	if (!*line || *line == '#')
+		return false;
+	return (*line >= '0' && *line <= '9') || strspn(line, ENV_KEY_CHARS) < key || key == 0;
+}
+
 static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 {
 	const char *p = text;
@@ -773,17 +784,24 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 			rc = partial_line(o, SBX_CTL_FILE_STATE, state_line, &lc);
 		return rc ? rc : (ssize_t)size;
 	case SBX_N_ENV: {
-		/* Refuse a bad complete line in the write itself, so the writer sees EINVAL. */
+		/*
+		 * Refuse a bad complete line in the write itself, so the writer
+		 * sees EINVAL; also a last line, newline or not, whose KEY is
+		 * bad already (`printf 'MY VAR=1' > env`: no more text mends it).
+		 */
 		char *nl = memrchr(o->data.buf, '\n', o->data.len);
-		if (nl) {
+		rc = 0;
+		if (env_key_bad(nl ? nl + 1 : o->data.buf)) {
+			rc = check_env(m, o->lease, o->data.buf);
+		} else if (nl) {
 			char save = nl[1];
 			nl[1] = '\0';
 			rc = check_env(m, o->lease, o->data.buf);
 			nl[1] = save;
-			if (rc) {
-				o->refused = true;
-				return rc;
-			}
+		}
+		if (rc) {
+			o->refused = true;
+			return rc;
 		}
 		return (ssize_t)size;
 	}

@@ -83,6 +83,9 @@ story_output_env() {
 	eq "env with a value that is not UTF-8: EINVAL" "$(errno_of "$(write_close "$L/env" 'A=\377x\n')")" EINVAL
 	ok "... error names the key and why" grep -q "A: the value is not UTF-8" "$L/error"
 	ok "... env keeps what it had" sh -c "! grep -q '^A=' '$L/env'"
+	eq "printf 'MY VAR=1' > env (no newline): bash sees the EINVAL" \
+		"$(bash -c "printf 'MY VAR=1' > '$L/env'" 2>/dev/null; echo $?)" 1
+	ok "... env keeps what it had" sh -c "! grep -q 'MY VAR' '$L/env'"
 	printf 'B=caf\303\251\n' >"$L/env"
 	eq "UTF-8 env is kept" "$(lease_run 'echo $B')" "café"
 	ok "... and saved in the lease table" grep -q '"env": "B=caf' "$STATE/leases.json"
