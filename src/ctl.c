@@ -2,8 +2,8 @@
 #include "ctl.h"
 
 #include <ctype.h>
-#include <stdbool.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 struct ctl_entry {
@@ -24,6 +24,7 @@ static const struct ctl_entry ctl_table[] = {
     {"restart", SBX_CTL_RESTART, SBX_CTL_FILE_STATE, 0, 1,
      "restart [python|javascript|typescript]"},
     {"kill", SBX_CTL_KILL, SBX_CTL_FILE_RUN, 0, 0, "kill"},
+    /* tty/N/ctl's words, for sbx_ctl_partial only: tty.c parses them (keep both alike). */
     {"size", SBX_CTL_TTY, SBX_CTL_FILE_TTY, 2, 2, "size COLS ROWS"},
     {"term", SBX_CTL_TTY, SBX_CTL_FILE_TTY, 1, 1, "term NAME"},
     {"cwd", SBX_CTL_TTY, SBX_CTL_FILE_TTY, 1, 1, "cwd PATH"},

@@ -768,8 +768,7 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 			rc = partial_line(o, SBX_CTL_FILE_RUN, run_ctl_line, &lc);
 		return rc ? rc : (ssize_t)size;
 	case SBX_N_CTL:
-		/* A JSON request is handled once whole (root_json_written); plain lines as they
-		 * come. */
+		/* JSON once whole (root_json_written); plain lines as they come. */
 		if (o->data.buf[0] == '{') {
 			rc = root_json_written(m, o);
 			return rc ? rc : (ssize_t)size;

@@ -331,6 +331,11 @@ ssize_t sbx_tty_read(struct sbx_open *o, char *buf, size_t size, off_t off)
 
 /* ---- ctl ----------------------------------------------------------------- */
 
+/*
+ * One command of tty/N/ctl. Its words are also in ctl.c's table
+ * (SBX_CTL_FILE_TTY), which decides a line written without its newline:
+ * a word added here must be added there.
+ */
 static int ctl_line(struct sbx_tty *t, char *line)
 {
 	struct sbx_lease *l = t->lease;

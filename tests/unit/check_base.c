@@ -312,6 +312,7 @@ START_TEST(ctl_partial_lines)
 	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_TTY, "closed"), SBX_CTL_BAD);
 	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_TTY, "size 80"), SBX_CTL_MORE);
 	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_TTY, "cwd /my dir"), SBX_CTL_MORE);
+	ck_assert_int_eq(sbx_ctl_partial(SBX_CTL_FILE_TTY, "term xterm"), SBX_CTL_MORE);
 }
 END_TEST
 
