@@ -499,6 +499,8 @@ struct sbx_provider {
  * with an error in the log.
  */
 const struct sbx_provider *sbx_provider_find(const char *name);
+/* sbx_provider_find, or NULL and EINVAL "unknown provider "X" (known: ...)" in err. */
+const struct sbx_provider *sbx_provider_lookup(const char *name, struct sbx_error *err);
 /* NULL-terminated list of every registered provider. */
 const struct sbx_provider *const *sbx_provider_all(void);
 /*

@@ -123,6 +123,21 @@ const struct sbx_provider *sbx_provider_find(const char *name)
 	return found;
 }
 
+const struct sbx_provider *sbx_provider_lookup(const char *name, struct sbx_error *err)
+{
+	const struct sbx_provider *p = sbx_provider_find(name);
+	char known[256] = "";
+	size_t n = 0;
+	if (p)
+		return p;
+	for (const struct sbx_provider *const *q = sbx_provider_all(); *q; q++)
+		n += (size_t)snprintf(known + n, n < sizeof(known) ? sizeof(known) - n : 0, "%s%s",
+				      n ? ", " : "", (*q)->name);
+	sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED, "unknown provider \"%s\" (known: %s)",
+		      name, known);
+	return NULL;
+}
+
 const struct sbx_provider *const *sbx_provider_all(void)
 {
 	pthread_once(&builtins_once, add_builtins);

@@ -395,11 +395,8 @@ void lease_setup_cache(struct sbx_lease *l)
 
 int resolve_provider(struct sbx_lease *l, struct sbx_error *err)
 {
-	l->prov = sbx_provider_find(l->spec.provider);
-	if (!l->prov)
-		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED, "unknown provider \"%s\"",
-				     l->spec.provider);
-	return 0;
+	l->prov = sbx_provider_lookup(l->spec.provider, err);
+	return l->prov ? 0 : -EINVAL;
 }
 
 /*

@@ -304,6 +304,16 @@ int main(int argc, char *argv[])
 		sbx_config_free(&probe);
 		goto out_args;
 	}
+	/* A profile on a provider this build lacks (a typo): said now, not at its first mkdir. */
+	for (size_t i = 0; i < probe.n_profiles; i++) {
+		const struct sbx_profile *pf = &probe.profiles[i];
+		if (pf->spec.provider && !sbx_provider_lookup(pf->spec.provider, &err)) {
+			fprintf(stderr, "sbxfs: config %s: profile \"%s\": %s\n", opts.config,
+				pf->name, err.msg);
+			sbx_config_free(&probe);
+			goto out_args;
+		}
+	}
 	sbx_config_free(&probe);
 	/*
 	 * One daemon per state dir, and a lease table that can be read: both

@@ -66,4 +66,12 @@ eq "attach to an unknown sandbox" "$(errno_of_write "$MNT/ctl" "attach z lcl-doe
 eq "truncate of exec (the shell's >) is fine" "$(errno_of "open('$L/exec','w').close()")" "OK"
 echo 'echo fine' >"$L/exec"
 eq "the mount still works" "$(cat "$L/exec")" "fine"
+# A profile on a provider this build lacks was said only at its first mkdir.
+printf '{"profiles": {"p": {"provider": "nope"}}}\n' >"$WORK/badprov.json"
+mkdir -p "$WORK/m2"
+out=$(timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,config=$WORK/badprov.json" "$WORK/m2" 2>&1)
+rc=$?
+mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
+eq "a profile naming an unknown provider: the mount is refused" "$rc" 1
+eq "... saying which" "$(echo "$out" | grep -c 'profile "p": unknown provider "nope" (known: local')" 1
 finish
