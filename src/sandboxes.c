@@ -78,8 +78,8 @@ int sbx_sandboxes_print(const char *config_path, const char *state_dir, const ch
 		fprintf(errs, "sbxfs: %s\n", err.msg);
 		return rc;
 	}
-	if (provider && !sbx_provider_find(provider)) {
-		fprintf(errs, "sbxfs: no provider \"%s\"\n", provider);
+	if (provider && !sbx_provider_lookup(provider, &err)) {
+		fprintf(errs, "sbxfs: %s\n", err.msg);
 		rc = rc_bad = -EINVAL;
 	}
 	/* Every provider gets its turn: one failing is reported, not a reason to stop. */

@@ -60,7 +60,7 @@ ok "... and still lists the e2b lease after it" listed e2b "$WEB" running web '[
 ok "... and the local ones before it" listed local "$ONE" running one host
 sbx_list --list=nosuch
 eq "an unknown provider: exit 1" "$RC" 1
-ok "... says so" grep -q 'no provider "nosuch"' "$WORK/err"
+ok "... says so, and which there are" grep -q 'unknown provider "nosuch" (known: local, ' "$WORK/err"
 
 ok "rmdir one ends it" rmdir "$MNT/one"
 sbx_list --list=local
