@@ -130,9 +130,9 @@ const struct sbx_provider *sbx_provider_lookup(const char *name, struct sbx_erro
 	size_t n = 0;
 	if (p)
 		return p;
-	for (const struct sbx_provider *const *q = sbx_provider_all(); *q; q++)
-		n += (size_t)snprintf(known + n, n < sizeof(known) ? sizeof(known) - n : 0, "%s%s",
-				      n ? ", " : "", (*q)->name);
+	for (const struct sbx_provider *const *q = sbx_provider_all(); *q && n < sizeof(known); q++)
+		n += (size_t)snprintf(known + n, sizeof(known) - n, "%s%s", n ? ", " : "",
+				      (*q)->name);
 	sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED, "unknown provider \"%s\" (known: %s)",
 		      name, known);
 	return NULL;
