@@ -161,6 +161,13 @@ static int new_name_refused(const char *path)
 	return rc;
 }
 
+/* resolve() for an operation that makes path: beside the control files, EACCES with a reason. */
+static int resolve_new(const char *path, struct sbx_node *n, struct sbx_lease **l)
+{
+	int rc = resolve(path, n, l);
+	return rc == -ENOENT && new_name_refused(path) ? -EACCES : rc;
+}
+
 /*
  * An open directory: its path (nullpath_ok: readdir may get none) and, from
  * the first readdir on, its whole listing. Entries are handed to libfuse
@@ -494,9 +501,7 @@ static int op_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
 	struct sbx_node n;
 	struct sbx_lease *l;
-	int rc = resolve(path, &n, &l);
-	if (rc == -ENOENT && new_name_refused(path))
-		return -EACCES;
+	int rc = resolve_new(path, &n, &l);
 	if (rc)
 		return rc;
 	if (n.kind != SBX_N_FS) {
@@ -663,10 +668,10 @@ static int op_rmdir(const char *path)
 	return rc;
 }
 
-/* The fs/ operations on one path: classify, refuse outside fs/, call. */
-#define FS_ONLY(path, n, l, rc)                                                                    \
+/* The fs/ operations on one path: classify (by resolver), refuse outside fs/, call. */
+#define FS_ONLY_BY(resolver, path, n, l, rc)                                                       \
 	do {                                                                                       \
-		rc = resolve(path, &n, &l);                                                        \
+		rc = resolver(path, &n, &l);                                                       \
 		if (rc)                                                                            \
 			return rc;                                                                 \
 		if (n.kind != SBX_N_FS || !strcmp(n.sub, "/") || sbx_fs_is_pseudo(n.sub)) {        \
@@ -674,11 +679,12 @@ static int op_rmdir(const char *path)
 			return n.kind == SBX_N_NONE ? -ENOENT : -EPERM;                            \
 		}                                                                                  \
 	} while (0)
+#define FS_ONLY(path, n, l, rc) FS_ONLY_BY(resolve, path, n, l, rc)
 
-/* The body of one: FS_ONLY, then the mirror call on `sub`, then the aliases' note. */
-#define FS_PATH_CALL(call)                                                                         \
+/* The body of one: FS_ONLY_BY, then the mirror call on `sub`, then the aliases' note. */
+#define FS_PATH_CALL(resolver, call)                                                               \
 	do {                                                                                       \
-		FS_ONLY(path, n, l, rc);                                                           \
+		FS_ONLY_BY(resolver, path, n, l, rc);                                              \
 		const char *sub = n.sub;                                                           \
 		rc = sbx_fs_ops_for(l)->call;                                                      \
 		if (!rc) {                                                                         \
@@ -696,10 +702,8 @@ static int op_rmdir(const char *path)
 		struct sbx_node n;                                                                 \
 		struct sbx_lease *l;                                                               \
 		struct sbx_error err = SBX_ERROR_INIT;                                             \
-		int rc = new_name_refused(path);                                                   \
-		if (rc)                                                                            \
-			return rc;                                                                 \
-		FS_PATH_CALL(call);                                                                \
+		int rc;                                                                            \
+		FS_PATH_CALL(resolve_new, call);                                                   \
 	}
 
 /* The same for operations that may come on an open file with no path (nullpath_ok). */
@@ -723,7 +727,7 @@ static int op_rmdir(const char *path)
 			return rc;                                                                 \
 		}                                                                                  \
 		path = op_path(path, o);                                                           \
-		FS_PATH_CALL(call);                                                                \
+		FS_PATH_CALL(resolve, call);                                                       \
 	}
 
 static int op_unlink(const char *path)
@@ -805,9 +809,7 @@ static int op_rename(const char *from, const char *to, unsigned int flags)
 	struct sbx_error err = SBX_ERROR_INIT;
 	int rc;
 	FS_ONLY(from, n, l, rc);
-	rc = resolve(to, &n2, &l2);
-	if (rc == -ENOENT && new_name_refused(to))
-		rc = -EACCES;
+	rc = resolve_new(to, &n2, &l2);
 	if (!rc && (n2.kind != SBX_N_FS || l2 != l || !strcmp(n2.sub, "/")))
 		rc = -EXDEV; /* across leases: mv falls back to copy + unlink */
 	if (!rc)
@@ -832,9 +834,7 @@ static int op_link(const char *from, const char *to)
 	struct sbx_error err = SBX_ERROR_INIT;
 	int rc;
 	FS_ONLY(from, n, l, rc);
-	rc = resolve(to, &n2, &l2);
-	if (rc == -ENOENT && new_name_refused(to))
-		rc = -EACCES;
+	rc = resolve_new(to, &n2, &l2);
 	if (!rc && (n2.kind != SBX_N_FS || l2 != l))
 		rc = -EXDEV;
 	if (!rc)
