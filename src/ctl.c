@@ -128,3 +128,27 @@ const char *sbx_ctl_opt(const struct sbx_ctl_cmd *cmd, int from, const char *key
 			return cmd->argv[i] + kl + 1;
 	return NULL;
 }
+
+int sbx_ctl_consume_lines(struct sbx_buf *b, int (*fn)(void *, const char *), void *ctx)
+{
+	char *nl;
+	while ((nl = memchr(b->buf, '\n', b->len))) {
+		*nl = '\0';
+		int rc = fn(ctx, b->buf);
+		sbx_buf_consume(b, (size_t)(nl - b->buf) + 1);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int sbx_ctl_partial_line(struct sbx_buf *b, enum sbx_ctl_file file, int (*fn)(void *, const char *),
+			 void *ctx)
+{
+	int rc;
+	if (!b->len || sbx_ctl_partial(file, b->buf) == SBX_CTL_MORE)
+		return 0;
+	rc = fn(ctx, b->buf);
+	sbx_buf_reset(b);
+	return rc;
+}

@@ -6,6 +6,7 @@
 #ifndef SBX_CTL_H
 #define SBX_CTL_H
 
+#include "base/buf.h"
 #include "base/err.h"
 
 #define SBX_CTL_MAXARGS 32
@@ -57,6 +58,15 @@ int sbx_ctl_parse(enum sbx_ctl_file file, const char *line, struct sbx_ctl_cmd *
  */
 enum sbx_ctl_partial { SBX_CTL_MORE, SBX_CTL_DONE, SBX_CTL_BAD };
 enum sbx_ctl_partial sbx_ctl_partial(enum sbx_ctl_file file, const char *text);
+/* Runs every complete line buffered in b through fn; keeps the rest. */
+int sbx_ctl_consume_lines(struct sbx_buf *b, int (*fn)(void *, const char *), void *ctx);
+/*
+ * The unterminated rest of b, when it cannot wait for more
+ * (sbx_ctl_partial): handled now as a line, so a bad word or a failed
+ * action fails this write rather than the close.
+ */
+int sbx_ctl_partial_line(struct sbx_buf *b, enum sbx_ctl_file file, int (*fn)(void *, const char *),
+			 void *ctx);
 /* Finds "key=VALUE" among argv[from..]; returns VALUE or NULL. */
 const char *sbx_ctl_opt(const struct sbx_ctl_cmd *cmd, int from, const char *key);
 

@@ -582,41 +582,11 @@ static int do_state_word(struct sbx_mount *m, struct sbx_lease *l, const char *l
 	}
 }
 
-/* Runs every complete line buffered in o->data through fn; keeps the rest. */
-static int consume_lines(struct sbx_open *o, int (*fn)(void *, const char *), void *ctx)
-{
-	char *nl;
-	while ((nl = memchr(o->data.buf, '\n', o->data.len))) {
-		*nl = '\0';
-		int rc = fn(ctx, o->data.buf);
-		sbx_buf_consume(&o->data, (size_t)(nl - o->data.buf) + 1);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
 struct line_ctx {
 	struct sbx_mount *m;
 	struct sbx_lease *l;
 	unsigned long n; /* runs/N/ctl */
 };
-
-/*
- * The unterminated rest of what was written, when it cannot wait for more
- * (sbx_ctl_partial): handled now as a line, so a bad word or a failed
- * action fails this write rather than the close.
- */
-static int partial_line(struct sbx_open *o, enum sbx_ctl_file file, int (*fn)(void *, const char *),
-			void *ctx)
-{
-	int rc;
-	if (!o->data.len || sbx_ctl_partial(file, o->data.buf) == SBX_CTL_MORE)
-		return 0;
-	rc = fn(ctx, o->data.buf);
-	sbx_buf_reset(&o->data);
-	return rc;
-}
 
 static int root_line(void *ctx, const char *line)
 {
@@ -763,9 +733,9 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 	o->wrote = true;
 	switch (o->kind) {
 	case SBX_N_RUN_CTL:
-		rc = consume_lines(o, run_ctl_line, &lc);
+		rc = sbx_ctl_consume_lines(&o->data, run_ctl_line, &lc);
 		if (!rc)
-			rc = partial_line(o, SBX_CTL_FILE_RUN, run_ctl_line, &lc);
+			rc = sbx_ctl_partial_line(&o->data, SBX_CTL_FILE_RUN, run_ctl_line, &lc);
 		return rc ? rc : (ssize_t)size;
 	case SBX_N_CTL:
 		/* JSON once whole (root_json_written); plain lines as they come. */
@@ -773,14 +743,14 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 			rc = root_json_written(m, o);
 			return rc ? rc : (ssize_t)size;
 		}
-		rc = consume_lines(o, root_line, &lc);
+		rc = sbx_ctl_consume_lines(&o->data, root_line, &lc);
 		if (!rc)
-			rc = partial_line(o, SBX_CTL_FILE_ROOT, root_line, &lc);
+			rc = sbx_ctl_partial_line(&o->data, SBX_CTL_FILE_ROOT, root_line, &lc);
 		return rc ? rc : (ssize_t)size;
 	case SBX_N_STATE:
-		rc = consume_lines(o, state_line, &lc);
+		rc = sbx_ctl_consume_lines(&o->data, state_line, &lc);
 		if (!rc)
-			rc = partial_line(o, SBX_CTL_FILE_STATE, state_line, &lc);
+			rc = sbx_ctl_partial_line(&o->data, SBX_CTL_FILE_STATE, state_line, &lc);
 		return rc ? rc : (ssize_t)size;
 	case SBX_N_ENV: {
 		/*

@@ -336,8 +336,9 @@ ssize_t sbx_tty_read(struct sbx_open *o, char *buf, size_t size, off_t off)
  * (SBX_CTL_FILE_TTY), which decides a line written without its newline:
  * a word added here must be added there.
  */
-static int ctl_line(struct sbx_tty *t, char *line)
+static int ctl_line(void *ctx, const char *line)
 {
+	struct sbx_tty *t = ctx;
 	struct sbx_lease *l = t->lease;
 	struct sbx_error err = SBX_ERROR_INIT;
 	char word[16] = "", arg[4096] = "", extra;
@@ -412,21 +413,14 @@ ssize_t sbx_tty_write(struct sbx_open *o, const char *buf, size_t size)
 		pthread_mutex_unlock(&t->io);
 		return rc ? rc : (ssize_t)size;
 	}
-	/* ctl: complete lines are acted on as they come. */
+	/* ctl: complete lines are acted on as they come (as state's words, ctlfiles.c). */
 	sbx_buf_add(&o->data, buf, size);
-	for (char *nl; !rc && (nl = memchr(o->data.buf, '\n', o->data.len));) {
-		*nl = '\0';
-		rc = ctl_line(t, o->data.buf);
-		sbx_buf_consume(&o->data, (size_t)(nl - o->data.buf) + 1);
-	}
+	rc = sbx_ctl_consume_lines(&o->data, ctl_line, t);
 	if (!rc && o->data.len > 4200)
 		rc = sbx_refuse(t->lease->mount, t->lease, EINVAL, "tty", "tty ctl: %s",
 				"line too long");
-	/* No newline yet: `close`, or no command begins so (as state's words, ctlfiles.c). */
-	if (!rc && o->data.len && sbx_ctl_partial(SBX_CTL_FILE_TTY, o->data.buf) != SBX_CTL_MORE) {
-		rc = ctl_line(t, o->data.buf);
-		sbx_buf_reset(&o->data);
-	}
+	if (!rc) /* no newline yet: `close`, or no command begins so */
+		rc = sbx_ctl_partial_line(&o->data, SBX_CTL_FILE_TTY, ctl_line, t);
 	if (rc)
 		sbx_buf_reset(&o->data);
 	return rc ? rc : (ssize_t)size;

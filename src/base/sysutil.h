@@ -1,7 +1,7 @@
 /*
  * sysutil — libc-only system helpers: the monotonic millisecond clock and
- * random bytes, a detached thread. They use nothing else of ours, so sbxfs-init (PID 1 of a
- * local lease, libc only) links this file too.
+ * random bytes, detached threads and a wait for them (sbx_waitgroup). They use nothing
+ * else of ours, so sbxfs-init (PID 1 of a local lease, libc only) links this file too.
  */
 #ifndef SBX_SYSUTIL_H
 #define SBX_SYSUTIL_H
