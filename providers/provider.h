@@ -58,6 +58,13 @@ enum {
 	 * modes with the caller's umask before the call.
 	 */
 	SBX_CAP_AS_CALLER = 1u << 3,
+	/*
+	 * Paths, link texts and commands travel as UTF-8 text (JSON): a name
+	 * that is not UTF-8 cannot exist there. The core answers ENOENT for
+	 * one without asking, and refuses to make one or to run such a
+	 * command (EILSEQ, with the reason). Code is UTF-8 on every provider.
+	 */
+	SBX_CAP_UTF8_TEXT = 1u << 4,
 };
 
 /* What the provider can say about a sandbox's state right now. */

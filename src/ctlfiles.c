@@ -636,7 +636,7 @@ static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 				snprintf(key, sizeof(key), "%.*s",
 					 (int)(eq - p > 100 ? 100 : eq - p), p);
 				return sbx_refuse(
-				    m, l, EINVAL, "env",
+				    m, l, EILSEQ, "env",
 				    "%s: the value is not UTF-8 text (the lease table could "
 				    "not keep it)",
 				    key);
@@ -707,6 +707,31 @@ static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const cha
 	return rc;
 }
 
+/*
+ * The last size bytes of a runner's text, added: code is UTF-8 on every
+ * provider, and a command where it travels as UTF-8 text (JSON). Text
+ * that cannot be is refused at the write, not found by the run at close.
+ */
+static int runner_text_check(struct sbx_mount *m, struct sbx_open *o, size_t size)
+{
+	bool code = o->kind != SBX_N_EXEC;
+	if (!code && !(o->lease->prov->caps & SBX_CAP_UTF8_TEXT))
+		return 0;
+	size_t from = o->data.len - size - (size_t)o->utf8_tail;
+	int tail = sbx_utf8_check(o->data.buf + from, o->data.len - from);
+	if (tail >= 0) {
+		o->utf8_tail = tail;
+		return 0;
+	}
+	o->refused = true;
+	if (code)
+		return sbx_refuse(m, o->lease, EILSEQ, "exec",
+				  "the code is not UTF-8 text: nothing was run");
+	return sbx_refuse(m, o->lease, EILSEQ, "exec",
+			  "the command is not UTF-8 text, which %s carries only: nothing was run",
+			  o->lease->prov->name);
+}
+
 void sbx_ctl_release(struct sbx_mount *m, struct sbx_open *o)
 {
 	if (o->kind == SBX_N_ENV && (o->flags & O_TRUNC) && !o->wrote && !o->refused)
@@ -730,6 +755,11 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 			return rc;
 	}
 	sbx_buf_add(&o->data, buf, size);
+	if (sbx_node_is_runner(o->kind) && (rc = runner_text_check(m, o, size))) {
+		o->data.len -= size; /* the refused text is not kept */
+		o->data.buf[o->data.len] = '\0';
+		return rc;
+	}
 	o->wrote = true;
 	switch (o->kind) {
 	case SBX_N_RUN_CTL:

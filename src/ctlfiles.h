@@ -34,6 +34,7 @@ struct sbx_open {
 	bool ran;		       /* the written text was run (runner files) */
 	bool refused;		       /* a write failed: flush must not commit (env) */
 	bool wrote;		       /* something was written (env: commit at flush) */
+	int utf8_tail;		       /* runner files: bytes of a UTF-8 sequence data ends in */
 	struct sbx_run *run;	       /* the run started by this open */
 	off_t rpos;		       /* stream position in the run's output */
 	char language[16];	       /* code.* */

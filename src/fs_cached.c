@@ -30,6 +30,7 @@
 
 #include "fs_cached.h"
 #include "base/caller.h"
+#include "base/buf.h"
 #include "base/pathutil.h"
 #include "base/xalloc.h"
 #include "inotab.h"
@@ -210,10 +211,22 @@ static int name_too_long(const char *op, const char *path, struct sbx_error *err
 	return rc;
 }
 
+bool fsc_name_unfit(const struct sbx_lease *l, const char *path)
+{
+	return (l->prov->caps & SBX_CAP_UTF8_TEXT) && !sbx_utf8_valid(path);
+}
+
 int fsc_name_check(struct sbx_lease *l, const char *op, const char *path, struct sbx_error *err)
 {
 	int rc = name_too_long(op, path, err);
-	return rc ? fsc_record(l, op, "(name too long)", rc, err) : 0;
+	if (rc)
+		return fsc_record(l, op, "(name too long)", rc, err);
+	if (!fsc_name_unfit(l, path))
+		return 0;
+	sbx_error_set(err, EILSEQ, SBX_E_EXECUTION_FAILED,
+		      "%s: not UTF-8, and %s carries names as UTF-8 text only", path,
+		      l->prov->name);
+	return fsc_record(l, op, path, -EILSEQ, err);
 }
 
 int fsc_no_such(const char *path, struct sbx_error *err)
@@ -339,10 +352,15 @@ static int c_getattr(struct sbx_lease *l, const char *path, struct sbx_fs_file *
 		s.nlink = 2;
 		goto out;
 	}
-	/* A name no file can have: answered here (no request), and said in `error`. */
-	rc = fsc_name_check(l, "lookup", path, err);
-	if (rc)
-		return rc;
+	/*
+	 * A name no file can have: answered here (no request), and said in
+	 * `error`; one the provider cannot carry does not exist there (an
+	 * answer, as ENOENT is: its create says why).
+	 */
+	if ((rc = name_too_long("lookup", path, err)))
+		return fsc_record(l, "lookup", "(name too long)", rc, err);
+	if (fsc_name_unfit(l, path))
+		return fsc_no_such(path, err);
 	switch (sbx_cache_attr_get(c, path, &s, fsc_any_age(l))) {
 	case SBX_CACHE_HIT:
 		sbx_cache_file_overlay(c, path, &s, SBX_OV_REMOTE);
@@ -806,7 +824,13 @@ static int c_symlink(struct sbx_lease *l, const char *target, const char *path,
 		     struct sbx_error *err)
 {
 	struct sbx_instance *inst;
-	int rc = begin(l, l->prov->symlink, "symlink", path, NULL, &inst, err);
+	int rc;
+	if (fsc_name_unfit(l, target))
+		return sbx_refuse(
+		    l->mount, l, EILSEQ, "symlink",
+		    "%s: the link text is not UTF-8, and %s carries it as UTF-8 text only", path,
+		    l->prov->name);
+	rc = begin(l, l->prov->symlink, "symlink", path, NULL, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->symlink(inst, target, path, err), "symlink", path, err);
 	if (!rc) {

@@ -149,12 +149,18 @@ void record_error(struct sbx_lease *l, const char *op, const struct sbx_error *e
 	char *p = sbx_lease_path(l, "error");
 	sbx_write_file_atomic(p, line, strlen(line));
 	free(p);
-	/* A message naming a path that is not UTF-8 is still journalled (\xNN for those bytes). */
-	struct sbx_buf msg = SBX_BUF_INIT;
+	/*
+	 * The op and the message may name a path that is not UTF-8 (a sandbox's
+	 * or a user's name, or one cut mid-character): journalled with \xNN for
+	 * those bytes, as jansson takes only UTF-8.
+	 */
+	struct sbx_buf what = SBX_BUF_INIT, msg = SBX_BUF_INIT;
+	sbx_buf_add_utf8_escaped(&what, op);
 	sbx_buf_add_utf8_escaped(&msg, e->msg);
 	sbx_lease_journal(l, sbx_xjson(json_pack("{s:s, s:s, s:s, s:s, s:i}", "event", "error",
-						 "op", op, "code", sbx_errcode_name(e->code),
+						 "op", what.buf, "code", sbx_errcode_name(e->code),
 						 "message", msg.buf, "errno", e->err)));
+	sbx_buf_release(&what);
 	sbx_buf_release(&msg);
 	sbx_log(SBX_LOG_WARN, "lease %s: %s: %s", l->name, op, e->msg);
 }

@@ -155,6 +155,48 @@ void sbx_buf_add_utf8_escaped(struct sbx_buf *b, const char *s)
 	}
 }
 
+bool sbx_utf8_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n;
+	while (*p)
+		if (!(n = utf8_len(p)))
+			return false;
+		else
+			p += n;
+	return true;
+}
+
+int sbx_utf8_check(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + n;
+	while (p < end) {
+		unsigned char c = *p;
+		size_t want = c < 0x80	 ? 1
+			      : c < 0xc2 ? 0
+			      : c < 0xe0 ? 2
+			      : c < 0xf0 ? 3
+			      : c < 0xf5 ? 4
+					 : 0;
+		if (!want)
+			return -1;
+		if ((size_t)(end - p) < want) {
+			/* Complete it with the smallest continuation that keeps it valid. */
+			unsigned char seq[5] = {0};
+			memcpy(seq, p, (size_t)(end - p));
+			for (size_t i = (size_t)(end - p); i < want; i++)
+				seq[i] = c == 0xe0 && i == 1   ? 0xa0
+					 : c == 0xf0 && i == 1 ? 0x90
+							       : 0x80;
+			return utf8_len(seq) ? (int)(end - p) : -1;
+		}
+		if (!utf8_len(p))
+			return -1;
+		p += want;
+	}
+	return 0;
+}
+
 void sbx_buf_add_shquoted(struct sbx_buf *b, const char *s)
 {
 	sbx_buf_addch(b, '\'');

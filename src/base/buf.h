@@ -10,6 +10,7 @@
 #define SBX_BUF_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct sbx_buf {
@@ -49,5 +50,13 @@ void sbx_buf_add_capped(struct sbx_buf *b, const char *data, size_t n, size_t ma
  * still shows which bytes were there.
  */
 void sbx_buf_add_utf8_escaped(struct sbx_buf *b, const char *s);
+/* Whether s is valid UTF-8 (RFC 3629: no overlong form, no surrogate). */
+bool sbx_utf8_valid(const char *s);
+/*
+ * s[0..n) as text that goes on: -1 when a byte cannot be part of valid
+ * UTF-8, else how many bytes at its end begin a sequence still incomplete
+ * (0-3).
+ */
+int sbx_utf8_check(const char *s, size_t n);
 
 #endif

@@ -16,6 +16,10 @@
 #   story_exec_basics NAME PROVIDER  stdout, stderr, exit codes, env, streaming
 #   story_exec_background            a background job lives on to the next run
 #   story_exec_files                 files cross between fs/ and runs at once
+#   story_names_not_utf8 PROVIDER    names and text that are not UTF-8: local
+#                                    keeps them as bytes; e2b and daytona carry
+#                                    UTF-8 only, so EILSEQ (a lookup ENOENT),
+#                                    and the daemon lives on
 
 make_src_tree() {
 	SRC=$WORK/src
@@ -387,4 +391,57 @@ story_type_change_by_run() {
 	eq "... stat of a name held open across the run" "$(stat -c %F "$d/held" 2>&1)" directory
 	exec 7<&-
 	eq "... a file made a directory, first seen by its stat" "$(stat -c %F "$d/held2" 2>&1)" directory
+}
+
+# Names and text that are not UTF-8. The daemon died of one (its journal
+# line took the path as JSON text: abort "out of memory"); on e2b and
+# daytona a new file's upload failed only after close() had returned 0.
+story_names_not_utf8() {
+	local b=$'\xff\xfe'
+	if [ "$1" = local ]; then
+		ok "a name that is not UTF-8: created" touch "$F/n$b"
+		ok "... listed" python3 -c 'import os, sys; sys.exit(b"n\xff\xfe" not in os.listdir(os.fsencode(sys.argv[1])))' "$F"
+		echo bytes >"$F/n$b"
+		eq "... read back" "$(cat "$F/n$b")" bytes
+		eq "... the sandbox has it under the same bytes" \
+			"$(lease_run "cat '$FHOME/n$b'")" bytes
+		ok "... removed" rm "$F/n$b"
+		eq "a command that is not UTF-8 runs" "$(lease_run "printf '%s' '$b' | od -An -tx1")" " ff fe"
+	else
+		eq "a name that is not UTF-8: touch is EILSEQ (JSON carries UTF-8 only)" \
+			"$(errno_of "os.close(os.open(os.fsencode('$F') + b'/n\\xff\\xfe', os.O_CREAT | os.O_WRONLY))")" EILSEQ
+		ok "... the daemon lives on" test -f "$MNT/README"
+		ok "... the reason is in error" grep -q "not UTF-8, and $1 carries names as UTF-8" "$L/error"
+		ok "... and the lease's log journals it (\\xNN for those bytes)" grep -q 'n\\\\xff\\\\xfe: not UTF-8' "$L/log"
+		ok "... nothing of it was made" test ! -e "$F/n$b"
+		eq "mkdir: EILSEQ" "$(mkdir "$F/d$b" 2>&1 | grep -o 'Invalid or incomplete multibyte')" \
+			"Invalid or incomplete multibyte"
+		eq "mkfifo: EILSEQ" "$(mkfifo "$F/p$b" 2>&1 | grep -o 'Invalid or incomplete multibyte')" \
+			"Invalid or incomplete multibyte"
+		eq "a link whose text is not UTF-8: EILSEQ" \
+			"$(ln -s "t$b" "$F/s" 2>&1 | grep -o 'Invalid or incomplete multibyte')" \
+			"Invalid or incomplete multibyte"
+		echo x >"$F/u.txt"
+		eq "mv onto such a name: EILSEQ" "$(mv "$F/u.txt" "$F/m$b" 2>&1 | grep -o 'Invalid or incomplete multibyte')" \
+			"Invalid or incomplete multibyte"
+		eq "... the file stays where it was" "$(cat "$F/u.txt")" x
+		eq "a lookup of such a name: ENOENT (none can exist there)" \
+			"$(errno_of "os.stat(os.fsencode('$F') + b'/n\\xff')")" ENOENT
+		eq "a command that is not UTF-8: EILSEQ at the write (\$? 1)" \
+			"$(bash -c "printf 'echo %s\n' '$b' > '$L/exec'" 2>&1 | grep -o 'Invalid or incomplete multibyte')" \
+			"Invalid or incomplete multibyte"
+		ok "... the reason is in error" grep -q "the command is not UTF-8 text, which $1 carries only" "$L/error"
+	fi
+	# A character cut across two writes is whole text.
+	eq "a character split between two writes runs" "$(python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.write(fd, b"echo \xc3"); os.write(fd, b"\xa9t\xc3\xa9\n")
+sys.stdout.write(os.read(fd, 100).decode()); os.close(fd)' "$L/exec")" "été"
+	eq "code that is not UTF-8: EILSEQ at the write, on every provider" \
+		"$(bash -c "printf 'print(1)#%s\n' '$b' > '$L/code.py'" 2>&1 | grep -o 'Invalid or incomplete multibyte')" \
+		"Invalid or incomplete multibyte"
+	eq "an env value that is not UTF-8: EILSEQ" \
+		"$(bash -c "printf 'K=%s\n' '$b' > '$L/env'" 2>&1 | grep -o 'Invalid or incomplete multibyte')" \
+		"Invalid or incomplete multibyte"
 }

@@ -4,7 +4,7 @@
 #   story_output_bytes PROV binary stdout and stderr (over several polls) arrive byte for byte
 #   story_output_code       a code cell writing bytes that are not UTF-8, a lone surrogate, a NUL
 #   story_output_memory MB  a run printing MB megabytes: the daemon's peak RSS under 64 MB
-#   story_output_env        env that is not UTF-8: EINVAL, the lease table still saved
+#   story_output_env        env that is not UTF-8: EILSEQ, the lease table still saved
 #   story_output_full       a full state dir: exec and mkdir fail where the caller sees it
 
 # output_mount PROVIDER: the state dir on a 256 MB tmpfs (a full disk is
@@ -35,14 +35,16 @@ story_output_bytes() {
 	printf '%s\n' 'printf "\377\376\000x"' >"$L/exec"
 	eq "every byte value survives: ff fe 00 78" "$(od -An -tx1 "$L/stdout" | tr -d ' ')" "fffe0078"
 	# The command text itself: local passes bytes; E2B's and Daytona's APIs carry
-	# it in JSON (UTF-8 only): refused with EINVAL and the reason, never sent cut.
-	printf 'echo \377 ok\n' >"$L/exec"
+	# it in JSON (UTF-8 only): refused at the write with EILSEQ and the reason
+	# (it was refused only when the run began, after the shell's write had
+	# returned), never sent cut.
 	if [ "${1:-}" = local ]; then
+		printf 'echo \377 ok\n' >"$L/exec"
 		eq "a command that is not UTF-8 runs, its bytes kept" "$(od -An -tx1 "$L/stdout" | tr -d ' ')" "ff206f6b0a"
 	else
-		eq "a command that is not UTF-8: cat exec fails with EINVAL" \
-			"$(errno_of "open('$L/exec', 'rb').read()")" EINVAL
-		ok "... the reason is in error" grep -q "not valid UTF-8" "$L/error"
+		eq "a command that is not UTF-8: the write fails with EILSEQ" \
+			"$(errno_of "$(write_close "$L/exec" 'echo \377 ok\n')")" EILSEQ
+		ok "... the reason is in error" grep -q "not UTF-8 text" "$L/error"
 	fi
 }
 
@@ -80,7 +82,7 @@ story_output_memory() { # MB
 }
 
 story_output_env() {
-	eq "env with a value that is not UTF-8: EINVAL" "$(errno_of "$(write_close "$L/env" 'A=\377x\n')")" EINVAL
+	eq "env with a value that is not UTF-8: EILSEQ" "$(errno_of "$(write_close "$L/env" 'A=\377x\n')")" EILSEQ
 	ok "... error names the key and why" grep -q "A: the value is not UTF-8" "$L/error"
 	ok "... env keeps what it had" sh -c "! grep -q '^A=' '$L/env'"
 	eq "printf 'MY VAR=1' > env (no newline): bash sees the EINVAL" \

@@ -189,4 +189,5 @@ eq "... and one the run made a file is the file" "$(stat -c %F "$F/lk/l2" 2>&1)"
 sleep 2.5 # past the attribute TTL: asked again
 eq "... still, past the attribute TTL" "$(stat -c %F "$F/lk/l1" 2>&1)" "symbolic link"
 eq "... ls -l shows it" "$(ls -l "$F/lk" | grep -c ' l1 -> t')" 1
+story_names_not_utf8 daytona
 finish

@@ -150,4 +150,5 @@ run 'rm /home/user/from-exec.txt'
 ok "a file exec removed is gone at once" test ! -e "$F/from-exec.txt"
 
 ok "the mount is still up" test -f "$MNT/README"
+story_names_not_utf8 e2b
 finish

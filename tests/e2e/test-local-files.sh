@@ -32,4 +32,5 @@ ok "mkfifo" mkfifo "$F/fifo"
 eq "fifo type" "$(stat -c %F "$F/fifo")" "fifo"
 ok "chown" chown 1000:1000 "$F/target.txt"
 eq "owner" "$(stat -c %u:%g "$F/target.txt")" "1000:1000"
+story_names_not_utf8 local
 finish

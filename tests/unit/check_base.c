@@ -88,6 +88,28 @@ START_TEST(buf_utf8_escaped)
 }
 END_TEST
 
+/* Text written in pieces: a sequence cut at a piece's end is not an error, a bad byte is. */
+START_TEST(utf8_check_pieces)
+{
+	ck_assert(sbx_utf8_valid("a\xc3\xa9\xf0\x9f\x98\x80"));
+	ck_assert(!sbx_utf8_valid("a\xff"));
+	ck_assert(!sbx_utf8_valid("\xc0\xaf")); /* overlong '/' */
+	ck_assert_int_eq(sbx_utf8_check("echo \xc3\xa9", 7), 0);
+	ck_assert_int_eq(sbx_utf8_check("echo \xc3", 6), 1);
+	ck_assert_int_eq(sbx_utf8_check("\xf0\x9f\x98", 3), 3);
+	ck_assert_int_eq(sbx_utf8_check("\xe0\xa0", 2), 2);
+	ck_assert_int_eq(sbx_utf8_check("\xe0\x80", 2), -1);	  /* can only be overlong */
+	ck_assert_int_eq(sbx_utf8_check("\xed\xa0", 2), -1);	  /* can only be a surrogate */
+	ck_assert_int_eq(sbx_utf8_check("\xf4\x90", 2), -1);	  /* above U+10FFFF */
+	ck_assert_int_eq(sbx_utf8_check("\xc3\xa9\xc3x", 4), -1); /* cut, then a letter */
+	ck_assert_int_eq(sbx_utf8_check("a\xff"
+					"b",
+					3),
+			 -1);
+	ck_assert_int_eq(sbx_utf8_check("", 0), 0);
+}
+END_TEST
+
 START_TEST(err_set_returns_negative)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
@@ -635,6 +657,7 @@ int main(void)
 	tcase_add_test(tc, buf_invariants);
 	tcase_add_test(tc, buf_shell_quote);
 	tcase_add_test(tc, buf_utf8_escaped);
+	tcase_add_test(tc, utf8_check_pieces);
 	tcase_add_test(tc, err_set_returns_negative);
 	tcase_add_test(tc, err_http_mapping);
 	tcase_add_test(tc, log_redacts_secrets);
