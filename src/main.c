@@ -251,7 +251,8 @@ int main(int argc, char *argv[])
 	if (opts.cache_timeout) {
 		char *end;
 		double t = strtod(opts.cache_timeout, &end);
-		if (*end || t < 0 || t > 3600) {
+		/* Not empty, and not NaN (which no comparison refuses). */
+		if (!*opts.cache_timeout || *end || !(t >= 0 && t <= 3600)) {
 			fprintf(stderr, "sbxfs: fs_cache_timeout must be 0..3600 seconds\n");
 			goto out_args;
 		}

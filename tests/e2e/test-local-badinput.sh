@@ -74,4 +74,11 @@ rc=$?
 mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
 eq "a profile naming an unknown provider: the mount is refused" "$rc" 1
 eq "... saying which" "$(echo "$out" | grep -c 'profile "p": unknown provider "nope" (known: local')" 1
+# fs_cache_timeout= (empty) and =nan were taken: as 0, and as NaN seconds.
+for o in fs_cache_timeout= fs_cache_timeout=nan fs_cache_timeout=-1 writeback= writeback=x; do
+	out=$(timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,$o" "$WORK/m2" 2>&1)
+	rc=$?
+	mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
+	eq "-o $o: the mount is refused, saying the range" "$rc:$(echo "$out" | grep -c 'must be 0\.\.')" 1:1
+done
 finish
