@@ -250,10 +250,10 @@ static void invalidate_path(void *ctx, const char *path)
 	fuse_invalidate_path(ctx, path);
 }
 
-/* The process whose request this thread serves is being killed. */
+/* The process whose request this thread serves is being killed, or the daemon stops. */
 static bool requester_killed(void)
 {
-	return sbx_tid_dying(fuse_get_context()->pid);
+	return sbx_run_waits_stopped() || sbx_tid_dying(fuse_get_context()->pid);
 }
 
 /* The process whose request this thread serves (the per-caller rule of runs). */

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include "kinval.h"
 #include "lease.h"
 #include "notify.h"
+#include "run.h"
 #include "sandboxes.h"
 #include "statedir.h"
 #include "writeback.h"
@@ -162,6 +164,33 @@ static char *xdg_path(const char *var, const char *fallback, const char *sub)
 	else
 		sbx_buf_addf(&b, "%s/%s/%s", home && *home ? home : "/tmp", fallback, sub);
 	return sbx_buf_detach(&b, NULL);
+}
+
+/*
+ * SIGTERM, SIGINT and SIGHUP end the FUSE loop as libfuse's own handler
+ * does, and also end the waits for runs (run.h): a writer waiting for a
+ * run holds its request, and the loop ends only when every request has.
+ */
+static struct fuse_session *stop_se;
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
+	sbx_run_stop_waits();
+	fuse_session_exit(stop_se);
+}
+
+/* Installs on_stop_signal for se, or (se NULL) gives the signals back their defaults. */
+static void stop_signals(struct fuse_session *se)
+{
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+	struct sigaction sa = {.sa_handler = se ? on_stop_signal : SIG_DFL};
+	sigemptyset(&sa.sa_mask);
+	if (se)
+		stop_se = se; /* kept after: a signal may be on its way */
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
 }
 
 int main(int argc, char *argv[])
@@ -346,6 +375,7 @@ int main(int argc, char *argv[])
 	}
 	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0)
 		goto out_close;
+	stop_signals(fuse_get_session(fuse));
 	sbx_mount_start_timer(m);
 	sbx_log(SBX_LOG_INFO, "mounted at %s (sbxfs %s, log: %s)", cmd.mountpoint, PACKAGE_VERSION,
 		log_to);
@@ -354,6 +384,12 @@ int main(int argc, char *argv[])
 	/* FUSE_USE_VERSION 31 keeps the 3.10-compatible loop signature. */
 	ret = cmd.singlethread ? fuse_loop(fuse) : fuse_loop_mt(fuse, cmd.clone_fd);
 	fuse_remove_signal_handlers(fuse_get_session(fuse));
+	stop_signals(NULL);
+	if (stop_signal)
+		sbx_log(SBX_LOG_INFO, "stopping on %s: unmounting %s", strsignal(stop_signal),
+			cmd.mountpoint);
+	else
+		sbx_log(SBX_LOG_INFO, "unmounted from %s: stopping", cmd.mountpoint);
 out_close:
 	sbx_mount_close(m);
 	sbx_kinval_wait_detached(SBX_GONE_INVAL_WAIT_MS); /* they call into fuse */

@@ -287,6 +287,8 @@ static int stopped(struct sbx_run *r, struct sbx_instance *inst, bool cancelled,
 	if (cancelled && atomic_load(&r->killed_by_ctl))
 		snprintf(why, sizeof(why), "the %s (run %lu) was stopped by `kill` on its ctl",
 			 what, r->n);
+	else if (cancelled && sbx_run_waits_stopped())
+		snprintf(why, sizeof(why), "the %s was stopped: sbxfs is stopping", what);
 	else if (cancelled)
 		snprintf(why, sizeof(why),
 			 "the %s was stopped: the process waiting for it was killed", what);
@@ -523,6 +525,17 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 #define SBX_CANCEL_WAIT_MS 5000
 
 static bool (*abandon_check)(void);
+static atomic_bool waits_stopped;
+
+void sbx_run_stop_waits(void)
+{
+	atomic_store(&waits_stopped, true);
+}
+
+bool sbx_run_waits_stopped(void)
+{
+	return atomic_load(&waits_stopped);
+}
 
 void sbx_run_set_abandon_check(bool (*fn)(void))
 {

@@ -63,6 +63,14 @@ struct sbx_run {
  * signalled.
  */
 void sbx_run_set_abandon_check(bool (*fn)(void));
+/*
+ * The daemon is stopping (SIGTERM, SIGINT, SIGHUP): every wait for a run
+ * or a terminal ends as a killed waiter's does (the run is stopped, the
+ * waiter gets EINTR), so the stop does not wait for the longest run.
+ * Async-signal-safe.
+ */
+void sbx_run_stop_waits(void);
+bool sbx_run_waits_stopped(void);
 
 /*
  * Starts a run of text on l (takes its own lease reference): creates

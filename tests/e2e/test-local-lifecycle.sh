@@ -108,4 +108,28 @@ else
 	kill $READER 2>/dev/null
 	wait $READER 2>/dev/null
 fi
+# SIGTERM (systemctl stop) while a writer waits for a long run: the daemon
+# stopped only when the run ended (libfuse ends its loop once every request
+# has been answered, and the writer's close waited for the run).
+if [ -z "$HUNG" ]; then
+	mkdir "$MNT/st"
+	(echo 'sleep 120' >"$MNT/st/exec") 2>/dev/null &
+	W=$!
+	run_started() { [ -d "$MNT/st/runs/1" ]; }
+	wait_for 10 run_started
+	sleep 0.5
+	kill -TERM "$SBXFS_PID"
+	daemon_gone() { ! kill -0 "$SBXFS_PID"; }
+	ok "SIGTERM while a writer waits for a 120 s run: the daemon stops within 10 s" wait_for 10 daemon_gone
+	ok "... the mount is gone" sh -c "! mountpoint -q '$MNT'"
+	ok "... the log says why" grep -q "stopping on Terminated: unmounting" "$WORK/sbxfs.log"
+	wait_for 10 sh -c "! kill -0 $W"
+	wait $W 2>/dev/null
+	wait "$SBXFS_PID" 2>/dev/null
+	SBXFS_PID=
+	mount_sbxfs
+	ok "... the run was stopped, and its record says so" \
+		grep -q "the command was stopped: sbxfs is stopping" "$MNT/st/runs/1/result"
+	rmdir "$MNT/st"
+fi
 finish
