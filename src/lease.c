@@ -70,21 +70,30 @@ int state_from_name(const char *n)
 	return -1;
 }
 
-bool sbx_lease_name_valid(const char *n)
+const char *sbx_lease_name_problem(const char *n)
 {
 	static const char *const reserved[] = {"README", "ctl",	     "status",
 					       "error",	 "profiles", NULL};
 	size_t len = strlen(n);
-	if (!len || len > 64 || n[0] == '.' || n[0] == '-')
-		return false;
+	if (!len)
+		return "it is empty";
+	if (len > 64)
+		return "more than 64 characters";
+	if (n[0] == '.' || n[0] == '-')
+		return "it begins with . or -";
 	for (const char *const *r = reserved; *r; r++)
 		if (!strcmp(n, *r))
-			return false;
+			return "one of the mount's own files has it";
 	for (; *n; n++)
 		if (!((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') ||
 		      (*n >= '0' && *n <= '9') || *n == '-' || *n == '_' || *n == '.'))
-			return false;
-	return true;
+			return "only letters, digits, - _ and . may be in it";
+	return NULL;
+}
+
+bool sbx_lease_name_valid(const char *n)
+{
+	return !sbx_lease_name_problem(n);
 }
 
 char *sbx_lease_path(struct sbx_lease *l, const char *file)
@@ -640,10 +649,10 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 	struct sbx_instance *inst = NULL;
 	int rc;
 
-	if (!sbx_lease_name_valid(name))
+	const char *why = sbx_lease_name_problem(name);
+	if (why)
 		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
-				     "bad lease name \"%s\" (letters, digits, - _ . ; at most 64)",
-				     name);
+				     "bad lease name \"%s\": %s", name, why);
 	p = sbx_config_profile(&m->config, profile ? profile : m->profile);
 	if (!p)
 		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED, "no profile \"%s\"",
@@ -810,8 +819,9 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 	const struct sbx_profile *p = sbx_config_profile(&m->config, m->profile);
 	int rc;
 
-	if (!sbx_lease_name_valid(name))
-		return sbx_error_set(err, EINVAL, 0, "bad lease name \"%s\"", name);
+	const char *why = sbx_lease_name_problem(name);
+	if (why)
+		return sbx_error_set(err, EINVAL, 0, "bad lease name \"%s\": %s", name, why);
 	l = lease_new(m, name);
 	if (p) {
 		sbx_spec_free(&l->spec);

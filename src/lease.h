@@ -138,6 +138,8 @@ void sbx_lease_hold(struct sbx_lease *l);
 /* Calls fn for every lease name under the table lock (fn must not block). */
 void sbx_lease_foreach(struct sbx_mount *m, void (*fn)(void *ctx, struct sbx_lease *l), void *ctx);
 bool sbx_lease_name_valid(const char *name);
+/* Why name cannot be a lease's ("bad lease name NAME: WHY"), or NULL when it can. */
+const char *sbx_lease_name_problem(const char *name);
 
 /*
  * Creates a lease NAME from profile (NULL: the mount's), overlaid with the

@@ -66,6 +66,12 @@ eq "attach to an unknown sandbox" "$(errno_of_write "$MNT/ctl" "attach z lcl-doe
 eq "truncate of exec (the shell's >) is fine" "$(errno_of "open('$L/exec','w').close()")" "OK"
 echo 'echo fine' >"$L/exec"
 eq "the mount still works" "$(cat "$L/exec")" "fine"
+# A refused lease name says which rule it breaks (it said the character rule for all).
+for case in "ctl:one of the mount's own files" ".x:it begins with . or -" "a%b:only letters, digits"; do
+	eq "new ${case%%:*}: EINVAL" "$(errno_of_write "$MNT/ctl" "new ${case%%:*}
+")" EINVAL
+	ok "... error says why: ${case#*:}" grep -qF "bad lease name \"${case%%:*}\": ${case#*:}" "$MNT/error"
+done
 # A profile on a provider this build lacks was said only at its first mkdir.
 printf '{"profiles": {"p": {"provider": "nope"}}}\n' >"$WORK/badprov.json"
 mkdir -p "$WORK/m2"
