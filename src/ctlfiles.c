@@ -599,15 +599,10 @@ static int state_line(void *ctx, const char *line)
 	return do_state_word(lc->m, lc->l, line);
 }
 
-#define ENV_KEY_CHARS "_ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
 /* The start of a line (no newline yet) cannot become KEY=VALUE any more. */
 static bool env_key_bad(const char *line)
 {
-	size_t key = strcspn(line, "=");
-	if (!*line || *line == '#')
-		return false;
-	return (*line >= '0' && *line <= '9') || strspn(line, ENV_KEY_CHARS) < key || key == 0;
+	return *line && *line != '#' && !sbx_env_name_valid(line, strcspn(line, "="));
 }
 
 static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
@@ -617,12 +612,7 @@ static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 		const char *e = strchr(p, '\n'), *end = e ? e : p + strlen(p);
 		if (end > p && *p != '#') {
 			const char *eq = memchr(p, '=', (size_t)(end - p));
-			bool ok = eq && eq > p;
-			for (const char *c = p; ok && c < eq; c++)
-				ok =
-				    (*c == '_' || (*c >= 'A' && *c <= 'Z') ||
-				     (*c >= 'a' && *c <= 'z') || (c > p && *c >= '0' && *c <= '9'));
-			if (!ok) {
+			if (!eq || !sbx_env_name_valid(p, (size_t)(eq - p))) {
 				char line[128];
 				snprintf(line, sizeof(line), "%.*s",
 					 (int)(end - p > 100 ? 100 : end - p), p);

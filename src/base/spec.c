@@ -177,6 +177,17 @@ static int apply_resources(struct sbx_spec *s, json_t *r, struct sbx_error *e)
 	return 0;
 }
 
+bool sbx_env_name_valid(const char *name, size_t n)
+{
+	if (!n || (name[0] >= '0' && name[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(name[i] == '_' || (name[i] >= 'A' && name[i] <= 'Z') ||
+		      (name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9')))
+			return false;
+	return true;
+}
+
 static int check_string_map(json_t *v, const char *key, struct sbx_error *e)
 {
 	const char *k;
@@ -189,9 +200,11 @@ static int check_string_map(json_t *v, const char *key, struct sbx_error *e)
 		if (!json_is_string(x))
 			return sbx_error_set(e, EINVAL, 0, "spec: \"%s.%s\" must be a string", key,
 					     k);
-		if (!*k || strchr(k, '='))
+		if (!sbx_env_name_valid(k, strlen(k)))
 			return sbx_error_set(e, EINVAL, 0,
-					     "spec: bad variable name \"%s\" in \"%s\"", k, key);
+					     "spec: bad variable name \"%s\" in \"%s\" (letters, "
+					     "digits and _, not a digit first)",
+					     k, key);
 	}
 	return 0;
 }

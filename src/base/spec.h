@@ -46,6 +46,12 @@ void sbx_spec_copy(struct sbx_spec *dst, const struct sbx_spec *src);
  * types and bad durations are EINVAL with the key named in e.
  */
 int sbx_spec_apply_json(struct sbx_spec *s, json_t *j, struct sbx_error *e);
+/*
+ * Whether name[0..n) is a shell variable name ([A-Za-z_][A-Za-z0-9_]*):
+ * the rule of `envs` and of the `env` file (another name reaches no
+ * shell: bash drops it from the environment it passes on).
+ */
+bool sbx_env_name_valid(const char *name, size_t n);
 /* Sets one `key=value` from a ctl line (resources.cpu=500, idleTimeout=2m, envs.FOO=bar, ...). */
 int sbx_spec_apply_kv(struct sbx_spec *s, const char *key, const char *value, struct sbx_error *e);
 /* A new JSON object describing s (caller owns the reference). */

@@ -240,6 +240,11 @@ START_TEST(spec_rejects)
 	ck_assert_int_eq(spec_error("{\"idleTimeout\":\"soon\"}", "idleTimeout"), -EINVAL);
 	ck_assert_int_eq(spec_error("{\"runTimeout\":-5}", "runTimeout"), -EINVAL);
 	ck_assert_int_eq(spec_error("{\"envs\":{\"A\":1}}", "envs.A"), -EINVAL);
+	/* A name no shell takes was kept, and bash dropped it from every run. */
+	ck_assert_int_eq(spec_error("{\"envs\":{\"A B\":\"x\"}}", "\"A B\""), -EINVAL);
+	ck_assert_int_eq(spec_error("{\"envs\":{\"1A\":\"x\"}}", "\"1A\""), -EINVAL);
+	ck_assert(sbx_env_name_valid("_a1", 3));
+	ck_assert(!sbx_env_name_valid("a-b", 3));
 	ck_assert_int_eq(spec_error("{\"workingDirectory\":\"rel\"}", "absolute"), -EINVAL);
 	ck_assert_int_eq(spec_error("{\"network\":\"wifi\"}", "network"), -EINVAL);
 	ck_assert_int_eq(spec_error("{\"packages\":[1]}", "packages[0]"), -EINVAL);
