@@ -117,6 +117,26 @@ static unsigned long last_result_number(struct sbx_lease *l)
 	return max;
 }
 
+/*
+ * A saved spec from before envs names were checked: a name no shell takes
+ * reached no run, and is dropped here rather than the whole lease (whose
+ * sandbox would then be held by nobody).
+ */
+static void drop_bad_env_names(json_t *spec, const char *lease)
+{
+	json_t *envs = json_object_get(spec, "envs"), *v;
+	const char *k;
+	void *next;
+	json_object_foreach_safe(envs, next, k, v)
+	{
+		if (sbx_env_name_valid(k, strlen(k)))
+			continue;
+		sbx_log(SBX_LOG_WARN,
+			"lease table: %s: dropping envs name \"%s\" (no shell takes it)", lease, k);
+		json_object_del(envs, k);
+	}
+}
+
 static void load_one(struct sbx_mount *m, json_t *j)
 {
 	const char *name = json_string_value(json_object_get(j, "name"));
@@ -128,6 +148,7 @@ static void load_one(struct sbx_mount *m, json_t *j)
 	if (!name || !id || !st || !sbx_lease_name_valid(name))
 		return;
 	l = lease_new(m, name);
+	drop_bad_env_names(json_object_get(j, "spec"), name);
 	if (sbx_spec_apply_json(&l->spec, json_object_get(j, "spec"), &e) ||
 	    resolve_provider(l, &e) || table_insert(m, l, &e)) {
 		sbx_log(SBX_LOG_WARN, "lease table: dropping %s: %s", name, e.msg);

@@ -118,6 +118,16 @@ rm "$STATE/leases.json"
 mkfifo "$STATE/leases.json"
 refused "a FIFO in its place"
 rm "$STATE/leases.json"
+# A table saved before envs names were checked: the bad name goes, the lease stays.
+python3 -c 'import json, sys
+t = json.load(open(sys.argv[1]))
+t["leases"][0]["spec"]["envs"] = {"A B": "x", "GOOD": "kept"}
+json.dump(t, open(sys.argv[2], "w"))' "$WORK/good.json" "$STATE/leases.json"
+mount_sbxfs
+eq "a saved spec with an envs name no shell takes: the lease is kept" "$(cat "$L/state" 2>&1)" running
+ok "... without that name, said in the log" grep -q 'dropping envs name "A B"' "$WORK/sbxfs.log"
+eq "... its other envs kept" "$(json_get "$L/spec" '["envs"]')" "{'GOOD': 'kept'}"
+unmount_sbxfs
 cp "$WORK/good.json" "$STATE/leases.json"
 mount_sbxfs
 eq "the good table back: the lease is there, running" "$(cat "$L/state" 2>&1)" running
