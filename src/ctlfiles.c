@@ -859,8 +859,12 @@ int sbx_ctl_truncate(struct sbx_mount *m, const struct sbx_node *n, struct sbx_l
 	 * With atomic O_TRUNC the shell's `>` never gets here; `: > env` empties
 	 * it at flush. env is text: `truncate -s N` cuts an open writer's text
 	 * (committed at flush), and a truncate by path to 0 empties it. The
-	 * other writable files take no length: a no-op.
+	 * other writable files take no length: 0 is a no-op, another EINVAL
+	 * (`truncate -s 5 state` returned 0 and did nothing).
 	 */
+	if (writable(n->kind) && n->kind != SBX_N_ENV && size)
+		return sbx_refuse(m, l, EINVAL, "truncate", "%s",
+				  "a control file takes what is written to it, not a length");
 	if (n->kind == SBX_N_ENV && (o ? (size_t)size > o->data.len : size != 0))
 		return sbx_refuse(m, l, EINVAL, "truncate", "%s",
 				  "env can only be cut, not extended");

@@ -115,6 +115,10 @@ os.utime(fd); os.ftruncate(fd, 0); os.close(fd)")" OK
 	eq "... env keeps its text" "$(cat "$L/env")" "A=1"
 	eq "truncate(2) of env by path to 0 empties it" "$(errno_of "os.truncate('$L/env', 0)"; cat "$L/env")" OK
 	eq "truncate -s 0 info: EACCES (read-only)" "$(errno_of "os.truncate('$L/info', 0)")" EACCES
+	# It returned 0 and did nothing.
+	eq "truncate -s 5 state: EINVAL (a control file takes no length)" \
+		"$(errno_of "os.truncate('$L/state', 5)")" EINVAL
+	ok "... error says why" grep -q "takes what is written to it, not a length" "$L/error"
 }
 
 story_output_full() {
