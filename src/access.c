@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,6 +49,21 @@ bool sbx_access_allows(uid_t uid, gid_t gid, const gid_t *groups, int ngroups)
 		if (groups[i] == share)
 			return true;
 	return false;
+}
+
+bool sbx_access_allows_uid(uid_t uid)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	gid_t groups[256];
+	int n = 256;
+	if (sbx_access_allows(uid, (gid_t)-1, NULL, 0))
+		return true;
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) || !res)
+		return false;
+	if (getgrouplist(pw.pw_name, pw.pw_gid, groups, &n) < 0)
+		n = 256; /* more than fit: the first 256 */
+	return sbx_access_allows(uid, pw.pw_gid, groups, n);
 }
 
 mode_t sbx_access_mode(mode_t mode)

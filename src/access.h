@@ -28,6 +28,8 @@ bool sbx_access_fs_shared(void);
 mode_t sbx_access_dir_mode(mode_t mode);
 /* Whether a caller (uid, gid, supplementary groups) may use the mount. */
 bool sbx_access_allows(uid_t uid, gid_t gid, const gid_t *groups, int ngroups);
+/* The same for a user known by uid only (its groups from the user database). */
+bool sbx_access_allows_uid(uid_t uid);
 /* A control node's mode as shown: owner bits, copied to the group when shared. */
 mode_t sbx_access_mode(mode_t mode);
 /* The group control nodes show: the share group, else the owner's. */

@@ -23,6 +23,7 @@
 
 #include "access.h"
 #include "base/buf.h"
+#include "base/caller.h"
 #include "base/keyfile.h"
 #include "base/log.h"
 #include "fsmirror.h"
@@ -316,6 +317,7 @@ int main(int argc, char *argv[])
 		goto out_args;
 	}
 	sbx_access_set(getuid(), share);
+	sbx_caller_set_uid_check(sbx_access_allows_uid);
 	sbx_access_share_fs(opts.share_fs);
 	/* Other users let in by the kernel are checked by it against the modes, always. */
 	for (int i = 1; i < args.argc; i++)

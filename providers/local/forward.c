@@ -32,7 +32,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/caller.h"
 #include "base/fsutil.h"
+#include "base/log.h"
 #include "base/xalloc.h"
 
 #define FWD_BUF 65536
@@ -137,6 +139,63 @@ static void *conn_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The owner of the host socket that connected to cfd, our listener on
+ * 127.0.0.1:host_port: the line of the table (/proc/thread-self/net/tcp,
+ * or tcp6 for a v4-mapped client) whose local end is the peer's address.
+ * TCP carries no credentials, and the kernel records every socket's uid
+ * there. 0, or -ENOENT when it is gone already.
+ */
+static int peer_uid(int cfd, int host_port, uid_t *uid)
+{
+	static const char *const tables[] = {"/proc/thread-self/net/tcp",
+					     "/proc/thread-self/net/tcp6"};
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+	char want4[16], want6[48], line[512], local[48], rem[48];
+	unsigned lport, rport, u;
+	if (getpeername(cfd, (struct sockaddr *)&sa, &len) < 0 || sa.sin_family != AF_INET)
+		return -ENOENT;
+	/* The kernel prints an address's 32-bit words as %08X of their memory. */
+	snprintf(want4, sizeof(want4), "%08X", (unsigned)sa.sin_addr.s_addr);
+	snprintf(want6, sizeof(want6), "0000000000000000FFFF0000%s", want4);
+	for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+		FILE *f = fopen(tables[t], "re");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			if (sscanf(line,
+				   " %*s %47[0-9A-F]:%x %47[0-9A-F]:%x %*x %*x:%*x %*x:%*x %*x %u",
+				   local, &lport, rem, &rport, &u) != 5)
+				continue;
+			if (lport == ntohs(sa.sin_port) && rport == (unsigned)host_port &&
+			    !strcmp(local, t ? want6 : want4)) {
+				fclose(f);
+				*uid = (uid_t)u;
+				return 0;
+			}
+		}
+		fclose(f);
+	}
+	return -ENOENT;
+}
+
+/* Whether the mount's rule lets the host user behind cfd in (access.h). */
+static bool peer_allowed(int cfd, const struct fwd_port *fp)
+{
+	uid_t uid;
+	if (peer_uid(cfd, fp->host_port, &uid)) {
+		sbx_log(SBX_LOG_WARN, "ports: %d: a connection whose owner is unknown, refused",
+			fp->port);
+		return false;
+	}
+	if (sbx_caller_uid_allowed(uid))
+		return true;
+	sbx_log(SBX_LOG_WARN, "ports: %d: a connection from uid %u refused: not the mount's user",
+		fp->port, (unsigned)uid);
+	return false;
+}
+
 static void *accept_main(void *arg)
 {
 	struct fwd_port *fp = arg;
@@ -156,6 +215,10 @@ static void *accept_main(void *arg)
 		int cfd = accept4(fp->lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (cfd < 0)
 			continue; /* ECONNABORTED and the like; EMFILE: the next poll retries */
+		if (!peer_allowed(cfd, fp)) {
+			close(cfd);
+			continue;
+		}
 		struct fwd_conn *c = sbx_xmalloc(sizeof(*c));
 		pthread_t t;
 		*c = (struct fwd_conn){.fwd = fp->fwd, .cfd = cfd, .port = fp->port};

@@ -11,6 +11,17 @@
 #include <string.h>
 
 static _Thread_local struct sbx_caller current;
+static bool (*uid_check)(uid_t uid);
+
+void sbx_caller_set_uid_check(bool (*fn)(uid_t uid))
+{
+	uid_check = fn;
+}
+
+bool sbx_caller_uid_allowed(uid_t uid)
+{
+	return !uid_check || uid_check(uid);
+}
 
 void sbx_caller_set(const struct sbx_caller *c)
 {

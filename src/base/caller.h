@@ -26,5 +26,12 @@ void sbx_caller_set(const struct sbx_caller *c);
 const struct sbx_caller *sbx_caller_get(void);
 /* Reads the caller's supplementary groups (at most max); count or -errno. */
 int sbx_caller_groups(const struct sbx_caller *c, gid_t *list, int max);
+/*
+ * Whether a host user may use what the mount serves outside FUSE (the
+ * local provider's forwarded ports): the rule the core sets (access.h),
+ * everyone while none is set.
+ */
+void sbx_caller_set_uid_check(bool (*fn)(uid_t uid));
+bool sbx_caller_uid_allowed(uid_t uid);
 
 #endif

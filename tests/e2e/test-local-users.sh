@@ -38,6 +38,22 @@ eq "... its env is the owner's" "$(cat "$L/env")" "TOKEN=s3cret"
 eq "... no run happened" "$(lease_run 'test -e /root/pwned && echo yes || echo no')" no
 eq "... no other lease exists" "$(ls "$MNT" | grep -c theirs)" 0
 eq "... no file in fs/" "$(test -e "$L/fs/tmp/theirs" && echo yes || echo no)" no
+# ports/PORT forwards the host's 127.0.0.1:PORT into the lease: any local
+# user could connect and reach the lease's server (a notebook, a debug
+# console: a way to drive the lease). The owner of each connection's host
+# socket is checked against the mount's rule.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+serve() { # serve LEASE-DIR: a server in the lease, its URL through ports/ in $URL
+	local p
+	p=$(free_port)
+	printf '%s\n' "nohup python3 -m http.server $p >/dev/null 2>&1 & echo started" >"$1/exec"
+	cat "$1/exec" >/dev/null
+	wait_for 20 sh -c "ls '$1/ports' | grep -qx $p" && URL=$(head -n1 "$1/ports/$p") && PORT=$p
+}
+serve "$L"
+ok "the owner reaches the lease's server through ports/" wait_for 10 curl -fsS -o /dev/null "$URL"
+eq "another user's connection to it is refused" "$(as_u curl -sS -o /dev/null -w '%{http_code}' "$URL" 2>/dev/null)" 000
+ok "... the log says who" grep -q "ports: $PORT: a connection from uid $(id -u "$U") refused" "$WORK/sbxfs.log"
 end_leases
 unmount_sbxfs
 
@@ -48,6 +64,10 @@ mkdir "$L"
 eq "shared: the group gets the owner's bits" "$(stat -c '%a %G' "$L" "$L/exec" | tr '\n' ' ')" "770 ${U}g 660 ${U}g "
 eq "shared: a member runs a command" "$(as_u_shared sh -c "echo 'echo from-member' > '$L/exec' && cat '$L/stdout'")" from-member
 eq "shared: a user outside the group still cannot" "$(u_errno "cat '$L/env'")" EACCES
+usermod -a -G "${U}g" "$U"
+serve "$L"
+eq "shared: a member (by the user database) reaches the lease's server" \
+	"$(as_u curl -sS -o /dev/null -w '%{http_code}' "$URL" 2>/dev/null)" 200
 end_leases
 unmount_sbxfs
 
