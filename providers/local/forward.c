@@ -144,7 +144,10 @@ static void *conn_main(void *arg)
  * 127.0.0.1:host_port: the line of the table (/proc/thread-self/net/tcp,
  * or tcp6 for a v4-mapped client) whose local end is the peer's address.
  * TCP carries no credentials, and the kernel records every socket's uid
- * there. 0, or -ENOENT when it is gone already.
+ * there, but for TIME_WAIT: such a line, of an earlier connection on the
+ * same ports (loopback reuses them at once), shows uid 0 and is passed
+ * over. A client that half-closed already (FIN_WAIT) still counts. 0, or
+ * -ENOENT when it is gone.
  */
 static int peer_uid(int cfd, int host_port, uid_t *uid)
 {
@@ -153,7 +156,7 @@ static int peer_uid(int cfd, int host_port, uid_t *uid)
 	struct sockaddr_in sa;
 	socklen_t len = sizeof(sa);
 	char want4[16], want6[48], line[512], local[48], rem[48];
-	unsigned lport, rport, u;
+	unsigned lport, rport, st, u;
 	if (getpeername(cfd, (struct sockaddr *)&sa, &len) < 0 || sa.sin_family != AF_INET)
 		return -ENOENT;
 	/* The kernel prints an address's 32-bit words as %08X of their memory. */
@@ -165,11 +168,11 @@ static int peer_uid(int cfd, int host_port, uid_t *uid)
 			continue;
 		while (fgets(line, sizeof(line), f)) {
 			if (sscanf(line,
-				   " %*s %47[0-9A-F]:%x %47[0-9A-F]:%x %*x %*x:%*x %*x:%*x %*x %u",
-				   local, &lport, rem, &rport, &u) != 5)
+				   " %*s %47[0-9A-F]:%x %47[0-9A-F]:%x %x %*x:%*x %*x:%*x %*x %u",
+				   local, &lport, rem, &rport, &st, &u) != 6)
 				continue;
-			if (lport == ntohs(sa.sin_port) && rport == (unsigned)host_port &&
-			    !strcmp(local, t ? want6 : want4)) {
+			if (st != 6 /* TCP_TIME_WAIT */ && lport == ntohs(sa.sin_port) &&
+			    rport == (unsigned)host_port && !strcmp(local, t ? want6 : want4)) {
 				fclose(f);
 				*uid = (uid_t)u;
 				return 0;
