@@ -914,6 +914,18 @@ static int gone_error_locked(struct sbx_lease *l, struct sbx_error *err)
 	}
 }
 
+int sbx_lease_ended(struct sbx_lease *l, struct sbx_error *err)
+{
+	struct sbx_error we = SBX_ERROR_INIT;
+	int rc = 0;
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
+	if (!wait_transition_locked(l, &we) &&
+	    (l->state == SBX_LS_KILLED || l->state == SBX_LS_RECLAIMED))
+		rc = gone_error_locked(l, err);
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+	return rc;
+}
+
 /*
  * Runs one provider lifecycle call as a transition: from state `via` to
  * `to` (or back to `from` on failure). Called and returns with l->lock held.

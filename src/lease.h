@@ -162,6 +162,12 @@ int sbx_lease_remove(struct sbx_mount *m, const char *name, struct sbx_error *er
  * gone. On success *inst is usable until sbx_lease_unuse().
  */
 int sbx_lease_use(struct sbx_lease *l, struct sbx_instance **inst, struct sbx_error *err);
+/*
+ * After a call on the sandbox failed: -ENOENT (err filled) when the lease
+ * was killed or reclaimed meanwhile (a kill under way is waited for), so
+ * the failure is said as that rather than as the provider's symptom; else 0.
+ */
+int sbx_lease_ended(struct sbx_lease *l, struct sbx_error *err);
 void sbx_lease_unuse(struct sbx_lease *l);
 /*
  * The instance if the lease is in a state where it exists (running or

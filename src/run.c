@@ -413,6 +413,11 @@ static void *run_main(void *arg)
 		sbx_lease_unuse(l);
 	}
 	free(envs);
+	/* The lease killed under the run ("init hung up" was all it said). */
+	struct sbx_error gone = SBX_ERROR_INIT;
+	if (rc && rc != -ENOENT && !atomic_load(&r->cancel) && sbx_lease_ended(l, &gone))
+		rc = sbx_error_set(&err, ENOENT, SBX_E_NOT_FOUND, "%s while the %s ran", gone.msg,
+				   r->kind == SBX_RUN_SHELL ? "command" : "cell");
 	sbx_fs_invalidate(l);
 	/* Every run leaves a result, also one that could not complete. */
 	int frc = finish(r, result, printed, rc, &err, (long)(sbx_now_ms() - t0));

@@ -108,6 +108,20 @@ else
 	kill $READER 2>/dev/null
 	wait $READER 2>/dev/null
 fi
+# kill while a run goes on: the writer's close said EIO "init hung up".
+if [ -z "$HUNG" ]; then
+	mkdir "$MNT/kr"
+	errno_of "fd = os.open('$MNT/kr/exec', os.O_WRONLY); os.write(fd, b'sleep 5\n'); os.close(fd)" >"$WORK/kr.out" &
+	KW=$!
+	wait_for 10 test -d "$MNT/kr/runs/1"
+	sleep 0.3
+	echo kill >"$MNT/kr/state"
+	wait $KW
+	eq "kill of a lease while its run goes on: the writer's close is ENOENT" "$(cat "$WORK/kr.out")" ENOENT
+	ok "... the run's result says the lease was killed" grep -q "lease kr was killed while the command ran" "$MNT/kr/runs/1/result"
+	rmdir "$MNT/kr"
+fi
+
 # SIGTERM (systemctl stop) while a writer waits for a long run: the daemon
 # stopped only when the run ended (libfuse ends its loop once every request
 # has been answered, and the writer's close waited for the run).
