@@ -341,6 +341,7 @@ static void *run_main(void *arg)
 	char **envs = env_lines(l);
 	long timeout_ms = l->spec.run_timeout_s * 1000;
 	int rc = sbx_lease_use(l, &inst, &err);
+	bool used = !rc;
 	if (r->kind == SBX_RUN_SHELL) {
 		result = json_object();
 		json_object_set_new(result, "type", json_string("command"));
@@ -413,9 +414,9 @@ static void *run_main(void *arg)
 		sbx_lease_unuse(l);
 	}
 	free(envs);
-	/* The lease killed under the run ("init hung up" was all it said). */
+	/* The lease killed under the run ("init hung up", "is gone" was all it said). */
 	struct sbx_error gone = SBX_ERROR_INIT;
-	if (rc && rc != -ENOENT && !atomic_load(&r->cancel) && sbx_lease_ended(l, &gone))
+	if (rc && used && !atomic_load(&r->cancel) && sbx_lease_ended(l, &gone))
 		rc = sbx_error_set(&err, ENOENT, SBX_E_NOT_FOUND, "%s while the %s ran", gone.msg,
 				   r->kind == SBX_RUN_SHELL ? "command" : "cell");
 	sbx_fs_invalidate(l);
