@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "base/fsutil.h"
 #include "ctlfiles.h"
 #include "run.h"
@@ -369,6 +370,11 @@ static int ctl_line(void *ctx, const char *line)
 			return sbx_refuse(l->mount, l, EINVAL, "tty", "tty ctl: %s",
 					  is_term ? "term wants one NAME"
 						  : "cwd wants an absolute PATH");
+		/* Refused here, not at the data file's open, where the start failed. */
+		if ((l->prov->caps & SBX_CAP_UTF8_TEXT) && !sbx_utf8_valid(arg))
+			return sbx_refuse(l->mount, l, EILSEQ, "tty",
+					  "tty ctl: %s is not UTF-8, which %s carries only",
+					  is_term ? "term" : "cwd", l->prov->name);
 		pthread_mutex_lock(&t->lock);
 		if (t->started || t->ended)
 			rc = sbx_refuse(l->mount, l, EBUSY, "tty",

@@ -71,6 +71,12 @@ story_tty_files() {
 	ok "error says what size wants" grep -q "size wants COLS ROWS" "$L/error"
 	eq "ctl: size 0 0 is EINVAL" "$(errno_of_write "$L/tty/$n/ctl" "size 0 0")" EINVAL
 	eq "ctl: a relative cwd is EINVAL" "$(errno_of_write "$L/tty/$n/ctl" "cwd tmp")" EINVAL
+	# e2b carries cwd as JSON text: such a cwd failed only at the data file's open.
+	if [ "$(json_get "$L/info" '["provider"]')" != local ]; then
+		eq "ctl: a cwd that is not UTF-8 is EILSEQ at the write" \
+			"$(bash -c "printf 'cwd /tmp/\377\n' > '$L/tty/$n/ctl'" 2>&1 | grep -o 'Invalid or incomplete multibyte')" \
+			"Invalid or incomplete multibyte"
+	fi
 	eq "ctl is write-only" "$(errno_of "open('$L/tty/$n/ctl').read()")" EACCES
 	eq "status is read-only" "$(errno_of "open('$L/tty/$n/status','w')")" EACCES
 	eq "clone is read-only" "$(errno_of "open('$L/tty/clone','w')")" EACCES
