@@ -36,6 +36,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/spec.h"
 
@@ -499,6 +500,12 @@ struct sbx_provider {
 	 */
 	int (*list_ports)(struct sbx_instance *inst, int *ports, size_t max, struct sbx_error *err);
 };
+
+/* Whether p can carry text s (a path, a link text, a terminal's cwd): SBX_CAP_UTF8_TEXT. */
+static inline bool sbx_provider_carries(const struct sbx_provider *p, const char *s)
+{
+	return !(p->caps & SBX_CAP_UTF8_TEXT) || sbx_utf8_valid(s);
+}
 
 /*
  * The registry (providers/registry.c). Only providers that pass

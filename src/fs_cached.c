@@ -211,17 +211,12 @@ static int name_too_long(const char *op, const char *path, struct sbx_error *err
 	return rc;
 }
 
-bool fsc_name_unfit(const struct sbx_lease *l, const char *path)
-{
-	return (l->prov->caps & SBX_CAP_UTF8_TEXT) && !sbx_utf8_valid(path);
-}
-
 int fsc_name_check(struct sbx_lease *l, const char *op, const char *path, struct sbx_error *err)
 {
 	int rc = name_too_long(op, path, err);
 	if (rc)
 		return fsc_record(l, op, "(name too long)", rc, err);
-	if (!fsc_name_unfit(l, path))
+	if (sbx_provider_carries(l->prov, path))
 		return 0;
 	sbx_error_set(err, EILSEQ, SBX_E_EXECUTION_FAILED,
 		      "%s: not UTF-8, and %s carries names as UTF-8 text only", path,
@@ -359,7 +354,7 @@ static int c_getattr(struct sbx_lease *l, const char *path, struct sbx_fs_file *
 	 */
 	if ((rc = name_too_long("lookup", path, err)))
 		return fsc_record(l, "lookup", "(name too long)", rc, err);
-	if (fsc_name_unfit(l, path))
+	if (!sbx_provider_carries(l->prov, path))
 		return fsc_no_such(path, err);
 	switch (sbx_cache_attr_get(c, path, &s, fsc_any_age(l))) {
 	case SBX_CACHE_HIT:
@@ -825,7 +820,7 @@ static int c_symlink(struct sbx_lease *l, const char *target, const char *path,
 {
 	struct sbx_instance *inst;
 	int rc;
-	if (fsc_name_unfit(l, target))
+	if (!sbx_provider_carries(l->prov, target))
 		return sbx_refuse(
 		    l->mount, l, EILSEQ, "symlink",
 		    "%s: the link text is not UTF-8, and %s carries it as UTF-8 text only", path,

@@ -44,12 +44,10 @@ bool fsc_is_pseudo_root(const char *path);
 /* -EACCES for paths under /proc, /sys, /dev; else 0. */
 int fsc_pseudo_refuse(const char *path, struct sbx_error *err);
 int fsc_no_such(const char *path, struct sbx_error *err);
-/* A path l's provider cannot carry: not UTF-8 where it travels as JSON (SBX_CAP_UTF8_TEXT). */
-bool fsc_name_unfit(const struct sbx_lease *l, const char *path);
 /*
  * ENAMETOOLONG (recorded) for a component over NAME_MAX or a path over
  * PATH_MAX; then EILSEQ (recorded) for a path the provider cannot carry
- * (fsc_name_unfit).
+ * (sbx_provider_carries).
  */
 int fsc_name_check(struct sbx_lease *l, const char *op, const char *path, struct sbx_error *err);
 /* Remote attributes of path from the cache or one stat; -ENOENT if none. */

@@ -371,7 +371,7 @@ static int ctl_line(void *ctx, const char *line)
 					  is_term ? "term wants one NAME"
 						  : "cwd wants an absolute PATH");
 		/* Refused here, not at the data file's open, where the start failed. */
-		if ((l->prov->caps & SBX_CAP_UTF8_TEXT) && !sbx_utf8_valid(arg))
+		if (!sbx_provider_carries(l->prov, arg))
 			return sbx_refuse(l->mount, l, EILSEQ, "tty",
 					  "tty ctl: %s is not UTF-8, which %s carries only",
 					  is_term ? "term" : "cwd", l->prov->name);
