@@ -388,12 +388,21 @@ struct fd_sink {
 	int fd;
 	off_t off;
 	int failed; /* the cache file's errno, when writing it failed */
+	unsigned long long avail_mib, reserve_mib; /* failed at the disk's reserve */
 };
 
-/* Download sink: appends to the cache file (nothing held in memory). */
+/*
+ * Download sink: appends to the cache file (nothing held in memory). The
+ * sandbox decides a file's size (`truncate -s 1T` costs it nothing), so a
+ * download stops at the state dir's disk reserve rather than fill the host's
+ * disk: the reads past what it holds fail with ENOSPC, the reason in `error`.
+ */
 static int sink_to_fd(void *ctx, const char *data, size_t len)
 {
 	struct fd_sink *s = ctx;
+	if (sbx_disk_reserve_check(s->fd, (unsigned long long)s->off, len, &s->avail_mib,
+				   &s->reserve_mib))
+		return -(s->failed = ENOSPC);
 	while (len) {
 		ssize_t w = pwrite(s->fd, data, len, s->off);
 		if (w < 0 && errno == EINTR)
@@ -438,7 +447,7 @@ static int sink_streamed(void *ctx, const char *data, size_t len)
 static int download_from(struct sbx_lease *l, struct sbx_instance *inst, const char *path, int fd,
 			 struct sbx_cfile *cf, off_t *got, bool *dropped, struct sbx_error *err)
 {
-	struct stream_sink sink = {{fd, 0, 0}, l->cache, cf, false};
+	struct stream_sink sink = {{fd, 0, 0, 0, 0}, l->cache, cf, false};
 	int rc;
 	if (ftruncate(fd, 0)) {
 		rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", path,
@@ -447,7 +456,14 @@ static int download_from(struct sbx_lease *l, struct sbx_instance *inst, const c
 		rc = cf ? l->prov->read(inst, path, 0, -1, sink_streamed, &sink, err)
 			: l->prov->read(inst, path, 0, -1, sink_to_fd, &sink.fd, err);
 		rc = rc > 0 ? 0 : rc;
-		if (rc && sink.fd.failed) /* the cause, not the transfer's "stopped" */
+		if (rc && sink.fd.reserve_mib)
+			rc = sbx_error_set(
+			    err, ENOSPC, SBX_E_INTERNAL,
+			    "download of %s stopped after %lld bytes: the state dir's "
+			    "disk is down to %llu MiB free, and the content cache "
+			    "leaves %llu MiB (5 %% of it, at most 1 GiB)",
+			    path, (long long)sink.fd.off, sink.fd.avail_mib, sink.fd.reserve_mib);
+		else if (rc && sink.fd.failed) /* the cause, not the transfer's "stopped" */
 			rc = sbx_error_set(err, sink.fd.failed, SBX_E_INTERNAL,
 					   "cache file of %s: %s (after %lld bytes)", path,
 					   strerror(sink.fd.failed), (long long)sink.fd.off);

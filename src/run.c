@@ -40,8 +40,9 @@ const char *sbx_run_language(const char *ext)
 
 /*
  * The provider's stream goes straight to runs/N/stdout or stderr: the
- * daemon keeps no output in memory. A failure to keep it is remembered
- * (the first one) and ends the run's wait with that errno.
+ * daemon keeps no output in memory. Output the state dir cannot keep (a
+ * write error, or past sbx_runs_room's bounds) is remembered (the first
+ * failure) and stops the run as a cancel does; its errno is the run's.
  */
 static int sink_output(void *ctx, enum sbx_stream s, const char *data, size_t len)
 {
@@ -49,15 +50,22 @@ static int sink_output(void *ctx, enum sbx_stream s, const char *data, size_t le
 	int fd = s == SBX_STDERR ? r->err_fd : r->out_fd;
 	size_t done = 0;
 	pthread_mutex_lock(&r->lock);
+	if (!r->save_rc)
+		r->save_rc = sbx_runs_room(fd, (unsigned long long)r->out_len + r->err_len, len,
+					   r->save_why, sizeof(r->save_why));
 	while (!r->save_rc && done < len) {
 		ssize_t n = write(fd, data + done, len - done);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
 			r->save_rc = n < 0 ? -errno : -EIO;
-		else
+			snprintf(r->save_why, sizeof(r->save_why), "%s", strerror(-r->save_rc));
+		} else {
 			done += (size_t)n;
+		}
 	}
+	if (r->save_rc)
+		atomic_store(&r->cancel, 1);
 	if (s == SBX_STDERR)
 		r->err_len += done;
 	else
@@ -283,8 +291,17 @@ static int stopped(struct sbx_run *r, struct sbx_instance *inst, bool cancelled,
 	int e = cancelled ? EINTR : ETIMEDOUT;
 	enum sbx_errcode code = cancelled ? SBX_E_EXECUTION_FAILED : SBX_E_TIMEOUT;
 	const char *what = r->kind == SBX_RUN_SHELL ? "command" : "cell";
-	char why[128];
-	if (cancelled && atomic_load(&r->killed_by_ctl))
+	char why[320];
+	pthread_mutex_lock(&r->lock);
+	int save_rc = r->save_rc;
+	if (save_rc)
+		snprintf(why, sizeof(why), "could not keep the output of run %lu: %s", r->n,
+			 r->save_why);
+	pthread_mutex_unlock(&r->lock);
+	if (cancelled && save_rc) {
+		e = -save_rc;
+		code = SBX_E_INTERNAL;
+	} else if (cancelled && atomic_load(&r->killed_by_ctl))
 		snprintf(why, sizeof(why), "the %s (run %lu) was stopped by `kill` on its ctl",
 			 what, r->n);
 	else if (cancelled && sbx_run_waits_stopped())
@@ -429,9 +446,9 @@ static void *run_main(void *arg)
 				   "could not keep the output of run %lu in %s: %s", r->n, dir,
 				   strerror(-frc));
 		free(dir);
-		/* The lease's error file is on that same disk: the root's is memory. */
-		sbx_mount_error(l->mount, "exec", &err);
 	}
+	if (frc) /* The lease's error file is on that same disk: the root's is memory. */
+		sbx_mount_error(l->mount, "exec", &err);
 	if (rc)
 		sbx_lease_error(l, r->kind == SBX_RUN_SHELL ? "exec" : "code", &err);
 	pthread_mutex_lock(&r->lock);

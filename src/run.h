@@ -49,6 +49,7 @@ struct sbx_run {
 	int out_fd, err_fd;	 /* the runs/N/stdout and stderr files, while it runs */
 	size_t out_len, err_len; /* (lock) bytes in those files */
 	int save_rc;		 /* (lock) first -errno of keeping the output, 0 */
+	char save_why[192];	 /* (lock) its reason */
 	bool done;		 /* (lock) */
 	int rc;			 /* (lock) 0 or -errno: the run could not complete */
 	atomic_int cancel;	 /* its waiter was killed, or `kill` on runs/N/ctl */

@@ -277,6 +277,23 @@ void sbx_runs_prune(struct sbx_lease *l)
 	free(ns);
 }
 
+int sbx_runs_room(int fd, unsigned long long kept, size_t more, char *why, size_t why_size)
+{
+	unsigned long long avail, reserve;
+	if (kept + more > SBX_RUNS_MAX_BYTES) {
+		snprintf(why, why_size, "its output passed %llu MiB, the most one run keeps",
+			 SBX_RUNS_MAX_BYTES >> 20);
+		return -EFBIG;
+	}
+	if (!sbx_disk_reserve_check(fd, kept, more, &avail, &reserve))
+		return 0;
+	snprintf(why, why_size,
+		 "the state dir's disk is down to %llu MiB free, and a run's output leaves "
+		 "%llu MiB (5 %% of it, at most 1 GiB)",
+		 avail, reserve);
+	return -ENOSPC;
+}
+
 int sbx_runs_precheck(struct sbx_lease *l, struct sbx_error *err)
 {
 	int rc = 0;

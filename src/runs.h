@@ -18,6 +18,11 @@
  * Retention: the last SBX_RUNS_KEEP runs are kept, and older finished runs
  * are removed once the runs of a lease take more than SBX_RUNS_MAX_BYTES
  * (the newest run is always kept, whatever its size).
+ *
+ * One run's output is bounded as it comes (sbx_runs_room): its two
+ * streams together at most SBX_RUNS_MAX_BYTES (EFBIG), and never taking
+ * the state dir's disk below a reserve (ENOSPC), so a command nobody read
+ * (`yes`) cannot fill the host's disk; the run is then stopped.
  */
 #ifndef SBX_RUNS_H
 #define SBX_RUNS_H
@@ -55,6 +60,14 @@ struct sbx_run *sbx_runs_find(struct sbx_lease *l, unsigned long n);
 size_t sbx_runs_list(struct sbx_lease *l, unsigned long **out);
 /* Drops the table of a lease (lease_free). */
 void sbx_runs_free(struct sbx_lease *l);
+
+/*
+ * Whether a run whose streams hold `kept` bytes may write `more` to fd (a
+ * file of runs/N/): 0, or -EFBIG past SBX_RUNS_MAX_BYTES, or -ENOSPC when
+ * the state dir's disk reserve would be crossed (sbx_disk_reserve_check).
+ * why gets the reason.
+ */
+int sbx_runs_room(int fd, unsigned long long kept, size_t more, char *why, size_t why_size);
 
 /* stat of runs/N/file: size and times, following a run still going. */
 int sbx_runs_stat(struct sbx_lease *l, unsigned long n, const char *file, struct stat *st);

@@ -367,8 +367,16 @@ static int run_session(struct dt_instance *di, const struct dt_wrap *wrap,
 		    timeout_ms > 0 && code == 137 && sbx_now_ms() - start >= timeout_ms;
 	}
 	if (sid) {
+		/*
+		 * It may still run (a poll failed, or its output passed
+		 * DT_LOGS_MAX): stop it. `timeout` gave it a process group of
+		 * its own, which deleting the session leaves running (`yes`
+		 * then filled the sandbox's disk), so it is killed first.
+		 */
+		if (rc && rc != -ENOENT && !killed && rc != -ENOTCONN && rc != -ETIMEDOUT)
+			kill_run(di, pidfile, token);
 		if (rc && rc != -ENOENT)
-			session_delete(di, sid); /* it may still run: stop it */
+			session_delete(di, sid);
 		if (rc) {
 			free(sid);
 		} else {

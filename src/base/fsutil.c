@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -166,6 +167,25 @@ static int rm_rf_at(int dirfd, const char *name, dev_t dev)
 	if (unlinkat(dirfd, name, 0))
 		return -errno;
 	return 0;
+}
+
+int sbx_disk_reserve_check(int fd, unsigned long long written, size_t more,
+			   unsigned long long *avail_mib, unsigned long long *reserve_mib)
+{
+	const unsigned long long mib = 1ull << 20;
+	struct statvfs v;
+	if ((written + more) / mib == written / mib || fstatvfs(fd, &v) || (v.f_flag & ST_RDONLY))
+		return 0;
+	unsigned long long size = (unsigned long long)v.f_blocks * v.f_frsize;
+	unsigned long long avail = (unsigned long long)v.f_bavail * v.f_frsize;
+	unsigned long long reserve = size / 20 < 1024 * mib ? size / 20 : 1024 * mib;
+	if (reserve < mib)
+		reserve = mib;
+	if (avail >= reserve + more)
+		return 0;
+	*avail_mib = avail / mib;
+	*reserve_mib = (reserve + mib - 1) / mib;
+	return -ENOSPC;
 }
 
 int sbx_rm_rf(const char *path)

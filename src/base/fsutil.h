@@ -30,6 +30,16 @@ int sbx_read_file(const char *path, struct sbx_buf *out, size_t max);
 int sbx_write_all(int fd, const void *data, size_t len);
 /* The same through send(MSG_NOSIGNAL): a closed peer is -EPIPE, never SIGPIPE. */
 int sbx_send_all(int fd, const void *data, size_t len);
+/*
+ * The state dir's disk reserve: what bytes the sandbox decides the size of
+ * (a run's output, a download into the content cache) may not take the
+ * disk below 5 % of its size free, at most 1 GiB, at least 1 MiB. Whether
+ * `more` bytes may follow the `written` ones in fd: looked at (fstatvfs)
+ * only when they cross a MiB, so a writer of less never fails on it. 0, or
+ * -ENOSPC with *avail_mib and *reserve_mib set.
+ */
+int sbx_disk_reserve_check(int fd, unsigned long long written, size_t more,
+			   unsigned long long *avail_mib, unsigned long long *reserve_mib);
 /* rm -rf without following symlinks and without crossing mount points. */
 int sbx_rm_rf(const char *path);
 /* *ts = now on clock + ms: a deadline for pthread_cond_timedwait. */

@@ -6,6 +6,8 @@
 #   story_output_memory MB  a run printing MB megabytes: the daemon's peak RSS under 64 MB
 #   story_output_env        env that is not UTF-8: EILSEQ, the lease table still saved
 #   story_output_full       a full state dir: exec and mkdir fail where the caller sees it
+#   story_output_runaway    `yes` (output without end): stopped before the state dir's disk is full
+#   story_output_download_reserve  a big remote file read: its download stops at the same reserve
 
 # output_mount PROVIDER: the state dir on a 256 MB tmpfs (a full disk is
 # quick to make), the mount, and a lease $L of PROVIDER.
@@ -121,15 +123,19 @@ os.utime(fd); os.ftruncate(fd, 0); os.close(fd)")" OK
 	ok "... error says why" grep -q "takes what is written to it, not a length" "$L/error"
 }
 
+# fill_to KB: a file fills the state dir up to KB free (fails when it has less).
+fill_to() {
+	local free
+	rm -f "$STATE/filler"
+	free=$(df --output=avail -k "$STATE" | tail -1)
+	[ "$free" -ge "$1" ] || { log "fill_to $1: only $free KB free"; return 1; }
+	head -c $(((free - $1) * 1024)) /dev/zero >"$STATE/filler" 2>/dev/null
+	return 0
+}
+
 story_output_full() {
 	local out rc r
 	# The state dir fills up.
-	fill_to() { # KB to leave free
-		local free
-		rm -f "$STATE/filler"
-		free=$(df --output=avail -k "$STATE" | tail -1)
-		head -c $(((free - $1) * 1024)) /dev/zero >"$STATE/filler" 2>/dev/null
-	}
 	fill_to 0
 	out=$(bash -c "echo 'echo marker' > '$L/exec'" 2>&1)
 	rc=$?
@@ -148,4 +154,47 @@ story_output_full() {
 	eq "mkdir of a lease with the state dir full fails with ENOSPC" "$(errno_of "os.mkdir('$L-full')")" ENOSPC
 	ok "... no such lease listed" sh -c "! ls '$MNT' | grep -qx '${L##*/}-full'"
 	rm -f "$STATE/filler"
+}
+
+# A command nobody read printing without end (runTimeout is 0 by default):
+# it wrote until the state dir's disk was full, and then ran on, output
+# dropped, for ever. Now the run is stopped when its output would take the
+# disk below its reserve (5 % of the 256 MB tmpfs, 13 MiB).
+# story_output_runaway [CMD]: CMD prints without end (default `yes`).
+story_output_runaway() {
+	local free cmd=${1:-yes sbxfs-output-without-end}
+	ok "the state dir is filled up to 40 MB free" fill_to 40960
+	eq "${cmd%% *} > exec: stopped, ENOSPC at the close" "$(timeout 120 python3 -c '
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+os.write(fd, sys.argv[2].encode() + b"\n")
+try:
+    os.close(fd); print("OK")
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$L/exec" "$cmd")" ENOSPC
+	free=$(df --output=avail -k "$STATE" | tail -1)
+	ok "... the state dir's disk keeps its reserve ($free KB free)" test "$free" -gt 8192
+	ok "... error says why" grep -q "could not keep the output of run .*a run's output leaves 13 MiB" "$L/error"
+	eq "... result: ENOSPC, interrupted, its output kept until then" \
+		"$(json_get "$L/result" '["runError"]["errno"], d["interrupted"], 20000000 < d["stdoutBytes"] < 40000000')" \
+		"('ENOSPC', True, True)"
+	rm -f "$STATE/filler"
+	eq "... the next run runs" "$(lease_run 'echo after')" after
+}
+
+# A remote file's size is the sandbox's to decide (`truncate -s 1T` costs it
+# nothing), and a read downloads it into the content cache in the state dir:
+# `cat` (or an agent's `grep -r`) of it filled the host's disk. The download
+# stops at the same reserve; the reads past it fail, the reason in error.
+story_output_download_reserve() {
+	local free
+	lease_run 'truncate -s 64M /tmp/sbxfs-sparse' >/dev/null
+	ok "the state dir is filled up to 40 MB free" fill_to 40960
+	ok "cat of a 64 MiB file with 40 MB free fails" sh -c "! cat '$L/fs/tmp/sbxfs-sparse' >/dev/null 2>&1"
+	free=$(df --output=avail -k "$STATE" | tail -1)
+	ok "... the state dir's disk keeps its reserve ($free KB free)" test "$free" -gt 8192
+	ok "... error says why" grep -q "download of /tmp/sbxfs-sparse stopped after .*the content cache leaves 13 MiB" "$L/error"
+	rm -f "$STATE/filler"
+	eq "... with room again, it reads whole" "$(wc -c <"$L/fs/tmp/sbxfs-sparse")" 67108864
+	lease_run 'rm /tmp/sbxfs-sparse' >/dev/null
 }

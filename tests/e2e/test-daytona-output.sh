@@ -11,7 +11,12 @@ start_fake daytona
 output_mount daytona
 story_output_bytes daytona
 story_output_code
-# Each poll downloads the output whole: a run is bounded at 64 MiB there.
+# Output goes through files in the sandbox, which each poll downloads whole:
+# a run is bounded at 64 MiB there, and `yes` passes that (and fills the
+# fake's 1 GiB disk) before the first poll. At 10 MB/s the state dir's
+# reserve is what stops it.
+story_output_runaway 'while :; do head -c 1000000 /dev/zero | tr "\0" y; sleep 0.1; done'
+story_output_download_reserve
 story_output_memory 60
 story_output_env
 story_output_full

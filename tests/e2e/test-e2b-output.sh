@@ -11,7 +11,11 @@ start_fake e2b
 output_mount e2b
 story_output_bytes e2b
 story_output_code
-story_output_memory 200
+# before the 100 MB run, whose output stays in the 256 MB state dir (with
+# the 28 MB of the runaway run and the download story's 64 MiB cached file)
+story_output_runaway
+story_output_download_reserve
+story_output_memory 100
 story_output_env
 story_output_full
 finish

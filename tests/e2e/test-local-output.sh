@@ -11,4 +11,5 @@ story_output_code
 story_output_env
 story_output_truncate
 story_output_full
+story_output_runaway
 finish

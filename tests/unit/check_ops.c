@@ -3,7 +3,8 @@
  * 14): the /proc/net/tcp parser behind ports/, key and env files with their
  * mode check, log targets with timestamps, the sd_notify datagram, and the
  * AUTH class for refused credentials; a run's stream read while the run is
- * still making its files (sbx run's stderr, lost under load).
+ * still making its files (sbx run's stderr, lost under load); the bound
+ * on one run's output.
  */
 #include <check.h>
 #include <errno.h>
@@ -27,6 +28,7 @@
 #include "lease.h"
 #include "notify.h"
 #include "provider.h"
+#include "runs.h"
 #include "runs_int.h"
 
 static char tmpdir[] = "/tmp/check_ops.XXXXXX";
@@ -271,6 +273,25 @@ START_TEST(run_stream_before_its_files)
 }
 END_TEST
 
+/*
+ * One run keeps at most SBX_RUNS_MAX_BYTES of output: `head -c 5G
+ * /dev/zero` filled the state dir's disk (the reserve below it is shown by
+ * test-*-output's story_output_runaway on a small tmpfs).
+ */
+START_TEST(run_output_bounded)
+{
+	char why[192] = "";
+	int fd = open(tmp_file("out", "", 0600), O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(sbx_runs_room(fd, 0, 4096, why, sizeof(why)), 0);
+	ck_assert_int_eq(sbx_runs_room(fd, SBX_RUNS_MAX_BYTES - 10, 5, why, sizeof(why)), 0);
+	ck_assert_int_eq(sbx_runs_room(fd, SBX_RUNS_MAX_BYTES - 10, 11, why, sizeof(why)), -EFBIG);
+	ck_assert_str_eq(why, "its output passed 4096 MiB, the most one run keeps");
+	ck_assert_int_eq(sbx_runs_room(fd, SBX_RUNS_MAX_BYTES, 1, why, sizeof(why)), -EFBIG);
+	close(fd);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ops");
@@ -287,6 +308,7 @@ int main(void)
 	tcase_add_test(tc, notify_datagram);
 	tcase_add_test(tc, refused_key_is_auth);
 	tcase_add_test(tc, run_stream_before_its_files);
+	tcase_add_test(tc, run_output_bounded);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);
