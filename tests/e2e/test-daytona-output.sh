@@ -17,6 +17,14 @@ story_output_code
 # reserve is what stops it.
 story_output_runaway 'while :; do head -c 1000000 /dev/zero | tr "\0" y; sleep 0.1; done'
 story_output_download_reserve
+# Past 64 MiB the run is given up on, and killed: deleting its session left
+# it running in its own process group (`timeout`'s), filling the sandbox's disk.
+eq "a run printing 200 MB/s without end: EFBIG at the close" \
+	"$(errno_of_write "$L/exec" 'while :; do head -c 10000000 /dev/zero; sleep 0.05; done')" EFBIG
+ok "... error says why" grep -q "output over 64 MiB" "$L/error"
+sleep 1
+eq "... it was killed: the sandbox's /tmp holds under 100 MB a second later" \
+	"$(lease_run 'df -k /tmp | tail -1 | awk "{print (\$3 < 100000)}"')" 1
 story_output_memory 60
 story_output_env
 story_output_full
