@@ -130,7 +130,20 @@ static const struct {
     {"pdf", "application/pdf", true}, {"json", "application/json", false},
 };
 
-static void apply_result(struct sbx_code_events *ev, json_t *o)
+/* Whether a rich output of len bytes still fits the cell's budget (events.h). */
+static int output_fits(const struct sbx_code_result *res, size_t len, struct sbx_error *err)
+{
+	size_t total = len;
+	for (size_t i = 0; i < res->n_outputs; i++)
+		total += res->outputs[i].len;
+	if (res->n_outputs >= SBX_CODE_OUTPUTS_MAX || total > SBX_CODE_OUTPUTS_MAX_BYTES)
+		return sbx_error_set(err, EFBIG, SBX_E_EXECUTION_FAILED,
+				     "code: the cell's rich outputs are over %u files or %u MiB",
+				     SBX_CODE_OUTPUTS_MAX, SBX_CODE_OUTPUTS_MAX_BYTES >> 20);
+	return 0;
+}
+
+static int apply_result(struct sbx_code_events *ev, json_t *o, struct sbx_error *err)
 {
 	bool main_result = json_is_true(json_object_get(o, "is_main_result"));
 	json_t *text = json_object_get(o, "text");
@@ -160,9 +173,14 @@ static void apply_result(struct sbx_code_events *ev, json_t *o)
 		} else {
 			sbx_buf_add(&data, json_string_value(v), json_string_length(v));
 		}
-		add_output(ev->res, formats[i].mime, &data);
+		int rc = output_fits(ev->res, data.len, err);
+		if (!rc)
+			add_output(ev->res, formats[i].mime, &data);
 		sbx_buf_release(&data);
+		if (rc)
+			return rc;
 	}
+	return 0;
 }
 
 static void apply_error(struct sbx_code_events *ev, json_t *o)
@@ -264,7 +282,7 @@ int sbx_code_events_line(struct sbx_code_events *ev, const char *line, size_t le
 						   "code: the reader stopped the output");
 		}
 	} else if (!strcmp(type, "result")) {
-		apply_result(ev, o);
+		rc = apply_result(ev, o, err);
 	} else if (!strcmp(type, "error")) {
 		apply_error(ev, o);
 	} else if (!strcmp(type, "number_of_executions")) {

@@ -32,6 +32,14 @@
 
 /* A line longer than this (a huge image, say) fails the run with EFBIG. */
 #define SBX_CODE_EVENT_MAX (64u << 20)
+/*
+ * A cell's rich outputs are held in memory until it ends (then written to
+ * results/): past this many, or this many bytes in all, the run fails with
+ * EFBIG (`for i in range(10**6): display(img)` grew the daemon without
+ * bound). The budget results/ keeps (src/results.h).
+ */
+#define SBX_CODE_OUTPUTS_MAX 1000
+#define SBX_CODE_OUTPUTS_MAX_BYTES (256u << 20)
 
 struct sbx_code_events {
 	const struct sbx_run_sink *sink; /* may be NULL */

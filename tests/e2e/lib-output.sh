@@ -8,6 +8,7 @@
 #   story_output_full       a full state dir: exec and mkdir fail where the caller sees it
 #   story_output_runaway    `yes` (output without end): stopped before the state dir's disk is full
 #   story_output_download_reserve  a big remote file read: its download stops at the same reserve
+#   story_output_rich_bound a cell displaying 300 MB: EFBIG, the daemon's memory bounded
 
 # output_mount PROVIDER: the state dir on a 256 MB tmpfs (a full disk is
 # quick to make), the mount, and a lease $L of PROVIDER.
@@ -197,4 +198,23 @@ story_output_download_reserve() {
 	rm -f "$STATE/filler"
 	eq "... with room again, it reads whole" "$(wc -c <"$L/fs/tmp/sbxfs-sparse")" 67108864
 	lease_run 'rm /tmp/sbxfs-sparse' >/dev/null
+}
+
+# A cell's rich outputs are held in memory until it ends: a display loop
+# grew the daemon without bound (15 x 20 MiB of HTML: 378 MB peak). Past
+# 256 MiB (or 1000 outputs) the cell fails with EFBIG; the next one runs.
+story_output_rich_bound() {
+	local before after
+	before=$(rss_kb)
+	eq "a cell displaying 25 x 20 MiB of HTML: EFBIG" "$(errno_of_write "$L/code.py" 'class H:
+    def _repr_html_(self): return "x" * (20 << 20)
+for i in range(25): display(H())
+')" EFBIG
+	after=$(rss_kb)
+	log "daemon peak RSS: $before kB before, $after kB after"
+	ok "... error says why" grep -q "rich outputs are over 1000 files or 256 MiB" "$L/error"
+	if [ "${SBXFS_ASAN:-0}" != 1 ]; then
+		ok "... the daemon's peak RSS stays under 420 MB ($after kB)" test "$after" -lt 430080
+	fi
+	eq "... the next cell runs" "$(printf 'print(2)\n' >"$L/code.py"; cat "$L/code.py")" 2
 }

@@ -12,4 +12,5 @@ story_output_env
 story_output_truncate
 story_output_full
 story_output_runaway
+story_output_rich_bound
 finish

@@ -256,6 +256,26 @@ START_TEST(sink_refusal_and_bounds)
 }
 END_TEST
 
+/*
+ * A cell's rich outputs are held until it ends: past SBX_CODE_OUTPUTS_MAX
+ * of them, or SBX_CODE_OUTPUTS_MAX_BYTES in all, EFBIG (a display loop
+ * grew the daemon without bound: 300 MB of HTML took it to 378 MB). The
+ * bytes bound: test-local-output's story_output_rich_bound.
+ */
+START_TEST(rich_outputs_bounded)
+{
+	static const char small[] = "{\"type\":\"result\",\"html\":\"<i>x</i>\"}\n";
+	struct fixture f;
+	fx_init(&f);
+	for (int i = 0; i < SBX_CODE_OUTPUTS_MAX; i++)
+		ck_assert_int_eq(feed(&f, small, 0), 0);
+	ck_assert_int_eq(feed(&f, small, 0), -EFBIG);
+	ck_assert_ptr_nonnull(strstr(f.err.msg, "rich outputs are over 1000 files or 256 MiB"));
+	ck_assert_uint_eq(f.res.n_outputs, SBX_CODE_OUTPUTS_MAX);
+	fx_free(&f);
+}
+END_TEST
+
 START_TEST(languages_and_helpers)
 {
 	ck_assert_str_eq(sbx_code_language("py"), "python");
@@ -287,6 +307,7 @@ int main(void)
 	tcase_add_test(tc, state_lost_and_junk);
 	tcase_add_test(tc, lone_surrogates_and_nul);
 	tcase_add_test(tc, sink_refusal_and_bounds);
+	tcase_add_test(tc, rich_outputs_bounded);
 	tcase_add_test(tc, languages_and_helpers);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
