@@ -394,7 +394,7 @@ struct fd_sink {
 /*
  * Download sink: appends to the cache file (nothing held in memory). The
  * sandbox decides a file's size (`truncate -s 1T` costs it nothing), so a
- * download stops at the state dir's disk reserve rather than fill the host's
+ * download stops at its disk's reserve (the state dir's) rather than fill the host's
  * disk: the reads past what it holds fail with ENOSPC, the reason in `error`.
  */
 static int sink_to_fd(void *ctx, const char *data, size_t len)
@@ -457,12 +457,12 @@ static int download_from(struct sbx_lease *l, struct sbx_instance *inst, const c
 			: l->prov->read(inst, path, 0, -1, sink_to_fd, &sink.fd, err);
 		rc = rc > 0 ? 0 : rc;
 		if (rc && sink.fd.reserve_mib)
-			rc = sbx_error_set(
-			    err, ENOSPC, SBX_E_INTERNAL,
-			    "download of %s stopped after %lld bytes: the state dir's "
-			    "disk is down to %llu MiB free, and the content cache "
-			    "leaves %llu MiB (5 %% of it, at most 1 GiB)",
-			    path, (long long)sink.fd.off, sink.fd.avail_mib, sink.fd.reserve_mib);
+			rc = sbx_error_set(err, ENOSPC, SBX_E_INTERNAL,
+					   "download of %s stopped after %lld bytes: the content "
+					   "cache's disk is down to %llu MiB free, and a download "
+					   "leaves %llu MiB (5 %% of it, at most 1 GiB)",
+					   path, (long long)sink.fd.off, sink.fd.avail_mib,
+					   sink.fd.reserve_mib);
 		else if (rc && sink.fd.failed) /* the cause, not the transfer's "stopped" */
 			rc = sbx_error_set(err, sink.fd.failed, SBX_E_INTERNAL,
 					   "cache file of %s: %s (after %lld bytes)", path,

@@ -194,7 +194,7 @@ story_output_download_reserve() {
 	ok "cat of a 64 MiB file with 40 MB free fails" sh -c "! cat '$L/fs/tmp/sbxfs-sparse' >/dev/null 2>&1"
 	free=$(df --output=avail -k "$STATE" | tail -1)
 	ok "... the state dir's disk keeps its reserve ($free KB free)" test "$free" -gt 8192
-	ok "... error says why" grep -q "download of /tmp/sbxfs-sparse stopped after .*the content cache leaves 13 MiB" "$L/error"
+	ok "... error says why" grep -q "download of /tmp/sbxfs-sparse stopped after .*a download leaves 13 MiB" "$L/error"
 	rm -f "$STATE/filler"
 	eq "... with room again, it reads whole" "$(wc -c <"$L/fs/tmp/sbxfs-sparse")" 67108864
 	lease_run 'rm /tmp/sbxfs-sparse' >/dev/null
