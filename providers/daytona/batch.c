@@ -601,8 +601,8 @@ int dt_utimens(struct sbx_instance *inst, const char *path, const struct timespe
 	 */
 	op.root = dt_link_lookup(di, path, NULL, NULL, 0);
 	rc = enqueue(di, &op, err);
-	if (!rc && op.root && op.ts[1].tv_nsec != UTIME_OMIT)
-		dt_link_note(di, path, -1, -1, &op.ts[1]);
+	if (!rc && op.root)
+		dt_link_note(di, path, -1, -1, op.ts);
 	return rc;
 }
 
@@ -695,6 +695,8 @@ bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *s
 				st->gid = (gid_t)(k->gid >= 0 ? k->gid : di->user_gid);
 			if (k->has_mtime)
 				st->mtime = st->atime = st->ctime = k->mtime;
+			if (k->has_atime)
+				st->atime = k->atime;
 		}
 		if (target)
 			snprintf(target, size, "%s", di->links[i].target);
@@ -704,7 +706,7 @@ bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *s
 }
 
 void dt_link_note(struct dt_instance *di, const char *path, long uid, long gid,
-		  const struct timespec *mtime)
+		  const struct timespec ts[2])
 {
 	pthread_mutex_lock(&di->lock);
 	for (size_t i = 0; i < di->n_links; i++) {
@@ -715,8 +717,12 @@ void dt_link_note(struct dt_instance *di, const char *path, long uid, long gid,
 			k->uid = uid;
 		if (gid >= 0)
 			k->gid = gid;
-		if (mtime) {
-			k->mtime = *mtime;
+		if (ts && ts[0].tv_nsec != UTIME_OMIT) {
+			k->atime = ts[0];
+			k->has_atime = true;
+		}
+		if (ts && ts[1].tv_nsec != UTIME_OMIT) {
+			k->mtime = ts[1];
 			k->has_mtime = true;
 		}
 	}

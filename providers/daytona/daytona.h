@@ -85,11 +85,12 @@ extern const struct sbx_provider sbx_provider_daytona;
  */
 struct dt_link {
 	char *path, *target;
-	/* What lchown and lutimes asked for (-1, !has_mtime: not asked): the
-	 * daemon cannot read a link's own attributes back (see dt_chown). */
+	/* What lchown and lutimes asked for (-1, !has_*: not asked): the
+	 * daemon cannot read a link's own attributes back (see dt_chown), and
+	 * a listing has no atime at all. */
 	long uid, gid;
-	bool has_mtime;
-	struct timespec mtime;
+	bool has_atime, has_mtime;
+	struct timespec atime, mtime;
 	bool doubt; /* a run since: see dt_links_doubt */
 };
 
@@ -277,9 +278,9 @@ bool dt_batch_gone(struct dt_instance *di, const char *path);
 bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *st, char *target,
 		    size_t size);
 void dt_links_forget(struct dt_instance *di, const char *path);
-/* Records an lchown (uid/gid -1: unchanged) or lutimes (mtime NULL: unchanged). */
+/* Records an lchown (uid/gid -1: unchanged) or lutimes (ts NULL, or UTIME_OMIT: unchanged). */
 void dt_link_note(struct dt_instance *di, const char *path, long uid, long gid,
-		  const struct timespec *mtime);
+		  const struct timespec ts[2]);
 void dt_links_rename(struct dt_instance *di, const char *from, const char *to);
 /* RENAME_EXCHANGE of a and b: the links at and below each are at and below the other. */
 void dt_links_exchange(struct dt_instance *di, const char *a, const char *b);

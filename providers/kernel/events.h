@@ -36,9 +36,10 @@
  * A cell's rich outputs are held in memory until it ends (then written to
  * results/): past this many, or this many bytes in all, the run fails with
  * EFBIG (`for i in range(10**6): display(img)` grew the daemon without
- * bound). The budget results/ keeps (src/results.h).
+ * bound). The bytes results/ keeps (src/results.h), and ten times the
+ * files (a cell's own are all kept while it is the newest).
  */
-#define SBX_CODE_OUTPUTS_MAX 1000
+#define SBX_CODE_OUTPUTS_MAX 10000
 #define SBX_CODE_OUTPUTS_MAX_BYTES (256u << 20)
 
 struct sbx_code_events {

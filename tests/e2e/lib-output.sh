@@ -202,7 +202,7 @@ story_output_download_reserve() {
 
 # A cell's rich outputs are held in memory until it ends: a display loop
 # grew the daemon without bound (15 x 20 MiB of HTML: 378 MB peak). Past
-# 256 MiB (or 1000 outputs) the cell fails with EFBIG; the next one runs.
+# 256 MiB (or 10,000 outputs) the cell fails with EFBIG; the next one runs.
 story_output_rich_bound() {
 	local before after
 	before=$(rss_kb)
@@ -212,7 +212,7 @@ for i in range(25): display(H())
 ')" EFBIG
 	after=$(rss_kb)
 	log "daemon peak RSS: $before kB before, $after kB after"
-	ok "... error says why" grep -q "rich outputs are over 1000 files or 256 MiB" "$L/error"
+	ok "... error says why" grep -q "rich outputs are over 10000 files or 256 MiB" "$L/error"
 	if [ "${SBXFS_ASAN:-0}" != 1 ]; then
 		ok "... the daemon's peak RSS stays under 420 MB ($after kB)" test "$after" -lt 430080
 	fi

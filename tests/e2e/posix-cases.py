@@ -392,6 +392,16 @@ def c_symlink_times(d):
     return second + (" (same at once)" if first == second else " (at once: %s)" % first)
 
 
+def c_symlink_atime(d):
+    """A link's own atime set apart from its mtime (utimensat AT_SYMLINK_NOFOLLOW, as
+    pjdfstest's utimensat/05.t does), once every cache has expired."""
+    write(d + "/t", "x")
+    os.symlink("t", d + "/l")
+    os.utime(d + "/l", (1300000000, 1400000000), follow_symlinks=False)
+    time.sleep(3.5)
+    return "link atime=%d mtime=%d" % (os.lstat(d + "/l").st_atime, os.lstat(d + "/l").st_mtime)
+
+
 def c_lchown(d):
     write(d + "/t", "x")
     os.symlink("t", d + "/l")

@@ -270,7 +270,7 @@ START_TEST(rich_outputs_bounded)
 	for (int i = 0; i < SBX_CODE_OUTPUTS_MAX; i++)
 		ck_assert_int_eq(feed(&f, small, 0), 0);
 	ck_assert_int_eq(feed(&f, small, 0), -EFBIG);
-	ck_assert_ptr_nonnull(strstr(f.err.msg, "rich outputs are over 1000 files or 256 MiB"));
+	ck_assert_ptr_nonnull(strstr(f.err.msg, "rich outputs are over 10000 files or 256 MiB"));
 	ck_assert_uint_eq(f.res.n_outputs, SBX_CODE_OUTPUTS_MAX);
 	fx_free(&f);
 }
