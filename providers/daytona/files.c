@@ -211,6 +211,21 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, st
 		struct sbx_stat ls;
 		dt_link_check(di, path, stat_listed(inst, path, &ls) ? NULL : &ls);
 	}
+	/*
+	 * /files/info follows links, so a dangling one the mount did not make
+	 * (`ln -s /nowhere x` in a run) is a 404 there: its directory's
+	 * listing (the entry's own FileInfo) shows it, else `rm`, `stat` and
+	 * `readlink` of a name `ls` lists failed with ENOENT. One request more
+	 * for a name that is missing from a directory the mount has not listed.
+	 */
+	if (rc == -ENOENT && !dt_link_lookup(di, path, NULL, NULL, 0)) {
+		struct sbx_stat ls;
+		if (!stat_listed(inst, path, &ls) && S_ISLNK(ls.mode)) {
+			*st = ls;
+			sbx_error_clear(err);
+			return 0;
+		}
+	}
 	/* The daemon follows links: one we made is shown as the link it is. */
 	if ((!rc || rc == -ENOENT) && dt_link_lookup(di, path, NULL, NULL, 0)) {
 		if (rc) {

@@ -393,6 +393,17 @@ story_type_change_by_run() {
 	eq "... a file made a directory, first seen by its stat" "$(stat -c %F "$d/held2" 2>&1)" directory
 }
 
+# A dangling symlink a run made: Daytona's file info follows links (a 404
+# for it), so `ls` listed the name while stat, readlink and rm of it
+# failed with ENOENT (`rm -rf` after fsstress: "Directory not empty").
+story_dangling_link_by_run() {
+	lease_run "ln -s /nowhere/at/all $FHOME/dangling" >/dev/null
+	eq "a dangling link a run made: stat says a link" "$(stat -c %F "$F/dangling" 2>&1)" "symbolic link"
+	ok "... readlink reads it" readlink "$F/dangling"
+	ok "... rm removes it" rm "$F/dangling"
+	eq "... gone in the sandbox" "$(lease_run "ls -A $FHOME | grep -c '^dangling\$'")" 0
+}
+
 # Names and text that are not UTF-8. The daemon died of one (its journal
 # line took the path as JSON text: abort "out of memory"); on e2b and
 # daytona a new file's upload failed only after close() had returned 0.
