@@ -394,8 +394,9 @@ struct fd_sink {
 /*
  * Download sink: appends to the cache file (nothing held in memory). The
  * sandbox decides a file's size (`truncate -s 1T` costs it nothing), so a
- * download stops at its disk's reserve (the state dir's) rather than fill the host's
- * disk: the reads past what it holds fail with ENOSPC, the reason in `error`.
+ * download stops at the reserve of the cache's disk (sbx_disk_reserve_check)
+ * rather than fill the host's: the reads past what it holds fail with
+ * ENOSPC, the reason in `error`.
  */
 static int sink_to_fd(void *ctx, const char *data, size_t len)
 {

@@ -216,11 +216,17 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, st
 	 * (`ln -s /nowhere x` in a run) is a 404 there: its directory's
 	 * listing (the entry's own FileInfo) shows it, else `rm`, `stat` and
 	 * `readlink` of a name `ls` lists failed with ENOENT. One request more
-	 * for a name that is missing from a directory the mount has not listed.
+	 * for a name that is missing from a directory the mount has not listed;
+	 * none while ops wait under the directory: the listing would apply them
+	 * first (the chmod of git's objects), and the mount's own links are in
+	 * the link table.
 	 */
 	if (rc == -ENOENT && !dt_link_lookup(di, path, NULL, NULL, 0)) {
 		struct sbx_stat ls;
-		if (!stat_listed(inst, path, &ls) && S_ISLNK(ls.mode)) {
+		char *dir = sbx_xstrndup(path, sbx_path_dirlen(path));
+		bool queued = sbx_rme_touches(&di->meta, dir, true, SBX_RME_BOTH);
+		free(dir);
+		if (!queued && !stat_listed(inst, path, &ls) && S_ISLNK(ls.mode)) {
 			*st = ls;
 			sbx_error_clear(err);
 			return 0;
