@@ -207,10 +207,14 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, st
 	if (!rc)
 		sbx_rme_overlay_view(&di->meta, &view, path, st);
 	sbx_rmq_clear(&view);
+	/* The directory's listing, asked at most once below (1: not asked). */
+	struct sbx_stat ls = {0};
+	int lrc = 1;
 	if ((!rc || rc == -ENOENT) && dt_link_doubted(di, path)) {
-		struct sbx_stat ls;
-		dt_link_check(di, path, stat_listed(inst, path, &ls) ? NULL : &ls);
+		lrc = stat_listed(inst, path, &ls);
+		dt_link_check(di, path, lrc ? NULL : &ls);
 	}
+	bool ours = (!rc || rc == -ENOENT) && dt_link_lookup(di, path, NULL, NULL, 0);
 	/*
 	 * /files/info follows links, so a dangling one the mount did not make
 	 * (`ln -s /nowhere x` in a run) is a 404 there: its directory's
@@ -221,19 +225,20 @@ int dt_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st, st
 	 * first (the chmod of git's objects), and the mount's own links are in
 	 * the link table.
 	 */
-	if (rc == -ENOENT && !dt_link_lookup(di, path, NULL, NULL, 0)) {
-		struct sbx_stat ls;
+	if (rc == -ENOENT && !ours) {
 		char *dir = sbx_xstrndup(path, sbx_path_dirlen(path));
 		bool queued = sbx_rme_touches(&di->meta, dir, true, SBX_RME_BOTH);
 		free(dir);
-		if (!queued && !stat_listed(inst, path, &ls) && S_ISLNK(ls.mode)) {
+		if (!queued && lrc == 1)
+			lrc = stat_listed(inst, path, &ls);
+		if (!queued && !lrc && S_ISLNK(ls.mode)) {
 			*st = ls;
 			sbx_error_clear(err);
 			return 0;
 		}
 	}
 	/* The daemon follows links: one we made is shown as the link it is. */
-	if ((!rc || rc == -ENOENT) && dt_link_lookup(di, path, NULL, NULL, 0)) {
+	if (ours) {
 		if (rc) {
 			memset(st, 0, sizeof(*st));
 			clock_gettime(CLOCK_REALTIME, &st->mtime);
