@@ -651,108 +651,134 @@ int dt_chown(struct sbx_instance *inst, const char *path, uid_t uid, gid_t gid,
 
 /* --- the symlink table (see struct dt_link) ---------------------------------- */
 
-static void link_drop(struct dt_instance *di, size_t i)
+/* Under di->lock. */
+static void link_drop(struct dt_instance *di, struct dt_link *k)
 {
-	free(di->links[i].path);
-	free(di->links[i].target);
-	di->links[i] = di->links[--di->n_links];
+	HASH_DEL(di->links, k);
+	di->links_bytes -= strlen(k->path) + strlen(k->target);
+	free(k->path);
+	free(k->target);
+	free(k);
 }
 
-static void links_add(struct dt_instance *di, const char *path, const char *target)
+/* Under di->lock: k (its path set) into the table. */
+static void link_put(struct dt_instance *di, struct dt_link *k)
 {
+	di->links_bytes += strlen(k->path) + strlen(k->target);
+	HASH_ADD_KEYPTR(hh, di->links, k->path, strlen(k->path), k);
+}
+
+/* Under di->lock: the undoubted link at path, or NULL. */
+static struct dt_link *link_find(struct dt_instance *di, const char *path, bool doubted_too)
+{
+	struct dt_link *k;
+	HASH_FIND_STR(di->links, path, k);
+	return k && (doubted_too || !k->doubt) ? k : NULL;
+}
+
+void dt_links_add(struct dt_instance *di, const char *path, const char *target)
+{
+	struct dt_link *k = sbx_xmalloc(sizeof(*k)), *old;
+	*k = (struct dt_link){.uid = -1, .gid = -1};
+	k->path = sbx_xstrdup(path);
+	k->target = sbx_xstrdup(target);
 	pthread_mutex_lock(&di->lock);
-	for (size_t i = di->n_links; i-- > 0;)
-		if (!strcmp(di->links[i].path, path))
-			link_drop(di, i);
-	if (di->n_links == DT_LINKS_MAX)
-		link_drop(di, 0); /* an old one: it then looks like its target, as before */
-	di->links[di->n_links] = (struct dt_link){.uid = -1, .gid = -1};
-	di->links[di->n_links].path = sbx_xstrdup(path);
-	di->links[di->n_links].target = sbx_xstrdup(target);
-	di->n_links++;
+	if ((old = link_find(di, path, true)))
+		link_drop(di, old);
+	/* Full: the oldest goes (it then looks like its target, as before the table). */
+	while (di->links && (HASH_COUNT(di->links) >= DT_LINKS_MAX ||
+			     di->links_bytes + strlen(path) + strlen(target) > DT_LINKS_BYTES))
+		link_drop(di, di->links);
+	link_put(di, k);
 	pthread_mutex_unlock(&di->lock);
 }
 
 bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *st, char *target,
 		    size_t size)
 {
-	bool found = false;
 	pthread_mutex_lock(&di->lock);
-	for (size_t i = 0; !found && i < di->n_links; i++) {
-		if (strcmp(di->links[i].path, path) || di->links[i].doubt)
-			continue;
-		found = true;
-		if (st) {
-			/* Times not asked for stay those the caller has (the target's). */
-			const struct dt_link *k = &di->links[i];
-			st->mode = S_IFLNK | 0777;
-			st->size = (off_t)strlen(k->target);
-			st->nlink = 1;
-			/* Made by the user who runs commands, unless an lchown asked otherwise. */
-			if (k->uid >= 0 || di->user_uid >= 0)
-				st->uid = (uid_t)(k->uid >= 0 ? k->uid : di->user_uid);
-			if (k->gid >= 0 || di->user_gid >= 0)
-				st->gid = (gid_t)(k->gid >= 0 ? k->gid : di->user_gid);
-			if (k->has_mtime)
-				st->mtime = st->atime = st->ctime = k->mtime;
-			if (k->has_atime)
-				st->atime = k->atime;
-		}
-		if (target)
-			snprintf(target, size, "%s", di->links[i].target);
+	const struct dt_link *k = link_find(di, path, false);
+	if (k && st) {
+		/* Times not asked for stay those the caller has (the target's). */
+		st->mode = S_IFLNK | 0777;
+		st->size = (off_t)strlen(k->target);
+		st->nlink = 1;
+		/* Made by the user who runs commands, unless an lchown asked otherwise. */
+		if (k->uid >= 0 || di->user_uid >= 0)
+			st->uid = (uid_t)(k->uid >= 0 ? k->uid : di->user_uid);
+		if (k->gid >= 0 || di->user_gid >= 0)
+			st->gid = (gid_t)(k->gid >= 0 ? k->gid : di->user_gid);
+		if (k->has_mtime)
+			st->mtime = st->atime = st->ctime = k->mtime;
+		if (k->has_atime)
+			st->atime = k->atime;
 	}
+	if (k && target)
+		snprintf(target, size, "%s", k->target);
 	pthread_mutex_unlock(&di->lock);
-	return found;
+	return k != NULL;
 }
 
 void dt_link_note(struct dt_instance *di, const char *path, long uid, long gid,
 		  const struct timespec ts[2])
 {
 	pthread_mutex_lock(&di->lock);
-	for (size_t i = 0; i < di->n_links; i++) {
-		struct dt_link *k = &di->links[i];
-		if (strcmp(k->path, path))
-			continue;
-		if (uid >= 0)
-			k->uid = uid;
-		if (gid >= 0)
-			k->gid = gid;
-		if (ts && ts[0].tv_nsec != UTIME_OMIT) {
-			k->atime = ts[0];
-			k->has_atime = true;
-		}
-		if (ts && ts[1].tv_nsec != UTIME_OMIT) {
-			k->mtime = ts[1];
-			k->has_mtime = true;
-		}
+	struct dt_link *k = link_find(di, path, true);
+	if (k && uid >= 0)
+		k->uid = uid;
+	if (k && gid >= 0)
+		k->gid = gid;
+	if (k && ts && ts[0].tv_nsec != UTIME_OMIT) {
+		k->atime = ts[0];
+		k->has_atime = true;
+	}
+	if (k && ts && ts[1].tv_nsec != UTIME_OMIT) {
+		k->mtime = ts[1];
+		k->has_mtime = true;
 	}
 	pthread_mutex_unlock(&di->lock);
 }
 
 void dt_links_forget(struct dt_instance *di, const char *path)
 {
+	struct dt_link *k, *tmp;
 	pthread_mutex_lock(&di->lock);
-	for (size_t i = di->n_links; i-- > 0;)
-		if (sbx_rmq_under(di->links[i].path, path, true))
-			link_drop(di, i);
+	HASH_ITER(hh, di->links, k, tmp)
+	{
+		if (sbx_rmq_under(k->path, path, true))
+			link_drop(di, k);
+	}
 	pthread_mutex_unlock(&di->lock);
 }
 
-/* Under di->lock: what is at or below from is at or below to now; with swap, also the other way. */
+/*
+ * Under di->lock: what is at or below from is at or below to now; with
+ * swap, also the other way. The moved ones are taken out and put back
+ * under their new paths (the key), in their old order.
+ */
 static void links_move_locked(struct dt_instance *di, const char *from, const char *to, bool swap)
 {
-	size_t fl = strlen(from), tl = strlen(to);
-	for (size_t i = 0; i < di->n_links; i++) {
+	size_t fl = strlen(from), tl = strlen(to), n = 0;
+	struct dt_link *k, *tmp, **moved = NULL;
+	HASH_ITER(hh, di->links, k, tmp)
+	{
 		char *p;
-		if (sbx_rmq_under(di->links[i].path, from, true))
-			p = sbx_xasprintf("%s%s", to, di->links[i].path + fl);
-		else if (swap && sbx_rmq_under(di->links[i].path, to, true))
-			p = sbx_xasprintf("%s%s", from, di->links[i].path + tl);
+		if (sbx_rmq_under(k->path, from, true))
+			p = sbx_xasprintf("%s%s", to, k->path + fl);
+		else if (swap && sbx_rmq_under(k->path, to, true))
+			p = sbx_xasprintf("%s%s", from, k->path + tl);
 		else
 			continue;
-		free(di->links[i].path);
-		di->links[i].path = p;
+		HASH_DEL(di->links, k);
+		di->links_bytes -= strlen(k->path) + strlen(k->target);
+		free(k->path);
+		k->path = p;
+		moved = sbx_xreallocarray(moved, n + 1, sizeof(*moved));
+		moved[n++] = k;
 	}
+	for (size_t i = 0; i < n; i++)
+		link_put(di, moved[i]);
+	free(moved);
 }
 
 void dt_links_rename(struct dt_instance *di, const char *from, const char *to)
@@ -772,18 +798,20 @@ void dt_links_exchange(struct dt_instance *di, const char *a, const char *b)
 
 void dt_links_doubt(struct dt_instance *di)
 {
+	struct dt_link *k, *tmp;
 	pthread_mutex_lock(&di->lock);
-	for (size_t i = 0; i < di->n_links; i++)
-		di->links[i].doubt = true;
+	HASH_ITER(hh, di->links, k, tmp)
+	{
+		k->doubt = true;
+	}
 	pthread_mutex_unlock(&di->lock);
 }
 
 bool dt_link_doubted(struct dt_instance *di, const char *path)
 {
-	bool doubted = false;
 	pthread_mutex_lock(&di->lock);
-	for (size_t i = 0; !doubted && i < di->n_links; i++)
-		doubted = di->links[i].doubt && !strcmp(di->links[i].path, path);
+	const struct dt_link *k = link_find(di, path, true);
+	bool doubted = k && k->doubt;
 	pthread_mutex_unlock(&di->lock);
 	return doubted;
 }
@@ -791,15 +819,11 @@ bool dt_link_doubted(struct dt_instance *di, const char *path)
 void dt_link_check(struct dt_instance *di, const char *path, const struct sbx_stat *ls)
 {
 	pthread_mutex_lock(&di->lock);
-	for (size_t i = di->n_links; i-- > 0;) {
-		struct dt_link *k = &di->links[i];
-		if (strcmp(k->path, path))
-			continue;
-		/* another text (its length) is another link: its target is not known */
-		if (!ls || !S_ISLNK(ls->mode) || ls->size != (off_t)strlen(k->target)) {
-			link_drop(di, i);
-			continue;
-		}
+	struct dt_link *k = link_find(di, path, true);
+	/* another text (its length) is another link: its target is not known */
+	if (k && (!ls || !S_ISLNK(ls->mode) || ls->size != (off_t)strlen(k->target))) {
+		link_drop(di, k);
+	} else if (k) {
 		k->doubt = false;
 		k->uid = (long)ls->uid;
 		k->gid = (long)ls->gid;
@@ -809,11 +833,19 @@ void dt_link_check(struct dt_instance *di, const char *path, const struct sbx_st
 	pthread_mutex_unlock(&di->lock);
 }
 
+bool dt_links_any(struct dt_instance *di)
+{
+	pthread_mutex_lock(&di->lock);
+	bool any = di->links != NULL;
+	pthread_mutex_unlock(&di->lock);
+	return any;
+}
+
 void dt_links_clear(struct dt_instance *di)
 {
 	pthread_mutex_lock(&di->lock);
-	while (di->n_links)
-		link_drop(di, 0);
+	while (di->links)
+		link_drop(di, di->links);
 	pthread_mutex_unlock(&di->lock);
 }
 
@@ -893,7 +925,7 @@ int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 	    .kind = SBX_RMQ_SYMLINK, .path = (char *)path, .arg = (char *)target};
 	int rc = enqueue(dt_inst(inst), &op, err);
 	if (!rc)
-		links_add(dt_inst(inst), path, target);
+		dt_links_add(dt_inst(inst), path, target);
 	return rc ? rc : dt_own_new(dt_inst(inst), path, err);
 }
 
@@ -906,7 +938,7 @@ int dt_link(struct sbx_instance *inst, const char *from, const char *to, struct 
 	int rc = enqueue(di, &op, err);
 	/* A second name of a link is a link too (info follows it: ENOENT once moved). */
 	if (!rc && is_link)
-		links_add(di, to, target);
+		dt_links_add(di, to, target);
 	return rc;
 }
 

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <sys/statvfs.h>
 #include <time.h>
+#include <uthash.h>
 
 #include "base/buf.h"
 #include "base/http.h"
@@ -50,7 +51,13 @@
 #define DT_BATCH_MAX_BYTES (128u << 10)
 /* The queue is applied this long after its last op (rmeta_engine.h's timer). */
 #define DT_BATCH_DELAY_MS 1000L
-#define DT_LINKS_MAX 32
+/*
+ * The symlink table's bounds (struct dt_link). At 32 links fsstress's
+ * tree could not be removed: a dangling link the table had dropped was
+ * ENOENT to rm (info follows links) while rm's removals waited.
+ */
+#define DT_LINKS_MAX 16384
+#define DT_LINKS_BYTES (8u << 20) /* paths and targets */
 /* How a queued command asks to borrow a path it may not touch (batch.c). */
 #define DT_BORROW_TAG "sbxfs-borrow "
 /* How the queued commands' script tells who runs them (batch.c). */
@@ -91,7 +98,8 @@ struct dt_link {
 	long uid, gid;
 	bool has_atime, has_mtime;
 	struct timespec atime, mtime;
-	bool doubt; /* a run since: see dt_links_doubt */
+	bool doubt;	   /* a run since: see dt_links_doubt */
+	UT_hash_handle hh; /* dt_instance.links, by path */
 };
 
 struct dt_instance {
@@ -109,10 +117,10 @@ struct dt_instance {
 	unsigned code_installed;      /* code.c: kernel drivers known to be in the sandbox (bits) */
 	struct sbx_rmeta_fails fails; /* queued ops that failed, by path (own lock; rmeta.h) */
 	bool no_tree; /* the daemon lists no paths with depth (before 0.218): no list_tree */
-	struct sbx_rmeta_df df; /* statfs, cached */
-	int sock_ok;		/* whether it can bind a socket (sbx_rmeta_sock_check; atomic) */
-	struct dt_link links[DT_LINKS_MAX]; /* symlinks this instance made (batch.c) */
-	size_t n_links;
+	struct sbx_rmeta_df df;	 /* statfs, cached */
+	int sock_ok;		 /* whether it can bind a socket (sbx_rmeta_sock_check; atomic) */
+	struct dt_link *links;	 /* symlinks this instance made (batch.c; uthash, oldest first) */
+	size_t links_bytes;	 /* their paths' and targets' */
 	long user_uid, user_gid; /* who runs commands (-1: not known yet) */
 	bool perms_no_sudo;	 /* `sudo -n` refused to the batch's chown/chmod (batch.c; under the
 				    engine's flush_lock, not lock) */
@@ -264,19 +272,23 @@ int dt_batch_flush_below(struct dt_instance *di, const char *path, struct sbx_er
 bool dt_batch_gone(struct dt_instance *di, const char *path);
 
 /*
- * The symlink table: dt_link_lookup() fills st (and the target) for a
- * link this instance made; dt_links_forget() drops path and everything
- * below it (unlink, rmdir, rename, write); dt_links_rename() moves them;
- * dt_links_clear() forgets all. After a run, which may have changed
- * anything, dt_links_doubt() marks them all doubted: a doubted link is
- * not looked up until dt_stat has checked it against its directory's
- * listing (lstat), dt_link_check (kept when the listing still shows the
- * link, with the listing's owner and times; dropped when not). Forgetting
- * them made the kernel's inode of a link the mount made turn into its
- * target (info follows links) after any run: EIO, then a regular file.
+ * The symlink table: dt_links_add() records a link this instance made
+ * (the oldest goes past DT_LINKS_MAX or DT_LINKS_BYTES); dt_link_lookup()
+ * fills st (and the target) for one; dt_links_forget() drops path and
+ * everything below it (unlink, rmdir, rename, write); dt_links_rename()
+ * and dt_links_exchange() move them; dt_links_clear() forgets all;
+ * dt_links_any() says whether it holds one. After a run, which may have
+ * changed anything, dt_links_doubt() marks them all doubted: a doubted
+ * link is not looked up until dt_stat has checked it against its
+ * directory's listing (lstat), dt_link_check (kept when the listing still
+ * shows the link, with the listing's owner and times; dropped when not).
+ * Forgetting them made the kernel's inode of a link the mount made turn
+ * into its target (info follows links) after any run: EIO, then a
+ * regular file.
  */
 bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *st, char *target,
 		    size_t size);
+void dt_links_add(struct dt_instance *di, const char *path, const char *target);
 void dt_links_forget(struct dt_instance *di, const char *path);
 /* Records an lchown (uid/gid -1: unchanged) or lutimes (ts NULL, or UTIME_OMIT: unchanged). */
 void dt_link_note(struct dt_instance *di, const char *path, long uid, long gid,
@@ -285,6 +297,7 @@ void dt_links_rename(struct dt_instance *di, const char *from, const char *to);
 /* RENAME_EXCHANGE of a and b: the links at and below each are at and below the other. */
 void dt_links_exchange(struct dt_instance *di, const char *a, const char *b);
 void dt_links_clear(struct dt_instance *di);
+bool dt_links_any(struct dt_instance *di);
 void dt_links_doubt(struct dt_instance *di);
 /* Whether path is a doubted link: then ls (its listing's entry, or NULL: none) settles it. */
 bool dt_link_doubted(struct dt_instance *di, const char *path);

@@ -288,9 +288,7 @@ int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tre
 		     err);
 	if (!rc && !json_is_array(arr))
 		rc = sbx_error_set(err, EIO, SBX_E_INTERNAL, "%s: reply is not a list", w);
-	pthread_mutex_lock(&di->lock);
-	links = di->n_links > 0;
-	pthread_mutex_unlock(&di->lock);
+	links = dt_links_any(di);
 	queued = view.n || sbx_rme_touches(&di->meta, path, depth > 1, SBX_RME_BOTH);
 	json_array_foreach(rc ? NULL : arr, i, e)
 	{

@@ -32,6 +32,7 @@ story_vim_save
 story_posix_corners
 story_type_change_by_run
 story_dangling_link_by_run
+story_many_links
 story_pseudo_dirs_empty
 
 # ---- what it costs (the fake's counters) ----

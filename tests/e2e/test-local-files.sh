@@ -21,6 +21,7 @@ story_vim_save
 story_posix_corners
 story_type_change_by_run
 story_dangling_link_by_run
+story_many_links
 
 # Local only: the mount's own view of links and owners, fifos, absolute links.
 eq "link count" "$(stat -c %h "$F/target.txt")" 2

@@ -847,6 +847,88 @@ START_TEST(test_bulk_upload_results)
 }
 END_TEST
 
+/* --- the symlink table (batch.c) --------------------------------------------- */
+
+static bool is_link(struct dt_instance *di, const char *path, const char *want_target)
+{
+	char t[64] = "";
+	struct sbx_stat st = {0};
+	if (!dt_link_lookup(di, path, &st, t, sizeof(t)))
+		return false;
+	ck_assert(S_ISLNK(st.mode));
+	ck_assert_int_eq(st.size, (off_t)strlen(want_target));
+	ck_assert_str_eq(t, want_target);
+	return true;
+}
+
+/*
+ * It held 32 links, dropping one (not the oldest) per new link past that:
+ * fsstress's tree then had links the mount showed as their targets, and
+ * dangling ones rm could not find. Now thousands, the oldest dropped
+ * first, and renames of a directory carry every link below it.
+ */
+START_TEST(test_link_table)
+{
+	struct dt_instance di = {.user_uid = -1, .user_gid = -1};
+	char p[64], t[64];
+	pthread_mutex_init(&di.lock, NULL);
+	for (int i = 0; i < 1000; i++) {
+		snprintf(p, sizeof(p), "/a/d%d/l%d", i % 10, i);
+		snprintf(t, sizeof(t), "t%d", i);
+		dt_links_add(&di, p, t);
+	}
+	ck_assert(is_link(&di, "/a/d0/l0", "t0"));
+	ck_assert(is_link(&di, "/a/d9/l999", "t999"));
+	ck_assert(!dt_link_lookup(&di, "/a/d0", NULL, NULL, 0));
+	/* a directory renamed: every link below it moves, the rest stay */
+	dt_links_rename(&di, "/a/d1", "/b");
+	ck_assert(!dt_link_lookup(&di, "/a/d1/l1", NULL, NULL, 0));
+	ck_assert(is_link(&di, "/b/l1", "t1"));
+	ck_assert(is_link(&di, "/b/l991", "t991"));
+	ck_assert(is_link(&di, "/a/d2/l2", "t2"));
+	/* exchanged: each side's links are the other's */
+	dt_links_exchange(&di, "/b", "/a/d3");
+	ck_assert(is_link(&di, "/a/d3/l1", "t1"));
+	ck_assert(is_link(&di, "/b/l3", "t3"));
+	ck_assert(!dt_link_lookup(&di, "/b/l1", NULL, NULL, 0));
+	/* a name like a directory's but longer is not below it */
+	dt_links_add(&di, "/a/d33", "x");
+	dt_links_forget(&di, "/a/d3");
+	ck_assert(!dt_link_lookup(&di, "/a/d3/l1", NULL, NULL, 0));
+	ck_assert(is_link(&di, "/a/d33", "x"));
+	/* the same path again: one entry, the new target */
+	dt_links_add(&di, "/a/d33", "yy");
+	ck_assert(is_link(&di, "/a/d33", "yy"));
+	/* doubted after a run: not looked up until checked */
+	dt_links_doubt(&di);
+	ck_assert(!dt_link_lookup(&di, "/a/d33", NULL, NULL, 0));
+	ck_assert(dt_link_doubted(&di, "/a/d33"));
+	struct sbx_stat ls = {.mode = S_IFLNK | 0777, .size = 2, .uid = 7};
+	dt_link_check(&di, "/a/d33", &ls);
+	ck_assert(is_link(&di, "/a/d33", "yy"));
+	ls.size = 5; /* another text: another link */
+	dt_links_doubt(&di);
+	dt_link_check(&di, "/a/d33", &ls);
+	ck_assert(!dt_link_doubted(&di, "/a/d33"));
+	ck_assert(!dt_link_lookup(&di, "/a/d33", NULL, NULL, 0));
+	/* full: the oldest go first */
+	dt_links_clear(&di);
+	ck_assert(!dt_links_any(&di));
+	for (int i = 0; i < DT_LINKS_MAX + 5; i++) {
+		snprintf(p, sizeof(p), "/f/l%d", i);
+		dt_links_add(&di, p, "t");
+	}
+	ck_assert_uint_eq(HASH_COUNT(di.links), DT_LINKS_MAX);
+	ck_assert(!dt_link_lookup(&di, "/f/l4", NULL, NULL, 0));
+	ck_assert(dt_link_lookup(&di, "/f/l5", NULL, NULL, 0));
+	snprintf(p, sizeof(p), "/f/l%d", DT_LINKS_MAX + 4);
+	ck_assert(dt_link_lookup(&di, p, NULL, NULL, 0));
+	dt_links_clear(&di);
+	ck_assert_uint_eq(di.links_bytes, 0);
+	pthread_mutex_destroy(&di.lock);
+}
+END_TEST
+
 static Suite *daytona_suite(void)
 {
 	Suite *s = suite_create("daytona");
@@ -869,6 +951,7 @@ static Suite *daytona_suite(void)
 	tcase_add_test(tc, test_wrap_quoting);
 	tcase_add_test(tc, test_wrap_pidfile_kill);
 	tcase_add_test(tc, test_wrap_timeout);
+	tcase_add_test(tc, test_link_table);
 	suite_add_tcase(s, tc);
 	return s;
 }
