@@ -305,7 +305,13 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	if (rc == -ENOENT && n.kind == SBX_N_LEASE) {
 		/* The kernel looks a name up before rmdir/open: say which lease is missing. */
 		struct sbx_error e = SBX_ERROR_INIT;
-		sbx_error_set(&e, ENOENT, SBX_E_NOT_FOUND, "no lease %s", n.lease);
+		const char *why = sbx_mount_unloaded(mnt(), n.lease);
+		if (why)
+			sbx_error_set(&e, ENOENT, SBX_E_NOT_FOUND,
+				      "lease %s is in the lease table but not loaded: %s", n.lease,
+				      why);
+		else
+			sbx_error_set(&e, ENOENT, SBX_E_NOT_FOUND, "no lease %s", n.lease);
 		sbx_mount_error(mnt(), "lookup", &e);
 	}
 	if (rc)

@@ -368,6 +368,13 @@ int table_insert(struct sbx_mount *m, struct sbx_lease *l, struct sbx_error *err
 		return sbx_error_set(err, EEXIST, SBX_E_EXECUTION_FAILED, "lease %s already exists",
 				     l->name);
 	}
+	const char *why = sbx_mount_unloaded(m, l->name);
+	if (why) {
+		sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
+		return sbx_error_set(err, EEXIST, SBX_E_EXECUTION_FAILED,
+				     "lease %s is in the lease table but not loaded: %s", l->name,
+				     why);
+	}
 	HASH_ADD_STR(m->leases, name, l);
 	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	return 0;

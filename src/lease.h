@@ -112,6 +112,11 @@ struct sbx_mount {
 	struct sbx_pending_create *pending; /* creates with no answer (lease.c), under lock */
 	pthread_mutex_t err_lock;	    /* error_line, error_is_lookup: a leaf lock */
 	pthread_mutex_t save_lock; /* one table save at a time, taken before any other lock */
+	/* Table entries that could not be loaded (an unknown provider, a spec
+	 * this build refuses), each {"entry", "why"}: the entry written back
+	 * as it was by every save, its name refused to new leases. Set by
+	 * sbx_mount_open, read-only afterwards (no lock). */
+	json_t *unloaded;
 };
 
 /*
@@ -127,6 +132,8 @@ int sbx_mount_start_timer(struct sbx_mount *m);
 void sbx_mount_close(struct sbx_mount *m);
 /* Records a mount-level error (the root `error` file) and logs it. */
 void sbx_mount_error(struct sbx_mount *m, const char *op, const struct sbx_error *e);
+/* Why the lease table's entry name was not loaded (sbx_mount.unloaded), or NULL. */
+const char *sbx_mount_unloaded(struct sbx_mount *m, const char *name);
 /* The root `error` file's text (caller frees). */
 char *sbx_mount_error_text(struct sbx_mount *m);
 

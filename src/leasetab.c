@@ -80,6 +80,9 @@ int sbx_mount_save(struct sbx_mount *m)
 		sbx_lease_put(ll.v[i]);
 	}
 	free(ll.v);
+	size_t i;
+	json_t *u;
+	json_array_foreach(m->unloaded, i, u) json_array_append(arr, json_object_get(u, "entry"));
 	json_t *root = json_pack("{s:i, s:o}", "version", 1, "leases", arr);
 	char *s = e.err ? NULL : json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
 	json_decref(root);
@@ -137,6 +140,40 @@ static void drop_bad_env_names(json_t *spec, const char *lease)
 	}
 }
 
+/*
+ * An entry this build cannot load is kept as it is (m->unloaded: {"entry":
+ * the entry, "why": the reason}), and said in the root's error file:
+ * dropped, the next save lost it, and its sandbox ran on with nobody
+ * holding it (a table written by another version, a provider taken out of
+ * the build, a hand edit).
+ */
+static void keep_unloaded(struct sbx_mount *m, json_t *j, const char *name, const char *why)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	/* why is never dumped: a message cut inside a character must not abort */
+	json_array_append_new(m->unloaded,
+			      sbx_xjson(json_pack("{s:O, s:o}", "entry", j, "why",
+						  json_stringn_nocheck(why, strlen(why)))));
+	sbx_error_set(&e, EINVAL, SBX_E_INTERNAL,
+		      "lease table: lease %s is kept in the table but not loaded: %s",
+		      name ? name : "(no name)", why);
+	mount_error_line(m, "load", &e, false);
+}
+
+const char *sbx_mount_unloaded(struct sbx_mount *m, const char *name)
+{
+	size_t i;
+	json_t *u;
+	json_array_foreach(m->unloaded, i, u)
+	{
+		const char *n =
+		    json_string_value(json_object_get(json_object_get(u, "entry"), "name"));
+		if (n && !strcmp(n, name))
+			return json_string_value(json_object_get(u, "why"));
+	}
+	return NULL;
+}
+
 static void load_one(struct sbx_mount *m, json_t *j)
 {
 	const char *name = json_string_value(json_object_get(j, "name"));
@@ -145,13 +182,18 @@ static void load_one(struct sbx_mount *m, json_t *j)
 	struct sbx_error e = SBX_ERROR_INIT;
 	struct sbx_instance *inst = NULL;
 	struct sbx_lease *l;
-	if (!name || !id || !st || !sbx_lease_name_valid(name))
+	if (!name || !id || !st || !sbx_lease_name_valid(name)) {
+		keep_unloaded(m, j, name,
+			      !name || !sbx_lease_name_valid(name) ? "no valid name"
+			      : !id				   ? "no sandboxId"
+								   : "no state");
 		return;
+	}
 	l = lease_new(m, name);
 	drop_bad_env_names(json_object_get(j, "spec"), name);
 	if (sbx_spec_apply_json(&l->spec, json_object_get(j, "spec"), &e) ||
 	    resolve_provider(l, &e) || table_insert(m, l, &e)) {
-		sbx_log(SBX_LOG_WARN, "lease table: dropping %s: %s", name, e.msg);
+		keep_unloaded(m, j, name, e.msg);
 		lease_free(l);
 		return;
 	}
@@ -208,6 +250,7 @@ int sbx_mount_open(struct sbx_mount **out, const char *state_dir, const char *co
 	pthread_cond_init(&m->timer_cond, NULL);
 	m->tick_ms = 1000;
 	m->state_dir = sbx_xstrdup(state_dir);
+	m->unloaded = sbx_xjson(json_array());
 	rc = sbx_config_load(&m->config, config_path, err);
 	if (rc)
 		goto fail;
@@ -239,6 +282,7 @@ int sbx_mount_open(struct sbx_mount **out, const char *state_dir, const char *co
 	*out = m;
 	return 0;
 fail:
+	json_decref(m->unloaded);
 	sbx_config_free(&m->config);
 	free(m->state_dir);
 	free(m->profile);
@@ -298,6 +342,7 @@ void sbx_mount_close(struct sbx_mount *m)
 		if ((*p)->shutdown)
 			(*p)->shutdown();
 	sbx_config_free(&m->config);
+	json_decref(m->unloaded);
 	free(m->state_dir);
 	free(m->profile);
 	pthread_mutex_destroy(&m->lock);

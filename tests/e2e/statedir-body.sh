@@ -133,6 +133,27 @@ mount_sbxfs
 eq "the good table back: the lease is there, running" "$(cat "$L/state" 2>&1)" running
 eq "... with its sandbox" "$(sandbox_id "$L")" "$ID"
 eq "... and its files" "$(lease_run 'cat /tmp/kept')" kept
+# An entry this build cannot load (a table of another version, a hand
+# edit): it was dropped with a line in the log, the unmount's save wrote
+# the table without it, and its sandbox ran on with nobody holding it.
+unmount_sbxfs
+python3 -c 'import json, sys
+t = json.load(open(sys.argv[1]))
+t["leases"][0]["spec"]["provider"] = "nosuch"
+json.dump(t, open(sys.argv[2], "w"))' "$WORK/good.json" "$STATE/leases.json"
+mount_sbxfs
+ok "a table entry this build cannot load: the root error file says so" \
+	grep -q 'lease keep is kept in the table but not loaded: unknown provider "nosuch"' "$MNT/error"
+ok "... not shown" test ! -e "$L"
+ok "... and a lookup of it says why" grep -q 'lease keep is in the lease table but not loaded: unknown' "$MNT/error"
+eq "... its name is refused to a new lease" "$(errno_of "os.mkdir('$L')")" EEXIST
+unmount_sbxfs
+eq "... the mount's save keeps the entry as it was" "$(python3 -c 'import json, sys
+print([l["spec"]["provider"] for l in json.load(open(sys.argv[1]))["leases"] if l["name"] == "keep"])' "$STATE/leases.json")" "['nosuch']"
+cp "$WORK/good.json" "$STATE/leases.json"
+mount_sbxfs
+eq "... mended: the lease is back, running" "$(cat "$L/state" 2>&1)" running
+eq "... with its sandbox" "$(sandbox_id "$L")" "$ID"
 [ "$PROVIDER" = local ] && { finish; exit; }
 
 # ---- remote providers: reclaimed means gone ----
