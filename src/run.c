@@ -89,9 +89,13 @@ static char **env_lines(struct sbx_lease *l)
 	memcpy(s, text, len + 1);
 	free(text);
 	size_t k = 0;
-	for (char *t = strtok_r(s, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
+	for (char *t = strtok_r(s, "\n", &save); t; t = strtok_r(NULL, "\n", &save)) {
+		size_t tl = strlen(t);
+		if (tl && t[tl - 1] == '\r') /* a file saved with CRLF ends: not the value's */
+			t[tl - 1] = '\0';
 		if (*t != '#' && strchr(t, '=') && *t != '=')
 			v[k++] = t;
+	}
 	v[k] = NULL;
 	return v;
 }

@@ -250,6 +250,14 @@ story_exec_basics() {
 	printf 'GREETING=hello\nOTHER=x y\n' >"$L/env"
 	echo 'echo "$GREETING/$OTHER"' >"$L/exec"
 	eq "env lines reach runs" "$(cat "$L/exec")" "hello/x y"
+	# An env file saved with CRLF line ends (an editor on Windows, a
+	# pasted .env): the CR was part of every value ("1\r").
+	printf 'GREETING=hello\r\nOTHER=x\r\n' >"$L/env"
+	echo 'printf "%s/%s" "$GREETING" "$OTHER" | od -An -c | tr -s " "' >"$L/exec"
+	eq "env lines with CRLF ends: the CR is not in the value" "$(cat "$L/exec")" " h e l l o / x"
+	eq "... and the file reads back as written" "$(cat -A "$L/env" | tr '\n' ' ')" \
+		'GREETING=hello^M$ OTHER=x^M$ '
+	printf 'GREETING=hello\nOTHER=x y\n' >"$L/env"
 	echo 'printf "%s|" "a b" '"'"'it'"'"'"'"'"'"'"'"'s'"'"'' >"$L/exec"
 	eq "quoting survives the run's wrapper" "$(cat "$L/exec")" "a b|it's|"
 
