@@ -271,14 +271,17 @@ static int fs_pseudo_child(const struct sbx_node *n)
 /*
  * Notes the attributes the kernel is given for path; true when they have
  * another type than its inode (kinval.h: it must look the name up again).
- * An fstat on an open file (o) leaves a doubt for the path's next stat.
+ * An fstat on an open file (o) leaves a doubt for the path's next stat,
+ * and is noted all the same: the kernel keeps what it was given.
  */
 static bool kernel_learns(struct sbx_lease *l, const char *path, mode_t mode,
 			  const struct sbx_open *o)
 {
 	mode_t type;
-	if (o && sbx_kinval_doubted(l->kinval, path, &type))
+	if (o && sbx_kinval_doubted(l->kinval, path, &type)) {
+		sbx_kinval_note_kept(l->kinval, path, mode);
 		return false;
+	}
 	return sbx_kinval_note(l->kinval, path, mode);
 }
 
@@ -297,6 +300,7 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 			fh_path(mp, sizeof(mp), o->fsf);
 			give_ino(st, mp, o->fsf->lease);
 			sbx_aliases_note(mp, st);
+			(void)kernel_learns(o->fsf->lease, mp, st->st_mode, o);
 		}
 		return rc;
 	}

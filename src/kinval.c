@@ -133,20 +133,10 @@ void sbx_kinval_free(struct sbx_kinval *k)
 	free(k);
 }
 
-bool sbx_kinval_note(struct sbx_kinval *k, const char *path, mode_t mode)
+/* Under k->lock: path is among the noted ones, with the kernel's type (bounded). */
+static void note_locked(struct sbx_kinval *k, const char *path, size_t len, mode_t mode)
 {
 	struct path_entry *e;
-	size_t len = strlen(path);
-	bool changed = false;
-	if (!inval_cb)
-		return false; /* nothing could be invalidated: nothing to remember */
-	pthread_mutex_lock(&k->lock);
-	HASH_FIND(hh, k->doubt, path, len, e);
-	if (e) {
-		HASH_DEL(k->doubt, e);
-		changed = (e->type ^ mode) & S_IFMT;
-		free(e);
-	}
 	HASH_FIND(hh, k->paths, path, len, e);
 	if (!e && k->n < SBX_KINVAL_MAX) {
 		e = sbx_xmalloc(sizeof(*e) + len + 1);
@@ -163,8 +153,34 @@ bool sbx_kinval_note(struct sbx_kinval *k, const char *path, mode_t mode)
 	}
 	if (e)
 		e->type = mode & S_IFMT;
+}
+
+bool sbx_kinval_note(struct sbx_kinval *k, const char *path, mode_t mode)
+{
+	struct path_entry *e;
+	size_t len = strlen(path);
+	bool changed = false;
+	if (!inval_cb)
+		return false; /* nothing could be invalidated: nothing to remember */
+	pthread_mutex_lock(&k->lock);
+	HASH_FIND(hh, k->doubt, path, len, e);
+	if (e) {
+		HASH_DEL(k->doubt, e);
+		changed = (e->type ^ mode) & S_IFMT;
+		free(e);
+	}
+	note_locked(k, path, len, mode);
 	pthread_mutex_unlock(&k->lock);
 	return changed;
+}
+
+void sbx_kinval_note_kept(struct sbx_kinval *k, const char *path, mode_t mode)
+{
+	if (!inval_cb)
+		return;
+	pthread_mutex_lock(&k->lock);
+	note_locked(k, path, strlen(path), mode); /* a flush keeps the doubt's own type */
+	pthread_mutex_unlock(&k->lock);
 }
 
 bool sbx_kinval_doubted(struct sbx_kinval *k, const char *path, mode_t *type)

@@ -37,6 +37,15 @@ void sbx_kinval_free(struct sbx_kinval *k); /* NULL-safe */
  * gone with this call, so a path gives true once).
  */
 bool sbx_kinval_note(struct sbx_kinval *k, const char *mount_path, mode_t mode);
+/*
+ * The kernel was given mount_path's attributes through an open file (a
+ * GETATTR with a handle, as a read past the cached size sends): noted, so
+ * the next flush drops them, while a doubt of the path stays for its next
+ * stat. Not noted, a run's new size stayed unseen for the attribute
+ * timeout after the one flush that was to drop it: `cat` read the run's
+ * new bytes cut at the old size.
+ */
+void sbx_kinval_note_kept(struct sbx_kinval *k, const char *mount_path, mode_t mode);
 /* Whether mount_path is doubted; *type is then the kernel's (S_IFMT bits). */
 bool sbx_kinval_doubted(struct sbx_kinval *k, const char *mount_path, mode_t *type);
 /* Invalidates every noted path; they become doubted. */

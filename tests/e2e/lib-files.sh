@@ -367,6 +367,25 @@ story_exec_files() {
 	eq "a same-size rewrite by a run shows at once" "$(cat "$F/same.txt")" "bbbb"
 	echo "rm $FHOME/from-run.txt" >"$L/exec"
 	ok "a file a run deletes is gone from fs/ at once" test ! -e "$F/from-run.txt"
+	# A size the kernel learnt through an open file (lseek to the end of a
+	# file a run had changed) after a run: it was not noted for the next
+	# run's flush, and stayed for the attribute timeout after a run grew
+	# the file again (CI once read a run's new bytes cut at the old size).
+	echo x >"$F/held.txt"
+	eq "a size learnt through an open file is dropped at the next run" "$(python3 - "$F/held.txt" "$L/exec" "$FHOME/held.txt" <<'PY'
+import os, sys
+f, ex, home = sys.argv[1:]
+def run(cmd):
+    with open(ex, "w") as e:
+        e.write(cmd + "\n")
+fd = os.open(f, os.O_RDONLY)
+run("true")  # the kernel's attributes of f dropped, f doubted
+run("echo made-by-run > " + home)
+os.lseek(fd, 0, os.SEEK_END)  # a GETATTR with the handle
+run("echo changed-by-run > " + home)
+print(os.fstat(fd).st_size)
+PY
+)" 15
 }
 
 # A run replaces names the kernel still holds (issue 12): a file by a

@@ -67,6 +67,32 @@ START_TEST(a_changed_type_is_told_once)
 }
 END_TEST
 
+/*
+ * The attributes an fstat (a GETATTR with a handle) gives for a doubted
+ * path: noted for the next flush, the doubt kept. Skipped, a run's new
+ * size stayed unseen after the flush that was to drop the old one.
+ */
+START_TEST(an_open_file_s_attributes_are_dropped_at_the_next_flush)
+{
+	struct sbx_kinval *k = fresh();
+	mode_t type;
+	sbx_kinval_note(k, "/l/fs/f", S_IFREG | 0644);
+	sbx_kinval_flush(k);
+	ck_assert(sbx_kinval_doubted(k, "/l/fs/f", &type));
+	n_invalidated = 0;
+	sbx_kinval_note_kept(k, "/l/fs/f", S_IFREG | 0644);
+	ck_assert(sbx_kinval_doubted(k, "/l/fs/f", &type)); /* the path's next stat still checks */
+	sbx_kinval_flush(k);
+	ck_assert_int_eq(n_invalidated, 1);
+	ck_assert_str_eq(invalidated[0], "/l/fs/f");
+	ck_assert(sbx_kinval_doubted(k, "/l/fs/f", &type));
+	ck_assert_uint_eq(type, S_IFREG);
+	/* a type change is still told to the path's stat, once */
+	ck_assert(sbx_kinval_note(k, "/l/fs/f", S_IFDIR | 0755));
+	sbx_kinval_free(k);
+}
+END_TEST
+
 START_TEST(the_mount_s_own_changes_are_not_doubted)
 {
 	struct sbx_kinval *k = fresh();
@@ -116,6 +142,7 @@ int main(void)
 	TCase *tc = tcase_create("kinval");
 	tcase_add_test(tc, flush_invalidates_what_was_noted_once);
 	tcase_add_test(tc, a_changed_type_is_told_once);
+	tcase_add_test(tc, an_open_file_s_attributes_are_dropped_at_the_next_flush);
 	tcase_add_test(tc, the_mount_s_own_changes_are_not_doubted);
 	tcase_add_test(tc, a_change_report_doubts_one_path);
 	tcase_add_test(tc, without_a_callback_nothing_is_kept);
