@@ -668,7 +668,7 @@ static void link_put(struct dt_instance *di, struct dt_link *k)
 	HASH_ADD_KEYPTR(hh, di->links, k->path, strlen(k->path), k);
 }
 
-/* Under di->lock: the undoubted link at path, or NULL. */
+/* Under di->lock: the link at path (a doubted one only with doubted_too), or NULL. */
 static struct dt_link *link_find(struct dt_instance *di, const char *path, bool doubted_too)
 {
 	struct dt_link *k;

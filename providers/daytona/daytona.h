@@ -52,9 +52,8 @@
 /* The queue is applied this long after its last op (rmeta_engine.h's timer). */
 #define DT_BATCH_DELAY_MS 1000L
 /*
- * The symlink table's bounds (struct dt_link). At 32 links fsstress's
- * tree could not be removed: a dangling link the table had dropped was
- * ENOENT to rm (info follows links) while rm's removals waited.
+ * The symlink table's bounds (struct dt_link): a link it drops shows as
+ * its target again (DESIGN.md, Lessons: 32 were too few for fsstress).
  */
 #define DT_LINKS_MAX 16384
 #define DT_LINKS_BYTES (8u << 20) /* paths and targets */
