@@ -676,10 +676,11 @@ static struct dt_link *link_find(struct dt_instance *di, const char *path, bool 
 	return k && (doubted_too || !k->doubt) ? k : NULL;
 }
 
-void dt_links_add(struct dt_instance *di, const char *path, const char *target)
+/* Records the link at path; a doubted one is checked against its listing first. */
+static void links_add(struct dt_instance *di, const char *path, const char *target, bool doubt)
 {
 	struct dt_link *k = sbx_xmalloc(sizeof(*k)), *old;
-	*k = (struct dt_link){.uid = -1, .gid = -1};
+	*k = (struct dt_link){.uid = -1, .gid = -1, .doubt = doubt};
 	k->path = sbx_xstrdup(path);
 	k->target = sbx_xstrdup(target);
 	pthread_mutex_lock(&di->lock);
@@ -691,6 +692,11 @@ void dt_links_add(struct dt_instance *di, const char *path, const char *target)
 		link_drop(di, di->links);
 	link_put(di, k);
 	pthread_mutex_unlock(&di->lock);
+}
+
+void dt_links_add(struct dt_instance *di, const char *path, const char *target)
+{
+	links_add(di, path, target, false);
 }
 
 bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *st, char *target,
@@ -1020,6 +1026,12 @@ int dt_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t s
 		if (out.len && out.buf[out.len - 1] == '\n')
 			out.buf[--out.len] = '\0';
 		snprintf(buf, size, "%s", out.buf);
+		/*
+		 * A link something else made (a run): info follows it, so its
+		 * stat showed its target. Known now, doubted, so the next stat
+		 * takes its owner and times from the listing (dt_link_check).
+		 */
+		links_add(di, path, out.buf, true);
 	}
 	sbx_buf_release(&b);
 	sbx_buf_release(&out);

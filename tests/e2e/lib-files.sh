@@ -431,6 +431,19 @@ story_dangling_link_by_run() {
 	eq "... gone in the sandbox" "$(lease_run "ls -A $FHOME | grep -c '^dangling\$'")" 0
 }
 
+# A link a run made to an existing file, once `ls -l` has shown it:
+# Daytona's file info follows links, so after the next run its stat said
+# "regular file" (its target's type). A link read once is known now.
+story_run_link_read() {
+	lease_run "cd $FHOME && echo t >rl-target && ln -s rl-target rl" >/dev/null
+	eq "a link a run made: ls -l shows it" "$(ls -l "$F" | grep -o 'rl -> .*')" "rl -> rl-target"
+	lease_run true >/dev/null # a run: every cache of fs/ dropped
+	eq "... stat says a link after a run" "$(stat -c %F "$F/rl" 2>&1)" "symbolic link"
+	eq "... of its text's size" "$(stat -c %s "$F/rl" 2>&1)" 9
+	eq "... readlink reads it" "$(readlink "$F/rl" 2>&1)" rl-target
+	rm -f "$F/rl" "$F/rl-target"
+}
+
 # Many links made through the mount (fsstress makes hundreds). Daytona's
 # file info follows links, so the mount keeps a table of the links it
 # made; it held 32, and an older link then showed as its target

@@ -170,6 +170,7 @@ story_posix_corners
 TC_RUN_LINK="regular file" story_type_change_by_run
 story_dangling_link_by_run
 story_many_links
+story_run_link_read
 eq "the mode in the sandbox" "$(lease_run 'stat -c %a /home/daytona/target.txt')" 600
 eq "no temporaries left anywhere" "$(lease_run "find /home/daytona -name '.sbxfs-*' | wc -l")" 0
 ok "nothing recorded in error" sh -c "! grep -v -e 'ENOTEMPTY' -e 'EISDIR' '$L/error' | grep -q ."

@@ -33,6 +33,7 @@ story_posix_corners
 story_type_change_by_run
 story_dangling_link_by_run
 story_many_links
+story_run_link_read
 story_pseudo_dirs_empty
 
 # ---- what it costs (the fake's counters) ----

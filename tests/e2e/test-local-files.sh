@@ -22,6 +22,7 @@ story_posix_corners
 story_type_change_by_run
 story_dangling_link_by_run
 story_many_links
+story_run_link_read
 
 # Local only: the mount's own view of links and owners, fifos, absolute links.
 eq "link count" "$(stat -c %h "$F/target.txt")" 2
