@@ -676,27 +676,30 @@ static struct dt_link *link_find(struct dt_instance *di, const char *path, bool 
 	return k && (doubted_too || !k->doubt) ? k : NULL;
 }
 
-/* Records the link at path; a doubted one is checked against its listing first. */
-static void links_add(struct dt_instance *di, const char *path, const char *target, bool doubt)
+void dt_links_add(struct dt_instance *di, const char *path, const char *target, bool read)
 {
-	struct dt_link *k = sbx_xmalloc(sizeof(*k)), *old;
-	*k = (struct dt_link){.uid = -1, .gid = -1, .doubt = doubt};
-	k->path = sbx_xstrdup(path);
-	k->target = sbx_xstrdup(target);
+	struct dt_link *k, *old;
 	pthread_mutex_lock(&di->lock);
-	if ((old = link_find(di, path, true)))
+	if ((old = link_find(di, path, true)) && read) {
+		/* Read again: its lchown and lutimes notes stay; the text is the sandbox's. */
+		di->links_bytes += strlen(target) - strlen(old->target);
+		free(old->target);
+		old->target = sbx_xstrdup(target);
+		pthread_mutex_unlock(&di->lock);
+		return;
+	}
+	if (old)
 		link_drop(di, old);
 	/* Full: the oldest goes (it then looks like its target, as before the table). */
 	while (di->links && (HASH_COUNT(di->links) >= DT_LINKS_MAX ||
 			     di->links_bytes + strlen(path) + strlen(target) > DT_LINKS_BYTES))
 		link_drop(di, di->links);
+	k = sbx_xmalloc(sizeof(*k));
+	*k = (struct dt_link){.uid = -1, .gid = -1, .doubt = read};
+	k->path = sbx_xstrdup(path);
+	k->target = sbx_xstrdup(target);
 	link_put(di, k);
 	pthread_mutex_unlock(&di->lock);
-}
-
-void dt_links_add(struct dt_instance *di, const char *path, const char *target)
-{
-	links_add(di, path, target, false);
 }
 
 bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *st, char *target,
@@ -931,7 +934,7 @@ int dt_symlink(struct sbx_instance *inst, const char *target, const char *path,
 	    .kind = SBX_RMQ_SYMLINK, .path = (char *)path, .arg = (char *)target};
 	int rc = enqueue(dt_inst(inst), &op, err);
 	if (!rc)
-		dt_links_add(dt_inst(inst), path, target);
+		dt_links_add(dt_inst(inst), path, target, false);
 	return rc ? rc : dt_own_new(dt_inst(inst), path, err);
 }
 
@@ -944,7 +947,7 @@ int dt_link(struct sbx_instance *inst, const char *from, const char *to, struct 
 	int rc = enqueue(di, &op, err);
 	/* A second name of a link is a link too (info follows it: ENOENT once moved). */
 	if (!rc && is_link)
-		dt_links_add(di, to, target);
+		dt_links_add(di, to, target, false);
 	return rc;
 }
 
@@ -1031,7 +1034,7 @@ int dt_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t s
 		 * stat showed its target. Known now, doubted, so the next stat
 		 * takes its owner and times from the listing (dt_link_check).
 		 */
-		links_add(di, path, out.buf, true);
+		dt_links_add(di, path, out.buf, true);
 	}
 	sbx_buf_release(&b);
 	sbx_buf_release(&out);

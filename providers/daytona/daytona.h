@@ -271,8 +271,10 @@ int dt_batch_flush_below(struct dt_instance *di, const char *path, struct sbx_er
 bool dt_batch_gone(struct dt_instance *di, const char *path);
 
 /*
- * The symlink table: dt_links_add() records a link this instance made
- * (the oldest goes past DT_LINKS_MAX or DT_LINKS_BYTES); dt_link_lookup()
+ * The symlink table: dt_links_add() records a link this instance made,
+ * or with read one a readlink found (doubted, see below; a link already
+ * held keeps what the table noted of it, with the text read), the oldest
+ * going past DT_LINKS_MAX or DT_LINKS_BYTES; dt_link_lookup()
  * fills st (and the target) for one; dt_links_forget() drops path and
  * everything below it (unlink, rmdir, rename, write); dt_links_rename()
  * and dt_links_exchange() move them; dt_links_clear() forgets all;
@@ -287,7 +289,7 @@ bool dt_batch_gone(struct dt_instance *di, const char *path);
  */
 bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *st, char *target,
 		    size_t size);
-void dt_links_add(struct dt_instance *di, const char *path, const char *target);
+void dt_links_add(struct dt_instance *di, const char *path, const char *target, bool read);
 void dt_links_forget(struct dt_instance *di, const char *path);
 /* Records an lchown (uid/gid -1: unchanged) or lutimes (ts NULL, or UTIME_OMIT: unchanged). */
 void dt_link_note(struct dt_instance *di, const char *path, long uid, long gid,

@@ -875,7 +875,7 @@ START_TEST(test_link_table)
 	for (int i = 0; i < 1000; i++) {
 		snprintf(p, sizeof(p), "/a/d%d/l%d", i % 10, i);
 		snprintf(t, sizeof(t), "t%d", i);
-		dt_links_add(&di, p, t);
+		dt_links_add(&di, p, t, false);
 	}
 	ck_assert(is_link(&di, "/a/d0/l0", "t0"));
 	ck_assert(is_link(&di, "/a/d9/l999", "t999"));
@@ -892,12 +892,12 @@ START_TEST(test_link_table)
 	ck_assert(is_link(&di, "/b/l3", "t3"));
 	ck_assert(!dt_link_lookup(&di, "/b/l1", NULL, NULL, 0));
 	/* a name like a directory's but longer is not below it */
-	dt_links_add(&di, "/a/d33", "x");
+	dt_links_add(&di, "/a/d33", "x", false);
 	dt_links_forget(&di, "/a/d3");
 	ck_assert(!dt_link_lookup(&di, "/a/d3/l1", NULL, NULL, 0));
 	ck_assert(is_link(&di, "/a/d33", "x"));
 	/* the same path again: one entry, the new target */
-	dt_links_add(&di, "/a/d33", "yy");
+	dt_links_add(&di, "/a/d33", "yy", false);
 	ck_assert(is_link(&di, "/a/d33", "yy"));
 	/* doubted after a run: not looked up until checked */
 	dt_links_doubt(&di);
@@ -911,12 +911,29 @@ START_TEST(test_link_table)
 	dt_link_check(&di, "/a/d33", &ls);
 	ck_assert(!dt_link_doubted(&di, "/a/d33"));
 	ck_assert(!dt_link_lookup(&di, "/a/d33", NULL, NULL, 0));
+	/* read by readlink while doubted (after a run): what lutimes noted stays */
+	dt_links_add(&di, "/a/r", "old", false);
+	struct timespec ts[2] = {{.tv_sec = 1000}, {.tv_sec = 2000}};
+	dt_link_note(&di, "/a/r", -1, -1, ts);
+	dt_links_doubt(&di);
+	dt_links_add(&di, "/a/r", "new", true);
+	ck_assert(dt_link_doubted(&di, "/a/r"));
+	struct sbx_stat rs = {.mode = S_IFLNK | 0777, .size = 3, .mtime = {.tv_sec = 2000}};
+	dt_link_check(&di, "/a/r", &rs);
+	ck_assert(is_link(&di, "/a/r", "new"));
+	struct sbx_stat got = {0};
+	dt_link_lookup(&di, "/a/r", &got, NULL, 0);
+	ck_assert_int_eq(got.atime.tv_sec, 1000);
+	/* a link first met by readlink is doubted until its listing is seen */
+	dt_links_add(&di, "/a/s", "t", true);
+	ck_assert(!dt_link_lookup(&di, "/a/s", NULL, NULL, 0));
+	ck_assert(dt_link_doubted(&di, "/a/s"));
 	/* full: the oldest go first */
 	dt_links_clear(&di);
 	ck_assert(!dt_links_any(&di));
 	for (int i = 0; i < DT_LINKS_MAX + 5; i++) {
 		snprintf(p, sizeof(p), "/f/l%d", i);
-		dt_links_add(&di, p, "t");
+		dt_links_add(&di, p, "t", false);
 	}
 	ck_assert_uint_eq(HASH_COUNT(di.links), DT_LINKS_MAX);
 	ck_assert(!dt_link_lookup(&di, "/f/l4", NULL, NULL, 0));
