@@ -259,7 +259,8 @@ struct sbx_provider {
 
 	/* --- provider-wide ------------------------------------------------ */
 	/* Called once at mount; reads env/credentials. Optional. A failure here
-	 * only disables this provider (leases on it get the error). */
+	 * only disables this provider: the core then neither creates nor
+	 * attaches on it, and leases on it get the error (sbx_provider_ready). */
 	int (*init)(const struct sbx_provider_env *env, struct sbx_error *err);
 	void (*shutdown)(void);
 
@@ -536,6 +537,24 @@ int sbx_provider_register(const struct sbx_provider *p, struct sbx_error *err);
  */
 int sbx_provider_init(const struct sbx_provider *p, json_t *providers_cfg, const char *state_dir,
 		      struct sbx_error *err);
+/*
+ * Initialises every provider. One without its credentials is only
+ * unavailable (logged when keep; its leases say why); a value one cannot
+ * use (EINVAL: a providers.NAME setting, a URL) fails the call with its
+ * message, as every other bad value of the config refuses the mount.
+ * Without keep, or on failure, every provider is shut down again: main
+ * checks the settings so before daemonising, where the terminal sees them,
+ * and the mount initialises for real after the fork.
+ */
+int sbx_provider_init_all(json_t *providers_cfg, const char *state_dir, bool keep,
+			  struct sbx_error *err);
+/*
+ * 0 when p's last init succeeded (or p was never initialised), else its
+ * error again, "provider NAME is unavailable: WHY". The core asks before
+ * every create and attach, so a provider whose init failed half-way (its
+ * settings refused) is never used with what it had set up by then.
+ */
+int sbx_provider_ready(const struct sbx_provider *p, struct sbx_error *err);
 
 /*
  * The listening TCP ports in the text of /proc/net/tcp and/or

@@ -32,6 +32,8 @@ static const struct sbx_provider *const builtin[] = {
 
 /* The checked providers, NULL-terminated. Protected by lock. */
 static const struct sbx_provider *registry[SBX_PROVIDERS_MAX + 1];
+/* Why registry[i]'s last init failed (err 0: it did not). Protected by lock. */
+static struct sbx_error init_errs[SBX_PROVIDERS_MAX];
 static size_t n_registered;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
@@ -172,5 +174,50 @@ int sbx_provider_init(const struct sbx_provider *p, json_t *providers_cfg, const
 		free(key);
 	}
 	json_decref(env.settings);
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < n_registered; i++)
+		if (registry[i] == p) {
+			sbx_error_clear(&init_errs[i]);
+			if (rc && err && err->err)
+				init_errs[i] = *err;
+			else if (rc)
+				sbx_error_set(&init_errs[i], -rc, SBX_E_INTERNAL, "%s",
+					      strerror(-rc));
+		}
+	pthread_mutex_unlock(&lock);
 	return rc;
+}
+
+int sbx_provider_init_all(json_t *providers_cfg, const char *state_dir, bool keep,
+			  struct sbx_error *err)
+{
+	int rc = 0;
+	for (const struct sbx_provider *const *p = sbx_provider_all(); *p && !rc; p++) {
+		struct sbx_error pe = SBX_ERROR_INIT;
+		if (!sbx_provider_init(*p, providers_cfg, state_dir, &pe))
+			continue;
+		if (pe.err == EINVAL)
+			rc = sbx_error_set(err, EINVAL, SBX_E_INTERNAL, "%s", pe.msg);
+		else if (keep)
+			sbx_log(SBX_LOG_INFO, "provider %s unavailable: %s", (*p)->name, pe.msg);
+	}
+	if (rc || !keep)
+		for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++)
+			if ((*p)->shutdown)
+				(*p)->shutdown();
+	return rc;
+}
+
+int sbx_provider_ready(const struct sbx_provider *p, struct sbx_error *err)
+{
+	struct sbx_error why = SBX_ERROR_INIT;
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < n_registered; i++)
+		if (registry[i] == p)
+			why = init_errs[i];
+	pthread_mutex_unlock(&lock);
+	if (!why.err)
+		return 0;
+	return sbx_error_set(err, why.err, why.code, "provider %s is unavailable: %s", p->name,
+			     why.msg);
 }

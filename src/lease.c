@@ -701,6 +701,8 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 	rc = lease_prepare_dir(l, err);
 	time_t started = time(NULL);
 	/* A sandbox a timed-out create of this name made after all: adopted. */
+	if (!rc)
+		rc = sbx_provider_ready(l->prov, err);
 	if (!rc && !pending_adopt(m, l, &inst))
 		rc = l->prov->create(&l->spec, l->name, &inst, err);
 	if (rc == -ETIMEDOUT || rc == -ENOTCONN)
@@ -851,6 +853,8 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 		return rc;
 	}
 	rc = lease_prepare_dir(l, err);
+	if (!rc)
+		rc = sbx_provider_ready(l->prov, err);
 	if (!rc)
 		rc = l->prov->attach(&l->spec, sandbox_id, NULL, &inst, err);
 	if (rc) {

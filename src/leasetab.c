@@ -217,7 +217,9 @@ static void load_one(struct sbx_mount *m, json_t *j)
 		l->state = SBX_LS_ERROR;
 		return;
 	}
-	int rc = l->prov->attach(&l->spec, id, l->saved, &inst, &e);
+	int rc = sbx_provider_ready(l->prov, &e);
+	if (!rc)
+		rc = l->prov->attach(&l->spec, id, l->saved, &inst, &e);
 	if (rc == -ENOENT && provider_confirms_gone(l->prov, id, &e)) {
 		sbx_lock(&l->lock, SBX_LOCK_LEASE);
 		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone while unmounted");
@@ -269,10 +271,10 @@ int sbx_mount_open(struct sbx_mount **out, const char *state_dir, const char *co
 	rc = sbx_statedir_read_table(state_dir, &table, err);
 	if (rc)
 		goto fail;
-	for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++) {
-		struct sbx_error pe = SBX_ERROR_INIT;
-		if (sbx_provider_init(*p, m->config.providers, state_dir, &pe))
-			sbx_log(SBX_LOG_INFO, "provider %s unavailable: %s", (*p)->name, pe.msg);
+	rc = sbx_provider_init_all(m->config.providers, state_dir, true, err);
+	if (rc) {
+		json_decref(table);
+		goto fail;
 	}
 	if (table) {
 		load_table(m, table);

@@ -109,7 +109,9 @@ static bool retry_lease(struct sbx_lease *l)
 	memcpy(id, l->sandbox_id, sizeof(id));
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	if (!inst && l->prov->attach) {
-		rc = l->prov->attach(&l->spec, id, l->saved, &fresh, &e);
+		rc = sbx_provider_ready(l->prov, &e);
+		if (!rc)
+			rc = l->prov->attach(&l->spec, id, l->saved, &fresh, &e);
 		if (rc == -ENOENT)
 			rs = SBX_REMOTE_GONE;
 		else if (!rc)

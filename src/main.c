@@ -346,6 +346,12 @@ int main(int argc, char *argv[])
 			goto out_args;
 		}
 	}
+	/* And each provider's settings, the same way (initialised for real after the fork). */
+	if (sbx_provider_init_all(probe.providers, opts.state_dir, false, &err)) {
+		fprintf(stderr, "sbxfs: config %s: %s\n", opts.config, err.msg);
+		sbx_config_free(&probe);
+		goto out_args;
+	}
 	sbx_config_free(&probe);
 	/*
 	 * One daemon per state dir, and a lease table that can be read: both

@@ -188,8 +188,9 @@ int lcl_disk_mount(const char *dir, const char *rw, long disk_mb, enum lcl_disk 
 			*used = LCL_DISK_EXT4;
 			return 0;
 		}
-		/* A full state dir is the user's to know: RAM instead of disk would hide it. */
-		if (want == LCL_DISK_EXT4 || e == -ENOSPC)
+		/* A full state dir, or one whose files cannot be that big, is the
+		 * user's to know: RAM instead of disk would hide it. */
+		if (want == LCL_DISK_EXT4 || e == -ENOSPC || e == -EFBIG)
 			return e;
 		sbx_log(SBX_LOG_WARN, "local: %s; using tmpfs", err ? err->msg : "ext4 failed");
 		sbx_error_clear(err);

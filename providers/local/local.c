@@ -73,13 +73,15 @@ static int setting_str(json_t *s, const char *key, char **out, struct sbx_error 
 	return 0;
 }
 
-static int setting_long(json_t *s, const char *key, long *out, struct sbx_error *err)
+static int setting_long(json_t *s, const char *key, long max, long *out, struct sbx_error *err)
 {
 	json_t *v = json_object_get(s, key);
 	if (!v)
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < 0)
 		return sbx_error_set(err, EINVAL, 0, "providers.local.%s: not a count", key);
+	if (json_integer_value(v) > max)
+		return sbx_error_set(err, EINVAL, 0, "providers.local.%s: at most %ld", key, max);
 	*out = (long)json_integer_value(v);
 	return 0;
 }
@@ -105,9 +107,10 @@ static int local_init(const struct sbx_provider_env *env, struct sbx_error *err)
 	int e = 0;
 
 	local_shutdown();
-	if (s && ((e = setting_long(s, "diskMB", &lcl_cfg.disk_mb, err)) < 0 ||
-		  (e = setting_long(s, "pidsMax", &lcl_cfg.cg.pids_max, err)) < 0 ||
-		  (e = setting_long(s, "readyTimeoutMs", &lcl_cfg.ready_ms, err)) < 0 ||
+	/* Bounds: the spec's (base/spec.h), the kernel's PID_MAX_LIMIT, an hour. */
+	if (s && ((e = setting_long(s, "diskMB", SBX_SPEC_MB_MAX, &lcl_cfg.disk_mb, err)) < 0 ||
+		  (e = setting_long(s, "pidsMax", 4194304, &lcl_cfg.cg.pids_max, err)) < 0 ||
+		  (e = setting_long(s, "readyTimeoutMs", 3600000, &lcl_cfg.ready_ms, err)) < 0 ||
 		  (e = setting_str(s, "cgroup", &cg_mode, err)) < 0 ||
 		  (e = setting_str(s, "cgroupRoot", &cg_root, err)) < 0 ||
 		  (e = setting_str(s, "disk", &disk_kind, err)) < 0 ||
@@ -284,6 +287,13 @@ static int local_create(const struct sbx_spec *spec, const char *lease, struct s
 		    "the local provider needs root (or user namespaces: see "
 		    "ROOTLESS in sbxfs(1)); as uid %u use the e2b or daytona provider",
 		    (unsigned)geteuid());
+	/* Its init and slirp4netns count in the lease's memory cgroup: below
+	 * this they are killed at start, which looked like a missing slirp4netns. */
+	if (spec->res.memory_mb > 0 && spec->res.memory_mb < LCL_MEMORY_MIN_MB)
+		return sbx_error_set(err, EINVAL, 0,
+				     "resources.memoryMB %ld is too small: a local sandbox needs "
+				     "at least %d (its init and network helper count in it)",
+				     spec->res.memory_mb, LCL_MEMORY_MIN_MB);
 	if ((e = sbx_random_bytes(rnd, sizeof(rnd))) < 0)
 		return sbx_error_set(err, -e, 0, "getrandom failed");
 	snprintf(id, sizeof(id), "lcl-%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],

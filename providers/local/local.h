@@ -82,6 +82,9 @@ int lcl_make_opaque(int upper, const char *rel, mode_t mode);
 /* The directory to use as lowerdir for a template name, or NULL (EINVAL). */
 const char *lcl_template_lower(const char *template_name);
 
+/* The least resources.memoryMB a local lease may ask (local.c, local_create). */
+#define LCL_MEMORY_MIN_MB 16
+
 /* net.c --------------------------------------------------------------- */
 #define LCL_NET_CIDR "10.0.2.0/24"
 #define LCL_NET_DNS "10.0.2.3"

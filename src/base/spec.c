@@ -94,7 +94,7 @@ long sbx_duration_parse(const char *s)
 		default:
 			return -1;
 		}
-		if (n > (long)1e9 / mul)
+		if (n > SBX_DURATION_MAX / mul || total + n * mul > SBX_DURATION_MAX)
 			return -1;
 		total += n * mul;
 		any = 1;
@@ -106,9 +106,13 @@ long sbx_duration_parse(const char *s)
 long sbx_duration_json(json_t *v)
 {
 	if (json_is_integer(v))
-		return json_integer_value(v) >= 0 ? (long)json_integer_value(v) : -1;
-	if (json_is_real(v))
-		return json_real_value(v) >= 0 ? (long)json_real_value(v) : -1;
+		return json_integer_value(v) >= 0 && json_integer_value(v) <= SBX_DURATION_MAX
+			   ? (long)json_integer_value(v)
+			   : -1;
+	if (json_is_real(v)) /* NaN fails both tests: no cast of what no long holds */
+		return json_real_value(v) >= 0 && json_real_value(v) <= SBX_DURATION_MAX
+			   ? (long)json_real_value(v)
+			   : -1;
 	if (json_is_string(v))
 		return sbx_duration_parse(json_string_value(v));
 	return -1;
@@ -128,7 +132,7 @@ static int set_str(char **dst, json_t *v, const char *key, struct sbx_error *e)
 	return 0;
 }
 
-static int set_long(long *dst, json_t *v, const char *key, struct sbx_error *e)
+static int set_count(long *dst, json_t *v, const char *key, long max, struct sbx_error *e)
 {
 	if (json_is_null(v)) {
 		*dst = 0;
@@ -137,6 +141,9 @@ static int set_long(long *dst, json_t *v, const char *key, struct sbx_error *e)
 	if (!json_is_integer(v) || json_integer_value(v) < 0)
 		return sbx_error_set(e, EINVAL, 0, "spec: \"%s\" must be a non-negative integer",
 				     key);
+	if (json_integer_value(v) > max)
+		return sbx_error_set(e, EINVAL, 0, "spec: \"%s\" is out of range (at most %ld)",
+				     key, max);
 	*dst = (long)json_integer_value(v);
 	return 0;
 }
@@ -162,11 +169,12 @@ static int apply_resources(struct sbx_spec *s, json_t *r, struct sbx_error *e)
 	{
 		int rc;
 		if (!strcmp(k, "cpu"))
-			rc = set_long(&s->res.cpu, v, "resources.cpu", e);
+			rc = set_count(&s->res.cpu, v, "resources.cpu", SBX_SPEC_CPU_MAX, e);
 		else if (!strcmp(k, "memoryMB"))
-			rc = set_long(&s->res.memory_mb, v, "resources.memoryMB", e);
+			rc = set_count(&s->res.memory_mb, v, "resources.memoryMB", SBX_SPEC_MB_MAX,
+				       e);
 		else if (!strcmp(k, "diskMB"))
-			rc = set_long(&s->res.disk_mb, v, "resources.diskMB", e);
+			rc = set_count(&s->res.disk_mb, v, "resources.diskMB", SBX_SPEC_MB_MAX, e);
 		else if (!strcmp(k, "timeout"))
 			rc = set_duration(&s->res.timeout_s, v, "resources.timeout", e);
 		else

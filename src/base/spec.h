@@ -57,9 +57,24 @@ int sbx_spec_apply_kv(struct sbx_spec *s, const char *key, const char *value, st
 /* A new JSON object describing s (caller owns the reference). */
 json_t *sbx_spec_to_json(const struct sbx_spec *s);
 
-/* Parses "90", "90s", "10m", "8h", "2d", "1h30m" into seconds; -1 when malformed. */
+/*
+ * Bounds of what a spec may ask. A value past them is a typo, not a wish:
+ * unchecked, memoryMB or diskMB past 2^43 overflowed the byte count of a
+ * cgroup limit or a disk image (a negative image size then fell back to
+ * an unbounded tmpfs), and a duration past a long's milliseconds wrapped
+ * the timer's arithmetic. cpu is in millicores (1,000 cores); 16 TiB is
+ * ext4's largest file (the local disk image) and more memory than a
+ * machine has; 10^9 s is 31 years.
+ */
+#define SBX_SPEC_CPU_MAX 1000000L
+#define SBX_SPEC_MB_MAX (16L << 20)
+#define SBX_DURATION_MAX 1000000000L
+
+/* Parses "90", "90s", "10m", "8h", "2d", "1h30m" into seconds, at most
+ * SBX_DURATION_MAX; -1 when malformed or longer. */
 long sbx_duration_parse(const char *s);
-/* Parses a JSON number (seconds) or string duration; -1 when malformed. */
+/* Parses a JSON number (seconds) or string duration; -1 when malformed or
+ * past SBX_DURATION_MAX. */
 long sbx_duration_json(json_t *v);
 
 struct sbx_profile {

@@ -72,6 +72,22 @@ for case in "ctl:one of the mount's own files" ".x:it begins with . or -" "a%b:o
 ")" EINVAL
 	ok "... error says why: ${case#*:}" grep -qF "bad lease name \"${case%%:*}\": ${case#*:}" "$MNT/error"
 done
+# Resources past any machine were taken: memoryMB or diskMB of 2^63 MB
+# overflowed the cgroup limit's and the disk image's byte count (the image's
+# negative size then fell back to a tmpfs of no real size: `df /` said 16
+# EiB), and a duration past a long wrapped. A local lease too small for its
+# own init and slirp4netns failed saying slirp4netns was not installed.
+for kv in resources.memoryMB=99999999999999999999 resources.diskMB=9223372036854775807 \
+	resources.diskMB=16777217 resources.cpu=1000001 runTimeout=99999999999; do
+	eq "new r $kv: EINVAL" "$(errno_of_write "$MNT/ctl" "new r $kv
+")" EINVAL
+	ok "... error says the range of ${kv%%=*}" grep -qE "\"${kv%%=*}\" (is out of range \(at most|must be seconds)" "$MNT/error"
+done
+eq "a JSON duration of 1e300 s: EINVAL" "$(errno_of_write "$MNT/ctl" '{"name": "r", "spec": {"idleTimeout": 1e300}}')" EINVAL
+eq "new r resources.memoryMB=1: EINVAL" "$(errno_of_write "$MNT/ctl" "new r resources.memoryMB=1
+")" EINVAL
+ok "... error says the least a local lease needs" grep -q 'resources.memoryMB 1 is too small: a local sandbox needs at least 16' "$MNT/error"
+ok "... no lease r was made" test ! -e "$MNT/r"
 # A profile on a provider this build lacks was said only at its first mkdir.
 printf '{"profiles": {"p": {"provider": "nope"}}}\n' >"$WORK/badprov.json"
 mkdir -p "$WORK/m2"
@@ -80,6 +96,12 @@ rc=$?
 mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
 eq "a profile naming an unknown provider: the mount is refused" "$rc" 1
 eq "... saying which" "$(echo "$out" | grep -c 'profile "p": unknown provider "nope" (known: local')" 1
+printf '{"providers": {"local": {"diskMB": 99999999999999}}}\n' >"$WORK/bigdisk.json"
+out=$(timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,config=$WORK/bigdisk.json" "$WORK/m2" 2>&1)
+rc=$?
+mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
+eq "providers.local.diskMB past 16 TiB: the mount is refused, saying the bound" \
+	"$rc:$(echo "$out" | grep -c 'providers.local.diskMB: at most 16777216')" 1:1
 # fs_cache_timeout= (empty) and =nan were taken: as 0, and as NaN seconds.
 for o in fs_cache_timeout= fs_cache_timeout=nan fs_cache_timeout=-1 writeback= writeback=x; do
 	out=$(timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,$o" "$WORK/m2" 2>&1)

@@ -2,11 +2,15 @@
  * check_registry — the provider registry refuses what breaks the contract:
  * a provider built for another contract version, one whose capability bits
  * promise slots it leaves empty, one without the slots every lease needs,
- * and a second provider of the same name. The compiled-in ones pass.
+ * and a second provider of the same name. The compiled-in ones pass. A
+ * provider whose init failed is not used (sbx_provider_ready repeats why),
+ * and a setting one cannot use fails sbx_provider_init_all.
  */
 #include <check.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "provider.h"
@@ -97,12 +101,72 @@ START_TEST(broken_ones_refused)
 }
 END_TEST
 
+static int flaky_shutdowns;
+
+/* Fails as its settings say: {"fail": ERRNO}. */
+static int flaky_init(const struct sbx_provider_env *env, struct sbx_error *err)
+{
+	json_t *f = json_object_get(env->settings, "fail");
+	if (!f)
+		return 0;
+	return sbx_error_set(err, (int)json_integer_value(f), SBX_E_INTERNAL, "flaky says no (%d)",
+			     (int)json_integer_value(f));
+}
+
+static void flaky_shutdown(void)
+{
+	flaky_shutdowns++;
+}
+
+START_TEST(a_provider_whose_init_failed_is_not_used)
+{
+	static const struct sbx_provider flaky = {GOOD("flaky"), .init = flaky_init,
+						  .shutdown = flaky_shutdown};
+	struct sbx_error err = SBX_ERROR_INIT;
+	char dir[] = "/tmp/check_registry.XXXXXX";
+	json_t *no_key = json_pack("{s:{s:i}}", "flaky", "fail", EACCES);
+	json_t *bad_value = json_pack("{s:{s:i}}", "flaky", "fail", EINVAL);
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	sbx_log_setup(0, SBX_LOG_ERR);
+	sbx_provider_register(&flaky, &err);
+	ck_assert_ptr_eq(sbx_provider_find("flaky"), &flaky);
+	ck_assert_int_eq(sbx_provider_ready(&flaky, &err), 0); /* never initialised */
+
+	ck_assert_int_eq(sbx_provider_init(&flaky, no_key, dir, &err), -EACCES);
+	sbx_error_clear(&err);
+	ck_assert_int_eq(sbx_provider_ready(&flaky, &err), -EACCES);
+	ck_assert_str_eq(err.msg, "provider flaky is unavailable: flaky says no (13)");
+	ck_assert_int_eq(sbx_provider_init(&flaky, NULL, dir, &err), 0);
+	ck_assert_int_eq(sbx_provider_ready(&flaky, &err), 0);
+
+	/* Without credentials: only unavailable. A value it cannot use: refused. */
+	flaky_shutdowns = 0;
+	ck_assert_int_eq(sbx_provider_init_all(no_key, dir, false, &err), 0);
+	ck_assert_int_eq(flaky_shutdowns, 1); /* a check: shut down again */
+	ck_assert_int_eq(sbx_provider_init_all(bad_value, dir, true, &err), -EINVAL);
+	ck_assert_str_eq(err.msg, "flaky says no (22)");
+	ck_assert_int_eq(flaky_shutdowns, 2); /* refused: shut down */
+	ck_assert_int_eq(sbx_provider_ready(&flaky, &err), -EINVAL);
+
+	json_decref(no_key);
+	json_decref(bad_value);
+	for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++)
+		if ((*p)->shutdown)
+			(*p)->shutdown();
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("registry");
 	TCase *tc = tcase_create("check");
 	tcase_add_test(tc, builtins_pass);
 	tcase_add_test(tc, broken_ones_refused);
+	tcase_add_test(tc, a_provider_whose_init_failed_is_not_used);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);
