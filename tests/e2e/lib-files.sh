@@ -257,6 +257,19 @@ story_exec_basics() {
 	eq "env lines with CRLF ends: the CR is not in the value" "$(cat "$L/exec")" " h e l l o / x"
 	eq "... and the file reads back as written" "$(cat -A "$L/env" | tr '\n' ' ')" \
 		'GREETING=hello^M$ OTHER=x^M$ '
+	# An env no process can carry: 200,000 variables were taken and every
+	# later run failed (local: "malformed run request", EPROTO). E2BIG at
+	# the write now, and the env before it stays.
+	seq -f 'V%g=1' 200000 >"$WORK/env.big"
+	eq "env of 200,000 variables: E2BIG at the write" "$(errno_of_write_from "$L/env" "$WORK/env.big")" E2BIG
+	ok "... error says why" grep -q 'more than 16384 variables' "$L/error"
+	printf 'A=%s\n' "$(head -c 131070 /dev/zero | tr '\0' x)" >"$WORK/env.big"
+	eq "env with a line past 128 KiB: E2BIG" "$(errno_of_write_from "$L/env" "$WORK/env.big")" E2BIG
+	echo 'printf "%s/" "$GREETING" "$OTHER"' >"$L/exec"
+	eq "... runs still run, with the env before" "$(cat "$L/exec")" "hello/x/"
+	printf 'A=%s\nB=1\n' "$(head -c 131069 /dev/zero | tr '\0' x)" >"$L/env"
+	echo 'echo ${#A} $B' >"$L/exec"
+	eq "... a line of 128 KiB less one is taken and reaches the run" "$(cat "$L/exec")" "131069 1"
 	printf 'GREETING=hello\nOTHER=x y\n' >"$L/env"
 	echo 'printf "%s|" "a b" '"'"'it'"'"'"'"'"'"'"'"'s'"'"'' >"$L/exec"
 	eq "quoting survives the run's wrapper" "$(cat "$L/exec")" "a b|it's|"

@@ -83,6 +83,21 @@ print(r, int((time.monotonic() - t) * 1000))
 PY
 }
 write_close() { echo "fd = os.open('$1', os.O_WRONLY | os.O_TRUNC); os.write(fd, b'$2'); os.close(fd)"; }
+# errno_of_write_from PATH SRC: the same with SRC's bytes (more than argv carries).
+errno_of_write_from() {
+	python3 - "$1" "$2" <<'PY'
+import errno, os, sys
+try:
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, open(sys.argv[2], "rb").read())
+    finally:
+        os.close(fd)
+    print("OK")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+PY
+}
 # errno_of_write PATH TEXT: writes TEXT unbuffered and closes; prints the errno name or OK.
 errno_of_write() {
 	python3 - "$1" "$2" <<'PY'
