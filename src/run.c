@@ -579,12 +579,15 @@ static void wait_ms_locked(struct sbx_run *r, long ms)
 
 /*
  * One wait on r->cond (lock held), at most SBX_CANCEL_POLL_MS when the
- * waiter can be checked. Once the process waiting is being killed, the run
- * is cancelled and -EINTR returned when the provider has stopped it (or
- * after SBX_CANCEL_WAIT_MS): whatever that process's killer runs next finds
- * the command gone.
+ * waiter can be checked. Once the process waiting is being killed, -EINTR;
+ * when that process is the run's own (stops: its writer, or the read-write
+ * open that wrote it), the run is cancelled first and the answer waits
+ * until the provider has stopped it (or SBX_CANCEL_WAIT_MS): whatever that
+ * process's killer runs next finds the command gone. Another reader (of
+ * stdout, runs/N/..., a read-only exec) only watches: its death lets it go
+ * and the run goes on.
  */
-static int wait_locked(struct sbx_run *r)
+static int wait_locked(struct sbx_run *r, bool stops)
 {
 	if (!abandon_check) {
 		pthread_cond_wait(&r->cond, &r->lock);
@@ -593,24 +596,27 @@ static int wait_locked(struct sbx_run *r)
 	wait_ms_locked(r, SBX_CANCEL_POLL_MS);
 	if (r->done || !abandon_check())
 		return 0;
+	if (!stops)
+		return -EINTR;
 	atomic_store(&r->cancel, 1);
 	for (long long end = sbx_now_ms() + SBX_CANCEL_WAIT_MS; !r->done && sbx_now_ms() < end;)
 		wait_ms_locked(r, SBX_CANCEL_POLL_MS);
 	return -EINTR;
 }
 
-int sbx_run_wait_locked(struct sbx_run *r, bool (*pred)(struct sbx_run *, void *), void *ctx)
+int sbx_run_wait_locked(struct sbx_run *r, bool stops, bool (*pred)(struct sbx_run *, void *),
+			void *ctx)
 {
 	int rc = 0;
 	while (!r->done && !(pred && pred(r, ctx)) && !rc)
-		rc = wait_locked(r);
+		rc = wait_locked(r, stops);
 	return rc;
 }
 
 int sbx_run_wait(struct sbx_run *r)
 {
 	pthread_mutex_lock(&r->lock);
-	int rc = sbx_run_wait_locked(r, NULL, NULL);
+	int rc = sbx_run_wait_locked(r, true, NULL, NULL);
 	if (!rc)
 		rc = r->rc;
 	pthread_mutex_unlock(&r->lock);

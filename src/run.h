@@ -82,9 +82,9 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 		  const char *text, const struct sbx_run_owner *owner, struct sbx_run **out,
 		  struct sbx_error *err);
 /*
- * Waits for the end; returns the run's rc (0 even for a non-zero exit), or
- * -EINTR at once when the waiting process is killed (the run is then
- * cancelled: the provider stops it).
+ * Waits for the end (the run's writer); returns the run's rc (0 even for a
+ * non-zero exit), or -EINTR when the waiting process is killed (the run is
+ * then cancelled: the provider stops it).
  */
 int sbx_run_wait(struct sbx_run *r);
 void sbx_run_put(struct sbx_run *r);

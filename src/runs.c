@@ -374,7 +374,8 @@ struct sbx_run_reader {
 	struct sbx_run *run; /* while the run goes (a reference) */
 	enum which which;
 	bool fail_at_end;
-	int fail; /* the run's -errno once it ended */
+	bool owns; /* the read-write open that wrote the run: its death stops it */
+	int fail;  /* the run's -errno once it ended */
 };
 
 static enum which which_of(const char *file)
@@ -435,8 +436,11 @@ int sbx_run_reader_open(struct sbx_lease *l, unsigned long n, const char *file, 
 
 int sbx_run_reader_of(struct sbx_run *r, struct sbx_run_reader **out)
 {
-	return reader_new(sbx_runs_path(r->lease, r->n, "stdout"), sbx_run_get(r), W_STDOUT, true,
-			  out);
+	int rc = reader_new(sbx_runs_path(r->lease, r->n, "stdout"), sbx_run_get(r), W_STDOUT, true,
+			    out);
+	if (!rc)
+		(*out)->owns = true;
+	return rc;
 }
 
 void sbx_run_reader_free(struct sbx_run_reader *rd)
@@ -468,7 +472,7 @@ ssize_t sbx_run_reader_read(struct sbx_run_reader *rd, char *buf, size_t size, o
 	if (r) {
 		struct want w = {rd->which, off};
 		pthread_mutex_lock(&r->lock);
-		int rc = sbx_run_wait_locked(r, have_bytes, &w);
+		int rc = sbx_run_wait_locked(r, rd->owns, have_bytes, &w);
 		size_t len = rd->which == W_STDERR ? r->err_len : r->out_len;
 		bool done = r->done;
 		rd->fail = r->rc;

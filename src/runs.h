@@ -82,7 +82,9 @@ int sbx_runs_stat(struct sbx_lease *l, unsigned long n, const char *file, struct
 struct sbx_run_reader;
 int sbx_run_reader_open(struct sbx_lease *l, unsigned long n, const char *file, bool fail_at_end,
 			struct sbx_run_reader **out);
-/* A reader of r's stdout (a read-write open of exec streaming its own run). */
+/* A reader of r's stdout (a read-write open of exec streaming its own run): its
+ * process's death stops the run, where a reader from sbx_run_reader_open only
+ * stops watching. */
 int sbx_run_reader_of(struct sbx_run *r, struct sbx_run_reader **out);
 ssize_t sbx_run_reader_read(struct sbx_run_reader *rd, char *buf, size_t size, off_t off);
 void sbx_run_reader_free(struct sbx_run_reader *rd);

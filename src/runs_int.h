@@ -20,9 +20,12 @@ void sbx_runs_prune(struct sbx_lease *l);
 char *sbx_runs_path(struct sbx_lease *l, unsigned long n, const char *file);
 /*
  * Waits (lock held) until pred(r, ctx) or the run ends; -EINTR when the
- * waiting process was killed (the run is cancelled), else 0.
+ * waiting process was killed, else 0. stops: that process is the run's own
+ * (its writer, or the read-write open that wrote it), whose death cancels
+ * the run; another reader's only ends its wait.
  */
-int sbx_run_wait_locked(struct sbx_run *r, bool (*pred)(struct sbx_run *, void *), void *ctx);
+int sbx_run_wait_locked(struct sbx_run *r, bool stops, bool (*pred)(struct sbx_run *, void *),
+			void *ctx);
 struct sbx_run *sbx_run_get(struct sbx_run *r);
 
 #endif

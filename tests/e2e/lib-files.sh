@@ -357,6 +357,20 @@ story_run_interrupt() {
 	eq "the command is gone from the sandbox" "$(lease_run "pgrep -fx 'sleep $s1' || echo none")" none
 	sh -c "exec 3<>'$L/exec'; echo 'echo s1; sleep $s2' >&3; timeout 2 cat <&3" >/dev/null
 	eq "a killed streaming reader stops its run too" "$(lease_run "pgrep -fx 'sleep $s2' || echo none")" none
+	# Any reader killed while it followed a run stopped the run: Ctrl-C on
+	# `cat stdout`, or `timeout 1 cat runs/N/stdout` from another tool,
+	# killed the make that a writer still waited for. Only the run's own
+	# waiters stop it; a reader that watches only stops watching.
+	(echo 'echo w3; sleep 3; echo end3' >"$L/exec") &
+	local w=$!
+	sleep 1
+	timeout 1 cat "$L/stdout" >/dev/null
+	timeout 1 cat "$L/runs/$(cat "$L/runs/mine")/stderr" >/dev/null
+	timeout 1 cat "$L/exec" >/dev/null
+	wait $w
+	eq "killed readers of stdout, runs/N/stderr and exec leave the run alone" "$(cat "$L/stdout")" \
+		"$(printf 'w3\nend3')"
+	eq "... it was not interrupted" "$(json_get "$L/result" '["interrupted"]')" False
 	eq "a signal the writer handles does not stop the run" \
 		"$(bash -c "trap : USR1; (sleep 1; kill -USR1 \$\$) & echo 'sleep 2; echo done' > '$L/exec'; echo rc=\$?")" "rc=0"
 	eq "... it ran to its end" "$(cat "$L/stdout")" done
