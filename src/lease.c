@@ -357,8 +357,31 @@ int lease_prepare_dir(struct sbx_lease *l, struct sbx_error *err)
 	return 0;
 }
 
-/* Inserts l into the table unless the name is taken. */
-int table_insert(struct sbx_mount *m, struct sbx_lease *l, struct sbx_error *err)
+/* The lease of the table (mount lock held) that holds sandbox id on prov, or NULL. */
+static struct sbx_lease *holder_locked(struct sbx_mount *m, const struct sbx_provider *prov,
+				       const char *id)
+{
+	struct sbx_lease *x, *tmp, *found = NULL;
+	HASH_ITER(hh, m->leases, x, tmp)
+	{
+		sbx_lock(&x->lock, SBX_LOCK_LEASE);
+		if (x->prov == prov && !strcmp(x->sandbox_id, id) && x->state != SBX_LS_KILLED &&
+		    x->state != SBX_LS_RECLAIMED)
+			found = x;
+		sbx_unlock(&x->lock, SBX_LOCK_LEASE);
+		if (found)
+			break;
+	}
+	return found;
+}
+
+/*
+ * Inserts l into the table unless the name is taken, or (id not NULL: an
+ * attach) another lease holds that sandbox already: two leases on one
+ * sandbox would keep two caches and queues of its files, and the rmdir of
+ * either would end what the other still uses.
+ */
+int table_insert(struct sbx_mount *m, struct sbx_lease *l, const char *id, struct sbx_error *err)
 {
 	struct sbx_lease *old;
 	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
@@ -367,6 +390,12 @@ int table_insert(struct sbx_mount *m, struct sbx_lease *l, struct sbx_error *err
 		sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 		return sbx_error_set(err, EEXIST, SBX_E_EXECUTION_FAILED, "lease %s already exists",
 				     l->name);
+	}
+	if (id && (old = holder_locked(m, l->prov, id))) {
+		int rc = sbx_error_set(err, EEXIST, SBX_E_EXECUTION_FAILED,
+				       "sandbox %s is lease %s's already", id, old->name);
+		sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
+		return rc;
 	}
 	const char *why = sbx_mount_unloaded(m, l->name);
 	if (why) {
@@ -694,7 +723,7 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 				   "provider %s cannot create sandboxes", l->prov->name);
 		goto out_free;
 	}
-	rc = table_insert(m, l, err);
+	rc = table_insert(m, l, NULL, err);
 	if (rc)
 		goto out_free;
 	/* From here the lease is visible as `creating`; the table owns it. */
@@ -847,7 +876,7 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 		lease_free(l);
 		return rc;
 	}
-	rc = table_insert(m, l, err);
+	rc = table_insert(m, l, sandbox_id, err);
 	if (rc) {
 		lease_free(l);
 		return rc;

@@ -42,8 +42,9 @@ void lease_free(struct sbx_lease *l);
 void set_state_locked(struct sbx_lease *l, enum sbx_lease_state to, const char *cause);
 void mark_gone_locked(struct sbx_lease *l, enum sbx_lease_state to, const char *cause);
 int lease_prepare_dir(struct sbx_lease *l, struct sbx_error *err);
-/* Inserts l into the table unless the name is taken (EEXIST). */
-int table_insert(struct sbx_mount *m, struct sbx_lease *l, struct sbx_error *err);
+/* Inserts l into the table unless the name is taken, or (id not NULL) another
+ * lease holds that sandbox (EEXIST). */
+int table_insert(struct sbx_mount *m, struct sbx_lease *l, const char *id, struct sbx_error *err);
 /* l->cache read under the lease lock (it is set once, possibly after the lease is in the table). */
 struct sbx_cache *lease_cache(struct sbx_lease *l);
 void lease_setup_cache(struct sbx_lease *l);

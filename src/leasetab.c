@@ -192,7 +192,7 @@ static void load_one(struct sbx_mount *m, json_t *j)
 	l = lease_new(m, name);
 	drop_bad_env_names(json_object_get(j, "spec"), name);
 	if (sbx_spec_apply_json(&l->spec, json_object_get(j, "spec"), &e) ||
-	    resolve_provider(l, &e) || table_insert(m, l, &e)) {
+	    resolve_provider(l, &e) || table_insert(m, l, NULL, &e)) {
 		keep_unloaded(m, j, name, e.msg);
 		lease_free(l);
 		return;

@@ -63,6 +63,13 @@ eq "... mkdir there: ENOENT" "$(errno_of "os.mkdir('$MNT/ghost/d')")" "ENOENT"
 eq "... fs/tmp was not moved" "$(test -d "$L/fs/tmp" && echo there)" there
 eq "attach to an unknown sandbox" "$(errno_of_write "$MNT/ctl" "attach z lcl-doesnotexist
 ")" "ENOENT"
+# A second lease on a sandbox a lease holds was taken: two caches and
+# queues of one sandbox's files, and either's rmdir ends the other's.
+id=$(json_get "$L/info" '["sandboxId"]')
+eq "attach of a sandbox another lease holds: EEXIST" "$(errno_of_write "$MNT/ctl" "attach twin $id
+")" "EEXIST"
+ok "... error names the lease" grep -q "sandbox $id is lease bad's already" "$MNT/error"
+ok "... and no lease twin was made" test ! -e "$MNT/twin"
 eq "truncate of exec (the shell's >) is fine" "$(errno_of "open('$L/exec','w').close()")" "OK"
 echo 'echo fine' >"$L/exec"
 eq "the mount still works" "$(cat "$L/exec")" "fine"
