@@ -6,6 +6,9 @@
  */
 #define FUSE_USE_VERSION 31
 #include <fuse.h>
+#include <fuse_lowlevel.h>
+#include <linux/fuse.h>
+#include <sys/uio.h>
 
 #include <errno.h>
 #include <stdbool.h>
@@ -373,6 +376,43 @@ static bool kernel_name_stale(struct sbx_lease *l, const char *path, const char 
  */
 #define SBX_CACHE_DIR_MIN_TIMEOUT 10.0
 
+/*
+ * libfuse's high-level API before 3.16.1 (Debian 12 has 3.14) drops what
+ * opendir sets in cache_readdir and keep_cache: it answers the kernel's
+ * OPENDIR with its own handle's flags, all 0 (seen in the reply's bytes;
+ * upstream 98eb808 fixed it). So op_opendir notes the wish on its thread,
+ * which is the one that writes the reply next, and the session's writev
+ * (installed by sbx_fuse_install_io) sets the bits in that reply.
+ */
+static _Thread_local bool opendir_wants_cache;
+
+static ssize_t reply_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	const struct fuse_out_header *h = iov[0].iov_base;
+	(void)userdata;
+	/* A notification (unique 0) sent meanwhile is not the reply. */
+	if (opendir_wants_cache && iov[0].iov_len >= sizeof(*h) && h->unique) {
+		opendir_wants_cache = false;
+		if (count == 2 && h->error == 0 && iov[1].iov_len == sizeof(struct fuse_open_out))
+			((struct fuse_open_out *)iov[1].iov_base)->open_flags |=
+			    FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR;
+	}
+	return writev(fd, iov, count);
+}
+
+static ssize_t request_read(int fd, void *buf, size_t len, void *userdata)
+{
+	(void)userdata;
+	return read(fd, buf, len);
+}
+
+int sbx_fuse_install_io(struct fuse *f)
+{
+	static const struct fuse_custom_io io = {.writev = reply_writev, .read = request_read};
+	struct fuse_session *se = fuse_get_session(f);
+	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
+
 static int op_opendir(const char *path, struct fuse_file_info *fi)
 {
 	struct open_dir *d;
@@ -386,7 +426,7 @@ static int op_opendir(const char *path, struct fuse_file_info *fi)
 		}
 		if (fs && (l->prov->caps & SBX_CAP_DIRECT_IO) &&
 		    fs_cache_timeout >= SBX_CACHE_DIR_MIN_TIMEOUT)
-			fi->cache_readdir = fi->keep_cache = 1;
+			fi->cache_readdir = fi->keep_cache = opendir_wants_cache = true;
 		sbx_lease_put(l);
 	}
 	d = sbx_xcalloc(1, sizeof(*d));

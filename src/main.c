@@ -374,6 +374,8 @@ int main(int argc, char *argv[])
 		goto out_args;
 	if (fuse_mount(fuse, cmd.mountpoint) != 0)
 		goto out_destroy;
+	if (sbx_fuse_install_io(fuse) != 0)
+		goto out_unmount;
 	if (fuse_daemonize(cmd.foreground) != 0)
 		goto out_unmount;
 	sbx_fs_cached_install(); /* the cache's pause and upload hooks */

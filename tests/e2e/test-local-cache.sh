@@ -50,7 +50,20 @@ eq "read again" "$(cat "$F/a.txt" | wc -l)" 3
 lease_run "nohup sh -c 'echo four >> /root/a.txt; echo new > /root/bg-new.txt; rm /root/bg-gone.txt; touch /tmp/bg-done' >/dev/null 2>&1 &" >/dev/null
 ok "the background process ran" wait_for 20 test -e "$L/fs/tmp/bg-done"
 eq "a name a background process made is seen at once" "$(cat "$F/bg-new.txt")" "new"
+# The listing is the kernel's for the timeout (cache_readdir): libfuse 3.14
+# dropped the flag and every `ls` listed again (READDIRPLUS per directory
+# per walk). The kernel checks a cached listing against the directory's
+# mtime when it next asks for its attributes (once after each uncached
+# listing), so a name a background process adds later shows in a listing
+# once the next run ends (or past fs_cache_timeout).
+lease_run "nohup sh -c 'sleep 5; touch /root/bg-late.txt /tmp/bg2-done' >/dev/null 2>&1 &" >/dev/null
+ls "$F" >/dev/null
+ls "$F" >/dev/null
+ok "the second background process ran" wait_for 20 test -e "$L/fs/tmp/bg2-done"
+eq "a listed directory's listing is the kernel's until the next run" \
+	"$(ls "$F" | grep -c '^bg-late\.txt$')" 0
 lease_run true >/dev/null
+eq "... then the name is in it" "$(ls "$F" | grep -c '^bg-late\.txt$')" 1
 eq "its append is seen once the next run has ended" "$(cat "$F/a.txt" | wc -l)" 4
 eq "... its new file in the listing" "$(ls "$F" | grep -c '^bg-new\.txt$')" 1
 ok "... and its removal" test ! -e "$F/bg-gone.txt"
