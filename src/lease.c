@@ -716,6 +716,8 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 			goto out_free;
 	}
 	rc = resolve_provider(l, err);
+	if (!rc)
+		rc = sbx_provider_ready(l->prov, err);
 	if (rc)
 		goto out_free;
 	if (!l->prov->create) {
@@ -730,8 +732,6 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 	rc = lease_prepare_dir(l, err);
 	time_t started = time(NULL);
 	/* A sandbox a timed-out create of this name made after all: adopted. */
-	if (!rc)
-		rc = sbx_provider_ready(l->prov, err);
 	if (!rc && !pending_adopt(m, l, &inst))
 		rc = l->prov->create(&l->spec, l->name, &inst, err);
 	if (rc == -ETIMEDOUT || rc == -ENOTCONN)
@@ -870,6 +870,8 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 		l->spec.provider = sbx_xstrdup(provider);
 	}
 	rc = resolve_provider(l, err);
+	if (!rc)
+		rc = sbx_provider_ready(l->prov, err);
 	if (!rc && !l->prov->attach)
 		rc = sbx_error_set(err, ENOTSUP, 0, "provider %s cannot attach", l->prov->name);
 	if (rc) {
@@ -882,8 +884,6 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 		return rc;
 	}
 	rc = lease_prepare_dir(l, err);
-	if (!rc)
-		rc = sbx_provider_ready(l->prov, err);
 	if (!rc)
 		rc = l->prov->attach(&l->spec, sandbox_id, NULL, &inst, err);
 	if (rc) {
