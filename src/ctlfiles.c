@@ -605,18 +605,6 @@ static bool env_key_bad(const char *line)
 	return *line && *line != '#' && !sbx_env_name_valid(line, strcspn(line, "="));
 }
 
-/*
- * What every run's environment can carry (E2BIG past it, at the write):
- * Linux's execve takes at most 128 KiB a string (MAX_ARG_STRLEN) and a
- * quarter of the stack limit (2 MiB by default) for arguments and
- * environment together, pointers included; the local provider's init
- * takes 65,536 variables. Past them every later run failed ("malformed
- * run request", EPROTO, on local; E2BIG from execve in a sandbox).
- */
-#define SBX_ENV_TEXT_MAX (1u << 20)
-#define SBX_ENV_LINE_MAX (128u * 1024 - 1)
-#define SBX_ENV_VARS_MAX 16384
-
 static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 {
 	const char *p = text;

@@ -200,14 +200,24 @@ static int check_string_map(json_t *v, const char *key, struct sbx_error *e)
 {
 	const char *k;
 	json_t *x;
+	size_t text = 0;
 	if (!json_is_object(v))
 		return sbx_error_set(e, EINVAL, 0, "spec: \"%s\" must be an object of strings",
 				     key);
+	if (json_object_size(v) > SBX_ENV_VARS_MAX)
+		return sbx_error_set(e, E2BIG, 0, "spec: \"%s\" has more than %d variables", key,
+				     SBX_ENV_VARS_MAX);
 	json_object_foreach(v, k, x)
 	{
 		if (!json_is_string(x))
 			return sbx_error_set(e, EINVAL, 0, "spec: \"%s.%s\" must be a string", key,
 					     k);
+		size_t line = strlen(k) + 1 + json_string_length(x);
+		if (line > SBX_ENV_LINE_MAX || (text += line + 1) > SBX_ENV_TEXT_MAX)
+			return sbx_error_set(e, E2BIG, 0,
+					     "spec: \"%s.%s\" makes an environment no process "
+					     "carries (%u bytes a variable, %u in all)",
+					     key, k, SBX_ENV_LINE_MAX, SBX_ENV_TEXT_MAX);
 		if (!sbx_env_name_valid(k, strlen(k)))
 			return sbx_error_set(e, EINVAL, 0,
 					     "spec: bad variable name \"%s\" in \"%s\" (letters, "

@@ -69,6 +69,17 @@ json_t *sbx_spec_to_json(const struct sbx_spec *s);
 #define SBX_SPEC_CPU_MAX 1000000L
 #define SBX_SPEC_MB_MAX (16L << 20)
 #define SBX_DURATION_MAX 1000000000L
+/*
+ * What a run's environment can carry, for the `env` file and the spec's
+ * envs each (E2BIG past it): Linux's execve takes at most 128 KiB a string
+ * (MAX_ARG_STRLEN) and a quarter of the stack limit (2 MiB by default) for
+ * arguments and environment together; the local provider's init takes
+ * 65,536 variables. Past them every later run failed ("malformed run
+ * request", EPROTO, on local; E2BIG from execve in a sandbox).
+ */
+#define SBX_ENV_TEXT_MAX (1u << 20)
+#define SBX_ENV_LINE_MAX (128u * 1024 - 1)
+#define SBX_ENV_VARS_MAX 16384
 
 /* Parses "90", "90s", "10m", "8h", "2d", "1h30m" into seconds, at most
  * SBX_DURATION_MAX; -1 when malformed or longer. */

@@ -91,6 +91,9 @@ for kv in resources.memoryMB=99999999999999999999 resources.diskMB=9223372036854
 	ok "... error says the range of ${kv%%=*}" grep -qE "\"${kv%%=*}\" (is out of range \(at most|must be seconds)" "$MNT/error"
 done
 eq "a JSON duration of 1e300 s: EINVAL" "$(errno_of_write "$MNT/ctl" '{"name": "r", "spec": {"idleTimeout": 1e300}}')" EINVAL
+python3 -c 'import json; print(json.dumps({"name": "r", "spec": {"envs": {"V%d" % i: "1" for i in range(20000)}}}))' >"$WORK/envs.json"
+eq "a spec of 20,000 envs (no run could carry them): E2BIG" "$(errno_of_write_from "$MNT/ctl" "$WORK/envs.json")" E2BIG
+ok "... error says why" grep -q '"envs" has more than 16384 variables' "$MNT/error"
 eq "new r resources.memoryMB=1: EINVAL" "$(errno_of_write "$MNT/ctl" "new r resources.memoryMB=1
 ")" EINVAL
 ok "... error says the least a local lease needs" grep -q 'resources.memoryMB 1 is too small: a local sandbox needs at least 16' "$MNT/error"
