@@ -190,9 +190,14 @@ static void load_one(struct sbx_mount *m, json_t *j)
 		return;
 	}
 	l = lease_new(m, name);
-	drop_bad_env_names(json_object_get(j, "spec"), name);
-	if (sbx_spec_apply_json(&l->spec, json_object_get(j, "spec"), &e) ||
-	    resolve_provider(l, &e) || table_insert(m, l, NULL, &e)) {
+	/* On a copy: an entry kept unloaded is written back as it was read. */
+	json_t *given = json_object_get(j, "spec");
+	json_t *spec = given ? sbx_xjson(json_deep_copy(given)) : NULL;
+	drop_bad_env_names(spec, name);
+	int bad = sbx_spec_apply_json(&l->spec, spec, &e) || resolve_provider(l, &e) ||
+		  table_insert(m, l, NULL, &e);
+	json_decref(spec);
+	if (bad) {
 		keep_unloaded(m, j, name, e.msg);
 		lease_free(l);
 		return;

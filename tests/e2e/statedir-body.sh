@@ -140,6 +140,7 @@ unmount_sbxfs
 python3 -c 'import json, sys
 t = json.load(open(sys.argv[1]))
 t["leases"][0]["spec"]["provider"] = "nosuch"
+t["leases"][0]["spec"]["envs"] = {"BAD NAME": "x"}
 json.dump(t, open(sys.argv[2], "w"))' "$WORK/good.json" "$STATE/leases.json"
 mount_sbxfs
 ok "a table entry this build cannot load: the root error file says so" \
@@ -148,8 +149,9 @@ ok "... not shown" test ! -e "$L"
 ok "... and a lookup of it says why" grep -q 'lease keep is in the lease table but not loaded: unknown' "$MNT/error"
 eq "... its name is refused to a new lease" "$(errno_of "os.mkdir('$L')")" EEXIST
 unmount_sbxfs
+# (A bad envs name was dropped from the kept entry, before it was known unloadable.)
 eq "... the mount's save keeps the entry as it was" "$(python3 -c 'import json, sys
-print([l["spec"]["provider"] for l in json.load(open(sys.argv[1]))["leases"] if l["name"] == "keep"])' "$STATE/leases.json")" "['nosuch']"
+print([(l["spec"]["provider"], list(l["spec"]["envs"])) for l in json.load(open(sys.argv[1]))["leases"] if l["name"] == "keep"])' "$STATE/leases.json")" "[('nosuch', ['BAD NAME'])]"
 cp "$WORK/good.json" "$STATE/leases.json"
 mount_sbxfs
 eq "... mended: the lease is back, running" "$(cat "$L/state" 2>&1)" running
