@@ -146,6 +146,15 @@ const struct sbx_provider *const *sbx_provider_all(void)
 	return registry;
 }
 
+/* Under lock: where p's init error is kept, or NULL when p is not registered. */
+static struct sbx_error *init_err_locked(const struct sbx_provider *p)
+{
+	for (size_t i = 0; i < n_registered; i++)
+		if (registry[i] == p)
+			return &init_errs[i];
+	return NULL;
+}
+
 int sbx_provider_init(const struct sbx_provider *p, json_t *providers_cfg, const char *state_dir,
 		      struct sbx_error *err)
 {
@@ -175,15 +184,14 @@ int sbx_provider_init(const struct sbx_provider *p, json_t *providers_cfg, const
 	}
 	json_decref(env.settings);
 	pthread_mutex_lock(&lock);
-	for (size_t i = 0; i < n_registered; i++)
-		if (registry[i] == p) {
-			sbx_error_clear(&init_errs[i]);
-			if (rc && err && err->err)
-				init_errs[i] = *err;
-			else if (rc)
-				sbx_error_set(&init_errs[i], -rc, SBX_E_INTERNAL, "%s",
-					      strerror(-rc));
-		}
+	struct sbx_error *why = init_err_locked(p);
+	if (why) {
+		sbx_error_clear(why);
+		if (rc && err && err->err)
+			*why = *err;
+		else if (rc)
+			sbx_error_set(why, -rc, SBX_E_INTERNAL, "%s", strerror(-rc));
+	}
 	pthread_mutex_unlock(&lock);
 	return rc;
 }
@@ -212,9 +220,9 @@ int sbx_provider_ready(const struct sbx_provider *p, struct sbx_error *err)
 {
 	struct sbx_error why = SBX_ERROR_INIT;
 	pthread_mutex_lock(&lock);
-	for (size_t i = 0; i < n_registered; i++)
-		if (registry[i] == p)
-			why = init_errs[i];
+	const struct sbx_error *kept = init_err_locked(p);
+	if (kept)
+		why = *kept;
 	pthread_mutex_unlock(&lock);
 	if (!why.err)
 		return 0;

@@ -616,15 +616,15 @@ static int check_env(struct sbx_mount *m, struct sbx_lease *l, const char *text)
 				  SBX_ENV_TEXT_MAX);
 	while (*p) {
 		const char *e = strchr(p, '\n'), *end = e ? e : p + strlen(p);
-		if (end > p && *p != '#' && (size_t)(end - p) > SBX_ENV_LINE_MAX)
-			return sbx_refuse(m, l, E2BIG, "env",
-					  "%.40s...: a line longer than %u bytes (the longest "
-					  "string of a process's environment)",
-					  p, SBX_ENV_LINE_MAX);
-		if (end > p && *p != '#' && ++vars > SBX_ENV_VARS_MAX)
-			return sbx_refuse(m, l, E2BIG, "env", "more than %d variables",
-					  SBX_ENV_VARS_MAX);
 		if (end > p && *p != '#') {
+			if ((size_t)(end - p) > SBX_ENV_LINE_MAX)
+				return sbx_refuse(m, l, E2BIG, "env",
+						  "%.40s...: a line longer than %u bytes (the "
+						  "longest string of a process's environment)",
+						  p, SBX_ENV_LINE_MAX);
+			if (++vars > SBX_ENV_VARS_MAX)
+				return sbx_refuse(m, l, E2BIG, "env", "more than %d variables",
+						  SBX_ENV_VARS_MAX);
 			const char *eq = memchr(p, '=', (size_t)(end - p));
 			if (!eq || !sbx_env_name_valid(p, (size_t)(eq - p))) {
 				char line[128];

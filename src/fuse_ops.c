@@ -280,8 +280,7 @@ static int fs_pseudo_child(const struct sbx_node *n)
 static bool kernel_learns(struct sbx_lease *l, const char *path, mode_t mode,
 			  const struct sbx_open *o)
 {
-	mode_t type;
-	if (o && sbx_kinval_doubted(l->kinval, path, &type)) {
+	if (o) {
 		sbx_kinval_note_kept(l->kinval, path, mode);
 		return false;
 	}
