@@ -189,24 +189,73 @@ static int mount_dev(void)
 	return 0;
 }
 
+#define NSE (MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+/*
+ * Root inside the lease is root on the host, so what a container runtime
+ * hides (runc's default readonlyPaths and maskedPaths) is hidden here too:
+ * kernel interfaces whose writes check only the file's mode (IRQ affinity
+ * under /proc/irq, PCI config space under /proc/bus/pci, /proc/fs's
+ * settings, the sysctls) are read-only, and what shows the host's state
+ * (its keys, timers, interrupts, physical pages, firmware tables, power
+ * meters) is empty. A name this kernel lacks is skipped; any other failure
+ * fails the lease's start rather than leaving it open.
+ */
+static int hide_host_knobs(void)
+{
+	static const char *const ro[] = {"proc/bus", "proc/fs", "proc/irq", "proc/sys",
+					 "proc/sysrq-trigger"};
+	static const char *const masked[] = {
+	    "proc/acpi",	  "proc/asound",
+	    "proc/interrupts",	  "proc/kcore",
+	    "proc/keys",	  "proc/key-users",
+	    "proc/latency_stats", "proc/timer_list",
+	    "proc/timer_stats",	  "proc/sched_debug",
+	    "proc/scsi",	  "proc/kpagecount",
+	    "proc/kpageflags",	  "proc/kpagecgroup",
+	    "sys/firmware",	  "sys/devices/virtual/powercap",
+	};
+	char path[64];
+	struct stat st;
+
+	for (size_t i = 0; i < sizeof(ro) / sizeof(ro[0]); i++) {
+		snprintf(path, sizeof(path), "root/%s", ro[i]);
+		if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+		    mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | NSE, NULL) < 0) {
+			int e = errno;
+			if (e == ENOENT)
+				continue;
+			logf_("read-only /%s: %s", ro[i], strerror(e));
+			return -e;
+		}
+	}
+	for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++) {
+		snprintf(path, sizeof(path), "root/%s", masked[i]);
+		if (lstat(path, &st) < 0)
+			continue; /* not in this kernel */
+		if (S_ISDIR(st.st_mode)
+			? mount("tmpfs", path, "tmpfs", MS_RDONLY | NSE, "mode=555") < 0
+			: mount("/dev/null", path, NULL, MS_BIND, NULL) < 0) {
+			int e = errno;
+			logf_("hiding /%s: %s", masked[i], strerror(e));
+			return -e;
+		}
+	}
+	return 0;
+}
+
 static int setup_root(void)
 {
-	const unsigned long nse = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 	int e;
 
 	mkdir("root/proc", 0555);
 	mkdir("root/sys", 0555);
 	mkdir("root/tmp", 01777);
-	if (mount("proc", "root/proc", "proc", nse, NULL) < 0)
+	if (mount("proc", "root/proc", "proc", NSE, NULL) < 0)
 		return -errno;
-	/* root inside the lease is root on the host: keep the kernel's knobs read-only. */
-	if (mount("root/proc/sys", "root/proc/sys", NULL, MS_BIND | MS_REC, NULL) == 0)
-		mount(NULL, "root/proc/sys", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | nse, NULL);
-	if (mount("/dev/null", "root/proc/sysrq-trigger", NULL, MS_BIND, NULL) < 0)
-		logf_("sysrq-trigger: %s", strerror(errno));
-	if (mount("sysfs", "root/sys", "sysfs", MS_RDONLY | nse, NULL) < 0)
+	if (mount("sysfs", "root/sys", "sysfs", MS_RDONLY | NSE, NULL) < 0)
 		logf_("sysfs: %s", strerror(errno));
-	if ((e = mount_dev()) < 0)
+	if ((e = hide_host_knobs()) < 0 || (e = mount_dev()) < 0)
 		return e;
 	if (chdir("root") < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)

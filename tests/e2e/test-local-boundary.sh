@@ -6,7 +6,9 @@
 # state dir under /var/lib, the host's working trees) and holds no host
 # descriptor (the inherited-descriptor write through /proc/1/fd/2), the
 # obvious escapes are refused (seccomp, capabilities, no_new_privs) while
-# python3, node, git and ptrace inside the lease still work.
+# python3, node, git and ptrace inside the lease still work, and the
+# host's kernel knobs a container runtime hides are hidden (read-only
+# /proc/irq, /proc/bus, /proc/fs, /proc/sys; empty keys, timers, firmware).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-boundary.sh"
 mount_sbxfs
@@ -58,6 +60,16 @@ eq "capabilities: a container's set (no SYS_ADMIN, SYS_PTRACE, NET_ADMIN, NET_RA
 	"$(lease_run 'python3 -c "
 b = int([l for l in open(\"/proc/self/status\") if l.startswith(\"CapBnd\")][0].split()[1], 16)
 print([c for c in (21, 19, 12, 13, 27) if b >> c & 1])"')" "[]"
+# Root in the lease is root on the host: kernel interfaces that check only
+# a file's mode were writable (the host's IRQ affinity was changed from a
+# lease, PCI config space opened for writing), and the host's keys, timers
+# and firmware tables readable. Opened for appending, nothing is written.
+eq "the host's IRQ affinity, PCI config space and /proc/fs are read-only in the lease" "$(lease_run '
+for f in /proc/irq/default_smp_affinity /proc/irq/*/smp_affinity /proc/bus/pci/*/* /proc/sys/kernel/hostname; do
+	[ -f "$f" ] && (exec 3>>"$f") 2>/dev/null && echo "$f opens for writing"
+done; echo done')" done
+eq "... and the host's keys, timers, interrupts and firmware tables are hidden" \
+	"$(lease_run 'cat /proc/keys /proc/key-users /proc/timer_list /proc/interrupts 2>/dev/null | wc -c; ls -A /sys/firmware | wc -l' | tr '\n' ' ')" "0 0 "
 eq "ptrace inside the lease still works (debuggers)" "$(lease_run 'python3 -c "
 import ctypes, os, subprocess, time
 libc = ctypes.CDLL(None, use_errno=True)
