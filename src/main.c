@@ -101,12 +101,29 @@ static int ignored_mount_option(const char *o)
 	return 0;
 }
 
+/*
+ * What a sandbox wrote is never trusted by the host's kernel: a file its
+ * root made setuid-root, or a device node of the host's disk, is only a
+ * name in fs/ (the mount is nosuid,nodev, libfuse's default). The options
+ * that would turn them on are refused, not passed to the kernel.
+ */
+static int refused_mount_option(const char *o)
+{
+	if (strcmp(o, "suid") && strcmp(o, "dev"))
+		return 0;
+	fprintf(stderr,
+		"sbxfs: -o %s is refused: files a sandbox wrote must never run setuid or open "
+		"a device on the host (sbxfs mounts nosuid,nodev)\n",
+		o);
+	return 1;
+}
+
 /* Collects the non-option arguments ourselves: mount.fuse3 passes "SOURCE MOUNTPOINT". */
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct sbx_options *o = data;
 	if (key == FUSE_OPT_KEY_OPT)
-		return ignored_mount_option(arg) ? 0 : 1;
+		return refused_mount_option(arg) ? -1 : ignored_mount_option(arg) ? 0 : 1;
 	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1;
 	if (o->n_nonopt == 3)

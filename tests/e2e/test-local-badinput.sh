@@ -119,4 +119,13 @@ for o in fs_cache_timeout= fs_cache_timeout=nan fs_cache_timeout=-1 writeback= w
 	mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
 	eq "-o $o: the mount is refused, saying the range" "$rc:$(echo "$out" | grep -c 'must be 0\.\.')" 1:1
 done
+# suid and dev were passed to the kernel: a file a sandbox's root made
+# setuid-root, or a node of the host's disk, would then run or open as such.
+for o in suid dev; do
+	out=$(timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,allow_other,$o" "$WORK/m2" 2>&1)
+	rc=$?
+	mounted=$(mountpoint -q "$WORK/m2" && echo mounted || echo none)
+	[ "$mounted" = mounted ] && fusermount3 -u "$WORK/m2"
+	eq "-o $o: the mount is refused, saying why" "$rc:$mounted:$(echo "$out" | grep -c "\-o $o is refused")" 1:none:1
+done
 finish
