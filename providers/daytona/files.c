@@ -295,7 +295,7 @@ int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tre
 		const char *epath = json_string_value(json_object_get(e, "path")), *slash;
 		struct sbx_stat st;
 		const char *name;
-		if (dt_fileinfo_parse(e, &st, &name) || !strcmp(name, ".") || !strcmp(name, "..")) {
+		if (dt_fileinfo_parse(e, &st, &name)) {
 			sbx_log(SBX_LOG_DEBUG, "daytona: %s: skipping an unreadable entry", w);
 			continue;
 		}

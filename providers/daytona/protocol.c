@@ -4,6 +4,7 @@
  */
 #include "daytona/protocol.h"
 #include "base/jsonutil.h"
+#include "base/pathutil.h"
 #include "base/xalloc.h"
 #include "rmeta.h"
 
@@ -258,7 +259,7 @@ int dt_fileinfo_parse(json_t *fi, struct sbx_stat *st, const char **name)
 	const char *nm = json_string_value(json_object_get(fi, "name"));
 
 	memset(st, 0, sizeof(*st));
-	if (name && (!nm || !*nm || strchr(nm, '/')))
+	if (name && !sbx_name_listable(nm))
 		return -EIO;
 	if (dt_mode_parse(json_string_value(json_object_get(fi, "mode")),
 			  json_string_value(json_object_get(fi, "permissions")),

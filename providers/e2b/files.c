@@ -451,7 +451,7 @@ int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tr
 		const char *name = json_string_value(json_object_get(entry, "name"));
 		const char *epath = json_string_value(json_object_get(entry, "path")), *slash;
 		struct sbx_stat st;
-		if (!name || !*name || strchr(name, '/') || e2b_entry_to_stat(entry, &in->ids, &st))
+		if (!sbx_name_listable(name) || e2b_entry_to_stat(entry, &in->ids, &st))
 			continue;
 		sbx_buf_reset(&child);
 		/* deeper than path's own entries: where envd says (built from path) */

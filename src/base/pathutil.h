@@ -8,6 +8,7 @@
 #ifndef SBX_PATHUTIL_H
 #define SBX_PATHUTIL_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
@@ -31,6 +32,18 @@ static inline size_t sbx_path_dirlen(const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	return !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+}
+
+/*
+ * A name a listing from a sandbox may carry: not empty, not "." or "..",
+ * no '/', at most NAME_MAX bytes. Anything else no lookup can reach (the
+ * kernel refuses a longer name, resolves the dots itself, and fails a whole
+ * listing on a '/'), and a server the sandbox controls can send it.
+ */
+static inline bool sbx_name_listable(const char *name)
+{
+	return name && *name && strcmp(name, ".") && strcmp(name, "..") && !strchr(name, '/') &&
+	       strlen(name) <= NAME_MAX;
 }
 
 #endif

@@ -7,6 +7,10 @@
 #   story_swap_race SECS a directory swapped for a link to a host directory
 #                        while the host copies into it (SECS seconds, at
 #                        least 5 rounds): no host file touched
+#   story_hostile_listing KEY ARRAY  (remote; needs lib-fake.sh and hostile_entry
+#                        NAME PATH, the provider's JSON of a listed file) a listing
+#                        reply (the fake's endpoint KEY, its array ARRAY, "" for
+#                        a bare array) carrying names no lookup can reach
 HOSTDIR_DEPTH=../../../../../../../../../../../..
 sb_link() { lease_run "ln -s '$1' '$2'" >/dev/null; }
 # sb_race TARGET PATH SECS: swaps PATH until PATH.stop appears (at most
@@ -83,4 +87,23 @@ story_swap_race() {
 	ok "the sandbox swapped all along the host's rounds ($swaps)" \
 		sh -c "[ '${swaps% *}' = stopped ] && [ '${swaps#* }' -ge 5 ]"
 	eq "swap race: zero files in the host directory" "$(ls -A "$WORK/racehost" | wc -l)" 0
+}
+
+# A server the sandbox controls (envd runs inside an e2b sandbox, and its
+# root can replace it) lists ".", "..", a name with a '/', an empty one and
+# one of 300 bytes. They were shown: "." and ".." twice in `ls -a` (e2b),
+# and the 300-byte name, which no lookup can reach (ENAMETOOLONG to `ls
+# -l`). Only names a lookup can reach are shown; a hostile "fake" name is
+# one, and the mount goes on.
+story_hostile_listing() {
+	local d=$F/hostile n entries= long
+	long=$(printf 'x%.0s' $(seq 300))
+	lease_run "mkdir -p $FHOME/hostile && echo x >$FHOME/hostile/real" >/dev/null
+	for n in . .. a/b "" "$long" fake; do
+		entries+="${entries:+,}$(hostile_entry "$n" "$FHOME/hostile/$n")"
+	done
+	fault_only "{\"kind\":\"inject\",\"key\":\"$1\",\"append\":{\"$2\":[$entries]}}"
+	eq "a hostile listing: only names a lookup can reach are shown" "$(ls -a "$d" | tr '\n' ' ')" ". .. fake real "
+	fake_clear_faults
+	eq "... and the mount goes on" "$(cat "$d/real")" x
 }

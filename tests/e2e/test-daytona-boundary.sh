@@ -14,4 +14,6 @@ mkdir "$L"
 F=$L/fs/home/daytona
 FHOME=/home/daytona
 story_link_escapes
+hostile_entry() { printf '{"name":"%s","path":"%s","size":3,"mode":"-rw-r--r--","permissions":"0644","modifiedAt":"2026-12-04T10:00:00Z","isDir":false,"owner":"0","group":"0"}' "$1" "$2"; }
+story_hostile_listing 'GET /toolbox/:id/files' ''
 finish

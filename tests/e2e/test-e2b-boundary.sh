@@ -14,4 +14,6 @@ mkdir "$L"
 F=$L/fs/home/user
 FHOME=/home/user
 story_link_escapes
+hostile_entry() { printf '{"type":"FILE_TYPE_FILE","size":"3","mode":420,"permissions":"-rw-r--r--","owner":"user","group":"user","modifiedTime":"2026-12-04T10:00:00Z","name":"%s","path":"%s"}' "$1" "$2"; }
+story_hostile_listing 'POST /filesystem.Filesystem/ListDir' 'entries'
 finish

@@ -612,6 +612,16 @@ START_TEST(path_under)
 	ck_assert_uint_eq(sbx_path_dirlen("/a"), 1);	 /* "/" */
 	ck_assert_uint_eq(sbx_path_dirlen("/"), 1);
 	ck_assert_uint_eq(sbx_path_dirlen("a"), 0);
+	/* what a listing from a sandbox may name */
+	char longest[NAME_MAX + 2];
+	memset(longest, 'x', NAME_MAX);
+	longest[NAME_MAX] = '\0';
+	ck_assert(sbx_name_listable("a") && sbx_name_listable("...") && sbx_name_listable(longest));
+	longest[NAME_MAX] = 'x';
+	longest[NAME_MAX + 1] = '\0';
+	ck_assert(!sbx_name_listable(longest));
+	ck_assert(!sbx_name_listable(NULL) && !sbx_name_listable("") && !sbx_name_listable("."));
+	ck_assert(!sbx_name_listable("..") && !sbx_name_listable("a/b") && !sbx_name_listable("/"));
 }
 END_TEST
 

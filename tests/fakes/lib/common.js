@@ -24,7 +24,7 @@
  *                                          behind the client's back
  *   POST   /_fake/sandboxes/<id>/expire -> 204: its lifetime runs out now (E2B)
  *
- * FAULT = {"kind": "drop"|"5xx"|"429"|"slow"|"vanish"|"cut",
+ * FAULT = {"kind": "drop"|"5xx"|"429"|"slow"|"vanish"|"cut"|"inject",
  *          "count"?: N         apply to the next N matching requests (default: until cleared)
  *          "prefix"?: "/files" only requests whose path starts with this
  *          "key"?: "GET /files" only requests whose counter key is exactly this
@@ -33,7 +33,10 @@
  *          "retryAfter"?: 1    for 429: the Retry-After header in seconds (default 1)
  *          "delayMs"?: 5000    for slow: wait this long, then answer normally (default 30000)
  *          "complete"?: true   for slow: carry the request out even if the client hung up
- *          "cutAfter"?: N      for cut: answer, but hang up after N bytes of the body}
+ *          "cutAfter"?: N      for cut: answer, but hang up after N bytes of the body
+ *          "append"?: {K: [..]} for inject: arrays added to the JSON reply's arrays K
+ *                              (K "": to a reply that is an array)
+ *          "set"?: {K: V}      for inject: values that replace the JSON reply's K}
  * The first matching fault wins.  Start-up flags --latency-ms N and --fault JSON (repeatable)
  * set the same switches.
  *
@@ -46,6 +49,45 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { SandboxRoot } = require('./sandbox-root');
+
+/*
+ * The inject fault: a JSON reply is changed before it goes out, as a hostile
+ * server (envd runs inside the sandbox, whose code can replace it) would
+ * answer: each array of `append` is added to the reply's array of that name
+ * (name "": to a reply that is an array), each value of `set` replaces the reply's.
+ */
+function injectJson(res, append, set) {
+	const writeHead = res.writeHead.bind(res);
+	const end = res.end.bind(res);
+	let head = null;
+	res.writeHead = (status, headers) => {
+		head = [status, Object.assign({}, headers)];
+		return res;
+	};
+	res.end = (chunk, enc, cb) => {
+		let body = chunk;
+		try {
+			let obj = JSON.parse(Buffer.isBuffer(chunk) ? chunk.toString() : chunk);
+			for (const [k, v] of Object.entries(append)) {
+				if (k === '' && Array.isArray(obj))
+					obj = obj.concat(v); /* a reply that is a bare array */
+				else
+					obj[k] = (Array.isArray(obj[k]) ? obj[k] : []).concat(v);
+			}
+			Object.assign(obj, set);
+			body = JSON.stringify(obj);
+		} catch (e) {
+			/* not JSON: as it was */
+		}
+		if (head) {
+			for (const k of Object.keys(head[1]))
+				if (k.toLowerCase() === 'content-length')
+					head[1][k] = Buffer.byteLength(body);
+			writeHead(head[0], head[1]);
+		}
+		return end(body, enc, cb);
+	};
+}
 
 /* The cut fault: the reply goes out as usual until `left` bytes of its body, then the connection drops. */
 function cutAfter(req, res, left) {
@@ -322,6 +364,9 @@ class FakeServer {
 		case 'cut':
 			cutAfter(req, res, f.cutAfter || 0);
 			return false;
+		case 'inject':
+			injectJson(res, f.append || {}, f.set || {});
+			return false;
 		default:
 			throw new HttpError(500, `unknown fault kind ${f.kind}`);
 		}
@@ -367,7 +412,7 @@ class FakeServer {
 				if (typeof b.latencyMs === 'number')
 					this.latencyMs = b.latencyMs;
 				for (const f of b.faults || []) {
-					if (!['drop', '5xx', '429', 'slow', 'vanish', 'cut'].includes(f.kind))
+					if (!['drop', '5xx', '429', 'slow', 'vanish', 'cut', 'inject'].includes(f.kind))
 						throw new HttpError(400, `unknown fault kind ${f.kind}`);
 					this.faults.push(Object.assign({}, f));
 				}
