@@ -357,16 +357,20 @@ int lease_prepare_dir(struct sbx_lease *l, struct sbx_error *err)
 	return 0;
 }
 
-/* The lease of the table (mount lock held) that holds sandbox id on prov, or NULL. */
+/*
+ * The lease of the table (mount lock held) that holds sandbox id, or NULL:
+ * on prov (NULL: any provider), and unless any_state, one not killed or
+ * reclaimed.
+ */
 static struct sbx_lease *holder_locked(struct sbx_mount *m, const struct sbx_provider *prov,
-				       const char *id)
+				       const char *id, bool any_state)
 {
 	struct sbx_lease *x, *tmp, *found = NULL;
 	HASH_ITER(hh, m->leases, x, tmp)
 	{
 		sbx_lock(&x->lock, SBX_LOCK_LEASE);
-		if (x->prov == prov && !strcmp(x->sandbox_id, id) && x->state != SBX_LS_KILLED &&
-		    x->state != SBX_LS_RECLAIMED)
+		if ((!prov || x->prov == prov) && !strcmp(x->sandbox_id, id) &&
+		    (any_state || (x->state != SBX_LS_KILLED && x->state != SBX_LS_RECLAIMED)))
 			found = x;
 		sbx_unlock(&x->lock, SBX_LOCK_LEASE);
 		if (found)
@@ -391,7 +395,7 @@ int table_insert(struct sbx_mount *m, struct sbx_lease *l, const char *id, struc
 		return sbx_error_set(err, EEXIST, SBX_E_EXECUTION_FAILED, "lease %s already exists",
 				     l->name);
 	}
-	if (id && (old = holder_locked(m, l->prov, id))) {
+	if (id && (old = holder_locked(m, l->prov, id, false))) {
 		int rc = sbx_error_set(err, EEXIST, SBX_E_EXECUTION_FAILED,
 				       "sandbox %s is lease %s's already", id, old->name);
 		sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
@@ -522,15 +526,8 @@ static time_t iso_to_time(const char *s)
 
 static bool id_is_leased(struct sbx_mount *m, const char *id)
 {
-	struct sbx_lease *l, *tmp;
-	bool found = false;
 	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
-	HASH_ITER(hh, m->leases, l, tmp)
-	{
-		sbx_lock(&l->lock, SBX_LOCK_LEASE);
-		found = found || !strcmp(l->sandbox_id, id);
-		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
-	}
+	bool found = holder_locked(m, NULL, id, true) != NULL;
 	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
 	return found;
 }
