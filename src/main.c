@@ -103,19 +103,16 @@ static int ignored_mount_option(const char *o)
 
 /*
  * What a sandbox wrote is never trusted by the host's kernel: a file its
- * root made setuid-root, or a device node of the host's disk, is only a
- * name in fs/ (the mount is nosuid,nodev, libfuse's default). The options
- * that would turn them on are refused, not passed to the kernel.
+ * root made setuid-root, or a node of the host's disk, is only a name in
+ * fs/. So `suid` and `dev` are dropped, never passed to the kernel, and
+ * the mount is nosuid,nodev (libfuse's default) whatever it is given:
+ * mount.fuse3 adds both to every mount by root unless nosuid/nodev are
+ * written (`mount -t fuse.sbxfs`, fstab, systemd), so refusing them would
+ * refuse every such mount.
  */
-static int refused_mount_option(const char *o)
+static int dropped_mount_option(const char *o)
 {
-	if (strcmp(o, "suid") && strcmp(o, "dev"))
-		return 0;
-	fprintf(stderr,
-		"sbxfs: -o %s is refused: files a sandbox wrote must never run setuid or open "
-		"a device on the host (sbxfs mounts nosuid,nodev)\n",
-		o);
-	return 1;
+	return !strcmp(o, "suid") || !strcmp(o, "dev");
 }
 
 /* Collects the non-option arguments ourselves: mount.fuse3 passes "SOURCE MOUNTPOINT". */
@@ -123,7 +120,7 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 {
 	struct sbx_options *o = data;
 	if (key == FUSE_OPT_KEY_OPT)
-		return refused_mount_option(arg) ? -1 : ignored_mount_option(arg) ? 0 : 1;
+		return dropped_mount_option(arg) || ignored_mount_option(arg) ? 0 : 1;
 	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1;
 	if (o->n_nonopt == 3)

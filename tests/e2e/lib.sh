@@ -166,6 +166,20 @@ end_leases() {
 	done
 }
 
+# For a test in its own mount namespace (unshare -m): the copies of other
+# tests' FUSE mounts would hold their connections open after those tests
+# unmount them, so their daemons would not exit until this test ends (a
+# slow test-mount-helper made two others' "daemon exits" fail). Detaches
+# them, in this namespace only.
+detach_foreign_fuse_mounts() {
+	local m
+	[ -n "${SBXFS_IN_NS:-}" ] || return 0 # never in the host's namespace
+	awk '{ for (i = 7; i <= NF; i++) if ($i == "-") { if ($(i + 1) ~ /^fuse/) print $5; break } }' \
+		/proc/self/mountinfo | while read -r m; do
+		umount -l "$(printf '%b' "$m")" 2>/dev/null
+	done
+}
+
 # add_cleanup SHELL-TEXT: one step (one line) for the exit trap. Steps run
 # in the order added (EXTRA_CLEANUP holds them, a line each), each eval'ed on
 # its own: one that fails or does not parse never stops the next.

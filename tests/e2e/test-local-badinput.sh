@@ -122,10 +122,9 @@ done
 # suid and dev were passed to the kernel: a file a sandbox's root made
 # setuid-root, or a node of the host's disk, would then run or open as such.
 for o in suid dev; do
-	out=$(timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,allow_other,$o" "$WORK/m2" 2>&1)
-	rc=$?
-	mounted=$(mountpoint -q "$WORK/m2" && echo mounted || echo none)
-	[ "$mounted" = mounted ] && fusermount3 -u "$WORK/m2"
-	eq "-o $o: the mount is refused, saying why" "$rc:$mounted:$(echo "$out" | grep -c "\-o $o is refused")" 1:none:1
+	timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,$o" "$WORK/m2" 2>/dev/null
+	eq "-o $o: the mount is nosuid,nodev all the same" \
+		"$(awk -v m="$WORK/m2" '$5 == m {print $6}' /proc/self/mountinfo | tr ',' '\n' | grep -cxE 'nosuid|nodev')" 2
+	mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
 done
 finish

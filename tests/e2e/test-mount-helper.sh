@@ -15,6 +15,7 @@ if [ -z "${SBXFS_IN_NS:-}" ]; then
 	SBXFS_IN_NS=1 exec unshare -m --propagation private "$0" "$@"
 fi
 . "$(dirname "$0")/lib.sh"
+detach_foreign_fuse_mounts
 
 # The daemon forks away from mount(8): its pid comes from its log lines.
 DAEMON_PIDS=
@@ -52,6 +53,10 @@ ok "mount -t fuse.sbxfs sbxfs MNT -o ...,_netdev,noauto,x-systemd.automount,allo
 P=$(daemon_pid "$WORK/d1.log")
 DAEMON_PIDS="$P"
 ok "... it is mounted as fuse.sbxfs" mounted || { finish; exit 1; }
+# mount.fuse3 adds suid and dev to a mount by root unless told nosuid/nodev:
+# they were passed on, so a file a sandbox made setuid-root ran as root here.
+eq "... nosuid,nodev although mount.fuse3 passed suid,dev" \
+	"$(awk -v m="$MNT" '$5 == m {print $6}' /proc/self/mountinfo | tr ',' '\n' | grep -cxE 'nosuid|nodev')" 2
 ok "... and answers (README)" wait_for 10 test -f "$MNT/README"
 ok "... ls shows the root files" sh -c "ls '$MNT' | grep -qx ctl"
 ok "... the log file has ISO-8601 timestamps on every line" \

@@ -11,6 +11,7 @@ if [ -z "${SBXFS_IN_NS:-}" ] && [ "$(id -u)" = 0 ] && [ "$(stat -c %a /dev/fuse 
 	SBXFS_IN_NS=1 exec unshare -m --propagation private "$0" "$@"
 fi
 . "$(dirname "$0")/lib.sh"
+detach_foreign_fuse_mounts
 if [ -n "${SBXFS_IN_NS:-}" ]; then
 	mknod -m 666 "$WORK/fuse" c 10 229 && mount --bind "$WORK/fuse" /dev/fuse ||
 		{ log "cannot give /dev/fuse mode 0666 here"; exit 1; }
