@@ -85,14 +85,20 @@ static const struct fuse_opt option_spec[] = {
 };
 
 /*
- * mount(8) options that mean something to mount or systemd, not to us: an
- * fstab line may carry them, and mount.fuse3 passes some of them through.
+ * Options never passed to the kernel: mount(8)'s and systemd's (an fstab
+ * line may carry them, and mount.fuse3 passes some of them through), and
+ * `suid` and `dev`. What a sandbox wrote is never trusted by the host's
+ * kernel: a file its root made setuid-root, or a node of the host's disk,
+ * is only a name in fs/, so the mount is nosuid,nodev (libfuse's default)
+ * whatever it is given. mount.fuse3 adds both to every mount by root
+ * unless nosuid/nodev are written (`mount -t fuse.sbxfs`, fstab, systemd),
+ * so they are dropped, not refused.
  */
 static int ignored_mount_option(const char *o)
 {
-	static const char *const ign[] = {"defaults", "auto",	 "noauto", "_netdev",
-					  "nofail",   "user",	 "users",  "nouser",
-					  "owner",    "comment", NULL};
+	static const char *const ign[] = {"defaults", "auto",  "noauto", "_netdev", "nofail",
+					  "user",     "users", "nouser", "owner",   "comment",
+					  "suid",     "dev",   NULL};
 	if (!strncmp(o, "x-", 2) || !strncmp(o, "comment=", 8))
 		return 1;
 	for (const char *const *p = ign; *p; p++)
@@ -101,26 +107,12 @@ static int ignored_mount_option(const char *o)
 	return 0;
 }
 
-/*
- * What a sandbox wrote is never trusted by the host's kernel: a file its
- * root made setuid-root, or a node of the host's disk, is only a name in
- * fs/. So `suid` and `dev` are dropped, never passed to the kernel, and
- * the mount is nosuid,nodev (libfuse's default) whatever it is given:
- * mount.fuse3 adds both to every mount by root unless nosuid/nodev are
- * written (`mount -t fuse.sbxfs`, fstab, systemd), so refusing them would
- * refuse every such mount.
- */
-static int dropped_mount_option(const char *o)
-{
-	return !strcmp(o, "suid") || !strcmp(o, "dev");
-}
-
 /* Collects the non-option arguments ourselves: mount.fuse3 passes "SOURCE MOUNTPOINT". */
 static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
 {
 	struct sbx_options *o = data;
 	if (key == FUSE_OPT_KEY_OPT)
-		return dropped_mount_option(arg) || ignored_mount_option(arg) ? 0 : 1;
+		return ignored_mount_option(arg) ? 0 : 1;
 	if (key != FUSE_OPT_KEY_NONOPT)
 		return 1;
 	if (o->n_nonopt == 3)

@@ -166,6 +166,9 @@ end_leases() {
 	done
 }
 
+# mount_options DIR: the options of the mount at DIR, one a line.
+mount_options() { awk -v m="$1" '$5 == m {print $6}' /proc/self/mountinfo | tr ',' '\n'; }
+
 # For a test in its own mount namespace (unshare -m): the copies of other
 # tests' FUSE mounts would hold their connections open after those tests
 # unmount them, so their daemons would not exit until this test ends (a

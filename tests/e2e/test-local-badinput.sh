@@ -124,7 +124,7 @@ done
 for o in suid dev; do
 	timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,$o" "$WORK/m2" 2>/dev/null
 	eq "-o $o: the mount is nosuid,nodev all the same" \
-		"$(awk -v m="$WORK/m2" '$5 == m {print $6}' /proc/self/mountinfo | tr ',' '\n' | grep -cxE 'nosuid|nodev')" 2
+		"$(mount_options "$WORK/m2" | grep -cxE 'nosuid|nodev')" 2
 	mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
 done
 finish
