@@ -24,6 +24,7 @@
 #include "access.h"
 #include "base/buf.h"
 #include "base/caller.h"
+#include "base/fsutil.h"
 #include "base/keyfile.h"
 #include "base/log.h"
 #include "fsmirror.h"
@@ -104,6 +105,41 @@ static int ignored_mount_option(const char *o)
 	for (const char *const *p = ign; *p; p++)
 		if (!strcmp(o, *p))
 			return 1;
+	return 0;
+}
+
+/*
+ * What the daemon reads once mounted must not lie behind its own mount:
+ * the first read would wait for a reply only the daemon can give, before
+ * its loop runs, and the mount would hang every process that touches it
+ * (`sbxfs ~` with the default state dir, or a state_dir under the mount
+ * point). The state dir, the config and each provider's key file are
+ * refused, with the reason, before anything is mounted.
+ */
+static int behind_mount(const char *what, const char *path, const char *mountpoint)
+{
+	if (!path || !sbx_path_resolved_under(path, mountpoint))
+		return 0;
+	fprintf(stderr,
+		"sbxfs: %s %s is inside the mount point %s, so the mount would hide it from "
+		"sbxfs itself: put it outside %s\n",
+		what, path, mountpoint, mountpoint);
+	return 1;
+}
+
+/* A provider's keyFile behind the mount (behind_mount), from the config's settings. */
+static int key_file_behind_mount(const struct sbx_config *cfg, const char *mountpoint)
+{
+	const char *name;
+	json_t *settings;
+	json_object_foreach(cfg->providers, name, settings)
+	{
+		char what[96];
+		snprintf(what, sizeof(what), "providers.%s.keyFile", name);
+		if (behind_mount(what, json_string_value(json_object_get(settings, "keyFile")),
+				 mountpoint))
+			return 1;
+	}
 	return 0;
 }
 
@@ -280,6 +316,9 @@ int main(int argc, char *argv[])
 	}
 	if (cmd.debug)
 		level = SBX_LOG_DEBUG;
+	if (behind_mount("state dir", opts.state_dir, cmd.mountpoint) ||
+	    behind_mount("config file", opts.config, cmd.mountpoint))
+		goto out_args;
 	if (sbx_log_open(opts.log, !cmd.foreground, opts.state_dir, level, &log_to, &err)) {
 		fprintf(stderr, "sbxfs: %s\n", err.msg);
 		goto out_args;
@@ -351,6 +390,10 @@ int main(int argc, char *argv[])
 			sbx_config_free(&probe);
 			goto out_args;
 		}
+	}
+	if (key_file_behind_mount(&probe, cmd.mountpoint)) {
+		sbx_config_free(&probe);
+		goto out_args;
 	}
 	/* And each provider's settings, the same way (initialised for real after the fork). */
 	if (sbx_provider_init_all(probe.providers, opts.state_dir, false, &err)) {

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "base/pathutil.h"
 
 int sbx_mkdir_p(const char *path, mode_t mode)
 {
@@ -232,4 +235,39 @@ bool sbx_tid_dying(pid_t tid)
 			dying = true;
 	fclose(f);
 	return dying;
+}
+
+/* realpath of path's longest existing prefix, with the rest appended; false if none resolves. */
+static bool resolve_existing(const char *path, char out[PATH_MAX])
+{
+	char head[PATH_MAX];
+	size_t keep = strlen(path), o;
+	if (!keep || keep >= sizeof(head))
+		return false;
+	for (;;) {
+		memcpy(head, keep ? path : ".", keep ? keep : 1);
+		head[keep ? keep : 1] = '\0';
+		if (realpath(head, out))
+			break;
+		if ((errno != ENOENT && errno != ENOTDIR) || !keep)
+			return false;
+		while (keep && path[keep - 1] == '/') /* the last name, and the slashes before it */
+			keep--;
+		while (keep && path[keep - 1] != '/')
+			keep--;
+		while (keep > 1 && path[keep - 1] == '/') /* but "/" itself stays */
+			keep--;
+	}
+	const char *rest = path + keep;
+	while (*rest == '/')
+		rest++;
+	o = strlen(out);
+	return !*rest || snprintf(out + o, PATH_MAX - o, "%s%s", strcmp(out, "/") ? "/" : "",
+				  rest) < (int)(PATH_MAX - o);
+}
+
+bool sbx_path_resolved_under(const char *path, const char *dir)
+{
+	char p[PATH_MAX], d[PATH_MAX];
+	return resolve_existing(dir, d) && resolve_existing(path, p) && sbx_path_under(p, d);
 }

@@ -40,6 +40,13 @@ int sbx_send_all(int fd, const void *data, size_t len);
  */
 int sbx_disk_reserve_check(int fd, unsigned long long written, size_t more,
 			   unsigned long long *avail_mib, unsigned long long *reserve_mib);
+/*
+ * Whether path is dir or lies beneath it, both resolved (symlinks, "..",
+ * relative to the working directory) as far as they exist: a path that does
+ * not exist yet is judged by its nearest existing ancestor. dir "/" holds
+ * every path.
+ */
+bool sbx_path_resolved_under(const char *path, const char *dir);
 /* rm -rf without following symlinks and without crossing mount points. */
 int sbx_rm_rf(const char *path);
 /* *ts = now on clock + ms: a deadline for pthread_cond_timedwait. */

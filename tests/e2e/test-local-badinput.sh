@@ -127,4 +127,42 @@ for o in suid dev; do
 		"$(mount_options "$WORK/m2" | grep -cxE 'nosuid|nodev')" 2
 	mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
 done
+# What the daemon reads once mounted lay behind its own mount: its first
+# read waited for the daemon itself, before its loop ran, and every process
+# that touched the mount hung (`sbxfs ~` with the default state dir).
+# Each case runs in the foreground with a bound: a daemon still there after
+# 10 s has mounted, and is killed.
+refused_behind() { # refused_behind WHAT PATTERN COMMAND...: the mount on m3 is refused, saying PATTERN
+	local what=$1 pat=$2 pid rc
+	shift 2
+	"$@" >"$WORK/behind.out" 2>&1 &
+	pid=$!
+	if wait_for 10 test ! -e "/proc/$pid"; then
+		wait "$pid"
+		rc=$?
+	else
+		kill -9 "$pid"
+		wait "$pid" 2>/dev/null
+		umount -l "$WORK/m3" 2>/dev/null
+		rc=mounted
+	fi
+	eq "$what: the mount is refused" "$rc" 1
+	ok "... saying why" grep -qE "$pat" "$WORK/behind.out"
+}
+mkdir -p "$WORK/m3"
+ln -s m3 "$WORK/m3link"
+inside="is inside the mount point $WORK/m3, so the mount would hide it from sbxfs itself"
+refused_behind "state_dir under the mount point" "state dir $WORK/m3/st $inside" \
+	"$SBXFS" -f -o "state_dir=$WORK/m3/st" "$WORK/m3"
+refused_behind "... through a symlink" "state dir $WORK/m3link/st $inside" \
+	"$SBXFS" -f -o "state_dir=$WORK/m3link/st" "$WORK/m3"
+refused_behind "sbxfs ~ (the default state dir under it)" "state dir $WORK/m3/.local/state/sbxfs $inside" \
+	env -u XDG_STATE_HOME -u XDG_CONFIG_HOME HOME="$WORK/m3" "$SBXFS" -f "$WORK/m3"
+echo '{}' >"$WORK/m3/c.json"
+refused_behind "the config file under the mount point" "config file $WORK/m3/c.json $inside" \
+	"$SBXFS" -f -o "state_dir=$WORK/s3,config=$WORK/m3/c.json" "$WORK/m3"
+printf '{"providers": {"e2b": {"keyFile": "%s"}}}\n' "$WORK/m3/key" >"$WORK/keyin.json"
+refused_behind "a provider's keyFile under the mount point" "providers.e2b.keyFile $WORK/m3/key $inside" \
+	"$SBXFS" -f -o "state_dir=$WORK/s3,config=$WORK/keyin.json" "$WORK/m3"
+ok "... and nothing was left mounted there" test "$(mount_options "$WORK/m3" | wc -l)" = 0
 finish

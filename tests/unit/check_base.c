@@ -625,6 +625,40 @@ START_TEST(path_under)
 }
 END_TEST
 
+START_TEST(path_resolved_under)
+{
+	char d[] = "/tmp/check-under.XXXXXX", p[256], q[256];
+	ck_assert_ptr_nonnull(mkdtemp(d));
+	snprintf(p, sizeof(p), "%s/m", d);
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+	snprintf(q, sizeof(q), "%s/link", d);
+	ck_assert_int_eq(symlink("m", q), 0);
+	snprintf(p, sizeof(p), "%s/m", d);
+	ck_assert(sbx_path_resolved_under(p, p));    /* the mount point itself */
+	snprintf(q, sizeof(q), "%s/m/a/b/state", d); /* does not exist yet */
+	ck_assert(sbx_path_resolved_under(q, p));
+	snprintf(q, sizeof(q), "%s/link//st/", d); /* through a symlink, doubled slashes */
+	ck_assert(sbx_path_resolved_under(q, p));
+	snprintf(q, sizeof(q), "%s/mm/st", d); /* a longer name beside it */
+	ck_assert(!sbx_path_resolved_under(q, p));
+	snprintf(q, sizeof(q), "%s/st", d);
+	ck_assert(!sbx_path_resolved_under(q, p));
+	ck_assert(sbx_path_resolved_under(q, "/")); /* "/" holds everything */
+	char cwd[256];
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	ck_assert_int_eq(chdir(p), 0);
+	ck_assert(sbx_path_resolved_under("new/state", p)); /* relative, to the working dir */
+	ck_assert(sbx_path_resolved_under("new", p));
+	ck_assert(!sbx_path_resolved_under("../st", p));
+	ck_assert_int_eq(chdir(cwd), 0);
+	snprintf(q, sizeof(q), "%s/link", d);
+	unlink(q);
+	snprintf(q, sizeof(q), "%s/m", d);
+	rmdir(q);
+	rmdir(d);
+}
+END_TEST
+
 START_TEST(pathttl_expiry_and_bound)
 {
 	struct sbx_pathttl s = {.max = 4};
@@ -692,6 +726,7 @@ int main(void)
 	tcase_add_test(tc, write_and_send_all);
 	tcase_add_test(tc, pathttl_expiry_and_bound);
 	tcase_add_test(tc, path_under);
+	tcase_add_test(tc, path_resolved_under);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
