@@ -13,12 +13,15 @@
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "access.h"
@@ -127,20 +130,113 @@ static int behind_mount(const char *what, const char *path, const char *mountpoi
 	return 1;
 }
 
-/* A provider's keyFile behind the mount (behind_mount), from the config's settings. */
-static int key_file_behind_mount(const struct sbx_config *cfg, const char *mountpoint)
+/*
+ * Each provider's keyFile: absolute (the daemon reads it again from "/",
+ * where a relative name means another file than the one checked here) and
+ * not behind the mount (behind_mount).
+ */
+static int key_files_refused(const struct sbx_config *cfg, const char *mountpoint)
 {
 	const char *name;
 	json_t *settings;
 	json_object_foreach(cfg->providers, name, settings)
 	{
+		const char *kf = json_string_value(json_object_get(settings, "keyFile"));
 		char what[96];
 		snprintf(what, sizeof(what), "providers.%s.keyFile", name);
-		if (behind_mount(what, json_string_value(json_object_get(settings, "keyFile")),
-				 mountpoint))
+		if (kf && kf[0] != '/') {
+			fprintf(stderr, "sbxfs: %s \"%s\" must be an absolute path\n", what, kf);
+			return 1;
+		}
+		if (behind_mount(what, kf, mountpoint))
 			return 1;
 	}
 	return 0;
+}
+
+/*
+ * A relative state_dir or config made absolute against the working
+ * directory: the daemon works from "/" once mounted (as every daemon), and
+ * took "s" as /s there while the checks before the mount (the lock
+ * included) had used ./s.
+ */
+static void make_absolute(char **path)
+{
+	char cwd[PATH_MAX];
+	if (!*path || (*path)[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+		return;
+	struct sbx_buf b = SBX_BUF_INIT;
+	sbx_buf_addf(&b, "%s/%s", cwd, *path);
+	free(*path);
+	*path = sbx_buf_detach(&b, NULL);
+}
+
+/*
+ * fuse_daemonize's fork, except that the terminal's process waits until
+ * the mount is ready (exit 0) or has failed (exit 1, the reason on its
+ * stderr): libfuse's exits 0 as soon as it has forked, before the lease
+ * table and the providers are opened, so a failure there was only in the
+ * log while `sbxfs` and `mount` had said success. The daemon calls
+ * daemon_ready once, with NULL or the reason.
+ */
+static int ready_fd = -1;
+
+static int daemonize(bool foreground)
+{
+	int p[2], null;
+	if (foreground) {
+		int rc = chdir("/"); /* as libfuse: no directory of the terminal held */
+		(void)rc;
+		return 0;
+	}
+	if (pipe2(p, O_CLOEXEC)) {
+		perror("sbxfs: pipe");
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("sbxfs: fork");
+		return -1;
+	}
+	if (pid > 0) {
+		char msg[1024];
+		size_t len = 0;
+		ssize_t n;
+		close(p[1]);
+		while (len < sizeof(msg) - 1 &&
+		       ((n = read(p[0], msg + len, sizeof(msg) - 1 - len)) > 0 ||
+			(n < 0 && errno == EINTR)))
+			len += n > 0 ? (size_t)n : 0;
+		msg[len] = '\0';
+		if (!strcmp(msg, "ready"))
+			_exit(0);
+		fprintf(stderr, "sbxfs: %s\n",
+			len ? msg : "the daemon ended before the mount was ready (see its log)");
+		_exit(1);
+	}
+	close(p[0]);
+	ready_fd = p[1];
+	if (setsid() < 0 || chdir("/"))
+		return -1;
+	if ((null = open("/dev/null", O_RDWR)) >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		if (null > 2)
+			close(null);
+	}
+	return 0;
+}
+
+static void daemon_ready(const char *failure)
+{
+	if (ready_fd < 0)
+		return;
+	const char *m = failure ? failure : "ready";
+	if (sbx_write_all(ready_fd, m, strlen(m)))
+		sbx_log(SBX_LOG_WARN, "cannot tell the starting process: %s", strerror(errno));
+	close(ready_fd);
+	ready_fd = -1;
 }
 
 /* Collects the non-option arguments ourselves: mount.fuse3 passes "SOURCE MOUNTPOINT". */
@@ -280,6 +376,8 @@ int main(int argc, char *argv[])
 		opts.config = xdg_path("XDG_CONFIG_HOME", ".config", "sbxfs/config.json");
 	if (!opts.state_dir)
 		opts.state_dir = xdg_path("XDG_STATE_HOME", ".local/state", "sbxfs");
+	make_absolute(&opts.config);
+	make_absolute(&opts.state_dir);
 	if (opts.list || opts.list_provider) {
 		/* What a mount would see: the same config, state dir and credentials. */
 		sbx_log_setup(0, SBX_LOG_WARN);
@@ -316,6 +414,13 @@ int main(int argc, char *argv[])
 	}
 	if (cmd.debug)
 		level = SBX_LOG_DEBUG;
+	/* libfuse mounts on a regular file too; fs/'s root is a directory, so every access would
+	 * fail EIO. */
+	struct stat mst;
+	if (!stat(cmd.mountpoint, &mst) && !S_ISDIR(mst.st_mode)) {
+		fprintf(stderr, "sbxfs: mount point %s is not a directory\n", cmd.mountpoint);
+		goto out_args;
+	}
 	if (behind_mount("state dir", opts.state_dir, cmd.mountpoint) ||
 	    behind_mount("config file", opts.config, cmd.mountpoint))
 		goto out_args;
@@ -391,7 +496,7 @@ int main(int argc, char *argv[])
 			goto out_args;
 		}
 	}
-	if (key_file_behind_mount(&probe, cmd.mountpoint)) {
+	if (key_files_refused(&probe, cmd.mountpoint)) {
 		sbx_config_free(&probe);
 		goto out_args;
 	}
@@ -425,19 +530,23 @@ int main(int argc, char *argv[])
 		goto out_destroy;
 	if (sbx_fuse_install_io(fuse) != 0)
 		goto out_unmount;
-	if (fuse_daemonize(cmd.foreground) != 0)
+	if (daemonize(cmd.foreground) != 0)
 		goto out_unmount;
 	sbx_fs_cached_install(); /* the cache's pause and upload hooks */
 	if (sbx_mount_open(&m, opts.state_dir, opts.config, opts.profile, &err)) {
 		sbx_log(SBX_LOG_ERR, "%s", err.msg);
+		daemon_ready(err.msg);
 		goto out_unmount;
 	}
-	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0)
+	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0) {
+		daemon_ready("cannot install the signal handlers");
 		goto out_close;
+	}
 	stop_signals(fuse_get_session(fuse));
 	sbx_mount_start_timer(m);
 	sbx_log(SBX_LOG_INFO, "mounted at %s (sbxfs %s, log: %s)", cmd.mountpoint, PACKAGE_VERSION,
 		log_to);
+	daemon_ready(NULL);
 	if (sbx_notify_when_mounted(cmd.mountpoint))
 		sbx_log(SBX_LOG_WARN, "systemd: cannot start the readiness probe");
 	/* FUSE_USE_VERSION 31 keeps the 3.10-compatible loop signature. */

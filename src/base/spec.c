@@ -7,8 +7,10 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void sbx_spec_init(struct sbx_spec *s)
@@ -486,7 +488,24 @@ int sbx_config_load(struct sbx_config *c, const char *path, struct sbx_error *e)
 	if (!path || access(path, F_OK) != 0) {
 		root = json_object();
 	} else {
-		root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+		/*
+		 * A regular file only: it is read twice (checked before mounting,
+		 * loaded once mounted), so a pipe (`config=<(...)`) would be empty
+		 * the second time, and a FIFO with no writer would hang the start.
+		 */
+		struct stat st;
+		int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			return sbx_error_set(e, errno, 0, "config %s: %s", path, strerror(errno));
+		if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return sbx_error_set(e, EINVAL, 0,
+					     "config %s is not a regular file (it is read again "
+					     "once mounted: give a file)",
+					     path);
+		}
+		root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
+		close(fd);
 		if (!root)
 			return sbx_error_set(e, EINVAL, 0, "config %s:%d:%d: %s", path, jerr.line,
 					     jerr.column, jerr.text);

@@ -131,8 +131,8 @@ done
 # read waited for the daemon itself, before its loop ran, and every process
 # that touched the mount hung (`sbxfs ~` with the default state dir).
 # Each case runs in the foreground with a bound: a daemon still there after
-# 10 s has mounted, and is killed.
-refused_behind() { # refused_behind WHAT PATTERN COMMAND...: the mount on m3 is refused, saying PATTERN
+# 10 s has mounted (or hangs), and is killed.
+refused_mount() { # refused_mount WHAT PATTERN COMMAND... MOUNTPOINT: the mount is refused, saying PATTERN
 	local what=$1 pat=$2 pid rc
 	shift 2
 	"$@" >"$WORK/behind.out" 2>&1 &
@@ -143,7 +143,7 @@ refused_behind() { # refused_behind WHAT PATTERN COMMAND...: the mount on m3 is 
 	else
 		kill -9 "$pid"
 		wait "$pid" 2>/dev/null
-		umount -l "$WORK/m3" 2>/dev/null
+		umount -l "${@: -1}" 2>/dev/null # the mount point, last
 		rc=mounted
 	fi
 	eq "$what: the mount is refused" "$rc" 1
@@ -152,17 +152,45 @@ refused_behind() { # refused_behind WHAT PATTERN COMMAND...: the mount on m3 is 
 mkdir -p "$WORK/m3"
 ln -s m3 "$WORK/m3link"
 inside="is inside the mount point $WORK/m3, so the mount would hide it from sbxfs itself"
-refused_behind "state_dir under the mount point" "state dir $WORK/m3/st $inside" \
+refused_mount "state_dir under the mount point" "state dir $WORK/m3/st $inside" \
 	"$SBXFS" -f -o "state_dir=$WORK/m3/st" "$WORK/m3"
-refused_behind "... through a symlink" "state dir $WORK/m3link/st $inside" \
+refused_mount "... through a symlink" "state dir $WORK/m3link/st $inside" \
 	"$SBXFS" -f -o "state_dir=$WORK/m3link/st" "$WORK/m3"
-refused_behind "sbxfs ~ (the default state dir under it)" "state dir $WORK/m3/.local/state/sbxfs $inside" \
+refused_mount "sbxfs ~ (the default state dir under it)" "state dir $WORK/m3/.local/state/sbxfs $inside" \
 	env -u XDG_STATE_HOME -u XDG_CONFIG_HOME HOME="$WORK/m3" "$SBXFS" -f "$WORK/m3"
 echo '{}' >"$WORK/m3/c.json"
-refused_behind "the config file under the mount point" "config file $WORK/m3/c.json $inside" \
+refused_mount "the config file under the mount point" "config file $WORK/m3/c.json $inside" \
 	"$SBXFS" -f -o "state_dir=$WORK/s3,config=$WORK/m3/c.json" "$WORK/m3"
 printf '{"providers": {"e2b": {"keyFile": "%s"}}}\n' "$WORK/m3/key" >"$WORK/keyin.json"
-refused_behind "a provider's keyFile under the mount point" "providers.e2b.keyFile $WORK/m3/key $inside" \
+refused_mount "a provider's keyFile under the mount point" "providers.e2b.keyFile $WORK/m3/key $inside" \
 	"$SBXFS" -f -o "state_dir=$WORK/s3,config=$WORK/keyin.json" "$WORK/m3"
+# A config that is not a regular file: a FIFO hung the start; a pipe
+# (`config=<(...)`) was read by the checks, then empty once mounted, where
+# the daemon failed after `sbxfs` had exited 0 (only the log said so).
+mkfifo "$WORK/fifo.json"
+refused_mount "a FIFO as the config" "config $WORK/fifo.json is not a regular file" \
+	"$SBXFS" -f -o "state_dir=$WORK/s3,config=$WORK/fifo.json" "$WORK/m3"
+refused_mount "a pipe as the config" "config /dev/fd/[0-9]+ is not a regular file" \
+	bash -c '"$1" -o "state_dir=$2,config=$3" "$4"' _ "$SBXFS" "$WORK/s3" <(echo '{}') "$WORK/m3"
+# libfuse mounts on a regular file too, where fs/'s root (a directory) fails EIO.
+: >"$WORK/file"
+refused_mount "a regular file as the mount point" "mount point $WORK/file is not a directory" \
+	"$SBXFS" -f -o "state_dir=$WORK/s3" "$WORK/file"
 ok "... and nothing was left mounted there" test "$(mount_options "$WORK/m3" | wc -l)" = 0
+ok "... nor on the file" test "$(mount_options "$WORK/file" | wc -l)" = 0
+printf '{"providers": {"e2b": {"keyFile": "key"}}}\n' >"$WORK/keyrel.json"
+refused_mount "a relative keyFile (the daemon reads it from /)" 'providers.e2b.keyFile "key" must be an absolute path' \
+	"$SBXFS" -f -o "state_dir=$WORK/s3,config=$WORK/keyrel.json" "$WORK/m3"
+# A relative state_dir was locked as ./NAME and used as /NAME once mounted
+# (the daemon runs from /): the lease table went to /NAME, and two mounts
+# from two directories shared it.
+rel=rel-state-$$
+(cd "$WORK" && timeout 20 "$SBXFS" -o "state_dir=$rel" "$WORK/m3")
+eq "a relative state_dir: the mount comes up" "$(wait_for 10 test -f "$WORK/m3/README" && echo up)" up
+mkdir "$WORK/m3/r1"
+ok "... its lease table is where it was named, beside the lock" test -f "$WORK/$rel/leases.json" -a -f "$WORK/$rel/lock"
+ok "... and nothing went to /$rel" test ! -e "/$rel"
+timeout 30 rmdir "$WORK/m3/r1"
+fusermount3 -u "$WORK/m3"
+[ -e "/$rel" ] && rm -rf --one-file-system "/${rel:?}"
 finish
