@@ -751,6 +751,12 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 		return sbx_tty_write(o, buf, size);
 	if (o->data.len + size > SBX_CTL_MAX_TEXT)
 		return sbx_refuse(m, o->lease, EFBIG, "write", "text larger than %s", "16 MiB");
+	/* Commands and env lines are C strings: a NUL would cut off what follows it, unseen. */
+	if (!sbx_node_is_runner(o->kind) && memchr(buf, '\0', size)) {
+		o->refused = true;
+		return sbx_refuse(m, o->lease, EINVAL, "write",
+				  "the text contains a NUL byte: nothing of this write was done");
+	}
 	if (o->kind == SBX_N_ENV && !(o->flags & O_APPEND) && (size_t)off < o->data.len)
 		o->data.len = (size_t)off; /* rewriting from an offset */
 	if (sbx_node_is_runner(o->kind)) {

@@ -70,6 +70,20 @@ eq "attach of a sandbox another lease holds: EEXIST" "$(errno_of_write "$MNT/ctl
 ")" "EEXIST"
 ok "... error names the lease" grep -q "sandbox $id is lease bad's already" "$MNT/error"
 ok "... and no lease twin was made" test ! -e "$MNT/twin"
+# A NUL byte cut a command or env line there, unseen: "new a\0b" made
+# lease a, "pause\0resume" paused, "A=1\0B=2" set A alone (exec and code
+# refused it already).
+echo 'A=0' >"$L/env"
+printf 'A=1\0B=2\n' >"$WORK/nul-env"
+printf 'new nulx\0b\n' >"$WORK/nul-ctl"
+printf 'pause\0resume\n' >"$WORK/nul-state"
+eq "env with a NUL byte: EINVAL" "$(errno_of_write_from "$L/env" "$WORK/nul-env")" EINVAL
+eq "... env as it was" "$(cat "$L/env")" "A=0"
+ok "... error says why" grep -q 'the text contains a NUL byte' "$L/error"
+eq "ctl with a NUL byte: EINVAL" "$(errno_of_write_from "$MNT/ctl" "$WORK/nul-ctl")" EINVAL
+ok "... no lease nulx was made" test ! -e "$MNT/nulx"
+eq "state with a NUL byte: EINVAL" "$(errno_of_write_from "$L/state" "$WORK/nul-state")" EINVAL
+eq "... the lease still runs" "$(cat "$L/state")" running
 eq "truncate of exec (the shell's >) is fine" "$(errno_of "open('$L/exec','w').close()")" "OK"
 echo 'echo fine' >"$L/exec"
 eq "the mount still works" "$(cat "$L/exec")" "fine"
