@@ -495,13 +495,27 @@ static int do_root_json(struct sbx_mount *m, const char *text)
 	struct sbx_error e = SBX_ERROR_INIT;
 	json_error_t je;
 	int rc;
-	json_t *j = json_loads(text, 0, &je);
-	const char *name = json_string_value(json_object_get(j, "name"));
-	json_t *spec = json_object_get(j, "spec");
+	json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+	const char *name = json_string_value(json_object_get(j, "name")), *key;
+	json_t *spec = json_object_get(j, "spec"), *profile = json_object_get(j, "profile"), *v;
+	const char *unknown = NULL;
+	/* A misspelt "profile" made a lease of the default profile, silently. */
+	json_object_foreach(j, key, v)
+	{
+		if (strcmp(key, "name") && strcmp(key, "profile") && strcmp(key, "spec"))
+			unknown = key;
+	}
 	if (!j) {
 		rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
 				   "malformed spec JSON at line %d column %d: %s", je.line,
 				   je.column, je.text);
+	} else if (unknown) {
+		rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
+				   "unknown key \"%s\" (a request has name, profile and spec)",
+				   unknown);
+	} else if (profile && !json_is_string(profile)) {
+		rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
+				   "\"profile\" must be a string");
 	} else if (!name) {
 		rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
 				   "spec request needs a \"name\" string");
@@ -509,8 +523,7 @@ static int do_root_json(struct sbx_mount *m, const char *text)
 		rc =
 		    sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED, "\"spec\" must be an object");
 	} else {
-		rc = sbx_lease_create(m, name, json_string_value(json_object_get(j, "profile")),
-				      NULL, spec, &e);
+		rc = sbx_lease_create(m, name, json_string_value(profile), NULL, spec, &e);
 	}
 	json_decref(j);
 	if (rc)

@@ -104,6 +104,16 @@ for kv in resources.memoryMB=99999999999999999999 resources.diskMB=9223372036854
 ")" EINVAL
 	ok "... error says the range of ${kv%%=*}" grep -qE "\"${kv%%=*}\" (is out of range \(at most|must be seconds)" "$MNT/error"
 done
+# A JSON request took what it did not know: a misspelt "profile" (or one
+# not a string) made a lease of the default profile, and of two equal
+# keys the last won (the config refuses both already).
+eq 'ctl {"profle": ...}: EINVAL' "$(errno_of_write "$MNT/ctl" '{"name": "k1", "profle": "x"}')" EINVAL
+ok "... error names the key" grep -q 'unknown key "profle"' "$MNT/error"
+eq 'ctl {"profile": 5}: EINVAL' "$(errno_of_write "$MNT/ctl" '{"name": "k2", "profile": 5}')" EINVAL
+eq 'ctl with a key twice: EINVAL' \
+	"$(errno_of_write "$MNT/ctl" '{"name": "k3", "spec": {"resources": {"memoryMB": 512, "memoryMB": 9}}}')" EINVAL
+ok "... error says duplicate" grep -q 'duplicate object key' "$MNT/error"
+ok "... and no lease k1, k2 or k3 was made" test ! -e "$MNT/k1" -a ! -e "$MNT/k2" -a ! -e "$MNT/k3"
 eq "a JSON duration of 1e300 s: EINVAL" "$(errno_of_write "$MNT/ctl" '{"name": "r", "spec": {"idleTimeout": 1e300}}')" EINVAL
 python3 -c 'import json; print(json.dumps({"name": "r", "spec": {"envs": {"V%d" % i: "1" for i in range(20000)}}}))' >"$WORK/envs.json"
 eq "a spec of 20,000 envs (no run could carry them): E2BIG" "$(errno_of_write_from "$MNT/ctl" "$WORK/envs.json")" E2BIG
