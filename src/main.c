@@ -177,7 +177,8 @@ static void make_absolute(char **path)
  * stderr): libfuse's exits 0 as soon as it has forked, before the lease
  * table and the providers are opened, so a failure there was only in the
  * log while `sbxfs` and `mount` had said success. The daemon calls
- * daemon_ready once, with NULL or the reason.
+ * daemon_ready once: NULL when mounted, or the reason once it has
+ * unmounted (so the mount point is free when the starting process exits).
  */
 static int ready_fd = -1;
 
@@ -233,8 +234,9 @@ static void daemon_ready(const char *failure)
 	if (ready_fd < 0)
 		return;
 	const char *m = failure ? failure : "ready";
-	if (sbx_write_all(ready_fd, m, strlen(m)))
-		sbx_log(SBX_LOG_WARN, "cannot tell the starting process: %s", strerror(errno));
+	int rc = sbx_write_all(ready_fd, m, strlen(m));
+	if (rc)
+		sbx_log(SBX_LOG_WARN, "cannot tell the starting process: %s", strerror(-rc));
 	close(ready_fd);
 	ready_fd = -1;
 }
@@ -345,7 +347,7 @@ int main(int argc, char *argv[])
 	int ret = 1, lock_fd = -1;
 	enum sbx_log_level level = SBX_LOG_INFO;
 	const char *log_to = NULL;
-	const char *mountpoint;
+	const char *mountpoint, *not_ready = NULL;
 
 	if (fuse_opt_parse(&args, &opts, option_spec, opt_proc) == -1)
 		return 1;
@@ -414,8 +416,7 @@ int main(int argc, char *argv[])
 	}
 	if (cmd.debug)
 		level = SBX_LOG_DEBUG;
-	/* libfuse mounts on a regular file too; fs/'s root is a directory, so every access would
-	 * fail EIO. */
+	/* libfuse mounts on a regular file too, where fs/'s root (a directory) fails EIO. */
 	struct stat mst;
 	if (!stat(cmd.mountpoint, &mst) && !S_ISDIR(mst.st_mode)) {
 		fprintf(stderr, "sbxfs: mount point %s is not a directory\n", cmd.mountpoint);
@@ -535,11 +536,11 @@ int main(int argc, char *argv[])
 	sbx_fs_cached_install(); /* the cache's pause and upload hooks */
 	if (sbx_mount_open(&m, opts.state_dir, opts.config, opts.profile, &err)) {
 		sbx_log(SBX_LOG_ERR, "%s", err.msg);
-		daemon_ready(err.msg);
+		not_ready = err.msg;
 		goto out_unmount;
 	}
 	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0) {
-		daemon_ready("cannot install the signal handlers");
+		not_ready = "cannot install the signal handlers";
 		goto out_close;
 	}
 	stop_signals(fuse_get_session(fuse));
@@ -563,6 +564,8 @@ out_close:
 	sbx_kinval_wait_detached(SBX_GONE_INVAL_WAIT_MS); /* they call into fuse */
 out_unmount:
 	fuse_unmount(fuse);
+	daemon_ready(not_ready ? not_ready
+			       : "the mount failed (see the log)"); /* if not yet told */
 out_destroy:
 	fuse_destroy(fuse);
 out_args:
