@@ -91,7 +91,7 @@ int sbx_envfile_load(const char *path, struct sbx_error *err)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
 	bool optional = path[0] == '-';
-	char *p, *line, *save = NULL;
+	char *p, *line, *next;
 	int rc, n = 0;
 
 	if (optional)
@@ -99,11 +99,17 @@ int sbx_envfile_load(const char *path, struct sbx_error *err)
 	if (optional && access(path, F_OK) && errno == ENOENT)
 		return 0;
 	rc = load(path, &b, err);
-	for (p = b.buf; !rc && (line = strtok_r(p, "\n", &save)); p = NULL) {
+	if (!rc && b.len && memchr(b.buf, '\0', b.len))
+		rc = sbx_error_set(err, EINVAL, SBX_E_INTERNAL,
+				   "%s contains a NUL byte: not a text file", path);
+	/* Line by line, blank ones counted (strtok skipped them: the numbers were off). */
+	for (p = b.buf; !rc && p && p < b.buf + b.len; p = next) {
 		char *eq, *k, *v;
 		size_t vl;
+		if ((next = strchr(p, '\n')))
+			*next++ = '\0';
 		n++;
-		line = trim(line);
+		line = trim(p);
 		if (!*line || *line == '#' || *line == ';')
 			continue;
 		if (!strncmp(line, "export ", 7))

@@ -111,6 +111,18 @@ START_TEST(envfile_loaded)
 	ck_assert_ptr_nonnull(strstr(e.msg, ":1: not KEY=VALUE"));
 	p = tmp_file("bad2", "1X=y\n", 0600);
 	ck_assert_int_eq(sbx_envfile_load(p, &e), -EINVAL);
+	/* The line number counts blank lines too (strtok skipped them: ":2:" here). */
+	p = tmp_file("bad3", "CHECK_OPS_F=1\n\n\nNOEQUALS\n", 0600);
+	ck_assert_int_eq(sbx_envfile_load(p, &e), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(e.msg, ":4: not KEY=VALUE"));
+	/* A NUL ended the file there, unseen: the rest was never loaded. */
+	p = tmp_file("nul", "", 0600);
+	int fd = open(p, O_WRONLY | O_TRUNC);
+	ck_assert_int_eq(write(fd, "CHECK_OPS_D=1\0CHECK_OPS_E=2\n", 29), 29);
+	close(fd);
+	ck_assert_int_eq(sbx_envfile_load(p, &e), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(e.msg, "NUL byte"));
+	ck_assert_ptr_null(getenv("CHECK_OPS_D"));
 	/* '-': a missing file is fine, an unsafe one is not */
 	ck_assert_int_eq(sbx_envfile_load("-/nonexistent/env", &e), 0);
 	ck_assert_int_eq(sbx_envfile_load("/nonexistent/env", &e), -ENOENT);
