@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,8 +65,25 @@ static bool file_at(const char *dir, const char *name, mode_t type)
 	return stat(p, &st) == 0 && (st.st_mode & S_IFMT) == type;
 }
 
+#define SBX_FUSE_SUPER_MAGIC 0x65735546
+
+/*
+ * The root of an sbxfs mount: a FUSE mount point (its device is not its
+ * parent's) holding the root's files. The files alone were taken: a
+ * sandbox can make ctl, status and profiles/ anywhere in its fs/, and sbx
+ * called below them wrote the command to that directory's "exec", a file
+ * of the sandbox, and showed what the sandbox wrote as its output and
+ * exit code, nothing having run. A directory in fs/ has its mount's device.
+ */
 static bool is_mount_root(const char *dir)
 {
+	char up[PATH_MAX + 4];
+	struct stat st, pst;
+	struct statfs fs;
+	snprintf(up, sizeof(up), "%s/..", dir);
+	if (statfs(dir, &fs) || fs.f_type != SBX_FUSE_SUPER_MAGIC || stat(dir, &st) ||
+	    stat(up, &pst) || st.st_dev == pst.st_dev)
+		return false;
 	return file_at(dir, "ctl", S_IFREG) && file_at(dir, "status", S_IFREG) &&
 	       file_at(dir, "profiles", S_IFDIR);
 }
@@ -131,8 +149,13 @@ static char *find_lease(const char *arg, char **sandbox_cwd)
 		}
 		lease = sbx_buf_detach(&b, NULL);
 	}
-	if (!file_at(lease, "exec", S_IFREG))
-		die("%s: not a lease directory (no exec file)", lease);
+	/* A lease is a directory of a mount's root, wherever its path came from. */
+	char *parent = sbx_xstrndup(lease, (size_t)(strrchr(lease, '/') - lease));
+	bool in_root = *parent && is_mount_root(parent);
+	free(parent);
+	if (!in_root || !file_at(lease, "exec", S_IFREG))
+		die("%s: not a lease directory (%s)", lease,
+		    in_root ? "no exec file" : "not a directory of an sbxfs mount's root");
 	size_t ll = strlen(lease);
 	if (cwd && !strncmp(cwd, lease, ll) && !strncmp(cwd + ll, "/fs", 3) &&
 	    (cwd[ll + 3] == '\0' || cwd[ll + 3] == '/'))

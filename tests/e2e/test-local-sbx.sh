@@ -35,6 +35,19 @@ eq "sbx run in the lease dir: LEASE may be omitted" "$(cd "$L" && "$SBX" run hos
 eq "sbx run NAME inside the mount" "$(cd "$MNT" && "$SBX" run box -- hostname)" "box"
 eq "sbx run NAME with SBXFS_MOUNT" "$(cd / && SBXFS_MOUNT=$MNT "$SBX" run box -- hostname)" "box"
 
+# A sandbox can make the mount root's files anywhere in its fs/: sbx called
+# below them took that directory for the root and its "work" for a lease,
+# wrote the command to work/exec (a file of the sandbox) and would show what
+# the sandbox wrote as the output and exit code, nothing having run.
+echo 'mkdir -p /tmp/trap/profiles /tmp/trap/work/sub && touch /tmp/trap/ctl /tmp/trap/status /tmp/trap/work/exec' >"$L/exec"
+eq "sbx run below a sandbox's imitation of the mount root runs in the real lease" \
+	"$(cd "$L/fs/tmp/trap/work/sub" && "$SBX" run -- sh -c 'echo real; pwd')" "$(printf 'real\n/tmp/trap/work/sub')"
+eq "... and wrote nothing to the imitation's exec" "$(stat -c %s "$L/fs/tmp/trap/work/exec")" 0
+"$SBX" run "$L/fs/tmp/trap/work" -- true 2>"$WORK/e"
+eq "sbx run with the imitation lease's path: refused (125)" "$?" 125
+ok "... saying why" grep -q "not a directory of an sbxfs mount's root" "$WORK/e"
+eq "... and nothing written there either" "$(stat -c %s "$L/fs/tmp/trap/work/exec")" 0
+
 # 125: an sbxfs failure, with the reason.
 (cd / && "$SBX" run -- true) 2>"$WORK/e"
 eq "sbx run outside a mount with no LEASE exits 125" "$?" 125
