@@ -15,11 +15,23 @@ void sbx_error_clear(struct sbx_error *e)
 	e->msg[0] = '\0';
 }
 
-static void flatten(char *s)
+/*
+ * One line, and nothing a terminal acts on: messages carry what a sandbox
+ * chose (file names, its envd's error text) and end up in `error`, which
+ * people `cat`. Line breaks and tabs become spaces; other control characters (C0,
+ * DEL, and C1 as UTF-8, U+0080..U+009F: an escape sequence could retitle
+ * the terminal or write its clipboard) become '?', as `ls -q` shows them.
+ */
+void sbx_one_line(char *s)
 {
-	for (; *s; s++)
-		if (*s == '\n' || *s == '\r')
-			*s = ' ';
+	for (unsigned char *p = (unsigned char *)s; *p; p++) {
+		if (*p == '\n' || *p == '\r' || *p == '\t')
+			*p = ' ';
+		else if (*p < 0x20 || *p == 0x7f)
+			*p = '?';
+		else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			p[0] = p[1] = '?';
+	}
 }
 
 int sbx_error_vset(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt, va_list ap)
@@ -30,7 +42,7 @@ int sbx_error_vset(struct sbx_error *e, int err, enum sbx_errcode code, const ch
 		err = EIO;
 	if (e) {
 		vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-		flatten(e->msg);
+		sbx_one_line(e->msg);
 		e->err = err;
 		e->code = code != SBX_E_NONE ? code : sbx_errcode_from_errno(err);
 	}

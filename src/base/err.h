@@ -31,6 +31,13 @@ struct sbx_error {
 	char msg[SBX_ERR_MSG_MAX]; /* one line, no secrets */
 };
 
+/*
+ * s made one line that no terminal acts on, in place: line breaks and tabs
+ * become spaces, other control characters (C0, DEL, C1 as UTF-8) '?'.
+ * Every error message gets it, and every log line.
+ */
+void sbx_one_line(char *s);
+
 #define SBX_ERROR_INIT                                                                             \
 	{                                                                                          \
 		SBX_E_NONE, 0, ""                                                                  \

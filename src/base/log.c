@@ -175,9 +175,7 @@ void sbx_log(enum sbx_log_level lvl, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	for (char *c = line; *c; c++)
-		if (*c == '\n' || *c == '\r')
-			*c = ' ';
+	sbx_one_line(line); /* paths and messages a sandbox chose */
 	switch (log_target) {
 	case TO_SYSLOG:
 		syslog(prio[lvl], "%s", line);

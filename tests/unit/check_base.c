@@ -122,6 +122,11 @@ START_TEST(err_set_returns_negative)
 	sbx_error_prefix(&e, "op");
 	ck_assert_str_eq(e.msg, "op: zero");
 	ck_assert_int_eq(sbx_error_set(NULL, EINVAL, 0, "ignored"), -EINVAL);
+	/* A sandbox's file name or message: no escape sequence reaches `cat error`'s terminal. */
+	sbx_error_set(&e, EIO, 0, "upload of /tmp/%s failed: %s", "\x1b]0;pwned\x07x\tz\x7f",
+		      "\xc2\x9b"
+		      "31m red \xc3\xa9");
+	ck_assert_str_eq(e.msg, "upload of /tmp/?]0;pwned?x z? failed: ??31m red \xc3\xa9");
 }
 END_TEST
 
