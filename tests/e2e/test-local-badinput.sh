@@ -111,7 +111,7 @@ eq 'ctl {"profle": ...}: EINVAL' "$(errno_of_write "$MNT/ctl" '{"name": "k1", "p
 ok "... error names the key" grep -q 'unknown key "profle"' "$MNT/error"
 eq 'ctl {"profile": 5}: EINVAL' "$(errno_of_write "$MNT/ctl" '{"name": "k2", "profile": 5}')" EINVAL
 eq 'ctl with a key twice: EINVAL' \
-	"$(errno_of_write "$MNT/ctl" '{"name": "k3", "spec": {"resources": {"memoryMB": 512, "memoryMB": 9}}}')" EINVAL
+	"$(errno_of_write "$MNT/ctl" '{"name": "k3", "spec": {"resources": {"memoryMB": 9, "memoryMB": 512}}}')" EINVAL
 ok "... error says duplicate" grep -q 'duplicate object key' "$MNT/error"
 ok "... and no lease k1, k2 or k3 was made" test ! -e "$MNT/k1" -a ! -e "$MNT/k2" -a ! -e "$MNT/k3"
 eq "a JSON duration of 1e300 s: EINVAL" "$(errno_of_write "$MNT/ctl" '{"name": "r", "spec": {"idleTimeout": 1e300}}')" EINVAL
