@@ -18,9 +18,10 @@ void sbx_error_clear(struct sbx_error *e)
 /*
  * One line, and nothing a terminal acts on: messages carry what a sandbox
  * chose (file names, its envd's error text) and end up in `error`, which
- * people `cat`. Line breaks and tabs become spaces; other control characters (C0,
- * DEL, and C1 as UTF-8, U+0080..U+009F: an escape sequence could retitle
- * the terminal or write its clipboard) become '?', as `ls -q` shows them.
+ * people `cat`. Line breaks and tabs become spaces; other control
+ * characters (C0, DEL, and C1 as UTF-8, U+0080..U+009F: an escape sequence
+ * could retitle the terminal or write its clipboard) become '?', as
+ * `ls -q` shows them.
  */
 void sbx_one_line(char *s)
 {
