@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stddef.h>
@@ -162,13 +161,11 @@ static int key_files_refused(const struct sbx_config *cfg, const char *mountpoin
  */
 static void make_absolute(char **path)
 {
-	char cwd[PATH_MAX];
-	if (!*path || (*path)[0] == '/' || !getcwd(cwd, sizeof(cwd)))
-		return;
-	struct sbx_buf b = SBX_BUF_INIT;
-	sbx_buf_addf(&b, "%s/%s", cwd, *path);
-	free(*path);
-	*path = sbx_buf_detach(&b, NULL);
+	char *abs = *path ? sbx_path_absolute(*path) : NULL;
+	if (abs) {
+		free(*path);
+		*path = abs;
+	}
 }
 
 /*

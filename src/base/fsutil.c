@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/pathutil.h"
+#include "base/xalloc.h"
 
 int sbx_mkdir_p(const char *path, mode_t mode)
 {
@@ -235,6 +236,18 @@ bool sbx_tid_dying(pid_t tid)
 			dying = true;
 	fclose(f);
 	return dying;
+}
+
+char *sbx_path_absolute(const char *path)
+{
+	char cwd[PATH_MAX];
+	if (path[0] == '/')
+		return sbx_xstrdup(path);
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	struct sbx_buf b = SBX_BUF_INIT;
+	sbx_buf_addf(&b, "%s/%s", cwd, path);
+	return sbx_buf_detach(&b, NULL);
 }
 
 /* realpath of path's longest existing prefix, with the rest appended; false if none resolves. */

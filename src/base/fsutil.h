@@ -40,6 +40,9 @@ int sbx_send_all(int fd, const void *data, size_t len);
  */
 int sbx_disk_reserve_check(int fd, unsigned long long written, size_t more,
 			   unsigned long long *avail_mib, unsigned long long *reserve_mib);
+/* path made absolute against the working directory (malloc'd; a copy if it is already), NULL if
+ * the working directory cannot be known. */
+char *sbx_path_absolute(const char *path);
 /*
  * Whether path is dir or lies beneath it, both resolved (symlinks, "..",
  * relative to the working directory) as far as they exist: a path that does

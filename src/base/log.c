@@ -83,24 +83,24 @@ static bool syslog_reachable(void)
 
 static int open_file(const char *path, struct sbx_error *err)
 {
-	char abs[PATH_MAX];
-	int fd;
-	if (path[0] != '/') {
-		char cwd[PATH_MAX];
-		if (!getcwd(cwd, sizeof(cwd)) ||
-		    snprintf(abs, sizeof(abs), "%s/%s", cwd, path) >= (int)sizeof(abs))
-			return sbx_error_set(err, ENAMETOOLONG, SBX_E_INTERNAL,
-					     "log file %s: path too long", path);
-		path = abs;
+	char *abs = sbx_path_absolute(path);
+	int fd, rc = 0;
+	if (!abs || strlen(abs) >= PATH_MAX) {
+		free(abs);
+		return sbx_error_set(err, ENAMETOOLONG, SBX_E_INTERNAL,
+				     "log file %s: path too long", path);
 	}
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
-	if (fd < 0)
-		return sbx_error_set(err, errno, SBX_E_INTERNAL, "log file %s: %s", path,
-				     strerror(errno));
-	snprintf(log_where, sizeof(log_where), "%s", path);
-	log_fd = fd;
-	log_target = TO_FILE;
-	return 0;
+	fd = open(abs, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+	if (fd < 0) {
+		rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "log file %s: %s", abs,
+				   strerror(errno));
+	} else {
+		snprintf(log_where, sizeof(log_where), "%s", abs);
+		log_fd = fd;
+		log_target = TO_FILE;
+	}
+	free(abs);
+	return rc;
 }
 
 int sbx_log_open(const char *where, bool daemon, const char *state_dir, enum sbx_log_level max,
