@@ -13,6 +13,7 @@
 
 #include "access.h"
 #include "base/fsutil.h"
+#include "base/jsonutil.h"
 #include "ctl.h"
 #include "ports.h"
 #include "tty.h"
@@ -496,15 +497,11 @@ static int do_root_json(struct sbx_mount *m, const char *text)
 	json_error_t je;
 	int rc;
 	json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-	const char *name = json_string_value(json_object_get(j, "name")), *key;
-	json_t *spec = json_object_get(j, "spec"), *profile = json_object_get(j, "profile"), *v;
-	const char *unknown = NULL;
+	static const char *const keys[] = {"name", "profile", "spec", NULL};
+	const char *name = json_string_value(json_object_get(j, "name"));
+	json_t *spec = json_object_get(j, "spec"), *profile = json_object_get(j, "profile");
 	/* A misspelt "profile" made a lease of the default profile, silently. */
-	json_object_foreach(j, key, v)
-	{
-		if (strcmp(key, "name") && strcmp(key, "profile") && strcmp(key, "spec"))
-			unknown = key;
-	}
+	const char *unknown = sbx_json_unknown_key(j, keys);
 	if (!j) {
 		rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
 				   "malformed spec JSON at line %d column %d: %s", je.line,

@@ -12,4 +12,7 @@
  * (non-strings skipped). */
 void sbx_json_join(const json_t *arr, const char *sep, struct sbx_buf *out);
 
+/* The first key of obj not in known (NULL-terminated), or NULL: a config's or request's typo. */
+const char *sbx_json_unknown_key(json_t *obj, const char *const known[]);
+
 #endif

@@ -3,6 +3,7 @@
  * config file. Every rejection names the offending key.
  */
 #include "base/spec.h"
+#include "base/jsonutil.h"
 #include "base/xalloc.h"
 
 #include <ctype.h>
@@ -418,13 +419,10 @@ int sbx_config_parse(struct sbx_config *c, json_t *root, struct sbx_error *e)
 	c->providers = json_object();
 	if (!json_is_object(root))
 		return sbx_error_set(e, EINVAL, 0, "config: top level must be a JSON object");
-	json_object_foreach(root, k, v)
-	{
-		if (strcmp(k, "defaultProfile") && strcmp(k, "profiles") &&
-		    strcmp(k, "providers")) {
-			rc = sbx_error_set(e, EINVAL, 0, "config: unknown key \"%s\"", k);
-			goto fail;
-		}
+	static const char *const top[] = {"defaultProfile", "profiles", "providers", NULL};
+	if ((k = sbx_json_unknown_key(root, top))) {
+		rc = sbx_error_set(e, EINVAL, 0, "config: unknown key \"%s\"", k);
+		goto fail;
 	}
 	v = json_object_get(root, "providers");
 	if (v) {
