@@ -223,6 +223,7 @@ static void fail(const char *lease, const char *what, int errnum, int status)
 struct pump {
 	int in, out; /* copy in to out until EOF */
 	int err;     /* errno of a failed read, 0 */
+	int werr;    /* errno of a failed write to out, 0 */
 	pthread_t thread;
 	bool started;
 };
@@ -239,9 +240,11 @@ static void *pump_main(void *arg)
 			p->err = errno;
 		if (n <= 0)
 			return NULL;
-		if (sbx_write_all(p->out, buf, (size_t)n) < 0)
-			return NULL; /* our stdout is gone: the run goes on, as with a closed pipe
-				      */
+		int e = sbx_write_all(p->out, buf, (size_t)n);
+		if (e < 0) {
+			p->werr = -e; /* cmd_run stops the run: its output has nowhere to go */
+			return NULL;
+		}
 	}
 }
 
@@ -298,6 +301,21 @@ static char run_num[32];      /* runs/N of our run, "" until known (run_lock) */
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile sig_atomic_t run_signal;
 
+/* Stops our run (runs/N/ctl's kill) once its number is known; false if it could not. */
+static bool stop_run(void)
+{
+	pthread_mutex_lock(&run_lock);
+	bool known = run_num[0] != '\0';
+	char *ctl = known ? path_in(run_lease, "runs/%s/ctl", run_num) : NULL;
+	pthread_mutex_unlock(&run_lock);
+	int fd = ctl ? open(ctl, O_WRONLY | O_CLOEXEC) : -1;
+	free(ctl);
+	if (fd < 0)
+		return false;
+	bool ok = sbx_write_all(fd, "kill\n", 5) == 0;
+	return close(fd) == 0 && ok;
+}
+
 /* Stops our run through runs/N/ctl; without one yet, dies of the signal (the
  * mount then stops the run its reader was waiting for). */
 static void *signal_main(void *arg)
@@ -305,18 +323,10 @@ static void *signal_main(void *arg)
 	sigset_t *set = arg;
 	int sig;
 	while (sigwait(set, &sig) == 0) {
-		pthread_mutex_lock(&run_lock);
-		bool known = run_num[0] != '\0';
-		char *ctl = known ? path_in(run_lease, "runs/%s/ctl", run_num) : NULL;
-		pthread_mutex_unlock(&run_lock);
-		int fd = ctl ? open(ctl, O_WRONLY | O_CLOEXEC) : -1;
-		free(ctl);
-		if (fd >= 0 && sbx_write_all(fd, "kill\n", 5) == 0 && close(fd) == 0) {
+		if (stop_run()) {
 			run_signal = sig;
 			continue;
 		}
-		if (fd >= 0)
-			close(fd);
 		signal(sig, SIG_DFL);
 		pthread_sigmask(SIG_UNBLOCK, set, NULL);
 		raise(sig);
@@ -387,14 +397,17 @@ static int cmd_run(char *lease_arg, char **argv)
 		fail(lease, "starting the command", -e, EXIT_SBXFS);
 	pump_start(&out, fd, STDOUT_FILENO);
 
-	/* Which run is ours: the one runs/mine names once its cmd is our text. */
+	/*
+	 * Which run is ours: the one runs/mine names once its cmd is our text
+	 * (looked for until the output ends, or for 10 s after our stdout failed).
+	 */
 	char num[32] = "";
-	for (int tries = 0; have_runs; tries++) {
-		bool out_done = tries > 0 && pthread_tryjoin_np(out.thread, NULL) == 0;
-		if (out_done)
+	for (int tries = 0, after = 0; have_runs && after < 200; tries++) {
+		if (out.started && tries > 0 && pthread_tryjoin_np(out.thread, NULL) == 0)
 			out.started = false;
-		if (is_ours(lease, text, num, sizeof(num)) || out_done)
+		if (is_ours(lease, text, num, sizeof(num)) || (!out.started && !out.werr))
 			break;
+		after += !out.started;
 		nanosleep(&(struct timespec){0, (tries < 100 ? 10 : 50) * 1000 * 1000}, NULL);
 	}
 	if (num[0]) {
@@ -409,6 +422,27 @@ static int cmd_run(char *lease_arg, char **argv)
 	}
 	if (out.started)
 		pthread_join(out.thread, NULL);
+	/*
+	 * Our stdout failed (`sbx run -- yes | head`: EPIPE; a full disk): the
+	 * command's output has nowhere to go, so it is stopped, as a local
+	 * command is by SIGPIPE or its write error (it went on, its output
+	 * filling the state dir up to the run's limit, and sbx said 0 or 137).
+	 * EPIPE ends sbx by SIGPIPE too; anything else is an error of sbx (125).
+	 */
+	if (out.werr) {
+		bool stopped = stop_run();
+		if (out.werr == EPIPE) {
+			sigset_t pipe_set;
+			signal(SIGPIPE, SIG_DFL);
+			sigemptyset(&pipe_set);
+			sigaddset(&pipe_set, SIGPIPE);
+			pthread_sigmask(SIG_UNBLOCK, &pipe_set, NULL);
+			raise(SIGPIPE);
+			exit(128 + SIGPIPE);
+		}
+		die("writing the command's output: %s (%s)", strerror(out.werr),
+		    stopped ? "the command was stopped" : "the command could not be stopped");
+	}
 	if (err.started) {
 		pthread_join(err.thread, NULL);
 		close(err.in);
