@@ -66,9 +66,9 @@ void sbx_rmeta_fail(struct sbx_rmeta_fails *f, struct sbx_instance *inst, const 
 	f->v[f->n++] = x;
 	pthread_mutex_unlock(&f->lock);
 	if (report) {
-		char what[300];
-		snprintf(what, sizeof(what), "%s %s", op, path);
+		char *what = sbx_xasprintf("%s %s", op, path);
 		sbx_instance_report(inst, what, &x.e);
+		free(what);
 	}
 }
 
@@ -358,13 +358,13 @@ int sbx_rmeta_sock_check(int *state, struct sbx_instance *inst, sbx_rmeta_run_fn
 		__atomic_store_n(state, known, __ATOMIC_RELEASE);
 	}
 	if (known < 0) {
-		char what[300];
+		char *what = sbx_xasprintf("mknod %s", path);
 		rc = sbx_error_set(err, EOPNOTSUPP, SBX_E_EXECUTION_FAILED,
-				   "mknod %s: the sandbox has neither python3 nor perl to bind a "
-				   "unix socket with",
-				   path);
-		snprintf(what, sizeof(what), "mknod %s", path);
+				   "%s: the sandbox has neither python3 nor perl to bind a unix "
+				   "socket with",
+				   what);
 		sbx_instance_report(inst, what, err);
+		free(what);
 	}
 out:
 	sbx_buf_release(&out);

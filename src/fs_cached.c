@@ -42,11 +42,11 @@
 /* Records a failure of `op path` in the lease's `error` file; returns rc. */
 int fsc_record(struct sbx_lease *l, const char *op, const char *path, int rc, struct sbx_error *err)
 {
-	char what[300];
+	char *what = sbx_xasprintf("%s %s", op, path); /* whole: `error` fits it */
 	if (!err->err || !err->msg[0])
-		sbx_error_set(err, rc, SBX_E_NONE, "%s %s: %s", op, path, strerror(-rc));
-	snprintf(what, sizeof(what), "%s %s", op, path);
+		sbx_error_set(err, rc, SBX_E_NONE, "%s: %s", what, strerror(-rc));
 	sbx_lease_error(l, what, err);
+	free(what);
 	return rc;
 }
 

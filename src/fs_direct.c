@@ -30,9 +30,9 @@ static int fail(struct sbx_lease *l, const char *op, const char *path, int rc,
 		struct sbx_error *err)
 {
 	if (sbx_fs_is_fault(rc)) {
-		char what[300];
-		snprintf(what, sizeof(what), "%s %s", op, path);
+		char *what = sbx_xasprintf("%s %s", op, path);
 		sbx_lease_error(l, what, err);
+		free(what);
 	}
 	return rc;
 }

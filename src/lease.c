@@ -149,14 +149,32 @@ static void journal_transition(struct sbx_lease *l, enum sbx_lease_state from,
 		sbx_lease_state_name(to), cause ? cause : "");
 }
 
+/*
+ * An `error` file's line, "TIME OP CODE: MESSAGE\n", into line[size];
+ * returns its length. The op names a path too: fitted with the message
+ * (sbx_fit), so a long path never pushes the reason or the newline out.
+ */
+static size_t error_line(char *line, size_t size, const char *op, const struct sbx_error *e)
+{
+	char ts[32], *all;
+	size_t n = 0;
+	sbx_iso_time(time(NULL), ts, sizeof(ts));
+	if (asprintf(&all, "%s %s %s: %s", ts, op, sbx_errcode_name(e->code), e->msg) >= 0) {
+		n = sbx_fit(line, size - 1, all);
+		free(all);
+	}
+	line[n++] = '\n';
+	line[n] = '\0';
+	return n;
+}
+
 /* The lease's `error` file and journal, without the reclaim check. */
 void record_error(struct sbx_lease *l, const char *op, const struct sbx_error *e)
 {
-	char ts[32], line[SBX_ERR_MSG_MAX + 128];
-	sbx_iso_time(time(NULL), ts, sizeof(ts));
-	snprintf(line, sizeof(line), "%s %s %s: %s\n", ts, op, sbx_errcode_name(e->code), e->msg);
+	char line[SBX_ERR_MSG_MAX + 128];
+	size_t n = error_line(line, sizeof(line), op, e);
 	char *p = sbx_lease_path(l, "error");
-	sbx_write_file_atomic(p, line, strlen(line));
+	sbx_write_file_atomic(p, line, n);
 	free(p);
 	/*
 	 * The op and the message may name a path that is not UTF-8 (a sandbox's
@@ -206,11 +224,8 @@ static void adopt_instance(struct sbx_lease *l, struct sbx_instance *inst)
 /* Sets the root `error` line; err_lock is a leaf, so any lock may be held. */
 void mount_error_line(struct sbx_mount *m, const char *op, const struct sbx_error *e, bool lookup)
 {
-	char ts[32];
-	sbx_iso_time(time(NULL), ts, sizeof(ts));
 	sbx_lock(&m->err_lock, SBX_LOCK_ERR);
-	snprintf(m->error_line, sizeof(m->error_line), "%s %s %s: %s\n", ts, op,
-		 sbx_errcode_name(e->code), e->msg);
+	error_line(m->error_line, sizeof(m->error_line), op, e);
 	m->error_is_lookup = lookup;
 	sbx_unlock(&m->err_lock, SBX_LOCK_ERR);
 	sbx_log(lookup ? SBX_LOG_DEBUG : SBX_LOG_WARN, "%s: %s", op, e->msg);

@@ -37,7 +37,8 @@
 #define RENAME_EXCHANGE (1 << 1)
 #endif
 
-/* "op path" for error messages. */
+/* "op path" for error messages: whole (a path the sandbox takes is under PATH_MAX). */
+#define DT_WHAT_MAX (PATH_MAX + 32)
 static const char *what(char *buf, size_t size, const char *op, const char *path)
 {
 	snprintf(buf, size, "%s %s", op, path);
@@ -49,7 +50,7 @@ static int info(struct dt_instance *di, const char *path, json_t **out, struct s
 		struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT;
-	char w[300];
+	char w[DT_WHAT_MAX];
 	json_t *j = NULL;
 	int rc;
 	dt_path_url(di, &url, "/files/info", path);
@@ -80,7 +81,7 @@ static char *sibling(const char *path, const char *kind)
 static int move(struct dt_instance *di, const char *from, const char *to, struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT;
-	char w[300];
+	char w[DT_WHAT_MAX];
 	int rc;
 	dt_toolbox_url(di, &url, "/files/move");
 	sbx_http_add_query(&url, "source", from);
@@ -96,7 +97,7 @@ static int move(struct dt_instance *di, const char *from, const char *to, struct
 static int del(struct dt_instance *di, const char *path, bool recursive, struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT;
-	char w[300];
+	char w[DT_WHAT_MAX];
 	int rc;
 	dt_path_url(di, &url, "/files", path);
 	if (recursive)
@@ -257,7 +258,7 @@ int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tre
 {
 	struct dt_instance *di = dt_inst(inst);
 	struct sbx_buf url = SBX_BUF_INIT, child = SBX_BUF_INIT;
-	char w[300], d[16];
+	char w[DT_WHAT_MAX], d[16];
 	json_t *arr = NULL, *e;
 	struct sbx_rmq_queue view;
 	bool links, queued;
@@ -365,7 +366,7 @@ int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, s
 	struct read_ctx r = {.path = path, .off = off, .len = len, .sink = sink, .sink_ctx = ctx};
 	struct sbx_buf url = SBX_BUF_INIT;
 	json_t *body;
-	char w[300];
+	char w[DT_WHAT_MAX];
 	int rc;
 
 	if ((rc = dt_batch_settle_for(di, path, err)))
@@ -438,7 +439,7 @@ static int upload(struct dt_instance *di, const char *dest, int fd, off_t size,
 {
 	struct upload u = {.path = dest, .src = {.fd = fd, .size = size}};
 	struct sbx_buf url = SBX_BUF_INIT;
-	char w[300];
+	char w[DT_WHAT_MAX];
 	int rc;
 	dt_toolbox_url(di, &url, "/files/bulk-upload");
 	rc = dt_call(&(struct dt_call){.url = url.buf,
@@ -631,7 +632,7 @@ int dt_write_new_many(struct sbx_instance *inst, struct sbx_new_file *files, siz
 	struct sbx_buf url = SBX_BUF_INIT, body = SBX_BUF_INIT;
 	struct sbx_error err = SBX_ERROR_INIT;
 	long status = 0;
-	char w[300];
+	char w[DT_WHAT_MAX];
 	int rc = 0, failed = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -696,7 +697,7 @@ int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sb
 {
 	struct dt_instance *di = dt_inst(inst);
 	struct sbx_buf url = SBX_BUF_INIT;
-	char m[16], w[300];
+	char m[16], w[DT_WHAT_MAX];
 	int rc;
 	/* What is queued on this name (a removal of it), as e2b_mkdir. */
 	sbx_rme_flush(&di->meta, path, SBX_RMQ_NEED_NEW, SBX_RME_BOTH);

@@ -353,10 +353,12 @@ static int dl_end(void *ctx)
 		json_t *j = json_loadb(d->errbody.buf, d->errbody.len, 0, NULL);
 		json_t *st = json_object_get(j, "statusCode");
 		long status = json_is_integer(st) ? (long)json_integer_value(st) : 500;
-		char what[300];
+		char *what = sbx_xasprintf("read %s", d->path);
+		int rc;
 		json_decref(j);
-		snprintf(what, sizeof(what), "read %s", d->path);
-		return dt_error_from_reply(status, d->errbody.buf, d->errbody.len, what, d->err);
+		rc = dt_error_from_reply(status, d->errbody.buf, d->errbody.len, what, d->err);
+		free(what);
+		return rc;
 	}
 	return 0;
 }

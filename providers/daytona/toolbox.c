@@ -11,6 +11,9 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "base/xalloc.h"
 
 #define DT_EXEC_NO_LIMIT_MS (3600L * 1000) /* transport deadline of an unlimited execute */
 
@@ -74,7 +77,7 @@ int dt_perms(struct dt_instance *di, const char *path, long mode, const char *ow
 	     const char *group, struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT;
-	char m[16], w[300];
+	char m[16], *w = sbx_xasprintf("chmod %s", path);
 	int rc;
 	dt_path_url(di, &url, "/files/permissions", path);
 	sbx_http_add_query(&url, "owner", owner);
@@ -83,10 +86,10 @@ int dt_perms(struct dt_instance *di, const char *path, long mode, const char *ow
 		snprintf(m, sizeof(m), "%lo", (unsigned long)mode & 07777);
 		sbx_http_add_query(&url, "mode", m);
 	}
-	snprintf(w, sizeof(w), "chmod %s", path);
 	rc = dt_call(
 	    &(struct dt_call){.url = url.buf, .empty_post = true, .what = w, .idempotent = true},
 	    err);
 	sbx_buf_release(&url);
+	free(w);
 	return rc;
 }

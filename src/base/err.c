@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void sbx_error_clear(struct sbx_error *e)
@@ -35,6 +36,83 @@ void sbx_one_line(char *s)
 	}
 }
 
+/* A cut at most at p that does not split a UTF-8 character: moved back over continuation bytes. */
+static size_t char_start(const char *s, size_t p)
+{
+	while (p > 0 && ((unsigned char)s[p] & 0xc0) == 0x80)
+		p--;
+	return p;
+}
+
+/* Appends s[from, to) to d (room checked by the caller). */
+static char *put(char *d, const char *s, size_t from, size_t to)
+{
+	memcpy(d, s + from, to - from);
+	return d + (to - from);
+}
+
+/*
+ * A word (a run without blanks: a path, mostly) longer than this is cut to
+ * its first FIT_HEAD and last FIT_TAIL bytes around "...", which keeps the
+ * path's start and its last components.
+ */
+enum { FIT_LONG = 128, FIT_HEAD = 40, FIT_TAIL = 72 };
+
+size_t sbx_fit(char *dst, size_t size, const char *src)
+{
+	size_t n = strlen(src), out = 0;
+	char *t, *d;
+	if (!size)
+		return 0;
+	if (n < size) {
+		memcpy(dst, src, n + 1);
+		return n;
+	}
+	/* First the long words, each alone; the text between them is kept whole. */
+	t = malloc(n + 1);
+	if (t) {
+		d = t;
+		for (size_t i = 0; i < n;) {
+			size_t j = i;
+			while (j < n && src[j] != ' ')
+				j++;
+			if (j - i > FIT_LONG) {
+				d = put(d, src, i, char_start(src, i + FIT_HEAD));
+				d = put(d, "...", 0, 3);
+				d = put(d, src, char_start(src, j - FIT_TAIL), j);
+			} else {
+				d = put(d, src, i, j);
+			}
+			for (i = j; i < n && src[i] == ' '; i++)
+				*d++ = ' ';
+		}
+		*d = '\0';
+		src = t;
+		n = (size_t)(d - t);
+	}
+	if (n < size) {
+		memcpy(dst, src, n + 1);
+		out = n;
+	} else if (size < 8) {
+		out = char_start(src, size - 1);
+		memcpy(dst, src, out);
+		dst[out] = '\0';
+	} else {
+		/* Then the middle of the whole: its start (what failed) and its end (why) stay. */
+		size_t head = char_start(src, (size - 4) / 3);
+		size_t tail = n - (size - 4 - head);
+		while (((unsigned char)src[tail] & 0xc0) == 0x80) /* not into a character */
+			tail++;
+		d = put(dst, src, 0, head);
+		d = put(d, "...", 0, 3);
+		d = put(d, src, tail, n);
+		*d = '\0';
+		out = (size_t)(d - dst);
+	}
+	free(t);
+	return out;
+}
+
 int sbx_error_vset(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt, va_list ap)
 {
 	if (err < 0)
@@ -42,7 +120,13 @@ int sbx_error_vset(struct sbx_error *e, int err, enum sbx_errcode code, const ch
 	if (!err)
 		err = EIO;
 	if (e) {
-		vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+		char *all = NULL;
+		if (vasprintf(&all, fmt, ap) >= 0) {
+			sbx_fit(e->msg, sizeof(e->msg), all);
+			free(all);
+		} else {
+			snprintf(e->msg, sizeof(e->msg), "%s", fmt);
+		}
 		sbx_one_line(e->msg);
 		e->err = err;
 		e->code = code != SBX_E_NONE ? code : sbx_errcode_from_errno(err);
@@ -62,18 +146,14 @@ int sbx_error_set(struct sbx_error *e, int err, enum sbx_errcode code, const cha
 
 void sbx_error_prefix(struct sbx_error *e, const char *what)
 {
-	char tmp[SBX_ERR_MSG_MAX];
-	size_t n;
+	char *all;
 	if (!e || !what || !*what)
 		return;
-	n = strlen(what);
-	if (n + 2 >= sizeof(tmp))
+	if (asprintf(&all, "%s: %s", what, e->msg) < 0)
 		return;
-	memcpy(tmp, what, n);
-	memcpy(tmp + n, ": ", 2);
-	/* Keep the tail of the old message that still fits. */
-	snprintf(tmp + n + 2, sizeof(tmp) - n - 2, "%.*s", (int)(sizeof(tmp) - n - 3), e->msg);
-	memcpy(e->msg, tmp, sizeof(tmp));
+	sbx_fit(e->msg, sizeof(e->msg), all);
+	sbx_one_line(e->msg);
+	free(all);
 }
 
 const char *sbx_errcode_name(enum sbx_errcode code)

@@ -55,7 +55,16 @@ int sbx_error_set(struct sbx_error *e, int err, enum sbx_errcode code, const cha
 /* sbx_error_set with a va_list, for helpers that take a format themselves. */
 int sbx_error_vset(struct sbx_error *e, int err, enum sbx_errcode code, const char *fmt, va_list ap)
     __attribute__((format(printf, 4, 0)));
-/* Prefixes the message with "what: " (keeps code and errno). */
+/*
+ * src into dst[size], whole when it fits; else each word (a run without
+ * blanks: a path) longer than 128 bytes keeps its first 40 and last 72
+ * around "...", and if that is still too long the middle of the whole goes,
+ * its start (what failed) and end (why) kept. Never cuts a UTF-8
+ * character. Returns the length written. Messages carry paths up to
+ * PATH_MAX, often twice: cut at the end, a long one lost its reason.
+ */
+size_t sbx_fit(char *dst, size_t size, const char *src);
+/* Prefixes the message with "what: " (keeps code and errno), fitted as above. */
 void sbx_error_prefix(struct sbx_error *e, const char *what);
 const char *sbx_errcode_name(enum sbx_errcode code);
 /* The structured code an errno implies when nothing better is known. */

@@ -167,14 +167,18 @@ void sbx_log(enum sbx_log_level lvl, const char *fmt, ...)
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
 	static const char *const name[] = {"error", "warning", "info", "debug"};
-	char line[2048], out[2200], stamp[40];
+	char line[2048], out[2200], stamp[40], *all;
 	va_list ap;
 	int n;
 	if (lvl > log_max)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	n = vasprintf(&all, fmt, ap);
 	va_end(ap);
+	if (n < 0)
+		return;
+	sbx_fit(line, sizeof(line), all); /* long paths shortened, the end kept */
+	free(all);
 	sbx_one_line(line); /* paths and messages a sandbox chose */
 	switch (log_target) {
 	case TO_SYSLOG:

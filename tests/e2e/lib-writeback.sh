@@ -201,6 +201,18 @@ if ctypes.CDLL(None, use_errno=True).renameat2(-100, b'$F/x1.txt', -100, b'$F/x2
 	ok "... fsync succeeds once the fault is off" fsync_ok "$F/fail.txt"
 	eq "... and the sandbox has the new data" "$(root_file "$FHOME/fail.txt")" v2
 
+	# The same with a long path (two 200-byte names, in the message twice):
+	# `error` was cut at 640 bytes, the file's name and the reason lost.
+	long="$(printf 'd%.0s' $(seq 200))/$(printf 'e%.0s' $(seq 200))"
+	mkdir -p "$F/$long" && echo v1 >"$F/$long/fail.txt"
+	lease_run "true" >/dev/null
+	fault_only "{\"kind\":\"5xx\",\"status\":500,\"key\":\"$UPLOAD_KEY\"}"
+	errno_of "$(write_close "$F/$long/fail.txt" "v2")" >/dev/null
+	ok "a long path's failed upload: its error line names the file and ends with the reason" \
+		wait_for 10 grep -Eq "^[^ ]+ upload $FHOME/d+[.]{3}e{50,}/fail[.]txt [A-Z_]+: .*injected fault\$" "$L/error"
+	fake_clear_faults
+	ok "... fsync succeeds once the fault is off" fsync_ok "$F/$long/fail.txt"
+
 	# kill -9 right after close: what close returned for is uploaded by the next mount.
 	# A chmod and a utimens right after that close wait with the upload,
 	# and go with it at the next mount.

@@ -130,6 +130,43 @@ START_TEST(err_set_returns_negative)
 }
 END_TEST
 
+/* A path near PATH_MAX (twice, as `rename` or `upload PATH: write PATH` carry it): the reason
+ * stays. */
+START_TEST(err_long_path_keeps_reason)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	char path[4000], big[12000], fit[64];
+	size_t n;
+	memset(path, 'd', sizeof(path) - 1);
+	path[sizeof(path) - 1] = '\0';
+	path[0] = '/';
+	for (size_t i = 200; i < sizeof(path) - 1; i += 201)
+		path[i] = '/';
+	memcpy(path + sizeof(path) - 8, "/file.c", 8);
+	sbx_error_set(&e, EIO, 0, "write /tmp%s: write /tmp%s: HTTP 500: disk on fire", path, path);
+	n = strlen(e.msg);
+	ck_assert_uint_lt(n, sizeof(e.msg));
+	ck_assert_msg(strstr(e.msg, "/file.c: write /tmp/ddd") != NULL, "%s", e.msg);
+	ck_assert_msg(n > 22 && !strcmp(e.msg + n - 22, "HTTP 500: disk on fire"), "%s", e.msg);
+	ck_assert_msg(!strncmp(e.msg, "write /tmp/ddd", 14), "%s", e.msg);
+	/* A prefix on a full message keeps the end too. */
+	sbx_error_prefix(&e, "upload /tmp/dddd");
+	n = strlen(e.msg);
+	ck_assert_msg(!strcmp(e.msg + n - 22, "HTTP 500: disk on fire"), "%s", e.msg);
+	ck_assert_msg(!strncmp(e.msg, "upload /tmp/dddd: ", 18), "%s", e.msg);
+	/* Many long words: the middle of the whole goes; UTF-8 is never cut mid-character. */
+	for (n = 0; n + 2 < sizeof(big) - 20; n += 2)
+		memcpy(big + n, n % 300 == 298 ? " x" : "\xc3\xa9", 2);
+	strcpy(big + n, " the end");
+	ck_assert_uint_lt(sbx_fit(fit, sizeof(fit), big), sizeof(fit));
+	ck_assert(sbx_utf8_valid(fit));
+	ck_assert_msg(strstr(fit, "...") && !strcmp(fit + strlen(fit) - 8, " the end"), "%s", fit);
+	/* What fits is left alone. */
+	ck_assert_uint_eq(sbx_fit(fit, sizeof(fit), "short one"), 9);
+	ck_assert_str_eq(fit, "short one");
+}
+END_TEST
+
 START_TEST(err_http_mapping)
 {
 	ck_assert_int_eq(sbx_errno_from_http(200), 0);
@@ -713,6 +750,7 @@ int main(void)
 	tcase_add_test(tc, buf_utf8_escaped);
 	tcase_add_test(tc, utf8_check_pieces);
 	tcase_add_test(tc, err_set_returns_negative);
+	tcase_add_test(tc, err_long_path_keeps_reason);
 	tcase_add_test(tc, err_http_mapping);
 	tcase_add_test(tc, log_redacts_secrets);
 	tcase_add_test(tc, durations);
