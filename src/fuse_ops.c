@@ -724,11 +724,31 @@ static int op_rmdir(const char *path)
 		if (rc)                                                                            \
 			return rc;                                                                 \
 		if (n.kind != SBX_N_FS || !strcmp(n.sub, "/") || sbx_fs_is_pseudo(n.sub)) {        \
+			rc = n.kind == SBX_N_NONE ? -ENOENT : refuse_fixed(path, &n, l, __func__); \
 			sbx_lease_put(l);                                                          \
-			return n.kind == SBX_N_NONE ? -ENOENT : -EPERM;                            \
+			return rc;                                                                 \
 		}                                                                                  \
 	} while (0)
 #define FS_ONLY(path, n, l, rc) FS_ONLY_BY(resolve, path, n, l, rc)
+
+/*
+ * EPERM, with the reason in `error`, for an operation of fn ("op_rename")
+ * on a name that is not the sandbox's (a lease, a control file, fs/ itself,
+ * fs/proc): `mv L L2` and `chmod 777 L` failed with no reason anywhere.
+ */
+static int refuse_fixed(const char *path, const struct sbx_node *n, struct sbx_lease *l,
+			const char *fn)
+{
+	const char *op = strncmp(fn, "op_", 3) ? fn : fn + 3;
+	if (n->kind != SBX_N_FS)
+		return sbx_refuse(mnt(), l, EPERM, op,
+				  "%s is sbxfs's, not the sandbox's: %s works under fs/", path, op);
+	if (!strcmp(n->sub, "/"))
+		return sbx_refuse(mnt(), l, EPERM, op, "%s is the sandbox's root: it takes no %s",
+				  path, op);
+	return sbx_refuse(mnt(), l, EPERM, op,
+			  "%s: the sandbox's /proc, /sys and /dev are not mirrored", path);
+}
 
 /* The body of one: FS_ONLY_BY, then the mirror call on `sub`, then the aliases' note. */
 #define FS_PATH_CALL(resolver, call)                                                               \

@@ -58,6 +58,17 @@ for how in "os.symlink('exec', '$L/s')" "os.mknod('$L/p', 0o10644)" "os.link('$L
 done
 ok "... the root's error says leases are made by mkdir" grep -q "s: the mount's root takes leases, by mkdir" "$MNT/error"
 eq "sed -i of env (its temporary beside env)" "$(sed -i s/x/y/ "$L/env" 2>&1 | grep -o 'Permission denied')" "Permission denied"
+# Changing sbxfs's own names (a lease, a control file, fs/ itself) is
+# EPERM, with the reason in the lease's error: it had none anywhere.
+for how in "os.rename('$L', '$MNT/moved')|rename|/bad is sbxfs's" \
+	"os.rename('$L/exec', '$L/exec2')|rename|/bad/exec is sbxfs's" \
+	"os.chmod('$L', 0o777)|chmod|/bad is sbxfs's" "os.unlink('$L/exec')|unlink|/bad/exec is sbxfs's" \
+	"os.chown('$L/state', 1, 1)|chown|/bad/state is sbxfs's" \
+	"os.rename('$L/fs', '$L/fs2')|rename|/bad/fs is the sandbox's root"; do
+	IFS='|' read -r code op why <<<"$how"
+	eq "EPERM: $code" "$(errno_of "$code")" "EPERM"
+	ok "... with the reason in error" grep -q "$op EXECUTION_FAILED: $why" "$L/error"
+done
 eq "a new name under a lease that does not exist: ENOENT" "$(errno_of "open('$MNT/ghost/new', 'w')")" "ENOENT"
 eq "... mkdir there: ENOENT" "$(errno_of "os.mkdir('$MNT/ghost/d')")" "ENOENT"
 eq "... fs/tmp was not moved" "$(test -d "$L/fs/tmp" && echo there)" there
