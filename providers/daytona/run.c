@@ -361,6 +361,16 @@ static int run_session(struct dt_instance *di, const struct dt_wrap *wrap,
 			break;
 		}
 	}
+	/*
+	 * No exit status: the session's shell died under the command (the
+	 * fake's sandbox OOM-killed it once a `yes` filled its memory-backed
+	 * /tmp). Its -1 was taken for an exit code, and `sbx run` said "result
+	 * missing". An error instead, and the session is not pooled again.
+	 */
+	if (!rc && done && code < 0)
+		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
+				   "run: the command ended without an exit status (its session's "
+				   "shell was killed: out of memory?)");
 	if (!rc && done) {
 		res->exit_code = code;
 		res->timed_out =

@@ -23,6 +23,25 @@ story_sbx_run_basics() {
 	eq "sbx run: argv words arrive as they were given" "$(cat "$WORK/o")" "a b|it's|\$HOME|*|"
 	"$SBX" run "$L" -- nosuchcmd-$$ 2>/dev/null
 	eq "sbx run: a missing command is 127" "$?" 127
+
+	# Our stdout fails: the command is stopped, as a local one by SIGPIPE or
+	# its write error. Before, `sbx run -- yes | head` went on writing into
+	# the state dir until the run's 4 GiB limit killed it (7 s on local); an
+	# endless slow writer went on for good. (Slow here: a `yes` fills the
+	# fakes' memory-backed /tmp and their sandbox is OOM-killed.)
+	local t0 st n
+	t0=$(date +%s)
+	timeout 30 "$SBX" run "$L" -- sh -c 'while :; do echo y; sleep 0.05; done' | head -c 4 >"$WORK/o"
+	st=("${PIPESTATUS[@]}")
+	eq "sbx run -- ENDLESS | head: sbx ends as a local writer does (SIGPIPE, 141)" "${st[0]}" 141
+	ok "... at once" test $(($(date +%s) - t0)) -lt 10
+	eq "... and head had its bytes" "$(cat "$WORK/o")" "$(printf 'y\ny\n')"
+	n=$(cat "$L/runs/mine")
+	ok "... and the run was stopped in the sandbox (its result says interrupted)" \
+		grep -q '"interrupted": *true' "$L/runs/$n/result"
+	"$SBX" run "$L" -- echo hi >/dev/full 2>"$WORK/e"
+	eq "sbx run with stdout on a full disk exits 125" "$?" 125
+	ok "... saying why" grep -q "writing the command's output: No space left on device" "$WORK/e"
 }
 
 # story_sbx_shell LEASE-DIR: an interactive shell in tmux types, reads, resizes, exits.

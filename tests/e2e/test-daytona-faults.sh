@@ -84,6 +84,11 @@ fault_case "exec, connection dropped" "{\"kind\":\"drop\",\"prefix\":\"/toolbox/
 	"$(write_close "$L/exec" 'echo hi')" ENOTCONN $REQ_MAX "session"
 fault_case "exec, slower than the deadline" "{\"kind\":\"slow\",\"delayMs\":30000,\"prefix\":\"/toolbox/$ID/process/session\"}" \
 	"$(write_close "$L/exec" 'echo hi')" ETIMEDOUT $REQ_MAX "session"
+# A command that ends with no exit status (the toolbox's -1: its session's
+# shell was killed, as an OOM kill does): an error with the reason, not the
+# exit code -1 (which `sbx run` called "result missing").
+fault_case "exec, no exit status" "{\"kind\":\"inject\",\"count\":1,\"key\":\"GET $TB/process/session/:sid/command/:cmd\",\"set\":{\"exitCode\":-1}}" \
+	"$(write_close "$L/exec" 'sleep 1')" EIO $FAST_MAX "ended without an exit status"
 fault_case "pause, 500" "{\"kind\":\"5xx\",\"status\":500,\"key\":\"POST /api/sandbox/:idOrName/stop\"}" \
 	"$(write_close "$L/state" pause)" EIO $FAST_MAX "pause"
 eq "a failed pause leaves it running" "$(cat "$L/state")" "running"
