@@ -359,6 +359,28 @@ int main(int argc, char *argv[])
 		fuse_lib_help(&args);
 		return 0;
 	}
+	/*
+	 * `-o state_dir=$STATE` with STATE unset: an empty path was taken as
+	 * the working directory (the lease table and caches landed there). The
+	 * options with a range or a set of words say theirs.
+	 */
+	const struct {
+		const char *name, *value;
+	} given[] = {{"profile", opts.profile},
+		     {"config", opts.config},
+		     {"state_dir", opts.state_dir},
+		     {"share_group", opts.share_group},
+		     {"log", opts.log},
+		     {"env_file", opts.env_file}};
+	for (size_t i = 0; i < sizeof(given) / sizeof(given[0]); i++) {
+		if (given[i].value && !given[i].value[0]) {
+			fprintf(stderr,
+				"sbxfs: -o %s= is empty (an unset variable?): give it a value or "
+				"leave it out\n",
+				given[i].name);
+			goto out_args;
+		}
+	}
 	if (opts.env_file && sbx_envfile_load(opts.env_file, &err)) {
 		fprintf(stderr, "sbxfs: env_file: %s\n", err.msg);
 		goto out_args;

@@ -182,7 +182,7 @@ refused_mount() { # refused_mount WHAT PATTERN COMMAND... MOUNTPOINT: the mount 
 		rc=mounted
 	fi
 	eq "$what: the mount is refused" "$rc" 1
-	ok "... saying why" grep -qE "$pat" "$WORK/behind.out"
+	ok "... saying why" grep -qE -e "$pat" "$WORK/behind.out"
 }
 mkdir -p "$WORK/m3"
 ln -s m3 "$WORK/m3link"
@@ -207,6 +207,14 @@ refused_mount "a FIFO as the config" "config $WORK/fifo.json is not a regular fi
 	"$SBXFS" -f -o "state_dir=$WORK/s3,config=$WORK/fifo.json" "$WORK/m3"
 refused_mount "a pipe as the config" "config /dev/fd/[0-9]+ is not a regular file" \
 	bash -c '"$1" -o "state_dir=$2,config=$3" "$4"' _ "$SBXFS" "$WORK/s3" <(echo '{}') "$WORK/m3"
+# `-o state_dir=$STATE` with STATE unset: the empty path was the working
+# directory, where the lease table and caches went. (Run from a scratch
+# directory, so that an old build's state lands there.)
+mkdir -p "$WORK/cwd"
+refused_mount "an empty state_dir= (an unset variable)" "-o state_dir= is empty" \
+	bash -c 'cd "$1" && exec "$2" -f -o state_dir= "$3"' _ "$WORK/cwd" "$SBXFS" "$WORK/m3"
+ok "... and no state was made in the working directory" test -z "$(ls -A "$WORK/cwd")"
+refused_mount "an empty log=" "-o log= is empty" "$SBXFS" -f -o "state_dir=$WORK/s3,log=" "$WORK/m3"
 # libfuse mounts on a regular file too, where fs/'s root (a directory) fails EIO.
 : >"$WORK/file"
 refused_mount "a regular file as the mount point" "mount point $WORK/file is not a directory" \
