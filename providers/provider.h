@@ -552,9 +552,13 @@ int sbx_provider_init_all(json_t *providers_cfg, const char *state_dir, bool kee
  * 0 when p's last init succeeded (or p was never initialised), else its
  * error again, "provider NAME is unavailable: WHY". The core asks before
  * every create and attach, so a provider whose init failed half-way (its
- * settings refused) is never used with what it had set up by then.
+ * settings refused) is never used with what it had set up by then. One
+ * that failed on its keyFile (AUTH) is initialised again first, at most
+ * every 2 s, so a key file fixed after the mount is taken.
  */
 int sbx_provider_ready(const struct sbx_provider *p, struct sbx_error *err);
+/* Shuts every provider down, and forgets what init_all(keep) was given. */
+void sbx_provider_shutdown_all(void);
 
 /*
  * The listening TCP ports in the text of /proc/net/tcp and/or

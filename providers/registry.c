@@ -16,6 +16,8 @@
 
 #include "base/keyfile.h"
 #include "base/log.h"
+#include "base/sysutil.h"
+#include "base/xalloc.h"
 #include "rmeta.h"
 
 extern const struct sbx_provider sbx_provider_local;
@@ -36,6 +38,18 @@ static const struct sbx_provider *registry[SBX_PROVIDERS_MAX + 1];
 static struct sbx_error init_errs[SBX_PROVIDERS_MAX];
 static size_t n_registered;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/*
+ * What sbx_provider_init_all(keep) was given, so that a provider whose key
+ * file could not be used (missing, mode 0640, unreadable) is initialised
+ * again when asked, at most every RETRY_MS: a key file fixed after the
+ * mount is taken without a remount (its leases stayed in error until one).
+ * Protected by retry_lock, which init's own lock nests in.
+ */
+#define RETRY_MS 2000
+static json_t *kept_cfg;
+static char *kept_state_dir;
+static long long retry_at[SBX_PROVIDERS_MAX];
+static pthread_mutex_t retry_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t builtins_once = PTHREAD_ONCE_INIT;
 
 int sbx_provider_check(const struct sbx_provider *p, struct sbx_error *err)
@@ -209,11 +223,50 @@ int sbx_provider_init_all(json_t *providers_cfg, const char *state_dir, bool kee
 		else if (keep)
 			sbx_log(SBX_LOG_INFO, "provider %s unavailable: %s", (*p)->name, pe.msg);
 	}
-	if (rc || !keep)
-		for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++)
-			if ((*p)->shutdown)
-				(*p)->shutdown();
+	if (rc || !keep) {
+		sbx_provider_shutdown_all();
+	} else {
+		pthread_mutex_lock(&retry_lock);
+		json_decref(kept_cfg);
+		free(kept_state_dir);
+		kept_cfg = json_incref(providers_cfg);
+		kept_state_dir = state_dir ? sbx_xstrdup(state_dir) : NULL;
+		pthread_mutex_unlock(&retry_lock);
+	}
 	return rc;
+}
+
+void sbx_provider_shutdown_all(void)
+{
+	for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++)
+		if ((*p)->shutdown)
+			(*p)->shutdown();
+	pthread_mutex_lock(&retry_lock);
+	json_decref(kept_cfg);
+	free(kept_state_dir);
+	kept_cfg = NULL;
+	kept_state_dir = NULL;
+	pthread_mutex_unlock(&retry_lock);
+}
+
+/* p's init again, if it has a key file (what failed it) and RETRY_MS have passed. */
+static void retry_key_file(const struct sbx_provider *p)
+{
+	pthread_mutex_lock(&retry_lock);
+	json_t *settings = kept_cfg ? json_object_get(kept_cfg, p->name) : NULL;
+	size_t i = 0, n;
+	pthread_mutex_lock(&lock);
+	for (n = n_registered; i < n && registry[i] != p;)
+		i++;
+	pthread_mutex_unlock(&lock);
+	if (json_is_string(json_object_get(settings, "keyFile")) && i < n &&
+	    sbx_now_ms() >= retry_at[i]) {
+		struct sbx_error e = SBX_ERROR_INIT;
+		retry_at[i] = sbx_now_ms() + RETRY_MS;
+		if (!sbx_provider_init(p, kept_cfg, kept_state_dir, &e))
+			sbx_log(SBX_LOG_INFO, "provider %s: its key file is usable now", p->name);
+	}
+	pthread_mutex_unlock(&retry_lock);
 }
 
 int sbx_provider_ready(const struct sbx_provider *p, struct sbx_error *err)
@@ -224,6 +277,15 @@ int sbx_provider_ready(const struct sbx_provider *p, struct sbx_error *err)
 	if (kept)
 		why = *kept;
 	pthread_mutex_unlock(&lock);
+	if (why.err && why.code == SBX_E_AUTH) {
+		retry_key_file(p); /* ready now, or the retry's reason */
+		pthread_mutex_lock(&lock);
+		kept = init_err_locked(p);
+		sbx_error_clear(&why);
+		if (kept)
+			why = *kept;
+		pthread_mutex_unlock(&lock);
+	}
 	if (!why.err)
 		return 0;
 	return sbx_error_set(err, why.err, why.code, "provider %s is unavailable: %s", p->name,

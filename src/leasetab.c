@@ -345,9 +345,7 @@ void sbx_mount_close(struct sbx_mount *m)
 		HASH_DEL(m->leases, l);
 		sbx_lease_put(l);
 	}
-	for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++)
-		if ((*p)->shutdown)
-			(*p)->shutdown();
+	sbx_provider_shutdown_all();
 	sbx_config_free(&m->config);
 	json_decref(m->unloaded);
 	free(m->state_dir);

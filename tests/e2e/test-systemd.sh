@@ -83,8 +83,14 @@ mount_sbxfs
 eq "a key file others can read: mkdir fails EACCES" "$(errno_of "os.mkdir('$MNT/k')")" EACCES
 ok "... the error file says what to fix" grep -q "providers.e2b.keyFile: $WORK/e2b.key holds secrets but has mode 0640: chmod 600" "$MNT/error"
 ok "... with the AUTH class" grep -q " AUTH: " "$MNT/error"
-unmount_sbxfs
+# Fixed while mounted: taken at the next use, at most 2 s after the last
+# try (the provider stayed unavailable until a remount).
 chmod 600 "$WORK/e2b.key"
+sleep 2.1
+ok "the key file fixed while mounted is taken, no remount (mkdir)" mkdir "$MNT/k0"
+ok "... and that lease runs" sh -c "echo 'echo fixed-ok' >'$MNT/k0/exec' && grep -qx fixed-ok '$MNT/k0/stdout'"
+end_leases
+unmount_sbxfs
 mount_sbxfs
 ok "with mode 0600 the key file is used (mkdir)" mkdir "$MNT/k"
 ok "... and the lease runs" sh -c "echo 'echo key-file-ok' >'$MNT/k/exec' && grep -qx key-file-ok '$MNT/k/stdout'"
