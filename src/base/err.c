@@ -36,10 +36,15 @@ void sbx_one_line(char *s)
 	}
 }
 
-/* A cut at most at p that does not split a UTF-8 character: moved back over continuation bytes. */
-static size_t char_start(const char *s, size_t p)
+/*
+ * A cut at p moved back (not below lo) so as not to split a UTF-8
+ * character: over at most 3 continuation bytes, as many as valid UTF-8
+ * has; a name of invalid bytes (any byte but '/' and NUL is legal) is cut
+ * where it is.
+ */
+static size_t char_start(const char *s, size_t lo, size_t p)
 {
-	while (p > 0 && ((unsigned char)s[p] & 0xc0) == 0x80)
+	for (int k = 0; k < 3 && p > lo && ((unsigned char)s[p] & 0xc0) == 0x80; k++)
 		p--;
 	return p;
 }
@@ -77,9 +82,9 @@ size_t sbx_fit(char *dst, size_t size, const char *src)
 			while (j < n && src[j] != ' ')
 				j++;
 			if (j - i > FIT_LONG) {
-				d = put(d, src, i, char_start(src, i + FIT_HEAD));
+				d = put(d, src, i, char_start(src, i, i + FIT_HEAD));
 				d = put(d, "...", 0, 3);
-				d = put(d, src, char_start(src, j - FIT_TAIL), j);
+				d = put(d, src, char_start(src, i + FIT_HEAD, j - FIT_TAIL), j);
 			} else {
 				d = put(d, src, i, j);
 			}
@@ -94,15 +99,15 @@ size_t sbx_fit(char *dst, size_t size, const char *src)
 		memcpy(dst, src, n + 1);
 		out = n;
 	} else if (size < 8) {
-		out = char_start(src, size - 1);
+		out = char_start(src, 0, size - 1);
 		memcpy(dst, src, out);
 		dst[out] = '\0';
 	} else {
 		/* Then the middle of the whole: its start (what failed) and its end (why) stay. */
-		size_t head = char_start(src, (size - 4) / 3);
+		size_t head = char_start(src, 0, (size - 4) / 3);
 		size_t tail = n - (size - 4 - head);
-		while (((unsigned char)src[tail] & 0xc0) == 0x80) /* not into a character */
-			tail++;
+		for (int k = 0; k < 3 && ((unsigned char)src[tail] & 0xc0) == 0x80; k++)
+			tail++; /* not into a character */
 		d = put(dst, src, 0, head);
 		d = put(d, "...", 0, 3);
 		d = put(d, src, tail, n);

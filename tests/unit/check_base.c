@@ -161,6 +161,14 @@ START_TEST(err_long_path_keeps_reason)
 	ck_assert_uint_lt(sbx_fit(fit, sizeof(fit), big), sizeof(fit));
 	ck_assert(sbx_utf8_valid(fit));
 	ck_assert_msg(strstr(fit, "...") && !strcmp(fit + strlen(fit) - 8, " the end"), "%s", fit);
+	/* A name of invalid bytes (legal in a name): cut where it is, never before its word. */
+	memset(big, 0x80, 600);
+	big[600] = '\0';
+	sbx_error_set(&e, EIO, 0, "x %s y %s: the reason", big, big);
+	n = strlen(e.msg);
+	ck_assert_uint_lt(n, sizeof(e.msg));
+	ck_assert_msg(!strncmp(e.msg, "x ", 2) && strstr(e.msg, " y "), "%s", e.msg);
+	ck_assert_msg(!strcmp(e.msg + n - 10, "the reason"), "%s", e.msg);
 	/* What fits is left alone. */
 	ck_assert_uint_eq(sbx_fit(fit, sizeof(fit), "short one"), 9);
 	ck_assert_str_eq(fit, "short one");
