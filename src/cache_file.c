@@ -68,8 +68,13 @@ static void keep_dirty(struct sbx_cfile *cf)
 {
 	struct sbx_buf side = SBX_BUF_INIT;
 	sbx_buf_addf(&side, "%s.path", cf->file);
-	sbx_write_file_atomic(side.buf, cf->path, strlen(cf->path));
-	sbx_log(SBX_LOG_WARN, "cache: unsaved changes to %s kept in %s", cf->path, cf->file);
+	int rc = sbx_write_file_atomic(side.buf, cf->path, strlen(cf->path));
+	if (rc) /* the next mount cannot tell where it goes: say it here, at least */
+		sbx_log(SBX_LOG_ERR, "cache: unsaved changes to %s kept in %s, but %s: %s",
+			cf->path, cf->file, side.buf, strerror(-rc));
+	else
+		sbx_log(SBX_LOG_WARN, "cache: unsaved changes to %s kept in %s", cf->path,
+			cf->file);
 	sbx_buf_release(&side);
 }
 
