@@ -474,16 +474,29 @@ static int do_root_line(struct sbx_mount *m, const char *line)
 		return 0;
 	if (!rc && cmd.word == SBX_CTL_NEW) {
 		const char *kv[SBX_CTL_MAXARGS + 1];
-		int k = 0;
+		int k = 0, profiles = 0;
 		for (int i = 1; i < cmd.argc; i++)
 			if (strncmp(cmd.argv[i], "profile=", 8))
 				kv[k++] = cmd.argv[i];
+			else
+				profiles++;
 		kv[k] = NULL;
-		rc =
-		    sbx_lease_create(m, cmd.argv[0], sbx_ctl_opt(&cmd, 1, "profile"), kv, NULL, &e);
+		/* The first was taken, the second dropped, silently. */
+		if (profiles > 1)
+			rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
+					   "profile= is given %d times", profiles);
+		else
+			rc = sbx_lease_create(m, cmd.argv[0], sbx_ctl_opt(&cmd, 1, "profile"), kv,
+					      NULL, &e);
 	} else if (!rc && cmd.word == SBX_CTL_ATTACH) {
-		rc = sbx_lease_attach(m, cmd.argv[0], cmd.argv[1], sbx_ctl_opt(&cmd, 2, "provider"),
-				      &e);
+		/* A third word that is not provider=P (`provdier=e2b`) was ignored. */
+		if (cmd.argc > 2 && strncmp(cmd.argv[2], "provider=", 9))
+			rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
+					   "expected provider=P after the sandbox id, got \"%.40s\"",
+					   cmd.argv[2]);
+		else
+			rc = sbx_lease_attach(m, cmd.argv[0], cmd.argv[1],
+					      sbx_ctl_opt(&cmd, 2, "provider"), &e);
 	}
 	if (rc)
 		sbx_mount_error(m, "ctl", &e);

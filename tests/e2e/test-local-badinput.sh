@@ -81,6 +81,15 @@ eq "attach of a sandbox another lease holds: EEXIST" "$(errno_of_write "$MNT/ctl
 ")" "EEXIST"
 ok "... error names the lease" grep -q "sandbox $id is lease bad's already" "$MNT/error"
 ok "... and no lease twin was made" test ! -e "$MNT/twin"
+# Words that were dropped unseen: a misspelt provider= after attach's id,
+# and the second profile= of a new (the first was taken).
+eq "attach with a misspelt provider=: EINVAL" "$(errno_of_write "$MNT/ctl" "attach twin2 lcl-doesnotexist provdier=local
+")" "EINVAL"
+ok "... error names the word" grep -q 'expected provider=P after the sandbox id, got "provdier=local"' "$MNT/error"
+eq "new with profile= twice: EINVAL" "$(errno_of_write "$MNT/ctl" "new twice profile=default profile=nope
+")" "EINVAL"
+ok "... saying so" grep -q 'profile= is given 2 times' "$MNT/error"
+ok "... and no lease twice was made" test ! -e "$MNT/twice"
 # A NUL byte cut a command or env line there, unseen: "new a\0b" made
 # lease a, "pause\0resume" paused, "A=1\0B=2" set A alone (exec and code
 # refused it already).
