@@ -491,9 +491,9 @@ static int do_root_line(struct sbx_mount *m, const char *line)
 	} else if (!rc && cmd.word == SBX_CTL_ATTACH) {
 		/* A third word that is not provider=P (`provdier=e2b`) was ignored. */
 		if (cmd.argc > 2 && strncmp(cmd.argv[2], "provider=", 9))
-			rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
-					   "expected provider=P after the sandbox id, got \"%.40s\"",
-					   cmd.argv[2]);
+			rc = sbx_error_set(
+			    &e, EINVAL, SBX_E_EXECUTION_FAILED,
+			    "expected provider=P after the sandbox id, got \"%.40s\"", cmd.argv[2]);
 		else
 			rc = sbx_lease_attach(m, cmd.argv[0], cmd.argv[1],
 					      sbx_ctl_opt(&cmd, 2, "provider"), &e);
