@@ -240,8 +240,10 @@ struct sbx_cfile_state {
 	bool stamp_loose; /* only stamp_size is: it vouches (the sandbox has not changed since) */
 	off_t stamp_size;
 	struct timespec stamp_mtime;
-	mode_t mode;	    /* permission bits for the upload of a new file */
-	unsigned long wgen; /* local change counter (see sbx_cache_file_end_upload) */
+	mode_t mode;		 /* permission bits for the upload of a new file */
+	unsigned long wgen;	 /* local change counter (see sbx_cache_file_end_upload) */
+	bool open_before_change; /* its latest open came before the sandbox last changed
+				    from outside (a run): the run may have removed it */
 };
 
 /*
@@ -430,6 +432,12 @@ void sbx_cache_file_stale(struct sbx_cache *c, const char *path);
 void sbx_cache_file_restamp(struct sbx_cache *c, const char *path, const struct timespec *mtime);
 /* path is gone: its entry is detached (open handles keep it, nothing uploads). */
 void sbx_cache_file_unlink(struct sbx_cache *c, const char *path);
+/*
+ * cf, claimed by an upload, was removed in the sandbox (by a run) while it
+ * was open here: it leaves the table and is clean, as a file unlinked
+ * while open, so no later close uploads it (which made it reappear).
+ */
+void sbx_cache_file_gone(struct sbx_cache *c, struct sbx_cfile *cf);
 /*
  * Entries at or under `from` move to `to`; entries at or under `to` are
  * detached, or with RENAME_EXCHANGE move to `from`.

@@ -297,6 +297,7 @@ static void snapshot_locked(const struct sbx_cache *c, const struct sbx_cfile *c
 	s->stamp_mtime = cf->stamp_mtime;
 	s->mode = cf->mode;
 	s->wgen = cf->wgen;
+	s->open_before_change = cf->open_epoch != c->epoch;
 }
 
 /* Drops clean, unused entries beyond the byte budget, oldest first (lock held). */
@@ -363,6 +364,7 @@ int sbx_cache_file_open(struct sbx_cache *c, const char *path, bool writing, str
 	else
 		cf->busy = true;
 	cf->used_ms = sbx_now_ms();
+	cf->open_epoch = c->epoch;
 	snapshot_locked(c, cf, state);
 	pthread_mutex_unlock(&c->lock);
 	*out = cf;
@@ -824,6 +826,19 @@ void sbx_cache_file_unlink(struct sbx_cache *c, const char *path)
 	HASH_FIND_STR(c->files, path, cf);
 	if (cf)
 		detach_locked(c, cf);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void sbx_cache_file_gone(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	if (cf->linked) {
+		HASH_DEL(c->files, cf);
+		side_set_locked(cf, false);
+		cf->linked = false;
+	}
+	cf->dirty = false;
+	cf->pend_mode = cf->pend_times = cf->pend_owner = false;
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -62,6 +62,7 @@ struct sbx_cfile {
 	mode_t mode;		     /* (T) */
 	unsigned long wgen;	     /* (T) */
 	unsigned long stamp_epoch;   /* (T) c->epoch when stamped */
+	unsigned long open_epoch;    /* (T) c->epoch at its latest open */
 	long long used_ms;	     /* (T) for eviction */
 	off_t bytes;		     /* (T) size when last closed */
 	long long retry_at;	     /* (T) no orphan retry before (a failed upload) */

@@ -160,9 +160,35 @@ static void upload_after(struct sbx_lease *l, struct sbx_instance *inst, struct 
 		dir_times_again(l, inst, u);
 }
 
+/*
+ * A file of the sandbox open here since before a run (or a reported change)
+ * may have been removed by it: `rm` in the sandbox, then a write and close
+ * here uploaded it again, so it reappeared with everything written. A
+ * local disk keeps it removed (the writes went to the unlinked file), and
+ * so does this now: one stat, and if the name is gone the file is dropped
+ * as unlinked, the reason said in `error`. True when so.
+ */
+static bool removed_outside(struct sbx_lease *l, struct sbx_instance *inst, struct upl *u)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_stat st;
+	if (!u->s.remote || !u->s.open_before_change || !l->prov->stat ||
+	    l->prov->stat(inst, u->s.path, &st, &e) != -ENOENT)
+		return false;
+	sbx_cache_file_gone(l->cache, u->cf);
+	sbx_error_set(&e, ENOENT, SBX_E_EXECUTION_FAILED, /* not NOT_FOUND: no probe */
+		      "%s was removed in the sandbox while it was open here: what was written to "
+		      "it since is not uploaded (as to a removed file)",
+		      u->s.path);
+	sbx_lease_error(l, "upload", &e);
+	return true;
+}
+
 /* Sends u alone through the write slot (write_new for a new file). */
 static void upload_send(struct sbx_lease *l, struct sbx_instance *inst, struct upl *u)
 {
+	if (removed_outside(l, inst, u))
+		return;
 	/*
 	 * A file created here after a negative lookup and never uploaded
 	 * (!remote) has no old content for a reader to see cut: it goes

@@ -213,6 +213,35 @@ if ctypes.CDLL(None, use_errno=True).renameat2(-100, b'$F/x1.txt', -100, b'$F/x2
 	fake_clear_faults
 	ok "... fsync succeeds once the fault is off" fsync_ok "$F/$long/fail.txt"
 
+	# A file open here across a run: if the run removed it, a write and
+	# close here made it reappear in the sandbox with everything written (a
+	# local disk, and sshfs, keep it removed); if the run left it, the write
+	# goes up as always.
+	open_across_run() { # open_across_run NAME RUN: one, fsync, RUN, two, close; prints close's errno
+		python3 - "$F/$1" "$L" "$2" <<'PY'
+import os, sys
+f, lease, run = sys.argv[1:]
+fd = os.open(f, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+os.write(fd, b"one\n"); os.fsync(fd)
+with open(lease + "/exec", "w") as e:
+    e.write(run + "\n")
+os.write(fd, b"two\n")
+try:
+    os.close(fd); print("OK")
+except OSError as e:
+    import errno; print(errno.errorcode[e.errno])
+PY
+	}
+	eq "a file removed by a run while open here: its close returns 0" \
+		"$(open_across_run gone.txt "rm $FHOME/gone.txt")" OK
+	lease_run true >/dev/null
+	eq "... and it stays removed in the sandbox" "$(root_file "$FHOME/gone.txt")" "(absent)"
+	ok "... and through the mount" test ! -e "$F/gone.txt"
+	ok "... the error file says why" grep -q "$FHOME/gone.txt was removed in the sandbox while it was open here" "$L/error"
+	eq "a file a run left while open here: close returns 0" "$(open_across_run kept.txt true)" OK
+	lease_run true >/dev/null
+	eq "... and the sandbox has both writes" "$(root_file "$FHOME/kept.txt" | tr '\n' ' ')" "one two "
+
 	# kill -9 right after close: what close returned for is uploaded by the next mount.
 	# A chmod and a utimens right after that close wait with the upload,
 	# and go with it at the next mount.
