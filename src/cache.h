@@ -438,6 +438,8 @@ void sbx_cache_file_unlink(struct sbx_cache *c, const char *path);
  * while open, so no later close uploads it (which made it reappear).
  */
 void sbx_cache_file_gone(struct sbx_cache *c, struct sbx_cfile *cf);
+/* cf is still in the sandbox now: later uploads of its open need not ask again. */
+void sbx_cache_file_still_there(struct sbx_cache *c, struct sbx_cfile *cf);
 /*
  * Entries at or under `from` move to `to`; entries at or under `to` are
  * detached, or with RENAME_EXCHANGE move to `from`.

@@ -842,6 +842,13 @@ void sbx_cache_file_gone(struct sbx_cache *c, struct sbx_cfile *cf)
 	pthread_mutex_unlock(&c->lock);
 }
 
+void sbx_cache_file_still_there(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	cf->open_epoch = c->epoch;
+	pthread_mutex_unlock(&c->lock);
+}
+
 void sbx_cache_file_rename(struct sbx_cache *c, const char *from, const char *to, bool exchange)
 {
 	struct sbx_cfile *cf, *tmp, *moved = NULL;

@@ -172,9 +172,15 @@ static bool removed_outside(struct sbx_lease *l, struct sbx_instance *inst, stru
 {
 	struct sbx_error e = SBX_ERROR_INIT;
 	struct sbx_stat st;
-	if (!u->s.remote || !u->s.open_before_change || !l->prov->stat ||
-	    l->prov->stat(inst, u->s.path, &st, &e) != -ENOENT)
+	int rc;
+	if (!u->s.remote || !u->s.open_before_change || !l->prov->stat)
 		return false;
+	rc = l->prov->stat(inst, u->s.path, &st, &e);
+	if (rc != -ENOENT) {
+		if (!rc) /* a long-lived writer's next fsync need not ask again */
+			sbx_cache_file_still_there(l->cache, u->cf);
+		return false;
+	}
 	sbx_cache_file_gone(l->cache, u->cf);
 	sbx_error_set(&e, ENOENT, SBX_E_EXECUTION_FAILED, /* not NOT_FOUND: no probe */
 		      "%s was removed in the sandbox while it was open here: what was written to "
