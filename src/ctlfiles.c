@@ -234,7 +234,8 @@ int sbx_ctl_readdir(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 
 static void add_json(struct sbx_buf *b, json_t *j)
 {
-	char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	/* ASCII only, as `log`: a C1 control in a provider's fact never reaches a terminal. */
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
 	/* NULL only for text that is not UTF-8 (its producers escape it) or no memory */
 	sbx_buf_adds(b, s ? s : "{\"error\": \"not representable as JSON\"}");
 	sbx_buf_addch(b, '\n');

@@ -112,7 +112,8 @@ int sbx_lease_journal(struct sbx_lease *l, json_t *ev)
 	struct sbx_error e = SBX_ERROR_INIT;
 	sbx_iso_time(time(NULL), ts, sizeof(ts));
 	json_object_set_new(ev, "time", json_string(ts));
-	char *line = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	/* ASCII only: paths a sandbox named may hold C1 controls (U+009B is a CSI). */
+	char *line = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
 	json_decref(ev);
 	if (!line) {
 		sbx_error_set(&e, EINVAL, SBX_E_INTERNAL, "lease %s: a journal event is not JSON",
@@ -152,7 +153,9 @@ static void journal_transition(struct sbx_lease *l, enum sbx_lease_state from,
 /*
  * An `error` file's line, "TIME OP CODE: MESSAGE\n", into line[size];
  * returns its length. The op names a path too: fitted with the message
- * (sbx_fit), so a long path never pushes the reason or the newline out.
+ * (sbx_fit), so a long path never pushes the reason or the newline out,
+ * and made one line with no control character (the message was; the op's
+ * path, which a sandbox may have named, was not).
  */
 static size_t error_line(char *line, size_t size, const char *op, const struct sbx_error *e)
 {
@@ -163,6 +166,7 @@ static size_t error_line(char *line, size_t size, const char *op, const struct s
 		n = sbx_fit(line, size - 1, all);
 		free(all);
 	}
+	sbx_one_line(line); /* the op's path too: a sandbox named it */
 	line[n++] = '\n';
 	line[n] = '\0';
 	return n;

@@ -212,6 +212,18 @@ if ctypes.CDLL(None, use_errno=True).renameat2(-100, b'$F/x1.txt', -100, b'$F/x2
 		wait_for 10 grep -Eq "^[^ ]+ upload $FHOME/d+[.]{3}e{50,}/fail[.]txt [A-Z_]+: .*injected fault\$" "$L/error"
 	fake_clear_faults
 	ok "... fsync succeeds once the fault is off" fsync_ok "$F/$long/fail.txt"
+	# A name with a C1 control (U+009B, a CSI to some terminals) in the
+	# journal: jansson escapes C0 only, so it reached `cat log` raw.
+	c1=$(printf 'c1-\xc2\x9b[31m.txt')
+	echo v1 >"$F/$c1"
+	lease_run "true" >/dev/null
+	fault_only "{\"kind\":\"5xx\",\"status\":500,\"key\":\"$UPLOAD_KEY\"}"
+	errno_of "$(write_close "$F/$c1" "v2")" >/dev/null
+	ok "a C1 control in a name: the journal has the failure" wait_for 10 grep -qi 'c1-\\u009b\[31m.txt' "$L/log"
+	ok "... escaped, never raw" sh -c "! grep -q \"\$(printf '\\302\\233')\" '$L/log'"
+	ok "... nor raw in error (its op named the path as it was)" sh -c "grep -q 'upload $FHOME/c1-??\[31m.txt' '$L/error' && ! grep -q \"\$(printf '\\302\\233')\" '$L/error'"
+	fake_clear_faults
+	ok "... fsync succeeds once the fault is off" fsync_ok "$F/$c1"
 
 	# A file open here across a run: if the run removed it, a write and
 	# close here made it reappear in the sandbox with everything written (a
