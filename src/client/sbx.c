@@ -223,9 +223,10 @@ static void fail(const char *lease, const char *what, int errnum, int status)
 /* ---- sbx run ----------------------------------------------------------- */
 
 struct pump {
-	int in, out; /* copy in to out until EOF */
-	int err;     /* errno of a failed read, 0 */
-	int werr;    /* errno of a failed write to out, 0 */
+	int in, out;	     /* copy in to out until EOF */
+	int err;	     /* errno of a failed read, 0 */
+	int werr;	     /* errno of a failed write to out, 0 */
+	unsigned long moved; /* pieces copied so far (atomic: sbx shell watches it) */
 	pthread_t thread;
 	bool started;
 };
@@ -247,6 +248,7 @@ static void *pump_main(void *arg)
 			p->werr = -e; /* cmd_run stops the run: its output has nowhere to go */
 			return NULL;
 		}
+		__atomic_add_fetch(&p->moved, 1, __ATOMIC_RELAXED);
 	}
 }
 
@@ -593,13 +595,35 @@ static int cmd_shell(char *lease_arg)
 	out.out = STDOUT_FILENO;
 	start_thread(&out.thread, shell_out_main, &out);
 
-	int killed = 0;
+	/*
+	 * Our input ended (a pipe, /dev/null): as ^D typed at the prompt. A ^D
+	 * that reaches the terminal before the shell's line editor has set it
+	 * up is lost (the line discipline turns it into an end-of-line the
+	 * editor then reads as nothing), and `sbx shell </dev/null` or
+	 * `printf 'ls\n' | sbx shell` waited for good. So after the input's end,
+	 * each time the shell has printed something and then gone quiet for
+	 * EOF_QUIET_MS (a prompt), ^D goes again, at most EOF_MAX times.
+	 */
+	enum { EOF_QUIET_MS = 300, EOF_MAX = 20 };
+	unsigned long eof_at = 0;
+	int killed = 0, eofs = 0;
 	bool in_open = true;
 	for (bool done = false; !done;) {
 		struct pollfd pf[2] = {{in_open ? STDIN_FILENO : -1, POLLIN, 0},
 				       {wake_pipe[0], POLLIN, 0}};
-		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+		int ready = poll(pf, 2, in_open ? -1 : EOF_QUIET_MS);
+		if (ready < 0 && errno != EINTR)
 			break;
+		if (ready == 0) {
+			unsigned long moved = __atomic_load_n(&out.moved, __ATOMIC_RELAXED);
+			if (moved != eof_at && eofs < EOF_MAX) {
+				eof_at = moved;
+				eofs++;
+				if (sbx_write_all(data, "\004", 1) < 0)
+					break;
+			}
+			continue;
+		}
 		if (pf[1].revents) {
 			char c[16];
 			ssize_t k = read(wake_pipe[0], c, sizeof(c));
@@ -618,8 +642,9 @@ static int cmd_shell(char *lease_arg)
 			if (k < 0 && errno == EINTR)
 				continue;
 			if (k <= 0) {
-				/* Our input ended (a pipe): as ^D typed at the prompt. */
 				in_open = false;
+				eof_at = __atomic_load_n(&out.moved, __ATOMIC_RELAXED);
+				eofs = 1;
 				k = sbx_write_all(data, "\004", 1);
 			} else if (sbx_write_all(data, buf, (size_t)k) < 0) {
 				in_open = false;

@@ -73,6 +73,18 @@ story_sbx_shell() {
 	ok "sbx shell: the session is gone once sbx is" wait_for 10 test "$(ls "$L/tty")" = clone
 }
 
+# story_sbx_shell_piped LEASE-DIR: input from a pipe or /dev/null ends the shell.
+# The ^D sent at the input's end reached the terminal before the shell's
+# line editor had set it up and was lost: both waited for good.
+story_sbx_shell_piped() {
+	local L=$1
+	printf 'echo $((6*7))x\n' | timeout 30 "$SBX" shell "$L" >"$WORK/piped" 2>&1
+	eq "sbx shell from a pipe: ends with the shell when the input does" "$?" 0
+	ok "... having run the piped command" grep -q 42x "$WORK/piped"
+	timeout 30 "$SBX" shell "$L" </dev/null >/dev/null 2>&1
+	eq "sbx shell </dev/null: ends at once, status 0" "$?" 0
+}
+
 # story_tty_files LEASE-DIR: the files themselves, and their bad input.
 story_tty_files() {
 	local L=$1 n

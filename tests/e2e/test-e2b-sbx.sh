@@ -11,6 +11,7 @@ mkdir "$L"
 
 story_sbx_run_basics "$L"
 story_sbx_shell "$L"
+story_sbx_shell_piped "$L"
 story_tty_files "$L"
 ok "the fake saw a PTY resize (Update)" test "$(counter "POST /process.Process/Update")" -ge 1
 finish

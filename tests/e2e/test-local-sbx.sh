@@ -87,6 +87,7 @@ ok "... and the command is gone from the sandbox" wait_for 10 sh -c "! '$SBX' ru
 ok "... and never printed more" sh -c "! grep -q never '$WORK/o'"
 
 story_sbx_shell "$L"
+story_sbx_shell_piped "$L"
 story_tty_files "$L"
 
 # A lease's shell starts in its fs/ position too.
