@@ -832,11 +832,8 @@ void sbx_cache_file_unlink(struct sbx_cache *c, const char *path)
 void sbx_cache_file_gone(struct sbx_cache *c, struct sbx_cfile *cf)
 {
 	pthread_mutex_lock(&c->lock);
-	if (cf->linked) {
-		HASH_DEL(c->files, cf);
-		side_set_locked(cf, false);
-		cf->linked = false;
-	}
+	if (cf->linked)
+		detach_locked(c, cf); /* the upload's reference keeps it */
 	cf->dirty = false;
 	cf->pend_mode = cf->pend_times = cf->pend_owner = false;
 	pthread_mutex_unlock(&c->lock);
