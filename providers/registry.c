@@ -160,13 +160,32 @@ const struct sbx_provider *const *sbx_provider_all(void)
 	return registry;
 }
 
+/* Under lock: p's place in the registry, or n_registered when p is not registered. */
+static size_t index_locked(const struct sbx_provider *p)
+{
+	size_t i = 0;
+	while (i < n_registered && registry[i] != p)
+		i++;
+	return i;
+}
+
 /* Under lock: where p's init error is kept, or NULL when p is not registered. */
 static struct sbx_error *init_err_locked(const struct sbx_provider *p)
 {
-	for (size_t i = 0; i < n_registered; i++)
-		if (registry[i] == p)
-			return &init_errs[i];
-	return NULL;
+	size_t i = index_locked(p);
+	return i < n_registered ? &init_errs[i] : NULL;
+}
+
+/* A copy of p's init error (cleared when it has none). */
+static struct sbx_error init_err_copy(const struct sbx_provider *p)
+{
+	struct sbx_error why = SBX_ERROR_INIT;
+	pthread_mutex_lock(&lock);
+	const struct sbx_error *kept = init_err_locked(p);
+	if (kept)
+		why = *kept;
+	pthread_mutex_unlock(&lock);
+	return why;
 }
 
 int sbx_provider_init(const struct sbx_provider *p, json_t *providers_cfg, const char *state_dir,
@@ -254,10 +273,10 @@ static void retry_key_file(const struct sbx_provider *p)
 {
 	pthread_mutex_lock(&retry_lock);
 	json_t *settings = kept_cfg ? json_object_get(kept_cfg, p->name) : NULL;
-	size_t i = 0, n;
+	size_t i, n;
 	pthread_mutex_lock(&lock);
-	for (n = n_registered; i < n && registry[i] != p;)
-		i++;
+	i = index_locked(p);
+	n = n_registered;
 	pthread_mutex_unlock(&lock);
 	if (json_is_string(json_object_get(settings, "keyFile")) && i < n &&
 	    sbx_now_ms() >= retry_at[i]) {
@@ -271,20 +290,10 @@ static void retry_key_file(const struct sbx_provider *p)
 
 int sbx_provider_ready(const struct sbx_provider *p, struct sbx_error *err)
 {
-	struct sbx_error why = SBX_ERROR_INIT;
-	pthread_mutex_lock(&lock);
-	const struct sbx_error *kept = init_err_locked(p);
-	if (kept)
-		why = *kept;
-	pthread_mutex_unlock(&lock);
+	struct sbx_error why = init_err_copy(p);
 	if (why.err && why.code == SBX_E_AUTH) {
 		retry_key_file(p); /* ready now, or the retry's reason */
-		pthread_mutex_lock(&lock);
-		kept = init_err_locked(p);
-		sbx_error_clear(&why);
-		if (kept)
-			why = *kept;
-		pthread_mutex_unlock(&lock);
+		why = init_err_copy(p);
 	}
 	if (!why.err)
 		return 0;

@@ -361,23 +361,20 @@ int main(int argc, char *argv[])
 	}
 	/*
 	 * `-o state_dir=$STATE` with STATE unset: an empty path was taken as
-	 * the working directory (the lease table and caches landed there). The
-	 * options with a range or a set of words say theirs.
+	 * the working directory (the lease table and caches landed there). No
+	 * option means anything when empty, so each one given empty is refused.
 	 */
-	const struct {
-		const char *name, *value;
-	} given[] = {{"profile", opts.profile},
-		     {"config", opts.config},
-		     {"state_dir", opts.state_dir},
-		     {"share_group", opts.share_group},
-		     {"log", opts.log},
-		     {"env_file", opts.env_file}};
-	for (size_t i = 0; i < sizeof(given) / sizeof(given[0]); i++) {
-		if (given[i].value && !given[i].value[0]) {
+	for (const struct fuse_opt *o = option_spec; o->templ; o++) {
+		size_t len = strlen(o->templ);
+		const char *v;
+		if (len < 3 || strcmp(o->templ + len - 3, "=%s"))
+			continue;
+		v = *(char **)((char *)&opts + o->offset);
+		if (v && !v[0]) {
 			fprintf(stderr,
-				"sbxfs: -o %s= is empty (an unset variable?): give it a value or "
+				"sbxfs: %s%.*s is empty (an unset variable?): give it a value or "
 				"leave it out\n",
-				given[i].name);
+				o->templ[0] == '-' ? "" : "-o ", (int)(len - 2), o->templ);
 			goto out_args;
 		}
 	}
