@@ -389,13 +389,14 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 /*
  * Up to max dirty entries no handle holds (leftovers of failed uploads, or
  * taken back from a previous mount), each with a reference for the caller
- * to retry and put. Entries that failed in the last SBX_CACHE_RETRY_MS are
- * skipped.
+ * to retry and put. Entries whose back-off has not passed are skipped: it
+ * is SBX_CACHE_RETRY_MS after a failure, doubling with each failure in a
+ * row up to 32 times that.
  */
 size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_t max);
 enum sbx_unsaved {
 	SBX_UNSAVED_ORPHANS, /* as sbx_cache_file_orphans() */
-	SBX_UNSAVED_ADOPTED, /* orphans left by a previous daemon (taken back at start) */
+	SBX_UNSAVED_OWED,    /* orphans whatever their back-off (a run is about to start) */
 	SBX_UNSAVED_ALL,     /* every dirty entry, open and recently failed ones too */
 };
 /* Dirty entries of one kind, each with a reference for the caller to put. */
@@ -404,6 +405,8 @@ size_t sbx_cache_file_unsaved(struct sbx_cache *c, struct sbx_cfile **out, size_
 /* Dirty entries strictly below dir (at most max), each with a reference for the caller to put. */
 size_t sbx_cache_file_dirty_under(struct sbx_cache *c, const char *dir, struct sbx_cfile **out,
 				  size_t max);
+/* Makes every dirty entry's orphan retry due now (a resume: the pause refused them). */
+void sbx_cache_retry_now(struct sbx_cache *c);
 /* How many entries hold changes not uploaded yet. */
 size_t sbx_cache_unsaved_count(struct sbx_cache *c);
 /* The local cache file of an entry (for messages: where unsaved data is kept). */

@@ -118,7 +118,7 @@ void cache_files_adopt(struct sbx_cache *c)
 			goto next;
 		}
 		cf->path = sbx_buf_detach(&path, NULL);
-		cf->linked = cf->have_data = cf->dirty = cf->remote = cf->adopted = true;
+		cf->linked = cf->have_data = cf->dirty = cf->remote = true;
 		cf->mode = 0644;
 		cache_defer_adopt(cf); /* a chmod/utimens that waited for the upload */
 		HASH_ADD_KEYPTR(hh, c->files, cf->path, strlen(cf->path), cf);
@@ -637,6 +637,7 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 		bool current = gen == c->gen || sent >= 0, added = !cf->remote && cf->linked;
 		cf->remote = true;
 		cf->bg_failed = false;
+		cf->fails = 0;
 		if (wgen == cf->wgen && cf->dirty) {
 			cf->dirty = false;
 			side_set_locked(cf, false);
@@ -667,7 +668,9 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 				cache_attr_drop_locked(c, cf->path);
 		}
 	} else if (cf->dirty) {
-		cf->retry_at = sbx_now_ms() + c->retry_ms;
+		/* retry_ms, doubling per failure in a row up to 32 times it */
+		cf->retry_at = sbx_now_ms() + (c->retry_ms << (cf->fails < 5 ? cf->fails : 5));
+		cf->fails++;
 	}
 	if (cf->dirty)
 		cache_defer_side_locked(cf); /* what still waits (given back, or none) */
@@ -703,8 +706,9 @@ static size_t collect(struct sbx_cache *c, struct sbx_cfile **out, size_t max,
 static bool of_kind(const struct sbx_cfile *cf, const void *arg, long long now)
 {
 	enum sbx_unsaved which = *(const enum sbx_unsaved *)arg;
-	bool idle = !cf->refs && !cf->busy && cf->retry_at <= now;
-	return which == SBX_UNSAVED_ALL || (idle && (which == SBX_UNSAVED_ORPHANS || cf->adopted));
+	bool held = cf->refs || cf->busy;
+	return which == SBX_UNSAVED_ALL ||
+	       (!held && (which == SBX_UNSAVED_OWED || cf->retry_at <= now));
 }
 
 static bool strictly_below(const struct sbx_cfile *cf, const void *arg, long long now)
@@ -729,6 +733,14 @@ size_t sbx_cache_file_dirty_under(struct sbx_cache *c, const char *dir, struct s
 size_t sbx_cache_file_orphans(struct sbx_cache *c, struct sbx_cfile **out, size_t max)
 {
 	return sbx_cache_file_unsaved(c, out, max, SBX_UNSAVED_ORPHANS);
+}
+
+void sbx_cache_retry_now(struct sbx_cache *c)
+{
+	struct sbx_cfile *cf, *tmp;
+	pthread_mutex_lock(&c->lock);
+	HASH_ITER(hh, c->files, cf, tmp) cf->retry_at = 0;
+	pthread_mutex_unlock(&c->lock);
 }
 
 size_t sbx_cache_unsaved_count(struct sbx_cache *c)

@@ -66,7 +66,7 @@ struct sbx_cfile {
 	long long used_ms;	     /* (T) for eviction */
 	off_t bytes;		     /* (T) size when last closed */
 	long long retry_at;	     /* (T) no orphan retry before (a failed upload) */
-	bool adopted;		     /* (T) left dirty by a previous daemon */
+	unsigned fails;		     /* (T) uploads failed in a row: the back-off doubles */
 	bool bg_failed;		     /* (T) its last background upload failed */
 	/* (T) chmod/chown/utimens waiting for the upload (cache_defer.c); mode is `mode` */
 	bool pend_mode, pend_times, pend_owner;

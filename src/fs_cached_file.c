@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,21 +252,45 @@ static void retry_orphans(struct sbx_lease *l)
 	}
 }
 
-size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
+/*
+ * A failure that belongs to the file, not to the sandbox or the way to it:
+ * a pass goes on with the other files after it, and stops after any other
+ * (each would wait for the same timeouts, or hit the same outage).
+ */
+static bool file_failure(int rc)
+{
+	static const int own[] = {EACCES, EPERM,	EROFS, ENOTDIR, EISDIR, ENOENT,
+				  EINVAL, ENAMETOOLONG, EFBIG, ENOSPC,	EDQUOT};
+	for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++)
+		if (-rc == own[i])
+			return true;
+	return false;
+}
+
+/* One pass over l's unsaved files of a kind (see sbx_fs_save_unsaved). */
+static size_t save_pass(struct sbx_lease *l, enum sbx_unsaved which, long long deadline_ms)
 {
 	struct sbx_cfile *cf[SBX_SAVE_UNSAVED_MAX];
 	size_t n;
+	bool failed = false, all = which == SBX_UNSAVED_ALL; /* failed: the sandbox's failure */
 	if (!l->cache)
 		return 0;
-	n = sbx_cache_file_unsaved(l->cache, cf, all ? SBX_SAVE_UNSAVED_MAX : 4,
-				   all ? SBX_UNSAVED_ALL : SBX_UNSAVED_ADOPTED);
+	if (atomic_exchange(&l->unsaved_due, false))
+		sbx_cache_retry_now(l->cache);
+	n = sbx_cache_file_unsaved(l->cache, cf, SBX_SAVE_UNSAVED_MAX, which);
 	for (size_t i = 0; i < n; i++) {
 		struct sbx_error err = SBX_ERROR_INIT;
 		char why[SBX_ERR_MSG_MAX];
-		int rc = sbx_now_ms() < deadline_ms
-			     ? upload(l, cf[i], NULL, &err)
-			     : sbx_error_set(&err, ETIMEDOUT, SBX_E_TIMEOUT,
-					     "no time left before the daemon exits");
+		int rc;
+		bool late = sbx_now_ms() >= deadline_ms;
+		if (!all && (failed || late)) { /* the rest wait for their next turn */
+			sbx_cache_file_put(l->cache, cf[i]);
+			continue;
+		}
+		rc = late ? sbx_error_set(&err, ETIMEDOUT, SBX_E_TIMEOUT,
+					  "no time left before the daemon exits")
+			  : upload(l, cf[i], NULL, &err);
+		failed = rc && !file_failure(rc);
 		if (rc) {
 			snprintf(why, sizeof(why), "%s", err.msg);
 			sbx_error_set(&err, rc, SBX_E_NONE,
@@ -276,6 +301,17 @@ size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
 		sbx_cache_file_put(l->cache, cf[i]);
 	}
 	return sbx_cache_unsaved_count(l->cache);
+}
+
+size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
+{
+	return save_pass(l, all ? SBX_UNSAVED_ALL : SBX_UNSAVED_ORPHANS, deadline_ms);
+}
+
+void sbx_fs_save_owed(struct sbx_lease *l)
+{
+	if (l->cache && sbx_cache_unsaved_count(l->cache))
+		save_pass(l, SBX_UNSAVED_OWED, sbx_now_ms() + SBX_UNSAVED_PASS_MS);
 }
 
 void fsc_upload_bg_many(struct sbx_lease *l, struct sbx_cfile **cf, size_t n, int *rcs)

@@ -98,12 +98,22 @@ void sbx_fs_before_pause(struct sbx_lease *l);
 /*
  * Uploads l's unsaved files (no locks held). all: every dirty file, those
  * still open included, until deadline_ms (sbx_now_ms() clock) — the
- * daemon's last act; else the ones a previous daemon left (the timer: a
- * failed upload of this daemon waits for the next close/fsync or another
- * upload, as before). A failure says in `error` where the data is kept.
- * Returns how many stay unsaved.
+ * daemon's last act. Else the orphans whose retry is due (no handle holds
+ * them: a failed background upload, or what a previous daemon left; the
+ * back-off doubles with each failure in a row, and a resume makes them all
+ * due), stopping at the first failure that is not the file's own (the
+ * sandbox unreachable: the rest would wait as long) — the timer's pass.
+ * A failure says in `error` where the data is kept. Returns how many stay
+ * unsaved.
  */
 size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms);
+/*
+ * Before a run (sbx_fs_drain): the orphans again whatever their back-off,
+ * stopping as the timer's pass does (a run waits for at most one upload
+ * that fails for the sandbox's sake), so that a run sees what close()
+ * returned for once the cause has passed.
+ */
+void sbx_fs_save_owed(struct sbx_lease *l);
 /*
  * Installs sbx_fs_before_pause and sbx_fs_save_unsaved as the lease
  * module's hooks (sbx_lease_set_hooks); main.c calls it before the mount

@@ -1056,8 +1056,10 @@ static int resume_locked(struct sbx_lease *l, const char *cause, struct sbx_erro
 {
 	int rc = transition_locked(l, SBX_LS_RESUMING, SBX_LS_RUNNING, l->prov->unpause, cause,
 				   "resume", err);
-	if (!rc)
+	if (!rc) {
 		l->last_active = time(NULL);
+		atomic_store(&l->unsaved_due, true); /* what the pause refused goes up now */
+	}
 	return rc;
 }
 

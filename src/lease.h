@@ -87,6 +87,7 @@ struct sbx_lease {
 	json_t *saved;				   /* (L) provider's save() blob */
 	time_t last_probe, last_extend;		   /* (L) timer bookkeeping */
 	atomic_bool probe_due;			   /* a failure suggested the sandbox is gone */
+	atomic_bool unsaved_due;		   /* resumed: unsaved files are retried at once */
 	char *dir;				   /* state_dir/leases/NAME (read-only) */
 	struct sbx_cache *cache;		   /* fs/ cache (NULL for direct-I/O providers) */
 	struct sbx_kinval *kinval;		   /* what the kernel caches of fs/ */
@@ -220,6 +221,8 @@ void sbx_mount_tick(struct sbx_mount *m);
  *                 references beyond the handles (streamed reads) to end,
  *                 before the mount is freed at exit.
  */
+/* How long one pass over unsaved files (save_unsaved, not all) may go on starting uploads. */
+#define SBX_UNSAVED_PASS_MS 60000
 struct sbx_lease_hooks {
 	void (*before_pause)(struct sbx_lease *l);
 	size_t (*save_unsaved)(struct sbx_lease *l, bool all, long long deadline_ms);

@@ -213,7 +213,7 @@ void sbx_mount_tick(struct sbx_mount *m)
 		/* Unsaved files (left by a failed upload, or by the last daemon): up again. */
 		struct sbx_cache *c = lease_cache(l);
 		if (c && sbx_cache_unsaved_count(c) && lease_running(l))
-			lease_save_unsaved(l, false, sbx_now_ms() + 60000);
+			lease_save_unsaved(l, false, sbx_now_ms() + SBX_UNSAVED_PASS_MS);
 		sbx_lease_put(l);
 	}
 	free(ll.v);

@@ -418,7 +418,9 @@ void sbx_wb_stop(struct sbx_wb *wb)
 void sbx_fs_drain(struct sbx_lease *l)
 {
 	sbx_wb_drain(l->wb);
-	/* and what no queue holds: a close's upload, an adopted file's (lease timer) */
+	/* and what no queue holds: a close's upload, an orphan's (lease timer) */
 	if (l->cache)
 		sbx_cache_wait_uploads(l->cache);
+	/* and the failed uploads whose retry is due: a run sees what close returned for */
+	sbx_fs_save_owed(l);
 }

@@ -20,6 +20,8 @@ s = [x for x in json.load(sys.stdin) if x["id"] == sys.argv[1]]
 print(s[0]["root"] if s else "/nonexistent")' "$ID")
 	cat "/proc/$FAKE_PID/root$root$1" 2>/dev/null || echo "(absent)"
 }
+# root_has ID PATH TEXT: sandbox ID's root holds TEXT at PATH.
+root_has() { [ "$(ID=$1 root_file "$2")" = "$3" ]; }
 stall_uploads() { fault_only "{\"kind\":\"slow\",\"delayMs\":$1,\"key\":\"$UPLOAD_KEY\"}"; }
 ms_of() { set -- $(errno_ms_of "$1"); [ "$1" = OK ] && echo "$2" || echo "failed:$1"; }
 # create_close PATH TEXT: a statement: create (or truncate), write, close.
@@ -200,6 +202,39 @@ if ctypes.CDLL(None, use_errno=True).renameat2(-100, b'$F/x1.txt', -100, b'$F/x2
 	fake_clear_faults
 	ok "... fsync succeeds once the fault is off" fsync_ok "$F/fail.txt"
 	eq "... and the sandbox has the new data" "$(root_file "$FHOME/fail.txt")" v2
+
+	# A failed background upload of a file nobody opens again: close had
+	# returned 0, and what it returned for reached the sandbox only at the
+	# unmount; a run after the fault had passed still saw the old data.
+	echo v1 >"$F/owed.txt"
+	lease_run "true" >/dev/null
+	fault_only "{\"kind\":\"5xx\",\"status\":500,\"key\":\"$UPLOAD_KEY\"}"
+	echo v2 >"$F/owed.txt"
+	ok "a failed upload nobody retries: the error file says it" \
+		wait_for 10 grep -q "upload $FHOME/owed.txt" "$L/error"
+	fake_clear_faults
+	eq "... the next run (the fault gone) sees what close returned for" \
+		"$(lease_run "cat $FHOME/owed.txt")" v2
+
+	# The same refused by a pause (autoResume false): the resume made no
+	# difference, the data stayed in the cache.
+	printf '{"name":"stay","spec":{"autoResume":false}}\n' >"$MNT/ctl"
+	local S=$MNT/stay SID
+	SID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sandboxId"])' "$S/info")
+	echo v1 >"$S/fs$FHOME/p.txt"
+	echo pause >"$S/state"
+	echo v2 >"$S/fs$FHOME/p.txt"
+	ok "a write while paused (autoResume false): the upload is refused, said in error" \
+		wait_for 10 grep -q "upload $FHOME/p.txt" "$S/error"
+	echo resume >"$S/state"
+	ok "... after the resume it goes up by itself (no run, no close)" \
+		wait_for 5 root_has "$SID" "$FHOME/p.txt" v2
+	echo pause >"$S/state"
+	echo v3 >"$S/fs$FHOME/p.txt"
+	wait_for 10 grep -q "upload $FHOME/p.txt.*paused" "$S/error"
+	echo resume >"$S/state"
+	eq "... and a run right after the resume sees it" "$(L=$S lease_run "cat $FHOME/p.txt")" v3
+	rmdir "$S"
 
 	# The same with a long path (two 200-byte names, in the message twice):
 	# `error` was cut at 640 bytes, the file's name and the reason lost.

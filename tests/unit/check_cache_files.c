@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +326,73 @@ START_TEST(test_orphan_retried_by_another_close)
 }
 END_TEST
 
+/* Two files whose uploads failed (at close and at release): nobody opens them again. */
+static void two_orphans(int err)
+{
+	const char *paths[] = {"/o1", "/o2"};
+	memprov_fail(mp, MP_WRITE, err, -1);
+	for (int i = 0; i < 2; i++) {
+		struct sbx_fs_file *f = xopen(paths[i], O_CREAT | O_WRONLY, 0644);
+		xwrite(f, paths[i], 0);
+		ck_assert_int_eq(F->flush(f, &E), -err);
+		F->release(f);
+	}
+	memprov_reset_calls(mp);
+}
+
+/*
+ * A failed upload nobody retries went up only at the unmount: a run after
+ * the cause had passed saw the old data. Now a run (sbx_fs_save_owed) and
+ * the timer (sbx_fs_save_unsaved, by its back-off) retry it; a failure
+ * of the sandbox's stops the pass, one of the file's own does not.
+ */
+START_TEST(test_orphans_owed_to_a_run)
+{
+	sbx_cache_set_retry(L->cache, 600000);
+	two_orphans(ENOTCONN);
+	ck_assert_int_eq(sbx_fs_save_unsaved(L, false, sbx_now_ms() + 10000), 2);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 0); /* the back-off */
+	sbx_fs_save_owed(L);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1); /* the sandbox's failure: stop */
+	memprov_fail(mp, MP_WRITE, EACCES, -1);
+	memprov_reset_calls(mp);
+	sbx_fs_save_owed(L);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 2); /* the file's own: go on */
+	memprov_fail(mp, MP_WRITE, 0, 0);
+	memprov_reset_calls(mp);
+	ck_assert_int_eq(sbx_fs_save_unsaved(L, false, sbx_now_ms() + 10000), 2);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 0);
+	/* A resume makes them due for the timer's pass. */
+	atomic_store(&L->unsaved_due, true);
+	ck_assert_int_eq(sbx_fs_save_unsaved(L, false, sbx_now_ms() + 10000), 0);
+	ck_remote("/o1", "/o1");
+	ck_remote("/o2", "/o2");
+}
+END_TEST
+
+/* The timer's back-off doubles with each failure in a row. */
+START_TEST(test_orphan_backoff_doubles)
+{
+	sbx_cache_set_retry(L->cache, 500);
+	two_orphans(EIO); /* the close and the release failed: due in 1 s */
+	usleep(1200 * 1000);
+	sbx_fs_save_unsaved(L, false, sbx_now_ms() + 10000);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1); /* then due in 2 s; the other waits */
+	memprov_reset_calls(mp);
+	sbx_fs_save_unsaved(L, false, sbx_now_ms() + 10000);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1); /* the other, then due in 2 s */
+	memprov_reset_calls(mp);
+	usleep(1200 * 1000);
+	sbx_fs_save_unsaved(L, false, sbx_now_ms() + 10000);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 0);
+	usleep(1000 * 1000);
+	memprov_fail(mp, MP_WRITE, 0, 0);
+	ck_assert_int_eq(sbx_fs_save_unsaved(L, false, sbx_now_ms() + 10000), 0);
+	ck_remote("/o1", "/o1");
+	ck_remote("/o2", "/o2");
+}
+END_TEST
+
 START_TEST(test_dirty_files_survive_remount)
 {
 	struct stat st;
@@ -501,6 +569,8 @@ TCase *cache_files_tcase(void)
 	tcase_add_test(tc, test_truncate_by_handle);
 	tcase_add_test(tc, test_cache_free_keeps_dirty_files);
 	tcase_add_test(tc, test_orphan_retried_by_another_close);
+	tcase_add_test(tc, test_orphans_owed_to_a_run);
+	tcase_add_test(tc, test_orphan_backoff_doubles);
 	tcase_add_test(tc, test_dirty_files_survive_remount);
 	tcase_add_test(tc, test_deferred_attrs_go_with_the_upload);
 	tcase_add_test(tc, test_deferred_owner_shows_during_upload);
