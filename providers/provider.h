@@ -347,6 +347,14 @@ struct sbx_provider {
 	int (*write_new)(struct sbx_instance *inst, const char *path, int fd, off_t size,
 			 mode_t mode, struct sbx_error *err);
 	/*
+	 * Optional: as write, into the file itself (its inode kept, not a
+	 * replacement): for a file with other hard links, which a new file
+	 * moved over its name would split from them. Not atomic: a reader in
+	 * the sandbox may see it half written.
+	 */
+	int (*write_inplace)(struct sbx_instance *inst, const char *path, int fd, off_t size,
+			     mode_t mode, struct sbx_error *err);
+	/*
 	 * Optional: write_new for n files in one request where the service
 	 * takes several (daytona's bulk upload, e2b's multipart /files). Each
 	 * file gets its own result (files[i].rc, files[i].err): a file the

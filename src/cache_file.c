@@ -168,10 +168,15 @@ static void overlay_locked(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx
 	cache_defer_overlay_locked(cf, st);
 }
 
-/* cf's local facts matter for path's attributes (lock held). */
+/*
+ * cf's local facts matter for path's attributes (lock held): its changes,
+ * or an open copy's size, unless the copy is known stale (a truncate, or
+ * a write through another hard link, changed the file in the sandbox).
+ */
 static bool overlays(const struct sbx_cfile *cf)
 {
-	return cf->linked && cf->have_data && (cf->refs > 0 || cf->dirty);
+	return cf->linked && cf->have_data &&
+	       (cf->dirty || (cf->refs > 0 && (cf->stamped || !cf->remote)));
 }
 
 /*

@@ -572,16 +572,42 @@ static size_t fsc_other_names(struct sbx_lease *l, const char *path, char ***out
 	return n;
 }
 
-/* path's name goes (unlink, or a rename over it): the file's other names have one link less. */
-static void one_link_less(struct sbx_lease *l, const char *path)
+static void free_names(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+bool fsc_has_other_names(struct sbx_lease *l, const char *path)
+{
+	char **others;
+	struct sbx_stat st;
+	size_t n = fsc_other_names(l, path, &others);
+	free_names(others, n);
+	return n || (sbx_cache_attr_get(l->cache, path, &st, true) == SBX_CACHE_HIT &&
+		     S_ISREG(st.mode) && st.nlink > 1);
+}
+
+void fsc_other_names_changed(struct sbx_lease *l, const char *path)
 {
 	char **others;
 	size_t n = fsc_other_names(l, path, &others);
 	for (size_t i = 0; i < n; i++) {
 		sbx_cache_note_changed(l->cache, others[i]);
-		free(others[i]);
+		sbx_cache_file_stale(l->cache, others[i]);
 	}
-	free(others);
+	free_names(others, n);
+}
+
+/* path's name goes (unlink, or a rename over it): the file's other names have one link less. */
+static void one_link_less(struct sbx_lease *l, const char *path)
+{
+	char **others;
+	size_t n = fsc_other_names(l, path, &others);
+	for (size_t i = 0; i < n; i++)
+		sbx_cache_note_changed(l->cache, others[i]);
+	free_names(others, n);
 }
 
 static int c_unlink_held(struct sbx_lease *l, const char *path, struct sbx_error *err)

@@ -50,6 +50,13 @@ int fsc_no_such(const char *path, struct sbx_error *err);
  * (sbx_provider_carries).
  */
 int fsc_name_check(struct sbx_lease *l, const char *op, const char *path, struct sbx_error *err);
+/*
+ * path's file has other names: hard links the mount made (inotab.h), or a
+ * link count above 1 in its last stat (providers that report one).
+ */
+bool fsc_has_other_names(struct sbx_lease *l, const char *path);
+/* path's file changed in the sandbox: what is cached of its other names is stale. */
+void fsc_other_names_changed(struct sbx_lease *l, const char *path);
 /* Remote attributes of path from the cache or one stat; -ENOENT if none. */
 int fsc_lookup(struct sbx_lease *l, const char *path, struct sbx_stat *st, struct sbx_error *err);
 /*

@@ -191,11 +191,18 @@ static bool removed_outside(struct sbx_lease *l, struct sbx_instance *inst, stru
 	return true;
 }
 
-/* Sends u alone through the write slot (write_new for a new file). */
+/*
+ * Sends u alone through the write slot: write_new for a new file; for one
+ * with other hard links write_inplace, as a local disk writes it (a new
+ * file moved over its name split it from them: `ln f g; echo x >> g` left
+ * f without the x, in the sandbox and here), and then what is cached of
+ * its other names is stale.
+ */
 static void upload_send(struct sbx_lease *l, struct sbx_instance *inst, struct upl *u)
 {
 	if (removed_outside(l, inst, u))
 		return;
+	bool linked = fsc_has_other_names(l, u->s.path);
 	/*
 	 * A file created here after a negative lookup and never uploaded
 	 * (!remote) has no old content for a reader to see cut: it goes
@@ -203,9 +210,13 @@ static void upload_send(struct sbx_lease *l, struct sbx_instance *inst, struct u
 	 */
 	u->fresh = !u->s.remote && l->prov->write_new;
 	upload_after(l, inst, u,
-		     (u->fresh ? l->prov->write_new : l->prov->write)(
-			 inst, u->s.path, sbx_cfile_fd(u->cf), u->sys.st_size,
-			 u->s.mode ? u->s.mode : 0644, u->err));
+		     (u->fresh ? l->prov->write_new
+		      : linked && l->prov->write_inplace
+			  ? l->prov->write_inplace
+			  : l->prov->write)(inst, u->s.path, sbx_cfile_fd(u->cf), u->sys.st_size,
+					    u->s.mode ? u->s.mode : 0644, u->err));
+	if (linked && u->done)
+		fsc_other_names_changed(l, u->s.path);
 }
 
 /*
@@ -396,15 +407,17 @@ int fsc_upload_bg(struct sbx_lease *l, struct sbx_cfile *cf)
 
 /*
  * Hands f's dirty data to the write-back queue (writeback.c), or uploads
- * it here: write-back off, the queue full (back-pressure), or the last
- * background upload of f failed (this close retries it and says so).
+ * it here: write-back off, the queue full (back-pressure), the last
+ * background upload of f failed (this close retries it and says so), or
+ * the file has other names (hard links: they show the new content once
+ * close returns).
  */
 static int upload_or_queue(struct sbx_fs_file *f, struct sbx_error *err)
 {
 	struct sbx_lease *l = f->lease;
 	unsigned long wgen;
 	struct stat sys;
-	if (sbx_wb_failed_take(l->wb, f->priv))
+	if (sbx_wb_failed_take(l->wb, f->priv) || fsc_has_other_names(l, f->path))
 		return upload_handle(f, err);
 	if (sbx_cache_file_dirty(l->cache, f->priv, &wgen) &&
 	    fstat(sbx_cfile_fd(f->priv), &sys) == 0 &&
@@ -681,11 +694,14 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 	off_t got;
 	int rc;
 
-	if (s->have_data && (s->dirty || s->refs > 1)) {
+	if (s->have_data && (s->dirty || (s->refs > 1 && (s->stamped || !s->remote)))) {
 		/*
 		 * Local changes are the newest content there is; and a file open
 		 * elsewhere keeps its one shared content (refreshing it would pull
-		 * the bytes from under the other handles).
+		 * the bytes from under the other handles), unless the copy is
+		 * known stale (a truncate, or a write through another hard link,
+		 * changed the file in the sandbox): a local disk's other handles
+		 * see the new content too.
 		 */
 		if (excl)
 			return sbx_error_set(err, EEXIST, SBX_E_NONE, "%s exists", path);
@@ -941,5 +957,6 @@ int fsc_truncate(struct sbx_lease *l, const char *path, struct sbx_fs_file *f, o
 		return rc;
 	sbx_cache_file_stale(c, path);
 	sbx_cache_note_changed(c, path);
+	fsc_other_names_changed(l, path);
 	return 0;
 }

@@ -627,6 +627,7 @@ const struct sbx_provider sbx_provider_daytona = {
     .read_many = dt_read_many,
     .write = dt_write,
     .write_new = dt_write_new,
+    .write_inplace = dt_write_inplace,
     .write_new_many = dt_write_new_many,
     .truncate = dt_truncate,
     .mkdir = dt_mkdir,

@@ -353,6 +353,8 @@ void dt_bulk_upload_results(long status, const char *body, size_t len, struct sb
 			    size_t n);
 int dt_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 		 struct sbx_error *err);
+int dt_write_inplace(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+		     struct sbx_error *err);
 int dt_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
 int dt_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err);
 int dt_rmdir(struct sbx_instance *inst, const char *path, struct sbx_error *err);

@@ -565,6 +565,7 @@ const struct sbx_provider sbx_provider_e2b = {
     .read_many = e2b_read_many,
     .write = e2b_write,
     .write_new = e2b_write_new,
+    .write_inplace = e2b_write_inplace,
     .write_new_many = e2b_write_new_many,
     .truncate = e2b_truncate,
     .mkdir = e2b_mkdir,

@@ -223,6 +223,8 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 int e2b_write_new_many(struct sbx_instance *inst, struct sbx_new_file *files, size_t n);
 int e2b_write_new(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 		  struct sbx_error *err);
+int e2b_write_inplace(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+		      struct sbx_error *err);
 int e2b_truncate(struct sbx_instance *inst, const char *path, off_t size, struct sbx_error *err);
 int e2b_mkdir(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);
 int e2b_unlink(struct sbx_instance *inst, const char *path, struct sbx_error *err);

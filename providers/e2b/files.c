@@ -549,8 +549,9 @@ static void write_mode(struct e2b_inst *in, const char *path, mode_t mode)
 	}
 }
 
-int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
-	      struct sbx_error *err)
+/* e2b_write, or e2b_write_inplace: the file's own inode written, no temporary name. */
+static int write_file(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+		      bool inplace, struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
 	struct sbx_buf tmp = SBX_BUF_INIT;
@@ -571,6 +572,11 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 			sbx_rme_overlay(&in->meta, path,
 					&old); /* a chown still queued is the owner */
 	}
+	if (inplace) { /* envd opens it O_TRUNC: the inode, and its other names, stay */
+		rc = e2b_files_put(in, path, fd, size, err);
+		recent_drop(in, path);
+		goto placed;
+	}
 	/* Upload beside the target, then Move over it: readers never see half a file. */
 	temp_name(&tmp, path);
 	rc = e2b_files_put(in, tmp.buf, fd, size, err);
@@ -583,6 +589,7 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 		rpc_path(in, "filesystem.Filesystem/Remove", tmp.buf, &out, true, "write", &ignore);
 		json_decref(out);
 	}
+placed:
 	/* before the chmod: a chown clears set-ID bits */
 	if (!rc && had == -ENOENT) {
 		own_new(in, path);
@@ -595,6 +602,18 @@ int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, m
 		write_mode(in, path, mode);
 	sbx_buf_release(&tmp);
 	return rc;
+}
+
+int e2b_write(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+	      struct sbx_error *err)
+{
+	return write_file(inst, path, fd, size, mode, false, err);
+}
+
+int e2b_write_inplace(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
+		      struct sbx_error *err)
+{
+	return write_file(inst, path, fd, size, mode, true, err);
 }
 
 /*

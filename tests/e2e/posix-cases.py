@@ -351,6 +351,32 @@ def c_link_others(d):
     return "mknod=" + made + " " + " ".join(out)
 
 
+def c_hardlink_write(d):
+    """A write or truncate through one name of a hard-linked file shows through the
+    other, at once and once the attribute timeout has passed (the file was uploaded under
+    a new name moved over its own, which split it from its other names in the sandbox);
+    a rename over one name still splits them, as everywhere."""
+    write(d + "/a", "one\n")
+    os.link(d + "/a", d + "/b")  # at once: a's upload may still wait
+    with open(d + "/b", "a") as f:
+        f.write("two\n")
+    s = "a=%r" % read(d + "/a")
+    time.sleep(1.5)
+    s += " later=%r nlink=%d,%d" % (read(d + "/a"), os.stat(d + "/a").st_nlink,
+                                   os.stat(d + "/b").st_nlink)
+    os.truncate(d + "/a", 2)
+    s += " b-after-truncate=%r" % read(d + "/b")
+    with open(d + "/a", "a") as f:
+        f.write("x")
+    time.sleep(1.5)
+    s += " b-later=%r" % read(d + "/b")
+    write(d + "/n", "new")
+    os.rename(d + "/n", d + "/a")
+    time.sleep(1.5)
+    return s + " after-rename-over: a=%r b=%r nlink=%d" % (read(d + "/a"), read(d + "/b"),
+                                                           os.stat(d + "/b").st_nlink)
+
+
 def c_hardlink_futimens(d):
     """Times set on an open file (futimens) show through its other name at once."""
     write(d + "/a", "data")
