@@ -18,7 +18,12 @@
 #include "run.h"
 #include "writeback.h"
 
-/* Terminal output kept for a reader that does not come: the oldest is dropped beyond this. */
+/*
+ * Terminal output held for its reader: past this the output waits (the
+ * provider's thread stops reading it, and the shell blocks on its
+ * terminal, as on a real one) until the reader catches up or the session
+ * is closed. Until 2026-12-05 the oldest output was dropped instead.
+ */
 #define SBX_TTY_MAX_BUFFER (4u << 20)
 /* Largest terminal accepted by `size`. */
 #define SBX_TTY_MAX_DIM 10000
@@ -33,6 +38,7 @@ struct sbx_tty {
 	pthread_cond_t cond;
 	struct sbx_buf out;  /* (S) output not read yet */
 	bool started, ended; /* (S) */
+	bool closing;	     /* (S) being stopped: output no longer waits for the reader */
 	int status;	     /* (S) exit status, or -errno when lost */
 	char why[520];	     /* (S) the reason it was lost */
 	unsigned cols, rows; /* (S) */
@@ -124,9 +130,10 @@ static void sink_output(void *ctx, const char *data, size_t len)
 {
 	struct sbx_tty *t = ctx;
 	pthread_mutex_lock(&t->lock);
-	sbx_buf_add(&t->out, data, len);
-	if (t->out.len > SBX_TTY_MAX_BUFFER)
-		sbx_buf_consume(&t->out, t->out.len - SBX_TTY_MAX_BUFFER);
+	while (t->out.len >= SBX_TTY_MAX_BUFFER && !t->closing)
+		pthread_cond_wait(&t->cond, &t->lock);
+	if (!t->closing)
+		sbx_buf_add(&t->out, data, len);
 	pthread_cond_broadcast(&t->cond);
 	pthread_mutex_unlock(&t->lock);
 }
@@ -198,6 +205,10 @@ static int start_locked(struct sbx_tty *t)
 /* Ends the provider's session (the shell killed if it still runs). Caller holds t->io. */
 static void stop_locked(struct sbx_tty *t, int status)
 {
+	pthread_mutex_lock(&t->lock);
+	t->closing = true; /* a provider thread waiting to deliver output lets go */
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
 	if (t->sess) {
 		t->lease->prov->tty_close(t->sess);
 		t->sess = NULL;
@@ -323,6 +334,7 @@ ssize_t sbx_tty_read(struct sbx_open *o, char *buf, size_t size, off_t off)
 		n = (ssize_t)(t->out.len < size ? t->out.len : size);
 		memcpy(buf, t->out.buf, (size_t)n);
 		sbx_buf_consume(&t->out, (size_t)n);
+		pthread_cond_broadcast(&t->cond); /* output waiting for room */
 	} else {
 		n = t->status < 0 ? t->status : 0;
 	}
