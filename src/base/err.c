@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,21 @@ void sbx_error_clear(struct sbx_error *e)
  * could retitle the terminal or write its clipboard) become '?', as
  * `ls -q` shows them.
  */
+/*
+ * At p, in UTF-8: a bidirectional control (U+200E, U+200F, U+202A to
+ * U+202E, U+2066 to U+2069), which makes a terminal that honours them show
+ * the rest of the line reversed, or a line or paragraph separator (U+2028,
+ * U+2029), which some readers take for a line break.
+ */
+static bool bidi_or_break(const unsigned char *p)
+{
+	if (p[0] != 0xe2 || !p[1] || !p[2])
+		return false;
+	if (p[1] == 0x80)
+		return p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xa8 && p[2] <= 0xae);
+	return p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9;
+}
+
 void sbx_one_line(char *s)
 {
 	for (unsigned char *p = (unsigned char *)s; *p; p++) {
@@ -33,6 +49,8 @@ void sbx_one_line(char *s)
 			*p = '?';
 		else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
 			p[0] = p[1] = '?';
+		else if (bidi_or_break(p))
+			p[0] = p[1] = p[2] = '?';
 	}
 }
 

@@ -33,7 +33,8 @@ struct sbx_error {
 
 /*
  * s made one line that no terminal acts on, in place: line breaks and tabs
- * become spaces, other control characters (C0, DEL, C1 as UTF-8) '?'.
+ * become spaces, other control characters (C0, DEL, C1 as UTF-8) '?', and
+ * so do the bidirectional controls and U+2028/U+2029 (one '?' a byte).
  * Every error message gets it, and every log line.
  */
 void sbx_one_line(char *s);

@@ -127,6 +127,16 @@ START_TEST(err_set_returns_negative)
 		      "\xc2\x9b"
 		      "31m red \xc3\xa9");
 	ck_assert_str_eq(e.msg, "upload of /tmp/?]0;pwned?x z? failed: ??31m red \xc3\xa9");
+	/* A bidirectional override (U+202E: the rest shows reversed) and U+2028; U+2030 stays. */
+	sbx_error_set(&e, EINVAL, 0,
+		      "bad name \"a\xe2\x80\xae"
+		      "b\xe2\x81\xa6"
+		      "c\xe2\x80\xa8"
+		      "d\xe2\x80\xb0\"");
+	ck_assert_str_eq(e.msg, "bad name \"a???b???c???d\xe2\x80\xb0\"");
+	char tail[] = "x\xe2\x80"; /* cut short: left as it is */
+	sbx_one_line(tail);
+	ck_assert_str_eq(tail, "x\xe2\x80");
 }
 END_TEST
 
