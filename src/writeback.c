@@ -421,6 +421,6 @@ void sbx_fs_drain(struct sbx_lease *l)
 	/* and what no queue holds: a close's upload, an orphan's (lease timer) */
 	if (l->cache)
 		sbx_cache_wait_uploads(l->cache);
-	/* and the failed uploads whose retry is due: a run sees what close returned for */
+	/* and the failed uploads, whatever their back-off: a run sees what close returned for */
 	sbx_fs_save_owed(l);
 }

@@ -60,7 +60,10 @@ void sbx_wb_drain(struct sbx_wb *wb);
 /* At exit: drains and waits for the workers to be gone (caller holds a lease ref). */
 void sbx_wb_stop(struct sbx_wb *wb);
 
-/* Waits for l's queued uploads: before a run, a code cell, a tty, a pause, exit. */
+/*
+ * Waits for l's queued uploads, then tries the failed ones again
+ * (sbx_fs_save_owed): before a run, a code cell, a tty, a pause, exit.
+ */
 void sbx_fs_drain(struct sbx_lease *l);
 
 #endif

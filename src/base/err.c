@@ -18,14 +18,6 @@ void sbx_error_clear(struct sbx_error *e)
 }
 
 /*
- * One line, and nothing a terminal acts on: messages carry what a sandbox
- * chose (file names, its envd's error text) and end up in `error`, which
- * people `cat`. Line breaks and tabs become spaces; other control
- * characters (C0, DEL, and C1 as UTF-8, U+0080..U+009F: an escape sequence
- * could retitle the terminal or write its clipboard) become '?', as
- * `ls -q` shows them.
- */
-/*
  * At p, in UTF-8: a bidirectional control (U+200E, U+200F, U+202A to
  * U+202E, U+2066 to U+2069), which makes a terminal that honours them show
  * the rest of the line reversed, or a line or paragraph separator (U+2028,
@@ -40,6 +32,14 @@ static bool bidi_or_break(const unsigned char *p)
 	return p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9;
 }
 
+/*
+ * One line, and nothing a terminal acts on: messages carry what a sandbox
+ * chose (file names, its envd's error text) and end up in `error`, which
+ * people `cat`. Line breaks and tabs become spaces; other control
+ * characters (C0, DEL, and C1 as UTF-8, U+0080..U+009F: an escape sequence
+ * could retitle the terminal or write its clipboard) become '?', as
+ * `ls -q` shows them; so do bidirectional controls and U+2028/U+2029.
+ */
 void sbx_one_line(char *s)
 {
 	for (unsigned char *p = (unsigned char *)s; *p; p++) {
