@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -333,7 +334,7 @@ static int stopped(struct sbx_run *r, struct sbx_instance *inst, bool cancelled,
  * execs that one, so the run keeps its pid (Daytona's pidfile, E2B's
  * signals and local's process group stay right).
  */
-static char *shell_text(struct sbx_lease *l, const char *text)
+static char *shell_text(struct sbx_lease *l, const char *text, const char *script)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
 	if (l->spec.shell) {
@@ -344,9 +345,62 @@ static char *shell_text(struct sbx_lease *l, const char *text)
 		sbx_buf_adds(&b, "if command -v bash >/dev/null 2>&1; then set -- bash; "
 				 "else set -- sh; fi; exec \"$1\"");
 	}
-	sbx_buf_adds(&b, " -c ");
-	sbx_buf_add_shquoted(&b, text);
+	if (script) {
+		sbx_buf_addch(&b, ' ');
+		sbx_buf_add_shquoted(&b, script);
+	} else {
+		sbx_buf_adds(&b, " -c ");
+		sbx_buf_add_shquoted(&b, text);
+	}
 	return sbx_buf_detach(&b, NULL);
+}
+
+/*
+ * A command text too long for one argument of execve (MAX_ARG_STRLEN,
+ * 128 KiB: `bash -c TEXT` failed with E2BIG, or an empty reply from envd)
+ * goes to a file in the sandbox's /tmp first, through the provider's write
+ * slot, and the shell runs that file; it is removed after the run. *script
+ * is its path (caller frees), NULL for a short text.
+ */
+static int stage_text(struct sbx_lease *l, struct sbx_instance *inst, const char *text,
+		      char **script, struct sbx_error *err)
+{
+	unsigned char rnd[8];
+	size_t len = strlen(text);
+	int fd, rc;
+	*script = NULL;
+	if (len <= SBX_RUN_ARG_MAX)
+		return 0;
+	if (!l->prov->write)
+		return sbx_error_set(err, E2BIG, SBX_E_EXECUTION_FAILED,
+				     "a command over %d bytes needs the provider's write slot",
+				     SBX_RUN_ARG_MAX);
+	if ((fd = memfd_create("sbxfs-run", MFD_CLOEXEC)) < 0)
+		return sbx_error_set(err, errno, SBX_E_INTERNAL, "staging the command: %s",
+				     strerror(errno));
+	if ((rc = sbx_write_all(fd, text, len)))
+		sbx_error_set(err, -rc, SBX_E_INTERNAL, "staging the command: %s", strerror(-rc));
+	sbx_random_bytes(rnd, sizeof(rnd));
+	*script = sbx_xasprintf("/tmp/.sbxfs-run-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+				rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	if (!rc && (rc = l->prov->write(inst, *script, fd, (off_t)len, 0600, err)))
+		sbx_error_prefix(err, "staging the command (over 64 KiB) in the sandbox");
+	close(fd);
+	if (rc) {
+		free(*script);
+		*script = NULL;
+	}
+	return rc;
+}
+
+static void unstage_text(struct sbx_lease *l, struct sbx_instance *inst, char *script)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	if (!script)
+		return;
+	if (l->prov->unlink && l->prov->unlink(inst, script, &e))
+		sbx_log(SBX_LOG_WARN, "lease %s: removing %s: %s", l->name, script, e.msg);
+	free(script);
 }
 
 static void *run_main(void *arg)
@@ -378,14 +432,17 @@ static void *run_main(void *arg)
 		sbx_fs_drain(l);
 		if (l->prov->sync)
 			l->prov->sync(inst, &err);
-		if (r->kind == SBX_RUN_SHELL) {
-			char *shell = shell_text(l, r->text);
+		char *script = NULL;
+		if (r->kind == SBX_RUN_SHELL &&
+		    !(rc = stage_text(l, inst, r->text, &script, &err))) {
+			char *shell = shell_text(l, r->text, script);
 			struct sbx_run_req req = {.shell = shell,
 						  .envs = (const char *const *)envs,
 						  .timeout_ms = timeout_ms};
 			struct sbx_run_result res = {0};
 			rc = l->prov->run(inst, &req, &sink, &res, &err);
 			free(shell);
+			unstage_text(l, inst, script);
 			bool cancelled = rc == -ECANCELED && atomic_load(&r->cancel);
 			if (cancelled)
 				res.exit_code = 128 + SIGKILL;
@@ -400,6 +457,8 @@ static void *run_main(void *arg)
 			}
 			if (cancelled || (!rc && res.timed_out))
 				rc = stopped(r, inst, cancelled, &err);
+		} else if (r->kind == SBX_RUN_SHELL) {
+			/* staging failed: rc and err say why */
 		} else if (!l->prov->run_code) {
 			rc = sbx_error_set(&err, ENOTSUP, SBX_E_EXECUTION_FAILED,
 					   "provider %s cannot run code", l->prov->name);

@@ -22,6 +22,10 @@
 
 enum sbx_run_kind { SBX_RUN_SHELL, SBX_RUN_CODE };
 
+/* A command text longer than this runs from a file staged in the sandbox (execve's
+ * one-argument limit is 128 KiB, and the shell's wrapper adds to it). */
+#define SBX_RUN_ARG_MAX (64 * 1024)
+
 /* How many ancestors of a run's writer are remembered (the per-caller rule). */
 #define SBX_RUN_CHAIN 16
 

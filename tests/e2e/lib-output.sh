@@ -9,6 +9,7 @@
 #   story_output_runaway    `yes` (output without end): stopped before the state dir's disk is full
 #   story_output_download_reserve  a big remote file read: its download stops at the same reserve
 #   story_output_rich_bound a cell displaying 300 MB: EFBIG, the daemon's memory bounded
+#   story_output_long_command  a 2 MB command (a heredoc writing a file) runs
 
 # output_mount PROVIDER: the state dir on a 256 MB tmpfs (a full disk is
 # quick to make), the mount, and a lease $L of PROVIDER.
@@ -217,4 +218,29 @@ for i in range(25): display(H())
 		ok "... the daemon's peak RSS stays under 420 MB ($after kB)" test "$after" -lt 430080
 	fi
 	eq "... the next cell runs" "$(printf 'print(2)\n' >"$L/code.py"; cat "$L/code.py")" 2
+}
+
+# A command text past execve's one-argument limit (128 KiB): an agent writing
+# a file through a heredoc. `bash -c TEXT` failed with "Argument list too
+# long" (local, daytona: exit 126) or an empty reply (the e2b fake), though
+# the contract takes texts up to 16 MiB. It runs from a staged file now,
+# removed after the run.
+story_output_long_command() {
+	python3 - "$WORK/long-cmd.txt" <<'PY'
+import sys
+body = "".join("line %06d of a file written through a heredoc\n" % i for i in range(40000))
+with open(sys.argv[1], "w") as f:
+    f.write("cat > /tmp/heredoc.txt <<'SBXFS_TEST_EOF'\n" + body + "SBXFS_TEST_EOF\n")
+    f.write("wc -l < /tmp/heredoc.txt; tail -n 1 /tmp/heredoc.txt; echo \"$# args\"\n")
+PY
+	eq "a 2 MB command: the write and the close succeed" "$(errno_of "
+src = open('$WORK/long-cmd.txt', 'rb').read()
+fd = os.open('$L/exec', os.O_WRONLY | os.O_TRUNC)
+while src:
+    src = src[os.write(fd, src):]
+os.close(fd)")" OK
+	eq "... and it ran whole" "$(cat "$L/stdout")" "$(printf '40000\nline 039999 of a file written through a heredoc\n0 args')"
+	eq "... exit 0" "$(json_get "$L/result" '["exitCode"]')" 0
+	eq "... its staged copy is gone after the run" \
+		"$(lease_run 'ls -a /tmp | grep -c "^[.]sbxfs-run-"')" 0
 }

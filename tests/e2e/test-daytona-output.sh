@@ -10,6 +10,7 @@
 start_fake daytona
 output_mount daytona
 story_output_bytes daytona
+story_output_long_command
 story_output_code
 # Output goes through files in the sandbox, which each poll downloads whole:
 # a run is bounded at 64 MiB there, and `yes` passes that (and fills the

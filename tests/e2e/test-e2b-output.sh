@@ -10,6 +10,7 @@
 start_fake e2b
 output_mount e2b
 story_output_bytes e2b
+story_output_long_command
 story_output_code
 # before the 100 MB run, whose output stays in the 256 MB state dir (with
 # the 28 MB of the runaway run and the download story's 64 MiB cached file)

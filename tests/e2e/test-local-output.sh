@@ -7,6 +7,7 @@
 . "$(dirname "$0")/lib-output.sh"
 output_mount local
 story_output_bytes local
+story_output_long_command
 story_output_code
 story_output_env
 story_output_truncate
