@@ -386,6 +386,10 @@ static int stage_text(struct sbx_lease *l, struct sbx_instance *inst, const char
 	if (!rc && (rc = l->prov->write(inst, *script, fd, (off_t)len, 0600, err)))
 		sbx_error_prefix(err, "staging the command (over 64 KiB) in the sandbox");
 	close(fd);
+	/* Its mode now, not with the next batch (e2b's upload makes files 0644, a chmod queued). */
+	struct sbx_error ignore = SBX_ERROR_INIT;
+	if (!rc && l->prov->sync)
+		l->prov->sync(inst, &ignore);
 	if (rc) {
 		free(*script);
 		*script = NULL;

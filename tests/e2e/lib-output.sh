@@ -232,6 +232,7 @@ body = "".join("line %06d of a file written through a heredoc\n" % i for i in ra
 with open(sys.argv[1], "w") as f:
     f.write("cat > /tmp/heredoc.txt <<'SBXFS_TEST_EOF'\n" + body + "SBXFS_TEST_EOF\n")
     f.write("wc -l < /tmp/heredoc.txt; tail -n 1 /tmp/heredoc.txt; echo \"$# args\"\n")
+    f.write("stat -c %a \"$0\"\n")  # the staged copy: the sandbox's other users cannot read it
 PY
 	eq "a 2 MB command: the write and the close succeed" "$(errno_of "
 src = open('$WORK/long-cmd.txt', 'rb').read()
@@ -239,7 +240,8 @@ fd = os.open('$L/exec', os.O_WRONLY | os.O_TRUNC)
 while src:
     src = src[os.write(fd, src):]
 os.close(fd)")" OK
-	eq "... and it ran whole" "$(cat "$L/stdout")" "$(printf '40000\nline 039999 of a file written through a heredoc\n0 args')"
+	eq "... and it ran whole, from a file of mode 600" "$(cat "$L/stdout")" \
+		"$(printf '40000\nline 039999 of a file written through a heredoc\n0 args\n600')"
 	eq "... exit 0" "$(json_get "$L/result" '["exitCode"]')" 0
 	eq "... its staged copy is gone after the run" \
 		"$(lease_run 'ls -a /tmp | grep -c "^[.]sbxfs-run-"')" 0
