@@ -106,17 +106,17 @@ char *sbx_lease_path(struct sbx_lease *l, const char *file)
 /* The journal `log` past this becomes `log.1` (the older one dropped). */
 #define SBX_JOURNAL_MAX (256 << 10)
 
-int sbx_lease_journal(struct sbx_lease *l, json_t *ev)
+/* Appends ev to l's journal (takes it); *e says why not. */
+static void journal_append(struct sbx_lease *l, json_t *ev, struct sbx_error *e)
 {
 	char ts[32];
-	struct sbx_error e = SBX_ERROR_INIT;
 	sbx_iso_time(time(NULL), ts, sizeof(ts));
 	json_object_set_new(ev, "time", json_string(ts));
 	/* ASCII only: paths a sandbox named may hold C1 controls (U+009B is a CSI). */
 	char *line = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
 	json_decref(ev);
 	if (!line) {
-		sbx_error_set(&e, EINVAL, SBX_E_INTERNAL, "lease %s: a journal event is not JSON",
+		sbx_error_set(e, EINVAL, SBX_E_INTERNAL, "lease %s: a journal event is not JSON",
 			      l->name);
 	} else {
 		size_t n = strlen(line);
@@ -126,11 +126,17 @@ int sbx_lease_journal(struct sbx_lease *l, json_t *ev)
 		char *p = sbx_lease_path(l, "log");
 		int rc = sbx_append_file_capped(p, line, n + 1, SBX_JOURNAL_MAX);
 		if (rc)
-			sbx_error_set(&e, rc, SBX_E_INTERNAL, "cannot write the journal %s: %s", p,
+			sbx_error_set(e, rc, SBX_E_INTERNAL, "cannot write the journal %s: %s", p,
 				      strerror(-rc));
 		free(p);
 		free(line);
 	}
+}
+
+int sbx_lease_journal(struct sbx_lease *l, json_t *ev)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	journal_append(l, ev, &e);
 	/* The lease's own error file may be on the same full disk: the root's is memory. */
 	if (e.err && l->mount)
 		mount_error_line(l->mount, "journal", &e, false);
@@ -178,7 +184,8 @@ void record_error(struct sbx_lease *l, const char *op, const struct sbx_error *e
 	char line[SBX_ERR_MSG_MAX + 128];
 	size_t n = error_line(line, sizeof(line), op, e);
 	char *p = sbx_lease_path(l, "error");
-	sbx_write_file_atomic(p, line, n);
+	int frc = sbx_write_file_atomic(p, line, n);
+	struct sbx_error je = SBX_ERROR_INIT;
 	free(p);
 	/*
 	 * The op and the message may name a path that is not UTF-8 (a sandbox's
@@ -188,12 +195,32 @@ void record_error(struct sbx_lease *l, const char *op, const struct sbx_error *e
 	struct sbx_buf what = SBX_BUF_INIT, msg = SBX_BUF_INIT;
 	sbx_buf_add_utf8_escaped(&what, op);
 	sbx_buf_add_utf8_escaped(&msg, e->msg);
-	sbx_lease_journal(l, sbx_xjson(json_pack("{s:s, s:s, s:s, s:s, s:i}", "event", "error",
-						 "op", what.buf, "code", sbx_errcode_name(e->code),
-						 "message", msg.buf, "errno", e->err)));
+	journal_append(l,
+		       sbx_xjson(json_pack("{s:s, s:s, s:s, s:s, s:i}", "event", "error", "op",
+					   what.buf, "code", sbx_errcode_name(e->code), "message",
+					   msg.buf, "errno", e->err)),
+		       &je);
 	sbx_buf_release(&what);
 	sbx_buf_release(&msg);
 	sbx_log(SBX_LOG_WARN, "lease %s: %s: %s", l->name, op, e->msg);
+	/*
+	 * The lease's error file or journal refused it (their disk is full):
+	 * the root's `error` (memory) carries the error itself, naming the
+	 * lease, not the journal's failure to keep it, which would hide it.
+	 */
+	if ((frc || je.err) && l->mount) {
+		struct sbx_error in_root = *e;
+		size_t pre = strlen(l->name);
+		if (je.err)
+			sbx_log(SBX_LOG_WARN, "journal: %s", je.msg);
+		if (strncmp(e->msg, "lease ", 6) || strncmp(e->msg + 6, l->name, pre) ||
+		    e->msg[6 + pre] != ':') {
+			char *who = sbx_xasprintf("lease %s", l->name);
+			sbx_error_prefix(&in_root, who);
+			free(who);
+		}
+		mount_error_line(l->mount, op, &in_root, false);
+	}
 }
 
 void sbx_lease_error(struct sbx_lease *l, const char *op, const struct sbx_error *e)
