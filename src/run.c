@@ -356,25 +356,27 @@ static char *shell_text(struct sbx_lease *l, const char *text, const char *scrip
 }
 
 /*
- * A command text too long for one argument of execve (MAX_ARG_STRLEN,
- * 128 KiB: `bash -c TEXT` failed with E2BIG, or an empty reply from envd)
- * goes to a file in the sandbox's /tmp first, through the provider's write
- * slot, and the shell runs that file; it is removed after the run. *script
- * is its path (caller frees), NULL for a short text.
+ * *shell, shell_text's `-c TEXT` form, too long for one argument of execve
+ * (MAX_ARG_STRLEN, 128 KiB: it failed with E2BIG, or an empty reply from
+ * envd; quoting makes it up to four times the text): the text goes to a
+ * file in the sandbox's /tmp first, through the provider's write slot,
+ * and *shell becomes the form that runs that file; it is removed after
+ * the run. *script is its path (caller frees), NULL when *shell is short.
  */
 static int stage_text(struct sbx_lease *l, struct sbx_instance *inst, const char *text,
-		      char **script, struct sbx_error *err)
+		      char **shell, char **script, struct sbx_error *err)
 {
 	unsigned char rnd[8];
 	size_t len = strlen(text);
 	int fd, rc;
 	*script = NULL;
-	if (len <= SBX_RUN_ARG_MAX)
+	if (strlen(*shell) <= SBX_RUN_ARG_MAX)
 		return 0;
 	if (!l->prov->write)
-		return sbx_error_set(err, E2BIG, SBX_E_EXECUTION_FAILED,
-				     "a command over %d bytes needs the provider's write slot",
-				     SBX_RUN_ARG_MAX);
+		return sbx_error_set(
+		    err, E2BIG, SBX_E_EXECUTION_FAILED,
+		    "a command over %d bytes (quoted) needs the provider's write slot",
+		    SBX_RUN_ARG_MAX);
 	if ((fd = memfd_create("sbxfs-run", MFD_CLOEXEC)) < 0)
 		return sbx_error_set(err, errno, SBX_E_INTERNAL, "staging the command: %s",
 				     strerror(errno));
@@ -384,7 +386,7 @@ static int stage_text(struct sbx_lease *l, struct sbx_instance *inst, const char
 	*script = sbx_xasprintf("/tmp/.sbxfs-run-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
 				rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
 	if (!rc && (rc = l->prov->write(inst, *script, fd, (off_t)len, 0600, err)))
-		sbx_error_prefix(err, "staging the command (over 64 KiB) in the sandbox");
+		sbx_error_prefix(err, "staging the command (over 64 KiB quoted) in the sandbox");
 	close(fd);
 	/* Its mode now, not with the next batch (e2b's upload makes files 0644, a chmod queued). */
 	struct sbx_error ignore = SBX_ERROR_INIT;
@@ -393,8 +395,11 @@ static int stage_text(struct sbx_lease *l, struct sbx_instance *inst, const char
 	if (rc) {
 		free(*script);
 		*script = NULL;
+		return rc;
 	}
-	return rc;
+	free(*shell);
+	*shell = shell_text(l, text, *script);
+	return 0;
 }
 
 static void unstage_text(struct sbx_lease *l, struct sbx_instance *inst, char *script)
@@ -436,10 +441,10 @@ static void *run_main(void *arg)
 		sbx_fs_drain(l);
 		if (l->prov->sync)
 			l->prov->sync(inst, &err);
-		char *script = NULL;
-		if (r->kind == SBX_RUN_SHELL &&
-		    !(rc = stage_text(l, inst, r->text, &script, &err))) {
-			char *shell = shell_text(l, r->text, script);
+		char *script = NULL, *shell = NULL;
+		if (r->kind == SBX_RUN_SHELL)
+			shell = shell_text(l, r->text, NULL);
+		if (shell && !(rc = stage_text(l, inst, r->text, &shell, &script, &err))) {
 			struct sbx_run_req req = {.shell = shell,
 						  .envs = (const char *const *)envs,
 						  .timeout_ms = timeout_ms};
@@ -461,8 +466,8 @@ static void *run_main(void *arg)
 			}
 			if (cancelled || (!rc && res.timed_out))
 				rc = stopped(r, inst, cancelled, &err);
-		} else if (r->kind == SBX_RUN_SHELL) {
-			/* staging failed: rc and err say why */
+		} else if (shell) {
+			free(shell); /* staging failed: rc and err say why */
 		} else if (!l->prov->run_code) {
 			rc = sbx_error_set(&err, ENOTSUP, SBX_E_EXECUTION_FAILED,
 					   "provider %s cannot run code", l->prov->name);

@@ -243,6 +243,9 @@ os.close(fd)")" OK
 	eq "... and it ran whole, from a file of mode 600" "$(cat "$L/stdout")" \
 		"$(printf '40000\nline 039999 of a file written through a heredoc\n0 args\n600')"
 	eq "... exit 0" "$(json_get "$L/result" '["exitCode"]')" 0
+	# 40 KB of single quotes: short as a text, 160 KB once quoted for `bash -c`.
+	eq "a 40 KB command of single quotes (four times that quoted) runs" \
+		"$(lease_run "x=\"$(printf "'%.0s" $(seq 40000))\"; echo \${#x}")" 40000
 	eq "... its staged copy is gone after the run" \
 		"$(lease_run 'ls -a /tmp | grep -c "^[.]sbxfs-run-"')" 0
 }
