@@ -66,6 +66,12 @@ enum {
 	 * command (EILSEQ, with the reason). Code is UTF-8 on every provider.
 	 */
 	SBX_CAP_UTF8_TEXT = 1u << 4,
+	/*
+	 * read() of a range costs that range only (an HTTP Range), not the
+	 * bytes before it: the core reads a big file's far parts that way
+	 * rather than wait for its download to get there.
+	 */
+	SBX_CAP_RANGE_READ = 1u << 5,
 };
 
 /* What the provider can say about a sandbox's state right now. */

@@ -275,11 +275,18 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
  * file holds [0, upto) or the download ended well, else its -errno);
  * stream_end comes before the thread's sbx_cache_file_ready().
  */
-void sbx_cache_file_stream_begin(struct sbx_cache *c, struct sbx_cfile *cf);
+void sbx_cache_file_stream_begin(struct sbx_cache *c, struct sbx_cfile *cf, void *src);
 /* Tells how far it got; false when no one else holds cf any more (stop). */
 bool sbx_cache_file_stream_have(struct sbx_cache *c, struct sbx_cfile *cf, off_t have);
 void sbx_cache_file_stream_end(struct sbx_cache *c, struct sbx_cfile *cf, int rc);
 int sbx_cache_file_stream_wait(struct sbx_cache *c, struct sbx_cfile *cf, off_t upto);
+/*
+ * A read of [upto - len, upto) that the download is more than `far` bytes
+ * from: the stream's src (begin's), lent until stream_return, during
+ * which stream_end waits (the sandbox stays in use); NULL otherwise.
+ */
+void *sbx_cache_file_stream_lend(struct sbx_cache *c, struct sbx_cfile *cf, off_t from, off_t far);
+void sbx_cache_file_stream_return(struct sbx_cache *c, struct sbx_cfile *cf);
 /* Waits until no download of c is arriving (a pause lets them end first). */
 void sbx_cache_streams_wait(struct sbx_cache *c);
 /* Drops a reference. The entry lives on while dirty, or clean as cache. */

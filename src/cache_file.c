@@ -522,10 +522,11 @@ struct sbx_cfile *sbx_cache_file_find_live(struct sbx_cache *c, const char *path
 	return cf;
 }
 
-void sbx_cache_file_stream_begin(struct sbx_cache *c, struct sbx_cfile *cf)
+void sbx_cache_file_stream_begin(struct sbx_cache *c, struct sbx_cfile *cf, void *src)
 {
 	pthread_mutex_lock(&c->lock);
 	cf->streaming = true;
+	cf->stream_src = src;
 	c->streams++;
 	cf->stream_have = 0;
 	cf->stream_need = 0;
@@ -552,9 +553,33 @@ void sbx_cache_file_stream_end(struct sbx_cache *c, struct sbx_cfile *cf, int rc
 {
 	pthread_mutex_lock(&c->lock);
 	cf->streaming = false;
-	c->streams--;
 	cf->stream_rc = rc;
 	pthread_cond_broadcast(&c->cond);
+	while (cf->stream_lent) /* their sandbox is the stream's until it ends */
+		pthread_cond_wait(&c->cond, &c->lock);
+	cf->stream_src = NULL;
+	c->streams--;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void *sbx_cache_file_stream_lend(struct sbx_cache *c, struct sbx_cfile *cf, off_t from, off_t far)
+{
+	void *src = NULL;
+	pthread_mutex_lock(&c->lock);
+	if (cf->streaming && cf->stream_src && from - cf->stream_have > far) {
+		cf->stream_lent++;
+		src = cf->stream_src;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return src;
+}
+
+void sbx_cache_file_stream_return(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	if (!--cf->stream_lent)
+		pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 }
 

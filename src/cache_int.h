@@ -78,6 +78,8 @@ struct sbx_cfile {
 	off_t stream_have;	    /* (T) bytes of it in the file so far */
 	off_t stream_need;	    /* (T) the least a waiting read needs (0: none waits) */
 	int stream_rc;		    /* (T) how the last one ended (-errno) */
+	void *stream_src;	    /* (T) the sandbox it comes from, lent to far reads */
+	unsigned stream_lent;	    /* (T) far reads using stream_src (stream_end waits) */
 	struct sbx_cfile_attrs fly; /* (T) what it took: still shown until end_upload */
 };
 

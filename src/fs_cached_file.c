@@ -666,7 +666,7 @@ static int stream_start(struct sbx_lease *l, const char *path, struct sbx_cfile 
 	s->st = *st;
 	sbx_lease_hold(l);
 	sbx_cache_file_hold(l->cache, cf);
-	sbx_cache_file_stream_begin(l->cache, cf);
+	sbx_cache_file_stream_begin(l->cache, cf, inst);
 	sbx_wg_add(&streams);
 	rc = sbx_thread_detached(NULL, stream_main, s);
 	if (rc) {
@@ -815,9 +815,57 @@ int fsc_open(struct sbx_lease *l, const char *path, int flags, mode_t mode,
 	return 0;
 }
 
+/*
+ * How far ahead of a file's download a read is served by a range of its
+ * own (SBX_CAP_RANGE_READ) rather than wait: `tail` of a big log, a seek
+ * into an archive or a database. Closer reads wait (the download is the
+ * faster way to them: one range costs a round trip).
+ */
+#define SBX_STREAM_FAR (8LL << 20)
+
+struct mem_sink {
+	char *buf;
+	size_t size, got;
+};
+
+static int sink_to_mem(void *ctx, const char *data, size_t len)
+{
+	struct mem_sink *m = ctx;
+	if (len > m->size - m->got)
+		len = m->size - m->got;
+	memcpy(m->buf + m->got, data, len);
+	m->got += len;
+	return 0;
+}
+
+/*
+ * Reads [off, off+size) into *n from the sandbox the download comes from
+ * (lent by the stream, so no lease lock is taken: see download_from);
+ * false when the read should wait for the download instead. Not kept in
+ * the cache file, whose content is the download's prefix; the kernel
+ * keeps its pages.
+ */
+static bool read_far(struct sbx_fs_file *f, char *buf, size_t size, off_t off, ssize_t *n,
+		     struct sbx_error *err)
+{
+	struct sbx_lease *l = f->lease;
+	struct mem_sink m = {buf, size, 0};
+	struct sbx_instance *inst;
+	int rc;
+	if (!(l->prov->caps & SBX_CAP_RANGE_READ) ||
+	    !(inst = sbx_cache_file_stream_lend(l->cache, f->priv, off, SBX_STREAM_FAR)))
+		return false;
+	rc = l->prov->read(inst, f->path, off, (off_t)size, sink_to_mem, &m, err);
+	sbx_cache_file_stream_return(l->cache, f->priv);
+	*n = rc < 0 ? fsc_fail(l, "read", f->path, rc, err) : (ssize_t)m.got;
+	return true;
+}
+
 ssize_t fsc_read(struct sbx_fs_file *f, char *buf, size_t size, off_t off, struct sbx_error *err)
 {
 	ssize_t n;
+	if (read_far(f, buf, size, off, &n, err))
+		return n;
 	int rc = sbx_cache_file_stream_wait(f->lease->cache, f->priv, off + (off_t)size);
 	if (rc)
 		return sbx_error_set(err, -rc, SBX_E_INTERNAL,

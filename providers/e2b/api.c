@@ -538,7 +538,7 @@ static int e2b_get_host(struct sbx_instance *inst, int port, char *buf, size_t s
 const struct sbx_provider sbx_provider_e2b = {
     .abi = SBX_PROVIDER_ABI,
     .name = "e2b",
-    .caps = SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY | SBX_CAP_UTF8_TEXT,
+    .caps = SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY | SBX_CAP_UTF8_TEXT | SBX_CAP_RANGE_READ,
     .init = e2b_init,
     .shutdown = e2b_shutdown,
     .create = e2b_create,

@@ -158,6 +158,31 @@ story_prefetch() {
 	unmount_sbxfs
 }
 
+# A provider with ranged reads (SBX_CAP_RANGE_READ): a read far ahead of
+# the download (tail of a big log) has a range of its own instead of
+# waiting for the download to get there (it waited for the whole file: 10
+# GB for `tail` of a 10 GB log). The fake holds every whole download 4 s,
+# not the ranges: tail answers at once; the download still completes the
+# file. (story_stream_big's helper; root: the sandbox's root.)
+far_reads() {
+	local root=$1 far='import hashlib,sys
+f = open(sys.argv[1], "rb")
+f.seek(-64, 2); f.read()
+f.seek(3000 * 4096); print(hashlib.md5(f.read(4096)).hexdigest())'
+	{ head -c $((24 << 20)) /dev/urandom; seq 1 100; } >"$WORK/big24"
+	cp "$WORK/big24" "$root/tmp/pf/big24" && chmod 644 "$root/tmp/pf/big24"
+	cp "$WORK/big24" "$root/tmp/pf/big24b" && chmod 644 "$root/tmp/pf/big24b"
+	stat "$F/big24" "$F/big24b" >/dev/null
+	fault_only "{\"kind\":\"slow\",\"delayMs\":4000,\"complete\":true,\"key\":\"$STREAM_KEY\",\"range\":false}"
+	eq "tail of a big file while its download is held back: at once" \
+		"$(timeout 2 tail -n 2 "$F/big24" | tr '\n' ' ')" "99 100 "
+	eq "... reads far apart on one handle: the end, then the middle" \
+		"$(timeout 2 python3 -c "$far" "$F/big24b")" "$(python3 -c "$far" "$WORK/big24")"
+	eq "... and the whole file reads right" "$(md5sum <"$F/big24")" "$(md5sum <"$WORK/big24")"
+	ok "... nothing in the error file" sh -c "! grep -q big24 '$L/error'"
+	fake_clear_faults
+}
+
 # A big file is read as it arrives (fs_cached_file.c, SBX_STREAM_MIN): its
 # first bytes are there while the rest still comes. The fake hangs up
 # after 2 MiB of the download (the cut fault): `head -c 4` has its bytes
@@ -221,6 +246,7 @@ story_stream_big() {
 	eq "... and the reader had all of it" "$(cat "$WORK/md5e")" "$(md5sum <"$WORK/big8")"
 	fake_clear_faults
 	echo resume >"$L/state"
+	if [ -n "${STREAM_RANGE:-}" ]; then far_reads "$root"; fi
 	# A reader killed while its read waits for a slow download leaves a page
 	# locked until the read is answered; removing the lease then invalidates
 	# the kernel's pages with the lease lock held. The stream must answer

@@ -29,6 +29,7 @@
  *          "prefix"?: "/files" only requests whose path starts with this
  *          "key"?: "GET /files" only requests whose counter key is exactly this
  *          "method"?: "POST"
+ *          "range"?: false     only requests without (false) or with (true) a Range header
  *          "status"?: 500|503  for 5xx (default 500)
  *          "retryAfter"?: 1    for 429: the Retry-After header in seconds (default 1)
  *          "delayMs"?: 5000    for slow: wait this long, then answer normally (default 30000)
@@ -285,6 +286,8 @@ class FakeServer {
 			if (f.key && f.key !== key)
 				continue;
 			if (f.method && f.method.toUpperCase() !== req.method)
+				continue;
+			if (typeof f.range === 'boolean' && f.range !== !!req.headers.range)
 				continue;
 			if (typeof f.count === 'number') {
 				f.count--;
