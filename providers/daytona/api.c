@@ -606,7 +606,7 @@ static int daytona_get_host(struct sbx_instance *inst, int port, char *buf, size
 const struct sbx_provider sbx_provider_daytona = {
     .abi = SBX_PROVIDER_ABI,
     .name = "daytona",
-    .caps = SBX_CAP_LIST_ATTRS | SBX_CAP_UTF8_TEXT,
+    .caps = SBX_CAP_LIST_ATTRS | SBX_CAP_UTF8_TEXT | SBX_CAP_RANGE_READ,
     .init = daytona_init,
     .shutdown = daytona_shutdown,
     .create = daytona_create,

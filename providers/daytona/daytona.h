@@ -152,6 +152,7 @@ struct dt_call {
 	struct sbx_buf *raw;	  /* or the raw reply body */
 	struct sbx_buf *err_body; /* a non-2xx reply's body too (bulk upload's per-file errors) */
 	const char *accept;	  /* NULL: application/json */
+	const char *range;	  /* a "Range: bytes=..." header, or NULL */
 	const char *what;	  /* "stat /a" — the prefix of error messages */
 	long timeout_ms;	  /* 0: the client's default */
 	size_t max_body;	  /* 0: DT_JSON_MAX */

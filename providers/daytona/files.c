@@ -359,6 +359,43 @@ static int read_sink(void *ctx, const char *data, size_t len)
 	return rc == DT_DOWNLOAD_DONE ? -ECANCELED : rc;
 }
 
+/*
+ * A part of a file: the toolbox's raw download, which serves HTTP Range
+ * (the daemon's DownloadFile is gin's c.File, Go's http.ServeContent);
+ * the bulk-download the SDK uses has no range. A 416 (past the end) is
+ * no bytes.
+ */
+static int read_range(struct dt_instance *di, const char *path, off_t off, off_t len,
+		      sbx_sink_fn sink, void *ctx, struct sbx_error *err)
+{
+	struct sbx_http_range rs;
+	struct sbx_buf url = SBX_BUF_INIT;
+	char w[DT_WHAT_MAX], hdr[96];
+	long status = 0;
+	int rc;
+
+	sbx_http_range_init(&rs, off, len, sink, ctx);
+	dt_toolbox_url(di, &url, "/files/download");
+	sbx_http_add_query(&url, "path", path);
+	rc = dt_call(&(struct dt_call){.url = url.buf,
+				       .accept = "application/octet-stream",
+				       .range = sbx_http_range_header(hdr, sizeof(hdr), off, len),
+				       .what = what(w, sizeof(w), "read", path),
+				       .status = &status,
+				       .on_response = sbx_http_range_response,
+				       .sink = sbx_http_range_write,
+				       .sink_ctx = &rs,
+				       .stream = true,
+				       .idempotent = true},
+		     err);
+	if ((rc && rs.done) || (rc && status == 416)) {
+		rc = 0;
+		sbx_error_clear(err);
+	}
+	sbx_buf_release(&url);
+	return rc;
+}
+
 int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, sbx_sink_fn sink,
 	    void *ctx, struct sbx_error *err)
 {
@@ -371,6 +408,8 @@ int dt_read(struct sbx_instance *inst, const char *path, off_t off, off_t len, s
 
 	if ((rc = dt_batch_settle_for(di, path, err)))
 		return rc;
+	if (off > 0 || len >= 0)
+		return read_range(di, path, off, len, sink, ctx, err);
 	body = json_pack("{s[s]}", "paths", path);
 	if ((rc = dt_check_body(body, what(w, sizeof(w), "read", path), err)))
 		return rc;

@@ -107,7 +107,7 @@ int dt_call(const struct dt_call *c, struct sbx_error *err)
 {
 	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
-	const char *extra[3] = {NULL}, *hdr[10];
+	const char *extra[4] = {NULL}, *hdr[10];
 	char accept[96];
 	char *body = NULL;
 	int rc;
@@ -116,11 +116,12 @@ int dt_call(const struct dt_call *c, struct sbx_error *err)
 		return rc;
 	snprintf(accept, sizeof(accept), "Accept: %s", c->accept ? c->accept : "application/json");
 	extra[0] = accept;
+	extra[1] = c->range;
 	if (c->body) {
 		body = json_dumps(c->body, JSON_COMPACT);
 		if (!body)
 			return sbx_error_set(err, ENOMEM, SBX_E_INTERNAL, "out of memory");
-		extra[1] = "Content-Type: application/json";
+		extra[c->range ? 2 : 1] = "Content-Type: application/json";
 		req.body = body;
 		req.body_len = strlen(body);
 	}

@@ -309,80 +309,32 @@ static int files_error(long status, const struct sbx_http_resp *r, const char *w
 	return rc;
 }
 
-struct range_sink {
-	sbx_sink_fn sink;
-	void *ctx;
-	long status;
-	off_t skip, left; /* for a 200 that ignored our Range; left < 0: unbounded */
-	bool done;	  /* stopped early on purpose */
-};
-
-static int range_response(void *ctx, const struct sbx_http_resp *resp)
-{
-	struct range_sink *r = ctx;
-	r->status = resp->status;
-	if (resp->status != 206)
-		return 0;
-	r->skip = 0; /* the server did the slicing */
-	return 0;
-}
-
-static int range_write(void *ctx, const char *data, size_t len)
-{
-	struct range_sink *r = ctx;
-	if (r->skip) {
-		size_t n = (off_t)len < r->skip ? len : (size_t)r->skip;
-		r->skip -= n;
-		data += n;
-		len -= n;
-	}
-	if (r->left >= 0 && (off_t)len > r->left)
-		len = (size_t)r->left;
-	if (len) {
-		int rc = r->sink(r->ctx, data, len);
-		if (rc)
-			return rc;
-		if (r->left >= 0)
-			r->left -= len;
-	}
-	/* A server that ignored Range: stop once the range is delivered. */
-	if (r->left == 0 && r->status == 200) {
-		r->done = true;
-		return -ECANCELED;
-	}
-	return 0;
-}
-
 int e2b_files_get(struct e2b_inst *in, const char *path, off_t off, off_t len, sbx_sink_fn sink,
 		  void *ctx, long *status, struct sbx_error *e)
 {
 	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
-	struct range_sink rs = {.sink = sink, .ctx = ctx, .skip = off, .left = len};
+	struct sbx_http_range rs;
 	struct e2b_conn c;
-	char range[96];
+	char hdr[96];
+	const char *range = sbx_http_range_header(hdr, sizeof(hdr), off, len);
 	int rc;
 
 	*status = 0;
 	e2b_conn_get(in, E2B_ENVD_PORT, &c);
 	sbx_buf_adds(&c.base, "/files");
 	sbx_http_add_query(&c.base, "path", path);
-	if (off > 0 || len >= 0) {
-		if (len >= 0)
-			snprintf(range, sizeof(range), "Range: bytes=%lld-%lld", (long long)off,
-				 (long long)(off + len - 1));
-		else
-			snprintf(range, sizeof(range), "Range: bytes=%lld-", (long long)off);
+	if (range)
 		e2b_conn_add(&c, range);
-	}
+	sbx_http_range_init(&rs, off, len, sink, ctx);
 	req.url = c.base.buf;
 	req.headers = c.headers;
 	req.stream = true;
 	req.idle_ms = e2b_g.set.transfer_ms;
 	req.idempotent = true;
-	req.sink = range_write;
+	req.sink = sbx_http_range_write;
 	req.sink_ctx = &rs;
-	req.on_response = range_response;
+	req.on_response = sbx_http_range_response;
 	sbx_http_resp_init(&resp);
 	rc = sbx_http_perform(e2b_g.http, &req, &resp, e);
 	*status = resp.status;

@@ -685,3 +685,56 @@ int sbx_http_mime_fd(struct curl_mimepart *p, struct sbx_http_fdpart *src)
 		   ? -ENOMEM
 		   : 0;
 }
+
+void sbx_http_range_init(struct sbx_http_range *r, off_t off, off_t len, sbx_http_sink_fn sink,
+			 void *ctx)
+{
+	*r = (struct sbx_http_range){.sink = sink, .ctx = ctx, .skip = off, .left = len};
+}
+
+const char *sbx_http_range_header(char *buf, size_t size, off_t off, off_t len)
+{
+	if (off <= 0 && len < 0)
+		return NULL;
+	if (len >= 0)
+		snprintf(buf, size, "Range: bytes=%lld-%lld", (long long)off,
+			 (long long)(off + len - 1));
+	else
+		snprintf(buf, size, "Range: bytes=%lld-", (long long)off);
+	return buf;
+}
+
+int sbx_http_range_response(void *ctx, const struct sbx_http_resp *resp)
+{
+	struct sbx_http_range *r = ctx;
+	r->status = resp->status;
+	if (resp->status == 206)
+		r->skip = 0; /* the server did the slicing */
+	return 0;
+}
+
+int sbx_http_range_write(void *ctx, const char *data, size_t len)
+{
+	struct sbx_http_range *r = ctx;
+	if (r->skip) {
+		size_t n = (off_t)len < r->skip ? len : (size_t)r->skip;
+		r->skip -= n;
+		data += n;
+		len -= n;
+	}
+	if (r->left >= 0 && (off_t)len > r->left)
+		len = (size_t)r->left;
+	if (len) {
+		int rc = r->sink(r->ctx, data, len);
+		if (rc)
+			return rc;
+		if (r->left >= 0)
+			r->left -= len;
+	}
+	/* A server that ignored Range: stop once the range is delivered. */
+	if (r->left == 0 && r->status == 200) {
+		r->done = true;
+		return -ECANCELED;
+	}
+	return 0;
+}

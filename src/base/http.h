@@ -202,6 +202,27 @@ int sbx_http_parse_content_range(const char *v, off_t *start, off_t *end, off_t 
 /* True when content type ct has media type `type` (case-insensitive, parameters ignored). */
 bool sbx_http_content_type_is(const char *ct, const char *type);
 /*
+ * A ranged GET: bytes [off, off+len) of the resource (len < 0: to its end)
+ * into sink, whether the server answers 206 or ignores the Range (a 200:
+ * the bytes before off are skipped, and the transfer is stopped at the
+ * range's end: -ECANCELED with `done` set, which is a success). Pass
+ * sbx_http_range_response and sbx_http_range_write as the request's
+ * on_response and sink, with r as their context.
+ */
+struct sbx_http_range {
+	sbx_http_sink_fn sink;
+	void *ctx;
+	long status;
+	off_t skip, left; /* left < 0: unbounded */
+	bool done;	  /* stopped at the range's end on purpose */
+};
+void sbx_http_range_init(struct sbx_http_range *r, off_t off, off_t len, sbx_http_sink_fn sink,
+			 void *ctx);
+/* The request's "Range: bytes=..." header in buf, or NULL when the whole is asked. */
+const char *sbx_http_range_header(char *buf, size_t size, off_t off, off_t len);
+int sbx_http_range_response(void *ctx, const struct sbx_http_resp *resp);
+int sbx_http_range_write(void *ctx, const char *data, size_t len);
+/*
  * The delay before retry number attempt+1 (attempt counts from 0):
  * Retry-After when given (>= 0), else exponential backoff from 250 ms
  * doubling to 4 s, with jitter drawn from rnd (the upper half of the

@@ -96,6 +96,49 @@ START_TEST(test_content_range)
 }
 END_TEST
 
+/* A ranged GET's reply as the server sends it (206, or a 200 that ignored the Range). */
+static int range_collect(void *ctx, const char *data, size_t len)
+{
+	sbx_buf_add((struct sbx_buf *)ctx, data, len);
+	return 0;
+}
+
+static int range_feed(long status, off_t off, off_t len, const char *body, struct sbx_buf *out)
+{
+	struct sbx_http_range r;
+	struct sbx_http_resp resp = {.status = status};
+	int rc = 0;
+	sbx_buf_reset(out);
+	sbx_http_range_init(&r, off, len, range_collect, out);
+	sbx_http_range_response(&r, &resp);
+	for (const char *p = body; *p && !rc; p++) /* a byte at a time: pieces split anywhere */
+		rc = sbx_http_range_write(&r, p, 1);
+	ck_assert(!rc || (rc == -ECANCELED && r.done));
+	return rc;
+}
+
+START_TEST(test_range)
+{
+	struct sbx_buf out = SBX_BUF_INIT;
+	char hdr[96];
+	ck_assert_ptr_null(sbx_http_range_header(hdr, sizeof(hdr), 0, -1));
+	ck_assert_str_eq(sbx_http_range_header(hdr, sizeof(hdr), 5, 3), "Range: bytes=5-7");
+	ck_assert_str_eq(sbx_http_range_header(hdr, sizeof(hdr), 5, -1), "Range: bytes=5-");
+	/* 206: the server sliced */
+	ck_assert_int_eq(range_feed(206, 5, 3, "fgh", &out), 0);
+	ck_assert_str_eq(out.buf, "fgh");
+	/* 200: the whole file; skipped to 5, stopped after 3 */
+	ck_assert_int_eq(range_feed(200, 5, 3, "abcdefghijkl", &out), -ECANCELED);
+	ck_assert_str_eq(out.buf, "fgh");
+	ck_assert_int_eq(range_feed(200, 5, -1, "abcdefghijkl", &out), 0);
+	ck_assert_str_eq(out.buf, "fghijkl");
+	/* 200 shorter than the range: what there is */
+	ck_assert_int_eq(range_feed(200, 10, 8, "abcdefghijkl", &out), 0);
+	ck_assert_str_eq(out.buf, "kl");
+	sbx_buf_release(&out);
+}
+END_TEST
+
 START_TEST(test_content_type)
 {
 	ck_assert(sbx_http_content_type_is("application/json", "application/json"));
@@ -187,6 +230,7 @@ int main(void)
 	tcase_add_test(tc, test_status_line);
 	tcase_add_test(tc, test_retry_after);
 	tcase_add_test(tc, test_content_range);
+	tcase_add_test(tc, test_range);
 	tcase_add_test(tc, test_content_type);
 	tcase_add_test(tc, test_retry_delay);
 	tcase_add_test(tc, test_curl_errors);
