@@ -24,6 +24,7 @@
 #include "ctlfiles.h"
 #include "fsmirror.h"
 #include "fuse_ops.h"
+#include "idmap.h"
 #include "inotab.h"
 #include "kinval.h"
 #include "linkmap.h"
@@ -93,6 +94,7 @@ static int resolve(const char *path, struct sbx_node *n, struct sbx_lease **l)
 static void give_ino(struct stat *st, const char *path, struct sbx_lease *l)
 {
 	sbx_inotab_stat(l ? l->inotab : NULL, path, st);
+	sbx_idmap_out(l, st); /* -o idmap=user: fs/ only (l is NULL for control files) */
 }
 
 /* A new file's mode for l: with FUSE_CAP_DONT_MASK, the caller's umask is applied once here. */
@@ -323,6 +325,7 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 	if (rc)
 		return rc;
 	if (n.kind == SBX_N_FS && !fs_pseudo_child(&n) && !(sbx_fs_is_pseudo(n.sub))) {
+		sbx_idmap_learn(l);
 		rc = sbx_fs_ops_for(l)->getattr(l, n.sub, o ? o->fsf : NULL, st, &err);
 		if (!rc && kernel_learns(l, path, st->st_mode, o)) {
 			rc = -ESTALE; /* a run changed its type: the VFS looks it up again */
@@ -869,7 +872,7 @@ FS_PATH_OP(op_mknod, (const char *path, mode_t mode, dev_t dev),
 FS_PATH_OR_FILE_OP(op_chmod, (const char *path, mode_t mode, struct fuse_file_info *fi),
 		   chmod(l, sub, mode, &err))
 FS_PATH_OR_FILE_OP(op_chown, (const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi),
-		   chown(l, sub, uid, gid, &err))
+		   chown(l, sub, sbx_idmap_uid_in(l, uid), sbx_idmap_gid_in(l, gid), &err))
 
 static int op_rename(const char *from, const char *to, unsigned int flags)
 {

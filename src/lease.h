@@ -95,7 +95,15 @@ struct sbx_lease {
 	struct sbx_wb *wb;	 /* fs/ write-back queue (NULL: off, or direct I/O) */
 	struct sbx_runs *runtab; /* (L) its recent runs (runs.c), made at first use */
 	void (*runtab_free)(struct sbx_lease *l); /* set with runtab: frees it with the lease */
+	struct {				  /* -o idmap=user (idmap.c) */
+		atomic_int state;		  /* enum sbx_ids_state */
+		atomic_llong retry_at;		  /* no probe before (a failed one) */
+		uid_t uid;			  /* the sandbox user's, once state is KNOWN */
+		gid_t gid;
+	} ids;
 };
+
+enum sbx_ids_state { SBX_IDS_UNKNOWN = 0, SBX_IDS_PROBING, SBX_IDS_KNOWN };
 
 struct sbx_mount {
 	pthread_mutex_t lock;

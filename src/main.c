@@ -31,6 +31,7 @@
 #include "base/log.h"
 #include "fsmirror.h"
 #include "fuse_ops.h"
+#include "idmap.h"
 #include "kinval.h"
 #include "lease.h"
 #include "notify.h"
@@ -49,6 +50,7 @@ struct sbx_options {
 	char *prefetch;	     /* -o prefetch=0|1 */
 	char *list_provider; /* --list=PROVIDER */
 	char *symlinks;	     /* "rewrite" (default) or "raw" */
+	char *idmap;	     /* "none" (default) or "user" */
 	char *share_group;   /* the one group let in besides the owner */
 	int share_fs;	     /* -o share_fs: fs/ open to every user, by its modes */
 	char *log;	     /* -o log=PATH|syslog|stderr */
@@ -73,6 +75,7 @@ static const struct fuse_opt option_spec[] = {
     OPT("writeback=%s", writeback),
     OPT("prefetch=%s", prefetch),
     OPT("symlinks=%s", symlinks),
+    OPT("idmap=%s", idmap),
     OPT("share_group=%s", share_group),
     OPT("share_fs", share_fs),
     OPT("log=%s", log),
@@ -269,6 +272,9 @@ static void usage(const char *prog)
 	    "                        (default 1: on)\n"
 	    "    -o symlinks=raw     fs/ links show the sandbox's own text (default: rewritten\n"
 	    "                        so the host follows them inside the sandbox)\n"
+	    "    -o idmap=user       remote fs/: the sandbox user's files show as the mount\n"
+	    "                        owner's, as sshfs's idmap=user (default none: the\n"
+	    "                        sandbox's own ids)\n"
 	    "    -o share_group=GROUP  let GROUP's members in too (default: the owner only;\n"
 	    "                        allow_other alone lets nobody else in)\n"
 	    "    -o share_fs         with allow_other: every user reaches fs/, by its files'\n"
@@ -478,6 +484,13 @@ int main(int argc, char *argv[])
 		}
 		sbx_fuse_set_raw_symlinks(!strcmp(opts.symlinks, "raw"));
 	}
+	if (opts.idmap) {
+		if (strcmp(opts.idmap, "none") && strcmp(opts.idmap, "user")) {
+			fprintf(stderr, "sbxfs: idmap must be none or user\n");
+			goto out_args;
+		}
+		sbx_idmap_set_user(!strcmp(opts.idmap, "user"));
+	}
 	gid_t share = SBX_NO_GROUP;
 	if (opts.share_group && sbx_access_group(opts.share_group, &share) < 0) {
 		fprintf(stderr, "sbxfs: share_group: no group %s\n", opts.share_group);
@@ -597,6 +610,7 @@ out_args:
 	free(opts.prefetch);
 	free(opts.list_provider);
 	free(opts.symlinks);
+	free(opts.idmap);
 	free(opts.share_group);
 	free(opts.log);
 	free(opts.log_level);

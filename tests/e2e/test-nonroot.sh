@@ -2,7 +2,8 @@
 # An ordinary user mounts sbxfs (issue 14): through fusermount3, no root,
 # with the e2b provider (the fake): leases, runs, ports/, and umount by
 # fusermount3 -u. The local provider as that user refuses with the reason
-# (it needs root). The user is created here and removed in the trap.
+# (it needs root); -o idmap=user lets the user's git work in fs/. The
+# user is created here and removed in the trap.
 # Distributions make /dev/fuse 0666 so that users can mount; where it is
 # not (some containers), the test runs in a private mount namespace with a
 # 0666 node bind-mounted over it, leaving the host's /dev alone.
@@ -43,11 +44,11 @@ CONFIG=$WORK/home/.config/sbxfs/config.json
 as_user() { setpriv --reuid="$UID_" --regid="$GID_" --init-groups env -i HOME="$WORK/home" PATH=/usr/bin:/bin "$@"; }
 # The daemon as the user (setpriv execs it: $! is its pid); lib.sh's trap
 # unmounts $MNT and stops it by pid.
-mount_as_user() {
+mount_as_user() { # [-o OPTIONS]
 	setpriv --reuid="$UID_" --regid="$GID_" --init-groups env -i HOME="$WORK/home" PATH=/usr/bin:/bin \
 		E2B_API_KEY="${E2B_API_KEY:-}" E2B_API_URL="${E2B_API_URL:-}" \
 		E2B_SANDBOX_URL="${E2B_SANDBOX_URL:-}" "$WORK/home/bin/sbxfs" -f \
-		-o "state_dir=$STATE,config=$CONFIG" "$MNT" >>"$WORK/sbxfs.log" 2>&1 &
+		-o "state_dir=$STATE,config=$CONFIG" "$@" "$MNT" >>"$WORK/sbxfs.log" 2>&1 &
 	SBXFS_PID=$!
 	wait_for 15 as_user test -f "$MNT/README"
 }
@@ -63,11 +64,44 @@ ok "... runs a command in it" as_user sh -c "echo 'echo hello-from-user' >'$MNT/
 eq "... and reads its output" "$(as_user cat "$MNT/w/stdout")" "hello-from-user"
 ok "... copies a file into its fs/" as_user sh -c "echo data >'$MNT/w/fs/home/user/u.txt'"
 eq "... and reads it back" "$(as_user cat "$MNT/w/fs/home/user/u.txt")" "data"
+G=$MNT/w/fs/home/user/repo
+git_as_user() { as_user git -c user.name=u -c user.email=u@e -C "$G" "$@"; }
+refused() { ! "$@" >/dev/null 2>&1; }
+# fs/ shows the sandbox's own ids: its user's files are not the host
+# user's, and git refuses a repository another user owns.
+ok "... git init in its fs/" as_user git init -q "$G"
+eq "... the repository is the sandbox user's, not the host user's" \
+	"$(as_user stat -c %u "$G/.git")" "$(as_user sh -c "echo 'id -u' >'$MNT/w/exec'; cat '$MNT/w/stdout'")"
+ok "... git then refuses it (dubious ownership)" refused git_as_user status
 ok "... rmdir ends the lease" as_user rmdir "$MNT/w"
 ok "fusermount3 -u by the user unmounts" as_user fusermount3 -u "$MNT"
 ok "... the daemon exits" wait_for 10 sh -c "! kill -0 $SBXFS_PID 2>/dev/null"
 wait "$SBXFS_PID"
 eq "... with status 0" "$?" 0
+SBXFS_PID=
+
+# -o idmap=user (as sshfs's): the sandbox user's files show as the mount
+# owner's, so the host user's git works on them; a chown to the owner
+# gives the file to the sandbox user; other ids pass through.
+ok "the user mounts with -o idmap=user" mount_as_user -o idmap=user
+ok "... makes a lease" as_user mkdir "$MNT/w"
+SBUID=$(as_user sh -c "echo 'id -u' >'$MNT/w/exec'; cat '$MNT/w/stdout'")
+ok "... git init in its fs/" as_user git init -q "$G"
+ok "... a file" as_user sh -c "echo a >'$G/a'"
+ok "... git add" git_as_user add a
+ok "... git commit" git_as_user commit -qm one
+eq "... git log" "$(git_as_user log --format=%s)" one
+eq "... the files show as the host user's" "$(as_user stat -c %u:%g "$G/a" "$G/.git")" "$UID_:$GID_
+$UID_:$GID_"
+eq "... and are the sandbox user's in the sandbox" \
+	"$(as_user sh -c "echo 'stat -c %u /home/user/repo/a' >'$MNT/w/exec'; cat '$MNT/w/stdout'")" "$SBUID"
+ok "... chown to the host user (a no-op for the sandbox)" as_user chown "$UID_:$GID_" "$G/a"
+eq "... leaves it the sandbox user's" \
+	"$(as_user sh -c "echo 'stat -c %u /home/user/repo/a' >'$MNT/w/exec'; cat '$MNT/w/stdout'")" "$SBUID"
+eq "... a root-owned sandbox file still shows 0" "$(as_user stat -c %u "$MNT/w/fs/tmp")" 0
+ok "... rmdir ends the lease" as_user rmdir "$MNT/w"
+ok "fusermount3 -u" as_user fusermount3 -u "$MNT"
+ok "... the daemon exits" wait_for 10 sh -c "! kill -0 $SBXFS_PID 2>/dev/null"
 SBXFS_PID=
 
 # The local provider as the same user: refused with the reason.
