@@ -38,6 +38,14 @@
 #include "base/xalloc.h"
 
 #define FWD_BUF 65536
+/*
+ * Connections copied at once per lease (a thread and two descriptors
+ * each); past it the listener waits, and new clients queue in its
+ * backlog as at a busy server.
+ */
+#define FWD_CONNS_MAX 256
+/* How long the listener waits, out of descriptors or at the cap, before it tries again. */
+#define FWD_PAUSE_MS 100
 
 struct fwd_port {
 	int port;      /* in the lease */
@@ -49,9 +57,10 @@ struct fwd_port {
 };
 
 struct lcl_fwd {
-	atomic_int refs; /* the lease's pointer, each thread */
-	int nsfd;	 /* the lease's network namespace */
-	int stop[2];	 /* stop[1] closed: every thread ends */
+	atomic_int refs;  /* the lease's pointer, each thread */
+	atomic_int conns; /* connections being copied (FWD_CONNS_MAX) */
+	int nsfd;	  /* the lease's network namespace */
+	int stop[2];	  /* stop[1] closed: every thread ends */
 	struct fwd_port *ports;
 };
 
@@ -134,6 +143,7 @@ static void *conn_main(void *arg)
 	close(fds[0]);
 	if (fds[1] >= 0)
 		close(fds[1]);
+	atomic_fetch_sub(&c->fwd->conns, 1);
 	fwd_unref(c->fwd);
 	free(c);
 	return NULL;
@@ -147,7 +157,7 @@ static void *conn_main(void *arg)
  * there, but for TIME_WAIT: such a line, of an earlier connection on the
  * same ports (loopback reuses them at once), shows uid 0 and is passed
  * over. A client that half-closed already (FIN_WAIT) still counts. 0, or
- * -ENOENT when it is gone.
+ * -ENOENT when it is gone, or the tables' -errno when they cannot be read.
  */
 static int peer_uid(int cfd, int host_port, uid_t *uid)
 {
@@ -162,10 +172,13 @@ static int peer_uid(int cfd, int host_port, uid_t *uid)
 	/* The kernel prints an address's 32-bit words as %08X of their memory. */
 	snprintf(want4, sizeof(want4), "%08X", (unsigned)sa.sin_addr.s_addr);
 	snprintf(want6, sizeof(want6), "0000000000000000FFFF0000%s", want4);
+	int e = -ENOENT;
 	for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
 		FILE *f = fopen(tables[t], "re");
-		if (!f)
+		if (!f) {
+			e = -errno; /* EMFILE: not "unknown" */
 			continue;
+		}
 		while (fgets(line, sizeof(line), f)) {
 			if (sscanf(line,
 				   " %*s %47[0-9A-F]:%x %47[0-9A-F]:%x %x %*x:%*x %*x:%*x %*x %u",
@@ -180,16 +193,17 @@ static int peer_uid(int cfd, int host_port, uid_t *uid)
 		}
 		fclose(f);
 	}
-	return -ENOENT;
+	return e;
 }
 
 /* Whether the mount's rule lets the host user behind cfd in (access.h). */
 static bool peer_allowed(int cfd, const struct fwd_port *fp)
 {
-	uid_t uid;
-	if (peer_uid(cfd, fp->host_port, &uid)) {
-		sbx_log(SBX_LOG_WARN, "ports: %d: a connection whose owner is unknown, refused",
-			fp->port);
+	uid_t uid = (uid_t)-1;
+	int rc = peer_uid(cfd, fp->host_port, &uid);
+	if (rc) {
+		sbx_log(SBX_LOG_WARN, "ports: %d: a connection whose owner %s, refused", fp->port,
+			rc == -ENOENT ? "is unknown" : "cannot be read");
 		return false;
 	}
 	if (sbx_caller_uid_allowed(uid))
@@ -199,16 +213,36 @@ static bool peer_allowed(int cfd, const struct fwd_port *fp)
 	return false;
 }
 
+/* Waits ms on the stop pipe: true when the forwarder stops. */
+static bool stopped_within(struct lcl_fwd *f, int ms)
+{
+	struct pollfd p = {.fd = f->stop[0], .events = POLLIN};
+	return poll(&p, 1, ms) > 0;
+}
+
+/* Out of descriptors or memory: accept fails again at once while the client waits. */
+static bool out_of_room(int e)
+{
+	return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
+}
+
 static void *accept_main(void *arg)
 {
 	struct fwd_port *fp = arg;
+	struct lcl_fwd *f = fp->fwd;
 	pthread_attr_t attr;
+	bool short_of_room = false;
 
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (;;) {
 		struct pollfd p[2] = {{.fd = fp->lfd, .events = POLLIN},
-				      {.fd = fp->fwd->stop[0], .events = POLLIN}};
+				      {.fd = f->stop[0], .events = POLLIN}};
+		if (atomic_load(&f->conns) >= FWD_CONNS_MAX) {
+			if (stopped_within(f, FWD_PAUSE_MS))
+				break;
+			continue;
+		}
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			break;
 		if (p[1].revents)
@@ -216,19 +250,32 @@ static void *accept_main(void *arg)
 		if (!(p[0].revents & POLLIN))
 			continue;
 		int cfd = accept4(fp->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (cfd < 0 && out_of_room(errno)) {
+			/* The client stays queued and poll says so at once: wait, not spin. */
+			if (!short_of_room)
+				sbx_log(SBX_LOG_WARN, "ports: %d: cannot accept (%s): waiting",
+					fp->port, strerror(errno));
+			short_of_room = true;
+			if (stopped_within(f, FWD_PAUSE_MS))
+				break;
+			continue;
+		}
 		if (cfd < 0)
-			continue; /* ECONNABORTED and the like; EMFILE: the next poll retries */
+			continue; /* ECONNABORTED and the like */
+		short_of_room = false;
 		if (!peer_allowed(cfd, fp)) {
 			close(cfd);
 			continue;
 		}
 		struct fwd_conn *c = sbx_xmalloc(sizeof(*c));
 		pthread_t t;
-		*c = (struct fwd_conn){.fwd = fp->fwd, .cfd = cfd, .port = fp->port};
-		atomic_fetch_add(&fp->fwd->refs, 1);
+		*c = (struct fwd_conn){.fwd = f, .cfd = cfd, .port = fp->port};
+		atomic_fetch_add(&f->refs, 1);
+		atomic_fetch_add(&f->conns, 1);
 		if (pthread_create(&t, &attr, conn_main, c) != 0) {
 			close(cfd);
-			fwd_unref(fp->fwd);
+			atomic_fetch_sub(&f->conns, 1);
+			fwd_unref(f);
 			free(c);
 		}
 	}
@@ -283,6 +330,7 @@ int lcl_fwd_port(struct local_inst *li, int port, int *host_port, struct sbx_err
 			goto out;
 		}
 		atomic_init(&f->refs, 1);
+		atomic_init(&f->conns, 0);
 		li->fwd = f;
 	}
 	struct lcl_fwd *fw = li->fwd; /* set above when it was NULL */

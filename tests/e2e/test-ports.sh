@@ -50,6 +50,50 @@ eq "the second URL reaches the second lease's server" "$(curl -fsS "$U2/index.ht
 ok "rmdir the second lease" rmdir "$MNT/web2"
 ok "... and its forwarder stops with it" not curl -fsS -o /dev/null "$U2/index.html"
 eq "the first still answers" "$(curl -fsS "$U1/index.html")" served-by-web
+# Out of descriptors, the forwarder's listener spun: poll said a client was
+# queued, accept failed with EMFILE, and again at once, a core at 100 %
+# until a descriptor came free. The daemon's limit is lowered to its
+# lowest free descriptor, 12 clients wait 4 s, and the daemon's CPU time
+# is read over 2 s.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+NOFILE=$(prlimit --pid "$SBXFS_PID" --nofile --output SOFT,HARD --noheadings | awk '{print $1 ":" $2}')
+# the lowest descriptor number free: the limit bounds numbers, not a count
+LOWEST_FREE=$(ls "/proc/$SBXFS_PID/fd" | sort -n | awk '$1 != NR - 1 {print NR - 1; f = 1; exit} END {if (!f) print NR}')
+prlimit --pid "$SBXFS_PID" --nofile="$LOWEST_FREE:${NOFILE#*:}"
+python3 - "$Q" <<'PY' &
+import socket, sys, time
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(12)]
+time.sleep(4)
+PY
+HOLDER=$!
+sleep 1
+T0=$(cpu_ticks "$SBXFS_PID")
+sleep 2
+T1=$(cpu_ticks "$SBXFS_PID")
+ok "out of descriptors, the forwarder waits instead of spinning ($((T1 - T0)) ticks of CPU in 2 s)" \
+	test $((T1 - T0)) -lt 50
+wait "$HOLDER"
+prlimit --pid "$SBXFS_PID" --nofile="$NOFILE"
+eq "... and serves again once it has descriptors" "$(curl -fsS "$U1/index.html")" served-by-web
+ok "... the log says it waited" grep -q "ports: $Q: cannot accept (Too many open files): waiting" "$WORK/sbxfs.log"
+# A thread per connection, without bound: 300 idle clients made 300
+# threads (and 600 descriptors). At most 256 are copied at once; the
+# others wait in the listener's backlog, as at a busy server.
+threads() { ls "/proc/$SBXFS_PID/task" | wc -l; }
+T0=$(threads)
+python3 - "$Q" "$WORK/held" <<'PY' &
+import socket, sys, time
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(300)]
+open(sys.argv[2], "w").close()
+time.sleep(3)
+PY
+HOLDER=$!
+wait_for 10 test -e "$WORK/held"
+sleep 1
+T1=$(threads)
+ok "300 clients at once: at most 256 connections copied ($((T1 - T0)) threads more)" test $((T1 - T0)) -le 260
+wait "$HOLDER"
+eq "... and it serves once they are gone" "$(curl -fsS "$U1/index.html")" served-by-web
 # A lease in its own network namespace: the host's listeners are not its own.
 H=$(free_port)
 python3 -m http.server "$H" --bind 127.0.0.1 >/dev/null 2>&1 &
