@@ -363,12 +363,14 @@ static char *shell_text(struct sbx_lease *l, const char *text, const char *scrip
  * and *shell becomes the form that runs that file; it is removed after
  * the run. *script is its path (caller frees), NULL when *shell is short.
  */
+#define SBX_STAGED_PREFIX "rm -f -- \"$0\"; "
+
 static int stage_text(struct sbx_lease *l, struct sbx_instance *inst, const char *text,
 		      char **shell, char **script, struct sbx_error *err)
 {
 	unsigned char rnd[8];
 	size_t len = strlen(text);
-	int fd, rc;
+	int fd, rc = 0;
 	*script = NULL;
 	if (strlen(*shell) <= SBX_RUN_ARG_MAX)
 		return 0;
@@ -380,8 +382,17 @@ static int stage_text(struct sbx_lease *l, struct sbx_instance *inst, const char
 	if ((fd = memfd_create("sbxfs-run", MFD_CLOEXEC)) < 0)
 		return sbx_error_set(err, errno, SBX_E_INTERNAL, "staging the command: %s",
 				     strerror(errno));
-	if ((rc = sbx_write_all(fd, text, len)))
+	/*
+	 * The default shells remove the copy as they start reading it (on
+	 * its first line: line numbers stay the text's), so a daemon killed
+	 * during the run leaves none; the removal after the run stays for a
+	 * run that never started, and for a lease's own shell.
+	 */
+	if (!l->spec.shell)
+		rc = sbx_write_all(fd, SBX_STAGED_PREFIX, strlen(SBX_STAGED_PREFIX));
+	if (rc || (rc = sbx_write_all(fd, text, len)))
 		sbx_error_set(err, -rc, SBX_E_INTERNAL, "staging the command: %s", strerror(-rc));
+	len += l->spec.shell ? 0 : strlen(SBX_STAGED_PREFIX);
 	sbx_random_bytes(rnd, sizeof(rnd));
 	*script = sbx_xasprintf("/tmp/.sbxfs-run-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
 				rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
@@ -407,7 +418,7 @@ static void unstage_text(struct sbx_lease *l, struct sbx_instance *inst, char *s
 	struct sbx_error e = SBX_ERROR_INIT;
 	if (!script)
 		return;
-	if (l->prov->unlink && l->prov->unlink(inst, script, &e))
+	if (l->prov->unlink && l->prov->unlink(inst, script, &e) && e.err != ENOENT)
 		sbx_log(SBX_LOG_WARN, "lease %s: removing %s: %s", l->name, script, e.msg);
 	free(script);
 }
