@@ -127,6 +127,7 @@ static __attribute__((format(printf, 1, 2), noreturn)) void die(const char *fmt,
 static char *find_lease(const char *arg, char **sandbox_cwd)
 {
 	char *cwd = realpath(".", NULL), *lease = NULL, *root = NULL;
+	int cwd_errno = cwd ? 0 : errno;
 	*sandbox_cwd = NULL;
 	if (arg && (strchr(arg, '/') || !strcmp(arg, ".") || !strcmp(arg, "..")))
 		lease = realpath(arg, NULL);
@@ -134,6 +135,9 @@ static char *find_lease(const char *arg, char **sandbox_cwd)
 		root = cwd ? find_root(cwd) : NULL;
 		if (!root && arg && getenv("SBXFS_MOUNT"))
 			root = realpath(getenv("SBXFS_MOUNT"), NULL);
+		if (!root && !arg && cwd_errno)
+			die("the current directory cannot be resolved (%s%s): give LEASE",
+			    strerror(cwd_errno), cwd_errno == ENOENT ? ": it was removed" : "");
 		if (!root)
 			die(arg ? "%s: not a lease directory, and neither the current directory "
 				  "nor $SBXFS_MOUNT is in an sbxfs mount"

@@ -52,6 +52,10 @@ eq "... and nothing written there either" "$(stat -c %s "$L/fs/tmp/trap/work/exe
 (cd / && "$SBX" run -- true) 2>"$WORK/e"
 eq "sbx run outside a mount with no LEASE exits 125" "$?" 125
 ok "... and says the directory is not in a mount" grep -q "not in an sbxfs mount" "$WORK/e"
+mkdir "$L/fs/tmp/gone"
+(cd "$L/fs/tmp/gone" && rmdir "$L/fs/tmp/gone" && "$SBX" run -- true) 2>"$WORK/e"
+eq "sbx run in a directory that was removed exits 125" "$?" 125
+ok "... saying so (it said: not in an sbxfs mount)" grep -q "the current directory cannot be resolved (No such file or directory: it was removed): give LEASE" "$WORK/e"
 "$SBX" run "$MNT/nolease" -- true 2>"$WORK/e"
 eq "sbx run on a missing lease exits 125" "$?" 125
 echo "new man autoResume=false" >"$MNT/ctl"
