@@ -281,8 +281,8 @@ bool sbx_cache_file_stream_have(struct sbx_cache *c, struct sbx_cfile *cf, off_t
 void sbx_cache_file_stream_end(struct sbx_cache *c, struct sbx_cfile *cf, int rc);
 int sbx_cache_file_stream_wait(struct sbx_cache *c, struct sbx_cfile *cf, off_t upto);
 /*
- * A read of [upto - len, upto) that the download is more than `far` bytes
- * from: the stream's src (begin's), lent until stream_return, during
+ * For a read at `from`, more than `far` bytes past what the download has
+ * brought: the stream's src (begin's), lent until stream_return, during
  * which stream_end waits (the sandbox stays in use); NULL otherwise.
  */
 void *sbx_cache_file_stream_lend(struct sbx_cache *c, struct sbx_cfile *cf, off_t from, off_t far);
