@@ -244,12 +244,15 @@ struct sbx_cfile_state {
 	unsigned long wgen;	 /* local change counter (see sbx_cache_file_end_upload) */
 	bool open_before_change; /* its latest open came before the sandbox last changed
 				    from outside (a run): the run may have removed it */
+	bool streaming;		 /* its download is arriving, and this open (to read)
+				    goes beside it: SBX_CF_JOIN */
 };
 
 /*
  * Finds or creates path's entry, takes a reference, waits until no one
  * else holds its busy claim and takes it (an open to read goes beside an
- * upload in flight; one to write waits for it); *state is the snapshot
+ * upload in flight, and beside a download read as it arrives while that
+ * is wanted; one to write waits for them); *state is the snapshot
  * (caller frees state->path). Finish with sbx_cache_file_ready(). 0 or
  * -errno (the cache file cannot be created).
  */
@@ -263,6 +266,7 @@ enum sbx_cfile_how {
 	SBX_CF_LOADED, /* downloaded just now into the fd; clean, stamped with *st */
 	SBX_CF_FAILED, /* download failed: content unknown */
 	SBX_CF_STREAM, /* fs_cached_file.c only: a download read as it arrives (never ready()) */
+	SBX_CF_JOIN,   /* a read-only open beside that download: reads what it brings */
 };
 
 /* Ends the busy claim of open (mode: for SBX_CF_NEW; st: for SBX_CF_LOADED). */

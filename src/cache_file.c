@@ -303,6 +303,7 @@ static void snapshot_locked(const struct sbx_cache *c, const struct sbx_cfile *c
 	s->mode = cf->mode;
 	s->wgen = cf->wgen;
 	s->open_before_change = cf->open_epoch != c->epoch;
+	s->streaming = false; /* sbx_cache_file_open's to say */
 }
 
 /* Drops clean, unused entries beyond the byte budget, oldest first (lock held). */
@@ -337,6 +338,18 @@ struct sbx_cfile *cache_cfile_add_locked(struct sbx_cache *c, const char *path)
 	return cf;
 }
 
+/* A read-only open goes beside an upload of local changes (the cache file is whole) ... */
+static bool joins_upload(const struct sbx_cfile *cf)
+{
+	return cf->uploading && cf->dirty && cf->have_data && cf->fd >= 0;
+}
+
+/* ... and beside a download read as it arrives, unless it is being given up. */
+static bool joins_stream(const struct sbx_cfile *cf)
+{
+	return cf->streaming && !cf->stream_dropped && cf->fd >= 0;
+}
+
 int sbx_cache_file_open(struct sbx_cache *c, const char *path, bool writing, struct sbx_cfile **out,
 			struct sbx_cfile_state *state)
 {
@@ -355,8 +368,7 @@ int sbx_cache_file_open(struct sbx_cache *c, const char *path, bool writing, str
 	 * up truncated it under the upload, which then put a mix of the two
 	 * (or failed: "shrank") under the name a reader of the sandbox opens.
 	 */
-	while (cf->busy &&
-	       (writing || !(cf->uploading && cf->dirty && cf->have_data && cf->fd >= 0)))
+	while (cf->busy && (writing || !(joins_upload(cf) || joins_stream(cf))))
 		pthread_cond_wait(&c->cond, &c->lock);
 	rc = cfile_ensure_fd_locked(c, cf);
 	if (rc) {
@@ -371,6 +383,7 @@ int sbx_cache_file_open(struct sbx_cache *c, const char *path, bool writing, str
 	cf->used_ms = sbx_now_ms();
 	cf->open_epoch = c->epoch;
 	snapshot_locked(c, cf, state);
+	state->streaming = !writing && joins_stream(cf);
 	pthread_mutex_unlock(&c->lock);
 	*out = cf;
 	return 0;
@@ -432,9 +445,10 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 		cf->stamped = false;
 		break;
 	case SBX_CF_STREAM: /* never given: fs_cached_file.c's own */
+	case SBX_CF_JOIN:   /* the stream's claim: its end says how it went */
 		break;
 	}
-	if (how != SBX_CF_FAILED)
+	if (how != SBX_CF_FAILED && how != SBX_CF_JOIN)
 		cf->stream_rc = 0; /* an earlier stream's failure is not this content's */
 	if (cf->shared_opens)
 		cf->shared_opens--; /* the claim is another's */
@@ -526,6 +540,7 @@ void sbx_cache_file_stream_begin(struct sbx_cache *c, struct sbx_cfile *cf, void
 {
 	pthread_mutex_lock(&c->lock);
 	cf->streaming = true;
+	cf->stream_dropped = false;
 	cf->stream_src = src;
 	c->streams++;
 	cf->stream_have = 0;
@@ -540,6 +555,7 @@ bool sbx_cache_file_stream_have(struct sbx_cache *c, struct sbx_cfile *cf, off_t
 	pthread_mutex_lock(&c->lock);
 	cf->stream_have = have;
 	wanted = cf->refs > 1;
+	cf->stream_dropped = !wanted; /* decided under the lock an open joins by */
 	/* Only when the least of what the waiting reads need has come (not per piece). */
 	if (cf->stream_need && have >= cf->stream_need) {
 		cf->stream_need = 0;

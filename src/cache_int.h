@@ -80,6 +80,7 @@ struct sbx_cfile {
 	int stream_rc;		    /* (T) how the last one ended (-errno) */
 	void *stream_src;	    /* (T) the sandbox it comes from, lent to far reads */
 	unsigned stream_lent;	    /* (T) far reads using stream_src (stream_end waits) */
+	bool stream_dropped;	    /* (T) no handle wanted the rest: no open joins it */
 	struct sbx_cfile_attrs fly; /* (T) what it took: still shown until end_upload */
 };
 

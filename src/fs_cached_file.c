@@ -694,6 +694,12 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 	off_t got;
 	int rc;
 
+	if (s->streaming) { /* its download is arriving: read what it brings */
+		if (excl)
+			return sbx_error_set(err, EEXIST, SBX_E_NONE, "%s exists", path);
+		*how = SBX_CF_JOIN;
+		return 0;
+	}
 	if (s->have_data && (s->dirty || (s->refs > 1 && (s->stamped || !s->remote)))) {
 		/*
 		 * Local changes are the newest content there is; and a file open

@@ -162,8 +162,9 @@ story_prefetch() {
 # the download (tail of a big log) has a range of its own instead of
 # waiting for the download to get there (it waited for the whole file: 10
 # GB for `tail` of a 10 GB log). The fake holds every whole download 4 s,
-# not the ranges: tail answers at once; the download still completes the
-# file. (story_stream_big's helper; root: the sandbox's root.)
+# not the ranges: tail answers at once, also beside another reader; the
+# download still completes the file. (story_stream_big's helper; root:
+# the sandbox's root.)
 far_reads() {
 	local root=$1 far='import hashlib,sys
 f = open(sys.argv[1], "rb")
@@ -178,7 +179,20 @@ f.seek(3000 * 4096); print(hashlib.md5(f.read(4096)).hexdigest())'
 		"$(timeout 2 tail -n 2 "$F/big24" | tr '\n' ' ')" "99 100 "
 	eq "... reads far apart on one handle: the end, then the middle" \
 		"$(timeout 2 python3 -c "$far" "$F/big24b")" "$(python3 -c "$far" "$WORK/big24")"
+	# A second reader while the first holds the download: its open waited
+	# for the whole download (the first's claim); it reads beside it now.
+	cp "$WORK/big24" "$root/tmp/pf/big24c" && chmod 644 "$root/tmp/pf/big24c"
+	stat "$F/big24c" >/dev/null
+	exec 5<"$F/big24c"
+	head -c 1 <&5 >/dev/null &
+	local first=$!
+	sleep 0.3
+	eq "... a second reader of a file another reads as it arrives: at once too" \
+		"$(timeout 2 tail -n 2 "$F/big24c" | tr '\n' ' ')" "99 100 "
+	wait $first
+	exec 5<&-
 	eq "... and the whole file reads right" "$(md5sum <"$F/big24")" "$(md5sum <"$WORK/big24")"
+	eq "... the other too" "$(md5sum <"$F/big24c")" "$(md5sum <"$WORK/big24")"
 	ok "... nothing in the error file" sh -c "! grep -q big24 '$L/error'"
 	fake_clear_faults
 }
