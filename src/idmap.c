@@ -4,15 +4,14 @@
  * mount's owner, and the owner's ids given to chown go back to the
  * sandbox user; every other id passes through. Host tools that want the
  * files they work on to be their user's (git's "dubious ownership", ssh's
- * key files, editors' "not yours" warnings) then work on what the sandbox
- * user owns. Off by default: fs/ shows the sandbox's numeric ids
- * (doc/CONTRACT.md). A local lease's files are the host's own ids (its
- * files are made as the caller), so nothing is mapped there.
+ * key files) then work on what the sandbox user owns. Off by default: fs/ shows the sandbox's
+ * numeric ids (doc/CONTRACT.md). A local lease's files are the host's own ids (its files are made
+ * as the caller), so nothing is mapped there.
  *
  * The sandbox user's ids are learned once per lease and daemon: from the
  * owner uploads give, when the cache knows it already, else by running
- * `id` in the sandbox at the first fs/ lookup of a running
- * lease (never resuming a paused one for it). Until then ids pass
+ * `id` in the sandbox at the first fs/ lookup of a running lease (never
+ * resuming a paused one for it). Until then ids pass
  * through; a failed probe is tried again 10 s later.
  */
 #include "idmap.h"
