@@ -337,6 +337,18 @@ static void stop_signals(struct fuse_session *se)
 		sigaction(sigs[i], &sa, NULL);
 }
 
+/* The mount whose root `error` hears that the log cannot be written. */
+static struct sbx_mount *log_mount;
+
+static void log_failed(int e, const char *where)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	sbx_error_set(&err, e, SBX_E_INTERNAL,
+		      "the log (%s) cannot be written: %s; its lines are lost until it can", where,
+		      strerror(e));
+	sbx_mount_error(log_mount, "log", &err);
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -573,6 +585,8 @@ int main(int argc, char *argv[])
 		goto out_close;
 	}
 	stop_signals(fuse_get_session(fuse));
+	log_mount = m;
+	sbx_log_on_failure(log_failed);
 	sbx_mount_start_timer(m);
 	sbx_log(SBX_LOG_INFO, "mounted at %s (sbxfs %s, log: %s)", cmd.mountpoint, PACKAGE_VERSION,
 		log_to);
@@ -589,6 +603,7 @@ int main(int argc, char *argv[])
 	else
 		sbx_log(SBX_LOG_INFO, "unmounted from %s: stopping", cmd.mountpoint);
 out_close:
+	sbx_log_on_failure(NULL);
 	sbx_mount_close(m);
 	sbx_kinval_wait_detached(SBX_GONE_INVAL_WAIT_MS); /* they call into fuse */
 out_unmount:

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -26,6 +27,10 @@ static enum target log_target = TO_STDERR;
 static int log_fd = 2;
 static enum sbx_log_level log_max = SBX_LOG_INFO;
 static char log_where[PATH_MAX];
+/* The errno of the last failed line write, 0 once one goes through again. */
+static atomic_int log_failing;
+typedef void (*log_failure_hook)(int err, const char *where);
+static _Atomic(log_failure_hook) log_failure_fn;
 
 /* xalloc's out-of-memory line, logged where every other line goes. */
 static void oom_report(const char *line)
@@ -197,8 +202,24 @@ void sbx_log(enum sbx_log_level lvl, const char *fmt, ...)
 	if (n > (int)sizeof(out) - 1)
 		n = (int)sizeof(out) - 1;
 	/* One write per line: concurrent threads never interleave inside a line. */
-	if (write(log_fd, out, (size_t)n) < 0)
-		return;
+	if (write(log_fd, out, (size_t)n) < 0) {
+		/* Said once per spell (the hook may log: this write fails, it is not called again).
+		 */
+		int e = errno;
+		log_failure_hook fn = atomic_load(&log_failure_fn);
+		if (atomic_exchange(&log_failing, e) == 0 && fn)
+			fn(e, log_where);
+	} else if (atomic_load_explicit(&log_failing, memory_order_relaxed)) {
+		atomic_store(&log_failing, 0);
+	}
+}
+
+void sbx_log_on_failure(void (*fn)(int err, const char *where))
+{
+	int e = atomic_load(&log_failing);
+	atomic_store(&log_failure_fn, fn);
+	if (fn && e) /* a spell that began before anyone listened */
+		fn(e, log_where);
 }
 
 static const char *const secret_headers[] = {

@@ -37,6 +37,12 @@ int sbx_log_level_parse(const char *s, enum sbx_log_level *out);
 enum sbx_log_level sbx_log_level(void);
 void sbx_log(enum sbx_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /*
+ * fn (NULL: none) hears when log lines stop reaching the log (a full
+ * disk, a closed pipe): once per spell of failed writes, at once if one
+ * is going on. It may log (those lines are lost, and do not call it).
+ */
+void sbx_log_on_failure(void (*fn)(int err, const char *where));
+/*
  * Writes "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC) for the current time into buf
  * (at least 32 bytes).
  */

@@ -170,6 +170,12 @@ for o in fs_cache_timeout= fs_cache_timeout=nan fs_cache_timeout=-1 writeback= w
 	esac
 	eq "-o $o: the mount is refused, saying why" "$rc:$(echo "$out" | grep -cF -e "$why")" 1:1
 done
+# A log that cannot be written lost every line without a word (a full
+# disk under STATE_DIR/sbxfs.log, a closed pipe): the root's error says so.
+timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,log=/dev/full" "$WORK/m2"
+ok "-o log=/dev/full: the root's error says the log cannot be written" \
+	grep -q "log INTERNAL: the log (/dev/full) cannot be written: No space left on device; its lines are lost until it can" "$WORK/m2/error"
+mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
 # suid and dev were passed to the kernel: a file a sandbox's root made
 # setuid-root, or a node of the host's disk, would then run or open as such.
 for o in suid dev; do
