@@ -369,8 +369,15 @@ static int stage_text(struct sbx_lease *l, struct sbx_instance *inst, const char
 		      char **shell, char **script, struct sbx_error *err)
 {
 	unsigned char rnd[8];
-	size_t len = strlen(text);
-	int fd, rc = 0;
+	/*
+	 * The default shells remove the copy as they start reading it (on
+	 * its first line: line numbers stay the text's), so a daemon killed
+	 * during the run leaves none; the removal after the run stays for a
+	 * run that never started, and for a lease's own shell.
+	 */
+	const char *prefix = l->spec.shell ? "" : SBX_STAGED_PREFIX;
+	size_t len = strlen(prefix) + strlen(text);
+	int fd, rc;
 	*script = NULL;
 	if (strlen(*shell) <= SBX_RUN_ARG_MAX)
 		return 0;
@@ -382,17 +389,9 @@ static int stage_text(struct sbx_lease *l, struct sbx_instance *inst, const char
 	if ((fd = memfd_create("sbxfs-run", MFD_CLOEXEC)) < 0)
 		return sbx_error_set(err, errno, SBX_E_INTERNAL, "staging the command: %s",
 				     strerror(errno));
-	/*
-	 * The default shells remove the copy as they start reading it (on
-	 * its first line: line numbers stay the text's), so a daemon killed
-	 * during the run leaves none; the removal after the run stays for a
-	 * run that never started, and for a lease's own shell.
-	 */
-	if (!l->spec.shell)
-		rc = sbx_write_all(fd, SBX_STAGED_PREFIX, strlen(SBX_STAGED_PREFIX));
-	if (rc || (rc = sbx_write_all(fd, text, len)))
+	if ((rc = sbx_write_all(fd, prefix, strlen(prefix))) ||
+	    (rc = sbx_write_all(fd, text, strlen(text))))
 		sbx_error_set(err, -rc, SBX_E_INTERNAL, "staging the command: %s", strerror(-rc));
-	len += l->spec.shell ? 0 : strlen(SBX_STAGED_PREFIX);
 	sbx_random_bytes(rnd, sizeof(rnd));
 	*script = sbx_xasprintf("/tmp/.sbxfs-run-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
 				rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);

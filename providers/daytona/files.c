@@ -388,7 +388,7 @@ static int read_range(struct dt_instance *di, const char *path, off_t off, off_t
 				       .stream = true,
 				       .idempotent = true},
 		     err);
-	if ((rc && rs.done) || (rc && status == 416)) {
+	if (rc && (rs.done || status == 416)) {
 		rc = 0;
 		sbx_error_clear(err);
 	}
