@@ -3,6 +3,7 @@
  * merging). Not a place for provider logic.
  */
 #include "provider.h"
+#include "base/keyfile.h"
 #include "base/xalloc.h"
 
 #include <stdlib.h>
@@ -105,4 +106,65 @@ char **sbx_envs_merge(const struct sbx_spec *spec, const char *const *extra)
 	}
 	out[n] = NULL;
 	return out;
+}
+
+void sbx_keyhdr_start(struct sbx_keyhdr *k, const struct sbx_provider_env *env, const char *prefix,
+		      const char *key)
+{
+	pthread_mutex_lock(&k->lock);
+	k->prefix = prefix;
+	k->reread = env ? env->reread_key : NULL;
+	k->provider = env ? env->provider : NULL;
+	pthread_mutex_unlock(&k->lock);
+	(void)sbx_keyhdr_set(k, key);
+}
+
+bool sbx_keyhdr_set(struct sbx_keyhdr *k, const char *key)
+{
+	char *line;
+	bool changed;
+	pthread_mutex_lock(&k->lock);
+	line = sbx_xasprintf("%s%s", k->prefix ? k->prefix : "", key);
+	changed = !k->line || strcmp(k->line, line);
+	if (changed) {
+		sbx_wipe_free(k->line);
+		k->line = line;
+		line = NULL;
+		k->gen++;
+	}
+	pthread_mutex_unlock(&k->lock);
+	sbx_wipe_free(line);
+	return changed;
+}
+
+char *sbx_keyhdr_get(struct sbx_keyhdr *k, unsigned *gen)
+{
+	pthread_mutex_lock(&k->lock);
+	char *line = sbx_xstrdup(k->line ? k->line : "");
+	*gen = k->gen;
+	pthread_mutex_unlock(&k->lock);
+	return line;
+}
+
+bool sbx_keyhdr_renewed(struct sbx_keyhdr *k, char **line, unsigned *gen)
+{
+	unsigned now;
+	if (k->reread)
+		k->reread(k->provider);
+	pthread_mutex_lock(&k->lock);
+	now = k->gen;
+	pthread_mutex_unlock(&k->lock);
+	if (now == *gen)
+		return false;
+	sbx_wipe_free(*line);
+	*line = sbx_keyhdr_get(k, gen);
+	return true;
+}
+
+void sbx_keyhdr_clear(struct sbx_keyhdr *k)
+{
+	pthread_mutex_lock(&k->lock);
+	sbx_wipe_free(k->line);
+	k->line = NULL;
+	pthread_mutex_unlock(&k->lock);
 }

@@ -28,6 +28,7 @@
 
 #include <jansson.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -256,6 +257,10 @@ struct sbx_provider_env {
 	/* Why "keyFile" could not be used (its mode, say), or NULL. init() then
 	 * fails with this error so that every later call repeats it. */
 	const struct sbx_error *key_error;
+	/* What a refused key calls to read it again (sbx_provider_key_reread),
+	 * and the provider to pass it: kept by sbx_keyhdr_start. */
+	void (*reread_key)(const struct sbx_provider *p);
+	const struct sbx_provider *provider;
 };
 
 struct sbx_provider {
@@ -269,6 +274,13 @@ struct sbx_provider {
 	 * attaches on it, and leases on it get the error (sbx_provider_ready). */
 	int (*init)(const struct sbx_provider_env *env, struct sbx_error *err);
 	void (*shutdown)(void);
+	/* The environment variable that holds its key (read from -o env_file=
+	 * too), or NULL. Optional. */
+	const char *key_var;
+	/* A key re-read from its file after the service refused the one in use
+	 * (sbx_provider_key_reread): true when it differs, and is then used from
+	 * the next request on, running ones included. Optional. */
+	bool (*set_key)(const char *key);
 
 	/* --- lifecycle ---------------------------------------------------- */
 	/* Creates a sandbox for spec (packages installed, envs set) and returns
@@ -571,6 +583,52 @@ int sbx_provider_init_all(json_t *providers_cfg, const char *state_dir, bool kee
  * every 2 s, so a key file fixed after the mount is taken.
  */
 int sbx_provider_ready(const struct sbx_provider *p, struct sbx_error *err);
+/*
+ * The -o env_file= path ('-' prefix kept): a provider's key_var there is
+ * its key (after a keyFile), at init and at each re-read. Set before any
+ * thread starts.
+ */
+void sbx_provider_set_env_file(const char *path);
+/*
+ * The service refused p's key: reads it again from where it came (the
+ * keyFile, else the env_file) and gives it to p->set_key, so that a key
+ * rotated in its file is taken without a remount. Logs a file that can no
+ * longer be read. Safe from any thread; a file read per call.
+ */
+void sbx_provider_key_reread(const struct sbx_provider *p);
+
+/*
+ * A provider's key as the header line its calls carry, replaced under
+ * running calls when its file has a new one (providers/common.c).
+ */
+struct sbx_keyhdr {
+	pthread_mutex_t lock;
+	const char *prefix; /* "X-API-KEY: "... */
+	char *line;	    /* prefix + key, a secret: wiped when replaced */
+	unsigned gen;	    /* bumped at each change */
+	void (*reread)(const struct sbx_provider *p); /* the env's reread_key */
+	const struct sbx_provider *provider;
+};
+#define SBX_KEYHDR_INIT                                                                            \
+	{                                                                                          \
+		PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, NULL, NULL                               \
+	}
+/* At init: the line is prefix + key, and env says how to read the key again. */
+void sbx_keyhdr_start(struct sbx_keyhdr *k, const struct sbx_provider_env *env, const char *prefix,
+		      const char *key);
+/* The line becomes prefix + key (set_key's work): true when that changed it. */
+bool sbx_keyhdr_set(struct sbx_keyhdr *k, const char *key);
+/* A copy of the line ("" before any set; wipe and free it) and its generation. */
+char *sbx_keyhdr_get(struct sbx_keyhdr *k, unsigned *gen);
+/*
+ * After the service refused the line of generation *gen: reads the key
+ * again (the env's reread_key). True when the line has changed since (then
+ * *line, wiped and freed, is replaced by the new one, and *gen): by this
+ * re-read or another call's, so every call refused with the old key retries.
+ */
+bool sbx_keyhdr_renewed(struct sbx_keyhdr *k, char **line, unsigned *gen);
+/* Wipes and forgets the line (at shutdown). */
+void sbx_keyhdr_clear(struct sbx_keyhdr *k);
 /* Shuts every provider down, and forgets what init_all(keep) was given. */
 void sbx_provider_shutdown_all(void);
 

@@ -188,21 +188,52 @@ static struct sbx_error init_err_copy(const struct sbx_provider *p)
 	return why;
 }
 
+/* -o env_file=: set once before any thread starts, read by every key read. */
+static char *env_file;
+
+void sbx_provider_set_env_file(const char *path)
+{
+	free(env_file);
+	env_file = path ? sbx_xstrdup(path) : NULL;
+}
+
+/*
+ * p's key from the files that hold keys: its keyFile in settings, else its
+ * key_var in the env_file. *key stays NULL when neither names one (p then
+ * reads its environment). An error is prefixed with where it came from.
+ */
+static int key_from_files(const struct sbx_provider *p, json_t *settings, char **key,
+			  struct sbx_error *err)
+{
+	const char *key_file = json_string_value(json_object_get(settings, "keyFile"));
+	char what[96];
+	int rc = 0;
+	*key = NULL;
+	if (key_file) {
+		snprintf(what, sizeof(what), "providers.%s.keyFile", p->name);
+		rc = sbx_keyfile_read(key_file, key, err);
+	} else if (env_file && p->key_var) {
+		snprintf(what, sizeof(what), "env_file");
+		rc = sbx_envfile_value(env_file, p->key_var, key, err);
+	}
+	if (rc)
+		sbx_error_prefix(err, what);
+	return rc;
+}
+
 int sbx_provider_init(const struct sbx_provider *p, json_t *providers_cfg, const char *state_dir,
 		      struct sbx_error *err)
 {
 	json_t *settings = json_object_get(providers_cfg, p->name);
 	struct sbx_provider_env env = {settings ? json_incref(settings) : json_object(), state_dir};
-	const char *key_file = json_string_value(json_object_get(env.settings, "keyFile"));
+	env.reread_key = sbx_provider_key_reread;
+	env.provider = p;
 	struct sbx_error key_err = SBX_ERROR_INIT;
 	char *key = NULL;
-	int rc = 0;
+	int rc;
 
 	/* A key file instead of the environment (systemd units, several users). */
-	if (key_file && (rc = sbx_keyfile_read(key_file, &key, &key_err))) {
-		char what[96];
-		snprintf(what, sizeof(what), "providers.%s.keyFile", p->name);
-		sbx_error_prefix(&key_err, what);
+	if ((rc = key_from_files(p, env.settings, &key, &key_err))) {
 		key_err.code = SBX_E_AUTH;
 		env.key_error = &key_err;
 	}
@@ -211,10 +242,7 @@ int sbx_provider_init(const struct sbx_provider *p, json_t *providers_cfg, const
 		rc = p->init(&env, err);
 	else if (rc && err)
 		*err = key_err;
-	if (key) {
-		explicit_bzero(key, strlen(key));
-		free(key);
-	}
+	sbx_wipe_free(key);
 	json_decref(env.settings);
 	pthread_mutex_lock(&lock);
 	struct sbx_error *why = init_err_locked(p);
@@ -278,14 +306,37 @@ static void retry_key_file(const struct sbx_provider *p)
 	i = index_locked(p);
 	n = n_registered;
 	pthread_mutex_unlock(&lock);
-	if (json_is_string(json_object_get(settings, "keyFile")) && i < n &&
-	    sbx_now_ms() >= retry_at[i]) {
+	bool from_file =
+	    json_is_string(json_object_get(settings, "keyFile")) || (env_file && p->key_var);
+	if (from_file && i < n && sbx_now_ms() >= retry_at[i]) {
 		struct sbx_error e = SBX_ERROR_INIT;
 		retry_at[i] = sbx_now_ms() + RETRY_MS;
 		if (!sbx_provider_init(p, kept_cfg, kept_state_dir, &e))
 			sbx_log(SBX_LOG_INFO, "provider %s: its key file is usable now", p->name);
 	}
 	pthread_mutex_unlock(&retry_lock);
+}
+
+void sbx_provider_key_reread(const struct sbx_provider *p)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	char *key = NULL;
+	bool changed = false;
+	if (!p->set_key)
+		return;
+	pthread_mutex_lock(&retry_lock);
+	if (kept_cfg && !key_from_files(p, json_object_get(kept_cfg, p->name), &key, &e) && key)
+		changed = p->set_key(key);
+	pthread_mutex_unlock(&retry_lock);
+	sbx_wipe_free(key);
+	if (changed)
+		sbx_log(SBX_LOG_INFO,
+			"provider %s: its key was refused; its file has a new one: using it",
+			p->name);
+	else if (e.err)
+		sbx_log(SBX_LOG_WARN,
+			"provider %s: its key was refused, and cannot be read again: %s", p->name,
+			e.msg);
 }
 
 int sbx_provider_ready(const struct sbx_provider *p, struct sbx_error *err)

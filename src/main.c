@@ -400,6 +400,14 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "sbxfs: env_file: %s\n", err.msg);
 		goto out_args;
 	}
+	if (opts.env_file) { /* read again for a refused key, from "/" once daemonised */
+		bool optional = opts.env_file[0] == '-';
+		char *abs = sbx_path_absolute(opts.env_file + optional);
+		char *kept = abs ? sbx_xasprintf("%s%s", optional ? "-" : "", abs) : NULL;
+		sbx_provider_set_env_file(kept ? kept : opts.env_file);
+		free(kept);
+		free(abs);
+	}
 	/* A file named on purpose must exist, unless named "-PATH" (optional, as
 	 * the systemd units do); only the default may be absent. */
 	if (opts.config && opts.config[0] == '-')

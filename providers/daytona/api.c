@@ -81,9 +81,7 @@ static char *header_line(const char *name, const char *value)
 
 static void conf_clear(void)
 {
-	if (dt_conf.auth)
-		explicit_bzero(dt_conf.auth, strlen(dt_conf.auth));
-	free(dt_conf.auth);
+	dt_auth_clear();
 	free(dt_conf.org);
 	free(dt_conf.api_url);
 	free(dt_conf.target);
@@ -130,7 +128,7 @@ static int daytona_init(const struct sbx_provider_env *env, struct sbx_error *er
 		    "it, or put it in an env_file or a providers.daytona.keyFile)");
 		goto fail;
 	}
-	dt_conf.auth = sbx_xasprintf("Authorization: Bearer %s", key);
+	dt_auth_start(env, key);
 	if (org)
 		dt_conf.org = header_line("X-Daytona-Organization-ID", org);
 	dt_conf.api_url = sbx_xstrdup(url ? url : "https://app.daytona.io/api");
@@ -609,6 +607,8 @@ const struct sbx_provider sbx_provider_daytona = {
     .caps = SBX_CAP_LIST_ATTRS | SBX_CAP_UTF8_TEXT | SBX_CAP_RANGE_READ,
     .init = daytona_init,
     .shutdown = daytona_shutdown,
+    .key_var = "DAYTONA_API_KEY",
+    .set_key = dt_set_key,
     .create = daytona_create,
     .attach = daytona_attach,
     .release = daytona_release,

@@ -64,13 +64,13 @@
 
 /*
  * Settings read once by init (read-only afterwards, so no lock). The
- * credential lives only in `auth`, an HTTP header line; it is never
- * logged (http redacts Authorization), never in a URL, never in argv.
+ * credential lives only in an HTTP header line (transport.c's, replaced
+ * when its file has a new key: dt_set_key); it is never logged (http
+ * redacts Authorization), never in a URL, never in argv.
  */
 struct dt_conf {
 	char *api_url;	       /* without a trailing '/' */
 	char *target;	       /* NULL: the server's default region */
-	char *auth;	       /* "Authorization: Bearer ..." */
 	char *org;	       /* "X-Daytona-Organization-ID: ..." with a JWT, else NULL */
 	long state_timeout_ms; /* timeout: create/start/stop waits (default 60 s) */
 	long request_ms;       /* requestTimeout: one request, retries included (60 s) */
@@ -183,7 +183,13 @@ int dt_check_body(const json_t *body, const char *what, struct sbx_error *err);
  * Fills hdr (room for n pointers) with the common headers plus extra
  * (NULL-terminated, may be NULL); returns hdr.
  */
-const char **dt_headers(const char **hdr, size_t n, const char *const *extra);
+const char **dt_headers(const char **hdr, size_t n, const char *auth_line,
+			const char *const *extra);
+/* The key (API key or JWT) calls carry: set at init, then by set_key when
+ * its file has a new one (true when it differs); cleared at shutdown. */
+void dt_auth_start(const struct sbx_provider_env *env, const char *key);
+bool dt_set_key(const char *key);
+void dt_auth_clear(void);
 /* The init error when the provider is not usable, else 0. */
 int dt_ready(struct sbx_error *err);
 /*

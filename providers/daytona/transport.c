@@ -9,6 +9,7 @@
  * them, so the provider's files form no cycle.
  */
 #include "daytona/daytona.h"
+#include "base/keyfile.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -55,10 +56,28 @@ int dt_ready(struct sbx_error *err)
 	return sbx_error_set(err, EACCES, SBX_E_INTERNAL, "daytona provider is not initialised");
 }
 
-const char **dt_headers(const char **hdr, size_t n, const char *const *extra)
+/* The Authorization line: set at init, replaced when the key's file has a new one. */
+static struct sbx_keyhdr auth = SBX_KEYHDR_INIT;
+
+void dt_auth_start(const struct sbx_provider_env *env, const char *key)
+{
+	sbx_keyhdr_start(&auth, env, "Authorization: Bearer ", key);
+}
+
+bool dt_set_key(const char *key)
+{
+	return sbx_keyhdr_set(&auth, key);
+}
+
+void dt_auth_clear(void)
+{
+	sbx_keyhdr_clear(&auth);
+}
+
+const char **dt_headers(const char **hdr, size_t n, const char *auth_line, const char *const *extra)
 {
 	size_t i = 0;
-	hdr[i++] = dt_conf.auth;
+	hdr[i++] = auth_line;
 	if (dt_conf.org)
 		hdr[i++] = dt_conf.org;
 	hdr[i++] = "X-Daytona-SDK-Version: " DT_SDK_VERSION;
@@ -110,6 +129,9 @@ int dt_call(const struct dt_call *c, struct sbx_error *err)
 	const char *extra[4] = {NULL}, *hdr[10];
 	char accept[96];
 	char *body = NULL;
+	unsigned gen;
+	char *auth_line;
+	bool retried = false;
 	int rc;
 
 	if ((rc = dt_ready(err)))
@@ -128,7 +150,7 @@ int dt_call(const struct dt_call *c, struct sbx_error *err)
 	req.has_body = c->body || c->empty_post;
 	req.method = c->method;
 	req.url = c->url;
-	req.headers = dt_headers(hdr, 10, extra);
+	auth_line = sbx_keyhdr_get(&auth, &gen);
 	req.timeout_ms = c->timeout_ms;
 	req.max_body = c->max_body ? c->max_body : DT_JSON_MAX;
 	req.idempotent = c->idempotent;
@@ -139,15 +161,23 @@ int dt_call(const struct dt_call *c, struct sbx_error *err)
 	req.sink_ctx = c->sink_ctx;
 	req.on_response = c->on_response;
 	req.stream = c->stream;
+again:
+	req.headers = dt_headers(hdr, 10, auth_line, extra);
 	sbx_http_resp_init(&resp);
 	rc = sbx_http_perform(dt_conf.http, &req, &resp, err);
-	free(body);
 	if (c->status)
 		*c->status = resp.status;
 	if (rc) {
 		if (c->what)
 			sbx_error_prefix(err, c->what);
 		goto out;
+	}
+	/* A refused key: its file may hold a new one (rotated). Once, with that. */
+	if ((resp.status == 401 || resp.status == 403) && !retried &&
+	    sbx_keyhdr_renewed(&auth, &auth_line, &gen)) {
+		retried = true;
+		sbx_http_resp_release(&resp);
+		goto again;
 	}
 	if (resp.status < 200 || resp.status > 299) {
 		rc = dt_error_from_reply(resp.status, resp.body.buf, resp.body.len, c->what, err);
@@ -171,5 +201,7 @@ int dt_call(const struct dt_call *c, struct sbx_error *err)
 	}
 out:
 	sbx_http_resp_release(&resp);
+	free(body);
+	sbx_wipe_free(auth_line);
 	return rc;
 }

@@ -55,6 +55,7 @@ static int e2b_init(const struct sbx_provider_env *env, struct sbx_error *err)
 			*err = e2b_init_err;
 		return rc;
 	}
+	e2b_key_start(env);
 	hs.timeout_ms = e2b_g.set.request_ms;
 	hs.idle_ms = e2b_g.set.transfer_ms;
 	hs.connect_timeout_ms = e2b_g.set.connect_ms;
@@ -69,6 +70,7 @@ static int e2b_init(const struct sbx_provider_env *env, struct sbx_error *err)
 static void e2b_shutdown(void)
 {
 	sbx_http_client_free(e2b_g.http);
+	e2b_key_clear();
 	e2b_settings_free(&e2b_g.set);
 	memset(&e2b_g, 0, sizeof(e2b_g));
 }
@@ -541,6 +543,8 @@ const struct sbx_provider sbx_provider_e2b = {
     .caps = SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY | SBX_CAP_UTF8_TEXT | SBX_CAP_RANGE_READ,
     .init = e2b_init,
     .shutdown = e2b_shutdown,
+    .key_var = "E2B_API_KEY",
+    .set_key = e2b_set_key,
     .create = e2b_create,
     .attach = e2b_attach,
     .save = e2b_save,

@@ -99,6 +99,11 @@ void e2b_conn_release(struct e2b_conn *c);
  * Else returns the mapped -errno (e2b_api_error) with *status set so a
  * caller can turn a 404 or 409 into its own answer.
  */
+/* The control plane's API key: set at init (from e2b_g.set), then by
+ * set_key when its file has a new one (true when it differs). */
+void e2b_key_start(const struct sbx_provider_env *env);
+bool e2b_set_key(const char *key);
+void e2b_key_clear(void);
 int e2b_api(const char *method, const char *path, json_t *body, bool idempotent, json_t **out,
 	    long *status, const char *what, struct sbx_error *e);
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/keyfile.h"
 #include "e2b/connect.h"
 
 #define E2B_KEEPALIVE_MAX_S 30 /* Keepalive-Ping-Interval asked of envd on streams */
@@ -75,6 +76,24 @@ void e2b_conn_release(struct e2b_conn *c)
 
 /* --- control plane ------------------------------------------------------- */
 
+/* The X-API-KEY line: set at init, replaced when the key's file has a new one. */
+static struct sbx_keyhdr api_key = SBX_KEYHDR_INIT;
+
+void e2b_key_start(const struct sbx_provider_env *env)
+{
+	sbx_keyhdr_start(&api_key, env, "X-API-KEY: ", e2b_g.set.api_key ? e2b_g.set.api_key : "");
+}
+
+bool e2b_set_key(const char *key)
+{
+	return sbx_keyhdr_set(&api_key, key);
+}
+
+void e2b_key_clear(void)
+{
+	sbx_keyhdr_clear(&api_key);
+}
+
 int e2b_api(const char *method, const char *path, json_t *body, bool idempotent, json_t **out,
 	    long *status, const char *what, struct sbx_error *e)
 {
@@ -87,16 +106,17 @@ int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempote
 {
 	struct sbx_http_req req = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
-	struct sbx_buf url = SBX_BUF_INIT, key = SBX_BUF_INIT;
+	struct sbx_buf url = SBX_BUF_INIT;
 	const char *headers[4] = {NULL};
 	char *text = NULL;
+	unsigned gen;
+	char *key = sbx_keyhdr_get(&api_key, &gen);
+	bool retried = false;
 	int rc;
 
 	*out = NULL;
 	*status = 0;
 	sbx_buf_addf(&url, "%s%s", e2b_g.set.api_url, path);
-	sbx_buf_addf(&key, "X-API-KEY: %s", e2b_g.set.api_key);
-	headers[0] = key.buf;
 	headers[1] = "Accept: application/json";
 	if (body) {
 		text = json_dumps(body, JSON_COMPACT);
@@ -113,6 +133,8 @@ int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempote
 	req.url = url.buf;
 	req.headers = headers;
 	req.idempotent = idempotent;
+again:
+	headers[0] = key;
 	sbx_http_resp_init(&resp);
 	rc = sbx_http_perform(e2b_g.http, &req, &resp, e);
 	if (rc) {
@@ -120,6 +142,13 @@ int e2b_api_ex(const char *method, const char *path, json_t *body, bool idempote
 		goto out_resp;
 	}
 	*status = resp.status;
+	/* A refused key: its file may hold a new one (rotated). Once, with that. */
+	if ((resp.status == 401 || resp.status == 403) && !retried &&
+	    sbx_keyhdr_renewed(&api_key, &key, &gen)) {
+		retried = true;
+		sbx_http_resp_release(&resp);
+		goto again;
+	}
 	if (header && size) {
 		value[0] = '\0';
 		sbx_http_resp_header(&resp, header, value, size);
@@ -139,8 +168,7 @@ out_resp:
 	sbx_http_resp_release(&resp);
 out:
 	free(text);
-	wipe(key.buf, key.len);
-	sbx_buf_release(&key);
+	sbx_wipe_free(key);
 	sbx_buf_release(&url);
 	return rc;
 }

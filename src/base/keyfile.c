@@ -77,6 +77,14 @@ int sbx_keyfile_read(const char *path, char **out, struct sbx_error *err)
 	return rc;
 }
 
+void sbx_wipe_free(char *secret)
+{
+	if (secret) {
+		explicit_bzero(secret, strlen(secret));
+		free(secret);
+	}
+}
+
 static bool valid_name(const char *k)
 {
 	if (!*k || isdigit((unsigned char)*k))
@@ -87,7 +95,13 @@ static bool valid_name(const char *k)
 	return true;
 }
 
-int sbx_envfile_load(const char *path, struct sbx_error *err)
+/*
+ * Calls fn(ctx, KEY, VALUE) for each KEY=VALUE line of path (see
+ * sbx_envfile_load for the syntax); stops at fn's non-zero answer, which
+ * is returned. A leading '-' on path: a missing file has no lines.
+ */
+static int each_var(const char *path, int (*fn)(void *ctx, const char *k, const char *v), void *ctx,
+		    struct sbx_error *err)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
 	bool optional = path[0] == '-';
@@ -132,11 +146,50 @@ int sbx_envfile_load(const char *path, struct sbx_error *err)
 					   "%s:%d: \"%s\" is not a variable name", path, n, k);
 			break;
 		}
-		if (setenv(k, v, 1))
-			rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "%s:%d: setenv", path, n);
+		if ((rc = fn(ctx, k, v)) && err && !err->err)
+			sbx_error_set(err, -rc, SBX_E_INTERNAL, "%s:%d: %s", path, n,
+				      strerror(-rc));
 	}
 	if (b.len)
 		memset(b.buf, 0, b.len);
 	sbx_buf_release(&b);
+	return rc;
+}
+
+static int put_env(void *ctx, const char *k, const char *v)
+{
+	(void)ctx;
+	return setenv(k, v, 1) ? -errno : 0;
+}
+
+int sbx_envfile_load(const char *path, struct sbx_error *err)
+{
+	return each_var(path, put_env, NULL, err);
+}
+
+struct wanted {
+	const char *name;
+	char *value;
+};
+
+static int take_value(void *ctx, const char *k, const char *v)
+{
+	struct wanted *w = ctx;
+	if (!strcmp(k, w->name)) {
+		sbx_wipe_free(w->value);
+		w->value = sbx_xstrdup(v); /* the last line naming it wins, as when loaded */
+	}
+	return 0;
+}
+
+int sbx_envfile_value(const char *path, const char *name, char **out, struct sbx_error *err)
+{
+	struct wanted w = {name, NULL};
+	int rc = each_var(path, take_value, &w, err);
+	if (rc) {
+		sbx_wipe_free(w.value);
+		w.value = NULL;
+	}
+	*out = w.value;
 	return rc;
 }

@@ -29,5 +29,13 @@ int sbx_keyfile_read(const char *path, char **out, struct sbx_error *err);
  * thread starts (setenv).
  */
 int sbx_envfile_load(const char *path, struct sbx_error *err);
+/*
+ * The value name has in the same file (path as above), re-read now: *out
+ * is malloc'd, or NULL when no line names it (or the optional file is
+ * missing). The caller wipes and frees it (sbx_wipe_free). Sets nothing.
+ */
+int sbx_envfile_value(const char *path, const char *name, char **out, struct sbx_error *err);
+/* Wipes a secret string and frees it (NULL is fine). */
+void sbx_wipe_free(char *secret);
 
 #endif

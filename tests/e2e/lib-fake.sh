@@ -144,3 +144,41 @@ upload_case() {
 	fault_row "$name (close)" "$got" "$ms"
 }
 upload_arrived() { [ "$(lease_run "cat $FHOME/$1")" = "v2 $1" ]; }
+
+# key_rotation_story: the service revokes the key in use and the user writes
+# the new one where it came from (the provider's keyFile, then an env_file):
+# the next refused call reads it again and goes through, leases running on,
+# no remount (each refusal stayed EACCES until a remount). A key still
+# refused after the re-read is EACCES, once, not a loop. Mounts and
+# unmounts itself: call it with nothing mounted.
+key_rotation_story() {
+	local var n=0
+	case $FAKE_KIND in e2b) var=E2B_API_KEY ;; daytona) var=DAYTONA_API_KEY ;; esac
+	rotate() { n=$((n + 1)) && KEY_NOW=rotated-$$-$n && fake_post /_fake/apikey "{\"apiKey\": \"$KEY_NOW\"}" >/dev/null; }
+	printf '%s\n' "$FAKE_KEY" >"$WORK/rot.key"
+	chmod 600 "$WORK/rot.key"
+	fake_settings "{\"keyFile\": \"$WORK/rot.key\"}"
+	mount_sbxfs
+	ok "keyFile: a lease" mkdir "$MNT/kr"
+	rotate
+	eq "the key revoked, its file unchanged: mkdir fails EACCES" "$(errno_of "os.mkdir('$MNT/kx')")" EACCES
+	ok "... the error file says the key was refused" grep -q "refused the API key (401)" "$MNT/error"
+	printf '%s\n' "$KEY_NOW" >"$WORK/rot.key"
+	ok "the new key written to the keyFile: taken at the next call, no remount (mkdir)" mkdir "$MNT/kr2"
+	ok "... the earlier lease pauses and resumes" sh -c "echo pause >'$MNT/kr/state' && echo resume >'$MNT/kr/state'"
+	ok "... and runs" sh -c "echo 'echo rot-ok' >'$MNT/kr/exec' && grep -qx rot-ok '$MNT/kr/stdout'"
+	ok "... the log says why" grep -q "provider $FAKE_KIND: its key was refused; its file has a new one" "$WORK/sbxfs.log"
+	end_leases
+	unmount_sbxfs
+	fake_settings '{}'
+	printf '%s=%s\n' "$var" "$KEY_NOW" >"$WORK/rot.env"
+	chmod 600 "$WORK/rot.env"
+	mount_sbxfs -o "env_file=$WORK/rot.env"
+	ok "env_file: a lease" mkdir "$MNT/ke"
+	rotate
+	printf '# rotated\nexport %s="%s"\n' "$var" "$KEY_NOW" >"$WORK/rot.env"
+	ok "the new key written to the env_file: taken at the next call (mkdir)" mkdir "$MNT/ke2"
+	ok "... and the earlier lease pauses" sh -c "echo pause >'$MNT/ke/state'"
+	end_leases
+	unmount_sbxfs
+}

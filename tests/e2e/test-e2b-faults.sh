@@ -117,4 +117,8 @@ ok "the mount is still up" test -f "$MNT/README"
 ok "rmdir ends the reclaimed lease" rmdir "$L"
 
 log "fault -> errno -> elapsed:$FAULT_TABLE"
+fake_clear_faults
+end_leases
+unmount_sbxfs
+key_rotation_story
 finish

@@ -129,6 +129,24 @@ START_TEST(envfile_loaded)
 	p = tmp_file("env2", "X=1\n", 0604);
 	snprintf(opt, sizeof(opt), "-%s", p);
 	ck_assert_int_eq(sbx_envfile_load(opt, &e), -EACCES);
+
+	/* One value read again (a rotated key), the environment untouched; the last line wins. */
+	char *v = NULL;
+	p = tmp_file("env3", "CHECK_OPS_K=old\nexport CHECK_OPS_K='new key'\nOTHER=1\n", 0600);
+	ck_assert_int_eq(sbx_envfile_value(p, "CHECK_OPS_K", &v, &e), 0);
+	ck_assert_str_eq(v, "new key");
+	ck_assert_ptr_null(getenv("CHECK_OPS_K"));
+	sbx_wipe_free(v);
+	ck_assert_int_eq(sbx_envfile_value(p, "CHECK_OPS_NONE", &v, &e), 0);
+	ck_assert_ptr_null(v);
+	ck_assert_int_eq(sbx_envfile_value("-/nonexistent/env", "X", &v, &e), 0);
+	ck_assert_ptr_null(v);
+	chmod(p, 0644); /* made readable by others since: refused, nothing returned */
+	ck_assert_int_eq(sbx_envfile_value(p, "CHECK_OPS_K", &v, &e), -EACCES);
+	ck_assert_ptr_null(v);
+	p = tmp_file("env4", "CHECK_OPS_K=1\nBAD LINE\n", 0600);
+	ck_assert_int_eq(sbx_envfile_value(p, "CHECK_OPS_K", &v, &e), -EINVAL);
+	ck_assert_ptr_null(v);
 }
 END_TEST
 

@@ -4,7 +4,8 @@
  * promise slots it leaves empty, one without the slots every lease needs,
  * and a second provider of the same name. The compiled-in ones pass. A
  * provider whose init failed is not used (sbx_provider_ready repeats why),
- * and a setting one cannot use fails sbx_provider_init_all.
+ * and a setting one cannot use fails sbx_provider_init_all. A key the
+ * service refused is read again from its keyFile or env_file.
  */
 #include <check.h>
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/keyfile.h"
 #include "base/log.h"
 #include "provider.h"
 #include "rmeta.h"
@@ -160,6 +162,94 @@ START_TEST(a_provider_whose_init_failed_is_not_used)
 }
 END_TEST
 
+static struct sbx_keyhdr rotor_hdr = SBX_KEYHDR_INIT;
+
+static int rotor_init(const struct sbx_provider_env *env, struct sbx_error *err)
+{
+	if (env->key_error) {
+		*err = *env->key_error;
+		return -err->err;
+	}
+	sbx_keyhdr_start(&rotor_hdr, env, "Key: ", env->api_key ? env->api_key : "(environment)");
+	return 0;
+}
+
+static bool rotor_set_key(const char *key)
+{
+	return sbx_keyhdr_set(&rotor_hdr, key);
+}
+
+static void put(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	chmod(path, mode);
+}
+
+/* A key refused by the service is read again from its file: keyFile, else env_file. */
+START_TEST(a_refused_key_is_read_again)
+{
+	static const struct sbx_provider rotor = {GOOD("rotor"), .init = rotor_init,
+						  .key_var = "ROTOR_KEY", .set_key = rotor_set_key};
+	struct sbx_error err = SBX_ERROR_INIT;
+	char dir[] = "/tmp/check_registry.XXXXXX", key[64], env[64], *line, *other;
+	unsigned gen, old_gen;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(key, sizeof(key), "%s/key", dir);
+	snprintf(env, sizeof(env), "%s/env", dir);
+	sbx_log_setup(0, SBX_LOG_ERR);
+	sbx_provider_register(&rotor, &err);
+	put(key, "k1\n", 0600);
+	json_t *cfg = json_pack("{s:{s:s}}", "rotor", "keyFile", key);
+	ck_assert_int_eq(sbx_provider_init_all(cfg, dir, true, &err), 0);
+	line = sbx_keyhdr_get(&rotor_hdr, &gen);
+	ck_assert_str_eq(line, "Key: k1");
+	old_gen = gen;
+	other = sbx_keyhdr_get(&rotor_hdr, &old_gen);
+	/* Refused, the file unchanged: nothing new, no retry. */
+	ck_assert(!sbx_keyhdr_renewed(&rotor_hdr, &line, &gen));
+	ck_assert_str_eq(line, "Key: k1");
+	/* Rotated in the file: the next refusal takes it. */
+	put(key, "  k2  \n", 0600);
+	ck_assert(sbx_keyhdr_renewed(&rotor_hdr, &line, &gen));
+	ck_assert_str_eq(line, "Key: k2");
+	/* A call that was refused with k1 meanwhile retries with k2 (no re-read needed). */
+	ck_assert(sbx_keyhdr_renewed(&rotor_hdr, &other, &old_gen));
+	ck_assert_str_eq(other, "Key: k2");
+	ck_assert_uint_eq(old_gen, gen);
+	/* A file others can read is not taken (logged): the key in use stays. */
+	put(key, "k3\n", 0644);
+	ck_assert(!sbx_keyhdr_renewed(&rotor_hdr, &line, &gen));
+	ck_assert_str_eq(line, "Key: k2");
+	json_decref(cfg);
+
+	/* No keyFile: the provider's variable in the env_file, at init and after. */
+	put(env, "ROTOR_KEY=e1\n", 0600);
+	sbx_provider_set_env_file(env);
+	cfg = json_object();
+	ck_assert_int_eq(sbx_provider_init_all(cfg, dir, true, &err), 0);
+	sbx_wipe_free(line);
+	line = sbx_keyhdr_get(&rotor_hdr, &gen);
+	ck_assert_str_eq(line, "Key: e1");
+	put(env, "OTHER=1\nexport ROTOR_KEY=\"e2\"\n", 0600);
+	ck_assert(sbx_keyhdr_renewed(&rotor_hdr, &line, &gen));
+	ck_assert_str_eq(line, "Key: e2");
+	sbx_provider_set_env_file(NULL);
+
+	sbx_wipe_free(line);
+	sbx_wipe_free(other);
+	json_decref(cfg);
+	sbx_provider_shutdown_all();
+	sbx_keyhdr_clear(&rotor_hdr);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("registry");
@@ -167,6 +257,7 @@ int main(void)
 	tcase_add_test(tc, builtins_pass);
 	tcase_add_test(tc, broken_ones_refused);
 	tcase_add_test(tc, a_provider_whose_init_failed_is_not_used);
+	tcase_add_test(tc, a_refused_key_is_read_again);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK);

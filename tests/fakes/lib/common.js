@@ -23,6 +23,8 @@
  *   POST   /_fake/sandboxes/<id>/vanish -> 204 (404 if unknown): the sandbox is deleted
  *                                          behind the client's back
  *   POST   /_fake/sandboxes/<id>/expire -> 204: its lifetime runs out now (E2B)
+ *   POST   /_fake/apikey                <- {"apiKey": "K"}: from now on only K is accepted
+ *                                          (the old key revoked, as a rotation does)
  *
  * FAULT = {"kind": "drop"|"5xx"|"429"|"slow"|"vanish"|"cut"|"inject",
  *          "count"?: N         apply to the next N matching requests (default: until cleared)
@@ -433,6 +435,13 @@ class FakeServer {
 			this.counters = Object.create(null);
 			if (b.sandboxes)
 				await this.service.resetSandboxes();
+			return sendEmpty(res, 204);
+		}
+		if (req.method === 'POST' && p === '/_fake/apikey') {
+			const b = await ctx.json();
+			if (typeof b.apiKey !== 'string' || !b.apiKey)
+				throw new HttpError(400, 'apiKey must be a non-empty string');
+			this.opts.apiKey = b.apiKey;
 			return sendEmpty(res, 204);
 		}
 		if (req.method === 'GET' && p === '/_fake/sandboxes')
