@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 
 #include "base/fsutil.h"
+#include "base/sysutil.h"
 #include "base/xalloc.h"
 
 enum target { TO_STDERR, TO_FILE, TO_SYSLOG, TO_JOURNAL };
@@ -27,6 +29,11 @@ static enum target log_target = TO_STDERR;
 static int log_fd = 2;
 static enum sbx_log_level log_max = SBX_LOG_INFO;
 static char log_where[PATH_MAX];
+/* TO_FILE: the file log_fd has open, to see it moved away (reopen_if_moved). */
+static dev_t log_dev;
+static ino_t log_ino;
+static atomic_llong log_checked_ms;
+static pthread_mutex_t reopen_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The errno of the last failed line write, 0 once one goes through again. */
 static atomic_int log_failing;
 typedef void (*log_failure_hook)(int err, const char *where);
@@ -100,9 +107,14 @@ static int open_file(const char *path, struct sbx_error *err)
 		rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "log file %s: %s", abs,
 				   strerror(errno));
 	} else {
+		struct stat st;
 		snprintf(log_where, sizeof(log_where), "%s", abs);
 		log_fd = fd;
 		log_target = TO_FILE;
+		if (!fstat(fd, &st)) {
+			log_dev = st.st_dev;
+			log_ino = st.st_ino;
+		}
 	}
 	free(abs);
 	return rc;
@@ -168,6 +180,36 @@ void sbx_log_timestamp(char *buf, size_t size)
 		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 }
 
+/*
+ * A log file moved or removed under us (logrotate's default renames it and
+ * expects a new one): at most once a second, the path is checked, and
+ * opened anew when it no longer names the file being written. dup2 puts
+ * the new file in place atomically, so a concurrent line goes to one or
+ * the other, never to a closed descriptor. A path that cannot be opened
+ * (its directory gone) leaves the old file in use.
+ */
+static void reopen_if_moved(void)
+{
+	long long now = sbx_now_ms(),
+		  last = atomic_load_explicit(&log_checked_ms, memory_order_relaxed);
+	struct stat st;
+	int fd;
+	if (now - last < 1000 || !atomic_compare_exchange_strong(&log_checked_ms, &last, now))
+		return;
+	if (!stat(log_where, &st) && st.st_dev == log_dev && st.st_ino == log_ino)
+		return;
+	if (pthread_mutex_trylock(&reopen_lock))
+		return;
+	fd = open(log_where, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+	if (fd >= 0 && !fstat(fd, &st) && dup3(fd, log_fd, O_CLOEXEC) >= 0) {
+		log_dev = st.st_dev;
+		log_ino = st.st_ino;
+	}
+	if (fd >= 0)
+		close(fd);
+	pthread_mutex_unlock(&reopen_lock);
+}
+
 void sbx_log(enum sbx_log_level lvl, const char *fmt, ...)
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
@@ -193,6 +235,9 @@ void sbx_log(enum sbx_log_level lvl, const char *fmt, ...)
 		/* sd-daemon(3) prefixes: the journal keeps the priority. */
 		n = snprintf(out, sizeof(out), "<%d>%s: %s\n", prio[lvl], name[lvl], line);
 		break;
+	case TO_FILE:
+		reopen_if_moved();
+		/* fall through */
 	default:
 		sbx_log_timestamp(stamp, sizeof(stamp));
 		n = snprintf(out, sizeof(out), "%s sbxfs[%d]: %s: %s\n", stamp, (int)getpid(),

@@ -176,6 +176,17 @@ timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,log=/dev/full" "$WORK/m2"
 ok "-o log=/dev/full: the root's error says the log cannot be written" \
 	grep -q "log INTERNAL: the log (/dev/full) cannot be written: No space left on device; its lines are lost until it can" "$WORK/m2/error"
 mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
+# A log file moved away (logrotate's default: rename, then expect a new
+# one): every later line went to the renamed file, the new one never made.
+timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,log=$WORK/rot.log" "$WORK/m2"
+ok "-o log=FILE: the mount's first line is there" grep -q "info: mounted at $WORK/m2" "$WORK/rot.log"
+mv "$WORK/rot.log" "$WORK/rot.log.1"
+sleep 1.1 # the path is checked at most once a second
+mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
+ok "... moved away: the next lines go to a new file at its path" \
+	wait_for 10 grep -q "info: unmounted from $WORK/m2" "$WORK/rot.log"
+eq "... made 0600" "$(stat -c %a "$WORK/rot.log" 2>&1)" 600
+ok "... and not to the moved one" sh -c "! grep -q 'unmounted from' '$WORK/rot.log.1'"
 # suid and dev were passed to the kernel: a file a sandbox's root made
 # setuid-root, or a node of the host's disk, would then run or open as such.
 for o in suid dev; do
