@@ -252,12 +252,26 @@ static void adopt_instance(struct sbx_lease *l, struct sbx_instance *inst)
 
 /* ---- the mount -------------------------------------------------------- */
 
+/*
+ * How long a failure stays in the root `error` below a later lookup miss.
+ * Tools probe names that are no lease all the time (git looks for HEAD and
+ * objects in every parent directory, shells complete names): each miss
+ * replaced the line, and a failure read a moment later (a refused ctl
+ * line, a table that could not be saved) said "no lease HEAD".
+ */
+#define SBX_ERROR_KEEP_MS 60000
+
 /* Sets the root `error` line; err_lock is a leaf, so any lock may be held. */
 void mount_error_line(struct sbx_mount *m, const char *op, const struct sbx_error *e, bool lookup)
 {
 	sbx_lock(&m->err_lock, SBX_LOCK_ERR);
-	error_line(m->error_line, sizeof(m->error_line), op, e);
-	m->error_is_lookup = lookup;
+	if (lookup) {
+		error_line(m->lookup_line, sizeof(m->lookup_line), op, e);
+		m->lookup_ms = sbx_now_ms();
+	} else {
+		error_line(m->error_line, sizeof(m->error_line), op, e);
+		m->error_ms = sbx_now_ms();
+	}
 	sbx_unlock(&m->err_lock, SBX_LOCK_ERR);
 	sbx_log(lookup ? SBX_LOG_DEBUG : SBX_LOG_WARN, "%s: %s", op, e->msg);
 }
@@ -271,14 +285,25 @@ void sbx_mount_error(struct sbx_mount *m, const char *op, const struct sbx_error
 static void forget_lookup_error(struct sbx_mount *m)
 {
 	sbx_lock(&m->err_lock, SBX_LOCK_ERR);
-	if (m->error_is_lookup) {
-		m->error_line[0] = '\0';
-		m->error_is_lookup = false;
-	}
+	m->lookup_line[0] = '\0';
 	sbx_unlock(&m->err_lock, SBX_LOCK_ERR);
 }
 
 char *sbx_mount_error_text(struct sbx_mount *m)
+{
+	char *s;
+	sbx_lock(&m->err_lock, SBX_LOCK_ERR);
+	if (!m->lookup_line[0] || (m->error_line[0] && m->error_ms >= m->lookup_ms))
+		s = sbx_xstrdup(m->error_line);
+	else if (m->error_line[0] && m->lookup_ms - m->error_ms <= SBX_ERROR_KEEP_MS)
+		s = sbx_xasprintf("%s%s", m->lookup_line, m->error_line);
+	else
+		s = sbx_xstrdup(m->lookup_line);
+	sbx_unlock(&m->err_lock, SBX_LOCK_ERR);
+	return s;
+}
+
+char *sbx_mount_failure_text(struct sbx_mount *m)
 {
 	sbx_lock(&m->err_lock, SBX_LOCK_ERR);
 	char *s = sbx_xstrdup(m->error_line);
@@ -512,7 +537,7 @@ static int record_or_undo(struct sbx_mount *m, struct sbx_lease *l, bool kill,
 	int rc = sbx_mount_save(m);
 	if (!rc)
 		return 0;
-	char *why = sbx_mount_error_text(m);
+	char *why = sbx_mount_failure_text(m); /* the save's, not a lookup miss since */
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	struct sbx_instance *inst = l->inst;
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);

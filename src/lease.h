@@ -110,16 +110,21 @@ struct sbx_mount {
 	struct sbx_lease *leases; /* uthash by name, protected by lock */
 	struct sbx_config config;
 	char *state_dir;
-	char *profile;	       /* profile for new leases */
-	char error_line[1024]; /* last mount-level error, protected by lock */
-	bool error_is_lookup;  /* error_line is a lookup miss (cleared by a create) */
+	char *profile; /* profile for new leases */
+	/* The root `error` (under err_lock): the last mount-level failure, and
+	 * apart from it the last lookup miss (cleared by a create), each with
+	 * its sbx_now_ms, so a tool probing names does not hide a failure. */
+	char error_line[1024];
+	long long error_ms;
+	char lookup_line[1024];
+	long long lookup_ms;
 	pthread_t timer;
 	bool timer_running;
 	bool stopping;
 	pthread_cond_t timer_cond;
 	int tick_ms;			    /* timer period (tests shorten it) */
 	struct sbx_pending_create *pending; /* creates with no answer (lease.c), under lock */
-	pthread_mutex_t err_lock;	    /* error_line, error_is_lookup: a leaf lock */
+	pthread_mutex_t err_lock;	    /* error_line, lookup_line: a leaf lock */
 	pthread_mutex_t save_lock; /* one table save at a time, taken before any other lock */
 	/* Table entries that could not be loaded (an unknown provider, a spec
 	 * this build refuses), each {"entry", "why"}: the entry written back
@@ -143,8 +148,14 @@ void sbx_mount_close(struct sbx_mount *m);
 void sbx_mount_error(struct sbx_mount *m, const char *op, const struct sbx_error *e);
 /* Why the lease table's entry name was not loaded (sbx_mount.unloaded), or NULL. */
 const char *sbx_mount_unloaded(struct sbx_mount *m, const char *name);
-/* The root `error` file's text (caller frees). */
+/*
+ * The root `error` file's text (caller frees): the newer of the last
+ * failure and the last lookup miss; when that is the miss, the failure
+ * too on a second line if it came at most SBX_ERROR_KEEP_MS before.
+ */
 char *sbx_mount_error_text(struct sbx_mount *m);
+/* The last failure's line alone (not a lookup miss; caller frees). */
+char *sbx_mount_failure_text(struct sbx_mount *m);
 
 /* Looks a lease up and takes a reference (NULL if none). */
 struct sbx_lease *sbx_lease_get(struct sbx_mount *m, const char *name);

@@ -25,6 +25,13 @@ eq "new with a bad key=value" "$(errno_of_write "$MNT/ctl" "new y idleTimeout=so
 eq "new with an unknown profile" "$(errno_of_write "$MNT/ctl" "new y profile=nope
 ")" "EINVAL"
 ok "error names the profile" grep -q 'no profile "nope"' "$MNT/error"
+# Tools probe names that are no lease: git, run anywhere in fs/ outside a
+# repository, looks for HEAD (then objects) in every parent directory up to
+# the mount's root. Each miss replaced the root error, so the refusal above
+# read "no lease HEAD" a moment later.
+stat "$MNT/HEAD" >/dev/null 2>&1
+ok "a name probed after it (git's HEAD) does not hide the refusal" grep -q 'no profile "nope"' "$MNT/error"
+ok "... and is said above it" sh -c "head -1 '$MNT/error' | grep -q 'lookup NOT_FOUND: no lease HEAD'"
 eq "mkdir of an existing lease" "$(errno_of "os.mkdir('$L')")" "EEXIST"
 eq "rmdir of an unknown lease" "$(errno_of "os.rmdir('$MNT/ghost')")" "ENOENT"
 ok "error says which lease" grep -q 'no lease ghost' "$MNT/error"
