@@ -186,7 +186,9 @@ void sbx_log_timestamp(char *buf, size_t size)
  * opened anew when it no longer names the file being written. dup2 puts
  * the new file in place atomically, so a concurrent line goes to one or
  * the other, never to a closed descriptor. A path that cannot be opened
- * (its directory gone) leaves the old file in use.
+ * (its directory gone) leaves the old file in use, and so does one that is
+ * now a symbolic link or another user's file or a link to one (whoever can
+ * write the directory must not steer a root daemon's appends elsewhere).
  */
 static void reopen_if_moved(void)
 {
@@ -200,8 +202,12 @@ static void reopen_if_moved(void)
 		return;
 	if (pthread_mutex_trylock(&reopen_lock))
 		return;
-	fd = open(log_where, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
-	if (fd >= 0 && !fstat(fd, &st) && dup3(fd, log_fd, O_CLOEXEC) >= 0) {
+	/* O_NONBLOCK: a FIFO put there must not hold the thread (and its locks). */
+	fd = open(log_where,
+		  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK,
+		  0600);
+	if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+	    st.st_nlink == 1 && !fcntl(fd, F_SETFL, O_APPEND) && dup3(fd, log_fd, O_CLOEXEC) >= 0) {
 		log_dev = st.st_dev;
 		log_ino = st.st_ino;
 	}

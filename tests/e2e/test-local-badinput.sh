@@ -189,11 +189,20 @@ timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,log=$WORK/rot.log" "$WORK/m2"
 ok "-o log=FILE: the mount's first line is there" grep -q "info: mounted at $WORK/m2" "$WORK/rot.log"
 mv "$WORK/rot.log" "$WORK/rot.log.1"
 sleep 1.1 # the path is checked at most once a second
-mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
+echo "frob" >"$WORK/m2/ctl" 2>/dev/null # a line: the refusal's warning
 ok "... moved away: the next lines go to a new file at its path" \
-	wait_for 10 grep -q "info: unmounted from $WORK/m2" "$WORK/rot.log"
+	wait_for 5 grep -q 'warning: ctl: unknown command "frob"' "$WORK/rot.log"
 eq "... made 0600" "$(stat -c %a "$WORK/rot.log" 2>&1)" 600
-ok "... and not to the moved one" sh -c "! grep -q 'unmounted from' '$WORK/rot.log.1'"
+ok "... and not to the moved one" sh -c "! grep -q 'frob' '$WORK/rot.log.1'"
+# ... but the daemon (root) follows no link put there in its stead: whoever
+# can write that directory would steer its appends into any file.
+mv "$WORK/rot.log" "$WORK/rot.log.2"
+ln -s "$WORK/victim" "$WORK/rot.log"
+sleep 1.1
+echo "frob2" >"$WORK/m2/ctl" 2>/dev/null
+mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
+ok "a symbolic link in the moved log's place is not followed" wait_for 5 test ! -e "$WORK/victim"
+ok "... the lines stay in the file open before" wait_for 5 grep -q 'frob2' "$WORK/rot.log.2"
 # suid and dev were passed to the kernel: a file a sandbox's root made
 # setuid-root, or a node of the host's disk, would then run or open as such.
 for o in suid dev; do
