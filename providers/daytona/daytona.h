@@ -170,7 +170,8 @@ struct dt_call {
 /*
  * Performs c. 0 for a 2xx reply (with *c->reply / c->raw filled), else
  * -errno with err filled: transport failures from http (ENOTCONN,
- * ETIMEDOUT ...), HTTP errors through dt_error_from_reply().
+ * ETIMEDOUT ...), HTTP errors through dt_error_from_reply(). A 401 or 403
+ * is tried once more when the key's file has a new key (sbx_keyhdr_renewed).
  */
 int dt_call(const struct dt_call *c, struct sbx_error *err);
 /*

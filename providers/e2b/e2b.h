@@ -93,17 +93,19 @@ void e2b_conn_get(struct e2b_inst *in, int port, struct e2b_conn *c);
 void e2b_conn_add(struct e2b_conn *c, const char *header);
 void e2b_conn_release(struct e2b_conn *c);
 
-/*
- * Control plane call: METHOD api_url+path with a JSON body (NULL: none).
- * 2xx: returns 0, *out = the parsed reply or NULL when empty (caller owns).
- * Else returns the mapped -errno (e2b_api_error) with *status set so a
- * caller can turn a 404 or 409 into its own answer.
- */
 /* The control plane's API key: set at init (from e2b_g.set), then by
  * set_key when its file has a new one (true when it differs). */
 void e2b_key_start(const struct sbx_provider_env *env);
 bool e2b_set_key(const char *key);
 void e2b_key_clear(void);
+
+/*
+ * Control plane call: METHOD api_url+path with a JSON body (NULL: none).
+ * 2xx: returns 0, *out = the parsed reply or NULL when empty (caller owns).
+ * Else returns the mapped -errno (e2b_api_error) with *status set so a
+ * caller can turn a 404 or 409 into its own answer. A 401 or 403 is
+ * tried once more when the key's file has a new key (sbx_keyhdr_renewed).
+ */
 int e2b_api(const char *method, const char *path, json_t *body, bool idempotent, json_t **out,
 	    long *status, const char *what, struct sbx_error *e);
 
