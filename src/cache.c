@@ -329,6 +329,16 @@ enum sbx_cache_hit sbx_cache_attr_get(struct sbx_cache *c, const char *path, str
 	return hit;
 }
 
+bool cache_attr_peek_locked(struct sbx_cache *c, const char *path, struct sbx_stat *st)
+{
+	struct cattr *a;
+	HASH_FIND_STR(c->attrs, path, a);
+	if (!a || !a->has_st || !fresh(a->expires, false))
+		return false;
+	*st = a->st;
+	return true;
+}
+
 void sbx_cache_attr_put(struct sbx_cache *c, const char *path, const struct sbx_stat *st,
 			unsigned long gen)
 {

@@ -438,6 +438,12 @@ bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_st
 			    enum sbx_overlay how);
 /* Attributes of an open entry from local facts alone (unlinked files). */
 void sbx_cache_file_stat(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_stat *st);
+/*
+ * True when cf is a clean copy the sandbox has changed since (from
+ * outside: a run, a change report), by the attributes the cache holds now
+ * (no request): a read past its end should fetch the file again.
+ */
+bool sbx_cache_file_outdated(struct sbx_cache *c, struct sbx_cfile *cf);
 /* True if path is a file created here that the sandbox does not have yet. */
 bool sbx_cache_file_local_only(struct sbx_cache *c, const char *path);
 /* Content of path no longer matches its stamp (changed remotely by us). */

@@ -820,6 +820,17 @@ bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_st
 	return applied;
 }
 
+bool sbx_cache_file_outdated(struct sbx_cache *c, struct sbx_cfile *cf)
+{
+	struct sbx_stat st;
+	bool out = false;
+	pthread_mutex_lock(&c->lock);
+	if (!cf->busy && !cf->streaming && cf->linked && cache_attr_peek_locked(c, cf->path, &st))
+		out = outdated_copy(c, cf, &st);
+	pthread_mutex_unlock(&c->lock);
+	return out;
+}
+
 void sbx_cache_file_stat(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_stat *st)
 {
 	pthread_mutex_lock(&c->lock);

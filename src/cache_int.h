@@ -165,6 +165,8 @@ void cache_attr_set_locked(struct sbx_cache *c, const char *path, const struct s
 void cache_attr_drop_locked(struct sbx_cache *c, const char *path);
 /* Remembers that we changed path just now (lock held). */
 void cache_echo_note_locked(struct sbx_cache *c, const char *path);
+/* path's fresh attributes in the cache, if it holds them (no listing's: lock held). */
+bool cache_attr_peek_locked(struct sbx_cache *c, const char *path, struct sbx_stat *st);
 /* A new entry at path: its name joins a listed parent, st (or nothing) its attributes. */
 void cache_note_added_locked(struct sbx_cache *c, const char *path, const struct sbx_stat *st);
 /* A new content entry for path, in c->files, no reference, no file yet (lock held). */

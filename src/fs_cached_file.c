@@ -700,14 +700,16 @@ static int open_content(struct sbx_lease *l, const char *path, int flags,
 		*how = SBX_CF_JOIN;
 		return 0;
 	}
-	if (s->have_data && (s->dirty || (s->refs > 1 && (s->stamped || !s->remote)))) {
+	if (s->have_data && (s->dirty || (s->refs > 1 && !s->remote))) {
 		/*
-		 * Local changes are the newest content there is; and a file open
-		 * elsewhere keeps its one shared content (refreshing it would pull
-		 * the bytes from under the other handles), unless the copy is
-		 * known stale (a truncate, or a write through another hard link,
-		 * changed the file in the sandbox): a local disk's other handles
-		 * see the new content too.
+		 * Local changes are the newest content there is (and a new file
+		 * not uploaded yet, open elsewhere, has no other). A clean copy
+		 * open elsewhere is checked as any other: a run that changed the
+		 * file (appended to the log `tail -f` or `less` holds) is seen by
+		 * the next open, whose download refreshes the one shared copy, as
+		 * a local disk's other handles see a change; it was kept, so
+		 * every open, `cat` after the run included, read the old bytes
+		 * for as long as one handle stayed open.
 		 */
 		if (excl)
 			return sbx_error_set(err, EEXIST, SBX_E_NONE, "%s exists", path);
@@ -867,9 +869,29 @@ static bool read_far(struct sbx_fs_file *f, char *buf, size_t size, off_t off, s
 	return true;
 }
 
+/*
+ * A read that reached the end of a clean copy the sandbox has changed
+ * since (a run appended to the log `tail -f` holds: its fstat learnt the
+ * new size): the file is fetched again into the shared copy, by an open of
+ * its own (open_content decides, as for any open), so the read gets the
+ * new bytes, as it would on a local disk. No request when nothing says
+ * the file changed: every `cat` ends with a short read.
+ */
+static bool refetched(struct sbx_fs_file *f, struct sbx_error *err)
+{
+	struct sbx_fs_file *again;
+	if (!sbx_cache_file_outdated(f->lease->cache, f->priv) ||
+	    fsc_open(f->lease, f->path, O_RDONLY, 0, &again, err))
+		return false;
+	fsc_release(again);
+	return true;
+}
+
 ssize_t fsc_read(struct sbx_fs_file *f, char *buf, size_t size, off_t off, struct sbx_error *err)
 {
+	bool tried = false;
 	ssize_t n;
+again:
 	if (read_far(f, buf, size, off, &n, err))
 		return n;
 	int rc = sbx_cache_file_stream_wait(f->lease->cache, f->priv, off + (off_t)size);
@@ -883,6 +905,12 @@ ssize_t fsc_read(struct sbx_fs_file *f, char *buf, size_t size, off_t off, struc
 	if (n < 0)
 		return sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", f->path,
 				     strerror(errno));
+	if ((size_t)n < size && !tried && (f->flags & O_ACCMODE) == O_RDONLY) {
+		tried = true;
+		if (refetched(f, err))
+			goto again;
+		sbx_error_clear(err); /* the bytes there are the answer */
+	}
 	return n;
 }
 

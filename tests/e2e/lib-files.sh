@@ -413,6 +413,36 @@ run("echo changed-by-run > " + home)
 print(os.fstat(fd).st_size)
 PY
 )" 15
+	# A file held open (`tail -f` of a log, `less`) while a run appends to
+	# it: on the remote providers every open read the old bytes for as long
+	# as one handle stayed open, `cat` after the run included, and the
+	# holder never saw the new ones.
+	echo one >"$F/held.log"
+	eq "a run's append to a file held open: the holder reads it, as tail -f polls" \
+		"$(python3 - "$F/held.log" "$L/exec" "$FHOME/held.log" <<'PY'
+import os, sys, time
+f, ex, home = sys.argv[1:]
+def run(cmd):
+    with open(ex, "w") as e:
+        e.write(cmd + "\n")
+fd = os.open(f, os.O_RDONLY)
+os.read(fd, 100)
+run("echo two >> " + home)
+got = b""
+for _ in range(40):  # tail -f: fstat, then read what is new
+    if os.fstat(fd).st_size > 4:
+        got += os.read(fd, 100)
+    if got:
+        break
+    time.sleep(0.25)
+print(got.decode().strip())
+run("echo three >> " + home)
+with open(f) as g:  # a new open while the holder stays
+    print(" ".join(g.read().split()))
+os.close(fd)
+PY
+)" "two
+one two three"
 }
 
 # A run replaces names the kernel still holds (issue 12): a file by a
