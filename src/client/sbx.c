@@ -696,13 +696,17 @@ int main(int argc, char **argv)
 			cmd = argv + 4;
 		}
 		if (!cmd[0]) {
-			fputs(usage, stderr);
+			fprintf(stderr, "sbx run: no COMMAND to run\n%s", usage);
 			return 2;
 		}
 		return cmd_run(lease, cmd);
 	}
 	if (!strcmp(argv[1], "shell") && argc <= 3)
 		return cmd_shell(argc == 3 ? argv[2] : NULL);
+	if (!strcmp(argv[1], "shell"))
+		fprintf(stderr, "sbx shell: one LEASE at most, and no command (use sbx run)\n");
+	else
+		fprintf(stderr, "sbx: unknown command \"%s\"\n", argv[1]);
 	fputs(usage, stderr);
 	return 2;
 }

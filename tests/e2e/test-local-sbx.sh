@@ -10,8 +10,15 @@ mkdir "$L"
 
 "$SBX" --help >"$WORK/help"
 ok "sbx --help names both commands" grep -q "sbx shell" "$WORK/help"
-"$SBX" frob 2>/dev/null
+"$SBX" frob 2>"$WORK/frob"
 eq "sbx with an unknown command exits 2" "$?" 2
+ok "... naming it" grep -qx 'sbx: unknown command "frob"' "$WORK/frob"
+"$SBX" run -- 2>"$WORK/nocmd"
+eq "sbx run with no command exits 2" "$?" 2
+ok "... saying so" grep -qx 'sbx run: no COMMAND to run' "$WORK/nocmd"
+"$SBX" shell "$L" ls 2>"$WORK/shcmd"
+eq "sbx shell with a command exits 2" "$?" 2
+ok "... saying what it takes" grep -q 'sbx shell: one LEASE at most, and no command (use sbx run)' "$WORK/shcmd"
 
 story_sbx_run_basics "$L"
 
