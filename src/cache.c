@@ -284,6 +284,7 @@ void cache_attr_set_locked(struct sbx_cache *c, const char *path, const struct s
 	a->neg = st == NULL;
 	if (st)
 		a->st = *st;
+	a->set_seq = ++c->seq;
 	a->expires = sbx_now_ms() + (st ? c->ttl_ms : c->neg_ttl_ms);
 }
 

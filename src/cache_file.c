@@ -180,19 +180,31 @@ static bool overlays(const struct sbx_cfile *cf)
 }
 
 /*
- * cf is a clean copy read before the sandbox was last changed from
- * outside (a run, a change report), and the remote st, learnt since,
- * differs: the file changed and st is the truth. (An open copy outlives
- * its close: FUSE sends the release after close() returns, so the `cat`
- * after a run may come first.) Lock held.
+ * cf is a clean copy and the remote st differs from it: the file changed
+ * and st is the truth. Either the copy was read before the sandbox was
+ * last changed from outside (a run, a change report: a loose stamp, whose
+ * mtime is unknown, then counts as changed), or the attributes the cache
+ * holds for it were learnt after the copy was stamped (a background
+ * process appended, and no report said so: daytona has no watch, e2b's
+ * covers the working tree). (An open copy outlives its close: FUSE sends
+ * the release after close() returns, so the `cat` after a run may come
+ * first.) Lock held.
  */
-static bool outdated_copy(const struct sbx_cache *c, const struct sbx_cfile *cf,
+static bool outdated_copy(struct sbx_cache *c, const struct sbx_cfile *cf,
 			  const struct sbx_stat *st)
 {
-	return cf->remote && !cf->dirty && cf->stamped && cf->stamp_epoch != c->epoch &&
-	       (cf->stamp_loose || cf->stamp_size != st->size ||
-		cf->stamp_mtime.tv_sec != st->mtime.tv_sec ||
-		cf->stamp_mtime.tv_nsec != st->mtime.tv_nsec);
+	struct cattr *a;
+	if (!cf->remote || cf->dirty || !cf->stamped)
+		return false;
+	bool differs = cf->stamp_size != st->size ||
+		       (!cf->stamp_loose && (cf->stamp_mtime.tv_sec != st->mtime.tv_sec ||
+					     cf->stamp_mtime.tv_nsec != st->mtime.tv_nsec));
+	if (cf->stamp_epoch != c->epoch)
+		return cf->stamp_loose || differs;
+	if (!differs || !cf->linked)
+		return false;
+	HASH_FIND_STR(c->attrs, cf->path, a);
+	return a && a->has_st && a->set_seq > cf->stamp_seq;
 }
 
 void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cache_listing *ls)
@@ -437,6 +449,7 @@ void sbx_cache_file_ready(struct sbx_cache *c, struct sbx_cfile *cf, enum sbx_cf
 			cf->stamp_size = st->size;
 			cf->stamp_mtime = st->mtime;
 			cf->stamp_epoch = c->epoch;
+			cf->stamp_seq = ++c->seq;
 			cf->mode = st->mode & 07777;
 		}
 		break;
@@ -697,6 +710,7 @@ void sbx_cache_file_end_upload(struct sbx_cache *c, struct sbx_cfile *cf, unsign
 			cf->stamp_mtime = st->mtime;
 		}
 		cf->stamp_epoch = c->epoch;
+		cf->stamp_seq = ++c->seq;
 		/*
 		 * The upload changed path: older attributes must not outlive it.
 		 * A first upload made the file appear: said here, under the lock
@@ -873,8 +887,10 @@ void sbx_cache_file_restamp(struct sbx_cache *c, const char *path, const struct 
 	struct sbx_cfile *cf;
 	pthread_mutex_lock(&c->lock);
 	HASH_FIND_STR(c->files, path, cf);
-	if (cf && !cf->dirty && cf->stamped)
+	if (cf && !cf->dirty && cf->stamped) {
 		cf->stamp_mtime = *mtime; /* our own change: the epoch stays */
+		cf->stamp_seq = ++c->seq; /* attributes learnt before it are older */
+	}
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -23,6 +23,7 @@ struct cattr {
 	char *path;
 	bool has_st, neg;
 	long long expires;
+	unsigned long set_seq; /* c->seq when stored */
 	struct sbx_stat st;
 	char *link;
 	long long link_expires;
@@ -62,6 +63,7 @@ struct sbx_cfile {
 	mode_t mode;		     /* (T) */
 	unsigned long wgen;	     /* (T) */
 	unsigned long stamp_epoch;   /* (T) c->epoch when stamped */
+	unsigned long stamp_seq;     /* (T) c->seq when stamped (or restamped) */
 	unsigned long open_epoch;    /* (T) c->epoch at its latest open */
 	long long used_ms;	     /* (T) for eviction */
 	off_t bytes;		     /* (T) size when last closed */
@@ -99,6 +101,7 @@ struct sbx_cache {
 	char *dir;
 	unsigned long gen;
 	unsigned long epoch; /* changes made outside (a run, a change report) seen so far */
+	unsigned long seq;   /* orders attributes stored and copies stamped */
 	long ttl_ms, neg_ttl_ms, retry_ms;
 	unsigned sweep_at;   /* attribute count that triggers the next sweep */
 	const void *watched; /* the instance asked for change notifications */

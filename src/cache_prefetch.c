@@ -95,6 +95,7 @@ int sbx_cache_prefetch_seed(struct sbx_cache *c, const char *path, const char *d
 	cf->stamp_size = st->size;
 	cf->stamp_mtime = st->mtime;
 	cf->stamp_epoch = c->epoch;
+	cf->stamp_seq = ++c->seq;
 	cf->mode = st->mode & 07777;
 	cf->bytes = (off_t)len;
 	cf->used_ms = sbx_now_ms();

@@ -439,10 +439,21 @@ print(got.decode().strip())
 run("echo three >> " + home)
 with open(f) as g:  # a new open while the holder stays
     print(" ".join(g.read().split()))
+# A background job appends, no run after it: no change report outside
+# e2b's watched tree, none at all on daytona.
+run("(sleep 1; echo four >> %s) >/dev/null 2>&1 &" % home)
+got = b""
+for _ in range(40):
+    got += os.read(fd, 100)  # "three", then what the job adds
+    if b"four" in got:
+        break
+    time.sleep(0.25)
+print(" ".join(got.decode().split()))
 os.close(fd)
 PY
 )" "two
-one two three"
+one two three
+three four"
 }
 
 # A run replaces names the kernel still holds (issue 12): a file by a

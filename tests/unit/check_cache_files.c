@@ -74,6 +74,20 @@ START_TEST(test_open_copy_of_an_older_version)
 	ck_assert_int_eq(F->read(f, buf, sizeof(buf), 15, &E), 9);
 	ck_assert(!memcmp(buf, "appended\n", 9));
 	ck_assert_int_eq(memprov_calls(mp, MP_READ), 1);
+
+	/*
+	 * A background job appends, and nothing reports it (no run, no watch):
+	 * the holder's fstat after the attributes expire shows the new size, and
+	 * its read past the copy's end gets the bytes (attributes learnt after
+	 * the copy was stamped count, not only a run's).
+	 */
+	put("/r", "changed-by-run\nappended\nmore\n");
+	sbx_cache_invalidate_path(L->cache, "/r"); /* its attributes expire: no epoch moves */
+	ck_assert_int_eq(gattr("/r", &st), 0);
+	ck_assert_int_eq(st.st_size, 29);
+	ck_assert_int_eq(F->read(f, buf, sizeof(buf), 24, &E), 5);
+	ck_assert(!memcmp(buf, "more\n", 5));
+	ck_assert_int_eq(memprov_calls(mp, MP_READ), 2);
 	F->release(f);
 }
 END_TEST
