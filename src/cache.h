@@ -439,9 +439,10 @@ bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_st
 /* Attributes of an open entry from local facts alone (unlinked files). */
 void sbx_cache_file_stat(struct sbx_cache *c, struct sbx_cfile *cf, struct sbx_stat *st);
 /*
- * True when cf is a clean copy the sandbox has changed since (from
- * outside: a run, a change report), by the attributes the cache holds now
- * (no request): a read past its end should fetch the file again.
+ * True when cf is a clean copy the sandbox has changed since, by the
+ * attributes the cache holds now (no request; see outdated_copy: after a
+ * run or change report, or learnt after the copy was stamped): a read
+ * past its end should fetch the file again.
  */
 bool sbx_cache_file_outdated(struct sbx_cache *c, struct sbx_cfile *cf);
 /* True if path is a file created here that the sandbox does not have yet. */
