@@ -93,6 +93,9 @@ static bool syslog_reachable(void)
 	return ok;
 }
 
+/* How the log file is opened, at the mount and again after a move. */
+#define LOG_OPEN_FLAGS (O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY)
+
 static int open_file(const char *path, struct sbx_error *err)
 {
 	char *abs = sbx_path_absolute(path);
@@ -102,7 +105,7 @@ static int open_file(const char *path, struct sbx_error *err)
 		return sbx_error_set(err, ENAMETOOLONG, SBX_E_INTERNAL,
 				     "log file %s: path too long", path);
 	}
-	fd = open(abs, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+	fd = open(abs, LOG_OPEN_FLAGS, 0600);
 	if (fd < 0) {
 		rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "log file %s: %s", abs,
 				   strerror(errno));
@@ -183,7 +186,7 @@ void sbx_log_timestamp(char *buf, size_t size)
 /*
  * A log file moved or removed under us (logrotate's default renames it and
  * expects a new one): at most once a second, the path is checked, and
- * opened anew when it no longer names the file being written. dup2 puts
+ * opened anew when it no longer names the file being written. dup3 puts
  * the new file in place atomically, so a concurrent line goes to one or
  * the other, never to a closed descriptor. A path that cannot be opened
  * (its directory gone) leaves the old file in use, and so does one that is
@@ -203,9 +206,7 @@ static void reopen_if_moved(void)
 	if (pthread_mutex_trylock(&reopen_lock))
 		return;
 	/* O_NONBLOCK: a FIFO put there must not hold the thread (and its locks). */
-	fd = open(log_where,
-		  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK,
-		  0600);
+	fd = open(log_where, LOG_OPEN_FLAGS | O_NOFOLLOW | O_NONBLOCK, 0600);
 	if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
 	    st.st_nlink == 1 && !fcntl(fd, F_SETFL, O_APPEND) && dup3(fd, log_fd, O_CLOEXEC) >= 0) {
 		log_dev = st.st_dev;
