@@ -197,6 +197,12 @@ void sbx_provider_set_env_file(const char *path)
 	env_file = path ? sbx_xstrdup(path) : NULL;
 }
 
+/* Whether p's key comes from a file: its keyFile, else its variable in the env_file. */
+static bool key_in_files(const struct sbx_provider *p, json_t *settings)
+{
+	return json_is_string(json_object_get(settings, "keyFile")) || (env_file && p->key_var);
+}
+
 /*
  * p's key from the files that hold keys: its keyFile in settings, else its
  * key_var in the env_file. *key stays NULL when neither names one (p then
@@ -209,10 +215,12 @@ static int key_from_files(const struct sbx_provider *p, json_t *settings, char *
 	char what[96];
 	int rc = 0;
 	*key = NULL;
+	if (!key_in_files(p, settings))
+		return 0;
 	if (key_file) {
 		snprintf(what, sizeof(what), "providers.%s.keyFile", p->name);
 		rc = sbx_keyfile_read(key_file, key, err);
-	} else if (env_file && p->key_var) {
+	} else {
 		snprintf(what, sizeof(what), "env_file");
 		rc = sbx_envfile_value(env_file, p->key_var, key, err);
 	}
@@ -306,9 +314,7 @@ static void retry_key_file(const struct sbx_provider *p)
 	i = index_locked(p);
 	n = n_registered;
 	pthread_mutex_unlock(&lock);
-	bool from_file =
-	    json_is_string(json_object_get(settings, "keyFile")) || (env_file && p->key_var);
-	if (from_file && i < n && sbx_now_ms() >= retry_at[i]) {
+	if (key_in_files(p, settings) && i < n && sbx_now_ms() >= retry_at[i]) {
 		struct sbx_error e = SBX_ERROR_INIT;
 		retry_at[i] = sbx_now_ms() + RETRY_MS;
 		if (!sbx_provider_init(p, kept_cfg, kept_state_dir, &e))

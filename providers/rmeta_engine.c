@@ -33,16 +33,12 @@ static size_t batch_n(const struct sbx_rme_batch *b)
 
 void sbx_rme_init(struct sbx_rme *e, const struct sbx_rme_slots *slots, void *ctx)
 {
-	pthread_condattr_t ca;
 	memset(e, 0, sizeof(*e));
 	e->slots = slots;
 	e->ctx = ctx;
 	pthread_mutex_init(&e->flush_lock, NULL);
 	pthread_mutex_init(&e->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&e->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&e->wake, NULL);
 	batch_init(&e->pending);
 	batch_init(&e->inflight);
 }
@@ -130,8 +126,8 @@ static void *timer_main(void *arg)
 			pthread_cond_wait(&e->wake, &e->lock);
 		} else if (now < due) {
 			struct timespec ts;
-			sbx_deadline_in(CLOCK_MONOTONIC, (long)(due - now), &ts);
-			pthread_cond_timedwait(&e->wake, &e->lock, &ts);
+			sbx_deadline_in((long)(due - now), &ts);
+			sbx_cond_wait_until(&e->wake, &e->lock, &ts);
 		} else {
 			sbx_unlock(&e->lock, SBX_LOCK_RME);
 			sbx_rme_flush(e, NULL, SBX_RMQ_NEED_ALL, SBX_RME_BOTH);

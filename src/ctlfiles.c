@@ -71,7 +71,7 @@ int sbx_ctl_getattr(struct sbx_mount *m, const struct sbx_node *n, struct sbx_le
 	st->st_uid = getuid();
 	st->st_gid = sbx_access_gid();
 	st->st_mtim.tv_sec = st->st_ctim.tv_sec = st->st_atim.tv_sec =
-	    l ? l->created_at : time(NULL);
+	    l ? sbx_boot_to_wall(l->created_boot) : time(NULL);
 	switch (n->kind) {
 	case SBX_N_PROFILE:
 		if (!sbx_config_profile(&m->config, n->sub))

@@ -608,7 +608,7 @@ void sbx_fs_streams_wait(void)
 {
 	struct timespec ts;
 	unsigned left;
-	sbx_deadline_in(CLOCK_REALTIME, SBX_STREAMS_EXIT_MS, &ts);
+	sbx_deadline_in(SBX_STREAMS_EXIT_MS, &ts);
 	if ((left = sbx_wg_wait(&streams, &ts)))
 		sbx_log(SBX_LOG_WARN, "%u streamed read(s) still running at exit", left);
 }

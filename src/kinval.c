@@ -99,7 +99,7 @@ void sbx_kinval_flush_detached(struct sbx_kinval *k)
 void sbx_kinval_wait_detached(long ms)
 {
 	struct timespec ts;
-	sbx_deadline_in(CLOCK_REALTIME, ms, &ts);
+	sbx_deadline_in(ms, &ts);
 	sbx_wg_wait(&detached, &ts);
 }
 

@@ -324,7 +324,7 @@ struct sbx_lease *lease_new(struct sbx_mount *m, const char *name)
 	sbx_buf_addf(&b, "%s/leases/%s", m->state_dir, name);
 	l->dir = sbx_buf_detach(&b, NULL);
 	l->env_text = sbx_xstrdup("");
-	l->created_at = l->last_active = time(NULL);
+	l->created_boot = l->active_boot = sbx_boot_s();
 	l->kinval = sbx_kinval_new();
 	l->inotab = sbx_inotab_new(0);
 	return l;
@@ -398,7 +398,7 @@ void set_state_locked(struct sbx_lease *l, enum sbx_lease_state to, const char *
 	enum sbx_lease_state from = l->state;
 	l->state = to;
 	if (to == SBX_LS_PAUSED)
-		l->paused_at = time(NULL);
+		l->paused_boot = sbx_boot_s();
 	pthread_cond_broadcast(&l->cond);
 	if (from != to)
 		journal_transition(l, from, to, cause);
@@ -633,7 +633,7 @@ static void pending_add(struct sbx_mount *m, struct sbx_lease *l, time_t since,
 	p->prov = l->prov;
 	sbx_spec_copy(&p->spec, &l->spec);
 	p->since = since;
-	p->failed_at = p->checked_at = time(NULL);
+	p->failed_at = p->checked_at = sbx_boot_s();
 	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	p->next = m->pending;
 	m->pending = p;
@@ -699,7 +699,7 @@ static bool pending_adopt(struct sbx_mount *m, struct sbx_lease *l, struct sbx_i
 /* Timer: kills what timed-out creates made once the grace is over; forgets old entries. */
 void pending_sweep(struct sbx_mount *m)
 {
-	time_t now = time(NULL);
+	time_t now = sbx_boot_s();
 	struct sbx_pending_create *todo = NULL, **pp, *p;
 	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	for (pp = &m->pending; (p = *pp);) {
@@ -815,7 +815,7 @@ int sbx_lease_create(struct sbx_mount *m, const char *name, const char *profile,
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	l->inst = inst;
 	snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", inst->id);
-	l->created_at = l->last_active = time(NULL);
+	l->created_boot = l->active_boot = sbx_boot_s();
 	l->saved = saved;
 	set_state_locked(l, SBX_LS_RUNNING, "created");
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
@@ -992,10 +992,9 @@ int sbx_lease_remove(struct sbx_mount *m, const char *name, struct sbx_error *er
 static int wait_transition_locked(struct sbx_lease *l, struct sbx_error *err)
 {
 	struct timespec dl;
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += SBX_TRANSITION_WAIT_S;
+	sbx_deadline_in(SBX_TRANSITION_WAIT_S * 1000L, &dl);
 	while (l->transition) {
-		if (pthread_cond_timedwait(&l->cond, &l->lock, &dl) == ETIMEDOUT)
+		if (sbx_cond_wait_until(&l->cond, &l->lock, &dl) == ETIMEDOUT)
 			return sbx_error_set(err, ETIMEDOUT, SBX_E_TIMEOUT,
 					     "lease %s: %s did not finish within %d s", l->name,
 					     sbx_lease_state_name(l->state), SBX_TRANSITION_WAIT_S);
@@ -1109,7 +1108,7 @@ static int resume_locked(struct sbx_lease *l, const char *cause, struct sbx_erro
 	int rc = transition_locked(l, SBX_LS_RESUMING, SBX_LS_RUNNING, l->prov->unpause, cause,
 				   "resume", err);
 	if (!rc) {
-		l->last_active = time(NULL);
+		l->active_boot = sbx_boot_s();
 		atomic_store(&l->unsaved_due, true); /* what the pause refused goes up now */
 	}
 	return rc;
@@ -1185,7 +1184,7 @@ int sbx_lease_use(struct sbx_lease *l, struct sbx_instance **inst, struct sbx_er
 				   "lease %s has no sandbox", l->name);
 	if (!rc) {
 		l->active++;
-		l->last_active = time(NULL);
+		l->active_boot = sbx_boot_s();
 		*inst = l->inst;
 	}
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
@@ -1197,7 +1196,7 @@ void sbx_lease_unuse(struct sbx_lease *l)
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	if (l->active > 0)
 		l->active--;
-	l->last_active = time(NULL);
+	l->active_boot = sbx_boot_s();
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 }
 
@@ -1216,8 +1215,8 @@ json_t *sbx_lease_info(struct sbx_lease *l)
 {
 	char c[32], a[32];
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
-	sbx_iso_time(l->created_at, c, sizeof(c));
-	sbx_iso_time(l->last_active, a, sizeof(a));
+	sbx_iso_time(sbx_boot_to_wall(l->created_boot), c, sizeof(c));
+	sbx_iso_time(sbx_boot_to_wall(l->active_boot), a, sizeof(a));
 	json_t *res =
 	    json_pack("{s:I, s:I, s:I, s:I}", "cpu", (json_int_t)l->spec.res.cpu, "memoryMB",
 		      (json_int_t)l->spec.res.memory_mb, "diskMB", (json_int_t)l->spec.res.disk_mb,
@@ -1231,7 +1230,7 @@ json_t *sbx_lease_info(struct sbx_lease *l)
 	json_object_set_new(o, "runs", json_integer((json_int_t)l->runs));
 	if (l->state == SBX_LS_PAUSED) {
 		char p[32];
-		sbx_iso_time(l->paused_at, p, sizeof(p));
+		sbx_iso_time(sbx_boot_to_wall(l->paused_boot), p, sizeof(p));
 		json_object_set_new(o, "pausedAt", json_string(p));
 	}
 	struct sbx_instance *inst = l->inst;
@@ -1253,7 +1252,7 @@ void sbx_lease_status_line(struct sbx_lease *l, struct sbx_buf *out)
 {
 	size_t unsaved = l->cache ? sbx_cache_unsaved_count(l->cache) : 0;
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
-	long idle = (long)(time(NULL) - l->last_active);
+	long idle = (long)(sbx_boot_s() - l->active_boot);
 	if (l->active)
 		idle = 0;
 	sbx_buf_addf(out, "%s %s %s %lds %s", l->name, l->spec.provider,

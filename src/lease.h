@@ -79,21 +79,23 @@ struct sbx_lease {
 	enum sbx_lease_state state;	 /* (L) */
 	bool transition;		 /* (L) a lifecycle call is in flight */
 	char sandbox_id[128];		 /* (L) */
-	time_t created_at, last_active, paused_at; /* (L) */
-	int active;				   /* (L) operations in flight */
-	unsigned long runs;			   /* (L) runs started */
-	unsigned long results_seq;		   /* (L) last N used for results/N.* */
-	char *env_text;				   /* (L) the `env` file */
-	json_t *saved;				   /* (L) provider's save() blob */
-	time_t last_probe, last_extend;		   /* (L) timer bookkeeping */
-	atomic_bool probe_due;			   /* a failure suggested the sandbox is gone */
-	atomic_bool unsaved_due;		   /* resumed: unsaved files are retried at once */
-	char *dir;				   /* state_dir/leases/NAME (read-only) */
-	struct sbx_cache *cache;		   /* fs/ cache (NULL for direct-I/O providers) */
-	struct sbx_kinval *kinval;		   /* what the kernel caches of fs/ */
-	struct sbx_inotab *inotab;		   /* fs/ inode numbers the mount kept (inotab.h) */
-	struct sbx_wb *wb;	 /* fs/ write-back queue (NULL: off, or direct I/O) */
-	struct sbx_runs *runtab; /* (L) its recent runs (runs.c), made at first use */
+	/* (L) sbx_boot_s() times (a stepped wall clock moves no timer), shown and saved as the wall
+	 * times they stand for (sbx_boot_to_wall) */
+	time_t created_boot, active_boot, paused_boot;
+	int active;			/* (L) operations in flight */
+	unsigned long runs;		/* (L) runs started */
+	unsigned long results_seq;	/* (L) last N used for results/N.* */
+	char *env_text;			/* (L) the `env` file */
+	json_t *saved;			/* (L) provider's save() blob */
+	time_t last_probe, last_extend; /* (L) timer bookkeeping (sbx_boot_s) */
+	atomic_bool probe_due;		/* a failure suggested the sandbox is gone */
+	atomic_bool unsaved_due;	/* resumed: unsaved files are retried at once */
+	char *dir;			/* state_dir/leases/NAME (read-only) */
+	struct sbx_cache *cache;	/* fs/ cache (NULL for direct-I/O providers) */
+	struct sbx_kinval *kinval;	/* what the kernel caches of fs/ */
+	struct sbx_inotab *inotab;	/* fs/ inode numbers the mount kept (inotab.h) */
+	struct sbx_wb *wb;		/* fs/ write-back queue (NULL: off, or direct I/O) */
+	struct sbx_runs *runtab;	/* (L) its recent runs (runs.c), made at first use */
 	void (*runtab_free)(struct sbx_lease *l); /* set with runtab: frees it with the lease */
 	struct {				  /* -o idmap=user (idmap.c) */
 		atomic_int state;		  /* enum sbx_ids_state */

@@ -19,7 +19,8 @@ struct sbx_pending_create {
 	char name[65];
 	const struct sbx_provider *prov;
 	struct sbx_spec spec;
-	time_t since, failed_at, checked_at;
+	time_t since;		      /* wall clock: compared with the sandbox list's times */
+	time_t failed_at, checked_at; /* sbx_boot_s() */
 };
 
 /* A snapshot of the table: each lease holds a reference (sbx_lease_put() each). */

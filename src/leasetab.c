@@ -33,17 +33,19 @@ static json_t *lease_to_json(struct sbx_lease *l, bool *skip)
 		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 		return NULL;
 	}
-	sbx_iso_time(l->created_at, c, sizeof(c));
-	sbx_iso_time(l->last_active, a, sizeof(a));
-	sbx_iso_time(l->paused_at, p, sizeof(p));
+	time_t created = sbx_boot_to_wall(l->created_boot),
+	       active = sbx_boot_to_wall(l->active_boot), paused = sbx_boot_to_wall(l->paused_boot);
+	sbx_iso_time(created, c, sizeof(c));
+	sbx_iso_time(active, a, sizeof(a));
+	sbx_iso_time(paused, p, sizeof(p));
 	json_t *o =
 	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:s}", "name", l->name, "provider",
 		      l->spec.provider, "sandboxId", l->sandbox_id, "state",
 		      sbx_lease_state_name(l->state), "createdAt", c, "lastActiveAt", a, "pausedAt",
 		      p, "spec", sbx_spec_to_json(&l->spec), "env", l->env_text);
-	json_object_set_new(o, "createdAtEpoch", json_integer(l->created_at));
-	json_object_set_new(o, "lastActiveEpoch", json_integer(l->last_active));
-	json_object_set_new(o, "pausedEpoch", json_integer(l->paused_at));
+	json_object_set_new(o, "createdAtEpoch", json_integer(created));
+	json_object_set_new(o, "lastActiveEpoch", json_integer(active));
+	json_object_set_new(o, "pausedEpoch", json_integer(paused));
 	if (l->saved)
 		json_object_set(o, "saved", l->saved);
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
@@ -203,9 +205,12 @@ static void load_one(struct sbx_mount *m, json_t *j)
 		return;
 	}
 	snprintf(l->sandbox_id, sizeof(l->sandbox_id), "%s", id);
-	l->created_at = (time_t)json_integer_value(json_object_get(j, "createdAtEpoch"));
-	l->last_active = (time_t)json_integer_value(json_object_get(j, "lastActiveEpoch"));
-	l->paused_at = (time_t)json_integer_value(json_object_get(j, "pausedEpoch"));
+	l->created_boot =
+	    sbx_wall_to_boot((time_t)json_integer_value(json_object_get(j, "createdAtEpoch")));
+	l->active_boot =
+	    sbx_wall_to_boot((time_t)json_integer_value(json_object_get(j, "lastActiveEpoch")));
+	l->paused_boot =
+	    sbx_wall_to_boot((time_t)json_integer_value(json_object_get(j, "pausedEpoch")));
 	if (json_is_string(json_object_get(j, "env"))) {
 		free(l->env_text);
 		l->env_text = sbx_xstrdup(json_string_value(json_object_get(j, "env")));

@@ -46,14 +46,14 @@ static enum timer_action timer_decide(struct sbx_lease *l, time_t now)
 		return T_NONE;
 	}
 	bool live = l->state == SBX_LS_RUNNING || l->state == SBX_LS_PAUSED;
-	if (l->spec.res.timeout_s && live && now - l->created_at >= l->spec.res.timeout_s)
+	if (l->spec.res.timeout_s && live && now - l->created_boot >= l->spec.res.timeout_s)
 		a = T_KILL_LIFETIME;
 	else if (l->state == SBX_LS_PAUSED && l->spec.reclaim_ttl_s &&
-		 now - l->paused_at >= l->spec.reclaim_ttl_s)
+		 now - l->paused_boot >= l->spec.reclaim_ttl_s)
 		a = T_KILL_TTL;
 	/* > on whole seconds: a lease is idle at least idleTimeout before it pauses */
 	else if (l->state == SBX_LS_RUNNING && !l->active && l->spec.idle_timeout_s &&
-		 now - l->last_active > l->spec.idle_timeout_s)
+		 now - l->active_boot > l->spec.idle_timeout_s)
 		a = T_PAUSE;
 	else if (live && (atomic_exchange(&l->probe_due, false) ||
 			  (l->state == SBX_LS_RUNNING && now - l->last_probe >= probe_every)))
@@ -78,7 +78,7 @@ static void extend_lease(struct sbx_lease *l)
 	if (want < SBX_EXTEND_MIN_S)
 		want = SBX_EXTEND_MIN_S;
 	if (l->spec.res.timeout_s) {
-		long left = (long)(l->created_at + l->spec.res.timeout_s - time(NULL)) + 60;
+		long left = (long)(l->created_boot + l->spec.res.timeout_s - sbx_boot_s()) + 60;
 		if (left < want)
 			want = left > 60 ? left : 60;
 	}
@@ -173,7 +173,7 @@ static bool probe_lease(struct sbx_lease *l)
 void sbx_mount_tick(struct sbx_mount *m)
 {
 	struct lease_list ll = {0};
-	time_t now = time(NULL);
+	time_t now = sbx_boot_s();
 	bool changed = false;
 	sbx_lease_foreach(m, collect, &ll);
 	for (size_t i = 0; i < ll.n; i++) {
@@ -187,7 +187,7 @@ void sbx_mount_tick(struct sbx_mount *m)
 		case T_KILL_LIFETIME:
 		case T_KILL_TTL: {
 			const char *cause =
-			    now - l->created_at >= l->spec.res.timeout_s && l->spec.res.timeout_s
+			    now - l->created_boot >= l->spec.res.timeout_s && l->spec.res.timeout_s
 				? "lifetime reached"
 				: "paused TTL reached";
 			if (sbx_lease_kill(l, cause, &e) == 0) {
@@ -228,8 +228,8 @@ static void *timer_main(void *arg)
 	sbx_lock(&m->lock, SBX_LOCK_MOUNT);
 	while (!m->stopping) {
 		struct timespec dl;
-		sbx_deadline_in(CLOCK_REALTIME, (long)m->tick_ms, &dl);
-		pthread_cond_timedwait(&m->timer_cond, &m->lock, &dl);
+		sbx_deadline_in((long)m->tick_ms, &dl);
+		sbx_cond_wait_until(&m->timer_cond, &m->lock, &dl);
 		if (m->stopping)
 			break;
 		sbx_unlock(&m->lock, SBX_LOCK_MOUNT);

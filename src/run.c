@@ -651,8 +651,8 @@ void sbx_run_set_abandon_check(bool (*fn)(void))
 static void wait_ms_locked(struct sbx_run *r, long ms)
 {
 	struct timespec dl;
-	sbx_deadline_in(CLOCK_REALTIME, ms, &dl);
-	pthread_cond_timedwait(&r->cond, &r->lock, &dl);
+	sbx_deadline_in(ms, &dl);
+	sbx_cond_wait_until(&r->cond, &r->lock, &dl);
 }
 
 /*

@@ -302,8 +302,8 @@ int sbx_tty_open(struct sbx_open *o, const struct sbx_node *n)
 static void wait_ms_locked(struct sbx_tty *t, long ms)
 {
 	struct timespec dl;
-	sbx_deadline_in(CLOCK_REALTIME, ms, &dl);
-	pthread_cond_timedwait(&t->cond, &t->lock, &dl);
+	sbx_deadline_in(ms, &dl);
+	sbx_cond_wait_until(&t->cond, &t->lock, &dl);
 }
 
 ssize_t sbx_tty_read(struct sbx_open *o, char *buf, size_t size, off_t off)

@@ -211,8 +211,8 @@ static long linger_ms_locked(struct sbx_wb *wb)
 static void wait_ms_locked(struct sbx_wb *wb, long ms)
 {
 	struct timespec ts;
-	sbx_deadline_in(CLOCK_REALTIME, ms, &ts);
-	pthread_cond_timedwait(&wb->cond, &wb->lock, &ts);
+	sbx_deadline_in(ms, &ts);
+	sbx_cond_wait_until(&wb->cond, &wb->lock, &ts);
 }
 
 static void *worker(void *arg)

@@ -31,7 +31,7 @@
 
 /* Where and how to reach E2B. Strings are owned (e2b_settings_free). */
 struct e2b_settings {
-	char *api_key;	   /* secret: never logged, never shown */
+	char *api_key;	   /* secret: never logged, never shown; handed to the key line at init */
 	char *api_url;	   /* control plane base, no trailing '/' */
 	char *sandbox_url; /* envd base override (tests), or NULL */
 	char *domain;

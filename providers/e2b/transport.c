@@ -82,6 +82,9 @@ static struct sbx_keyhdr api_key = SBX_KEYHDR_INIT;
 void e2b_key_start(const struct sbx_provider_env *env)
 {
 	sbx_keyhdr_start(&api_key, env, "X-API-KEY: ", e2b_g.set.api_key ? e2b_g.set.api_key : "");
+	/* The key line holds it from here, renewed on a refusal: no second copy to go stale. */
+	sbx_wipe_free(e2b_g.set.api_key);
+	e2b_g.set.api_key = NULL;
 }
 
 bool e2b_set_key(const char *key)

@@ -125,10 +125,10 @@ int e2b_tty_open(struct sbx_instance *inst, const struct sbx_tty_req *req,
 		return sbx_error_set(err, EAGAIN, SBX_E_INTERNAL, "cannot start a terminal thread");
 	}
 	struct timespec dl;
-	sbx_deadline_in(CLOCK_REALTIME, E2B_TTY_START_MS, &dl);
+	sbx_deadline_in(E2B_TTY_START_MS, &dl);
 	pthread_mutex_lock(&s->lock);
 	while (!s->started && !s->ended && !rc)
-		rc = pthread_cond_timedwait(&s->cond, &s->lock, &dl);
+		rc = sbx_cond_wait_until(&s->cond, &s->lock, &dl);
 	bool started = s->started;
 	if (!started && s->ended) {
 		rc = s->start_rc;

@@ -200,17 +200,6 @@ int sbx_rm_rf(const char *path)
 	return rm_rf_at(AT_FDCWD, path, st.st_dev);
 }
 
-void sbx_deadline_in(clockid_t clock, long ms, struct timespec *ts)
-{
-	clock_gettime(clock, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += ms % 1000 * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 void sbx_iso_time(time_t t, char *buf, size_t size)
 {
 	struct tm tm;

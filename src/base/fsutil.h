@@ -52,8 +52,6 @@ char *sbx_path_absolute(const char *path);
 bool sbx_path_resolved_under(const char *path, const char *dir);
 /* rm -rf without following symlinks and without crossing mount points. */
 int sbx_rm_rf(const char *path);
-/* *ts = now on clock + ms: a deadline for pthread_cond_timedwait. */
-void sbx_deadline_in(clockid_t clock, long ms, struct timespec *ts);
 /* "2026-11-30T17:22:28Z" for t (UTC) into buf (>= 21 bytes). */
 void sbx_iso_time(time_t t, char *buf, size_t size);
 /*

@@ -12,6 +12,56 @@ long long sbx_now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void sbx_deadline_in(long ms, struct timespec *ts)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += ms % 1000 * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+int sbx_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *lock,
+			const struct timespec *deadline)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 30)
+	return pthread_cond_clockwait(cond, lock, CLOCK_MONOTONIC, deadline);
+#else
+	/* No clockwait: the wall-clock deadline is made afresh for each wait. */
+	struct timespec mono, wall;
+	long long left_ns;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	left_ns = (long long)(deadline->tv_sec - mono.tv_sec) * 1000000000LL +
+		  (deadline->tv_nsec - mono.tv_nsec);
+	if (left_ns <= 0)
+		return ETIMEDOUT;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	left_ns += wall.tv_nsec;
+	wall.tv_sec += (time_t)(left_ns / 1000000000LL);
+	wall.tv_nsec = (long)(left_ns % 1000000000LL);
+	return pthread_cond_timedwait(cond, lock, &wall);
+#endif
+}
+
+time_t sbx_boot_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return ts.tv_sec;
+}
+
+time_t sbx_boot_to_wall(time_t boot)
+{
+	return boot ? time(NULL) - (sbx_boot_s() - boot) : 0;
+}
+
+time_t sbx_wall_to_boot(time_t wall)
+{
+	return wall ? sbx_boot_s() - (time(NULL) - wall) : 0;
+}
+
 int sbx_random_bytes(void *buf, size_t len)
 {
 	unsigned char *p = buf;
@@ -60,7 +110,7 @@ unsigned sbx_wg_wait(struct sbx_waitgroup *wg, const struct timespec *deadline)
 {
 	unsigned n;
 	pthread_mutex_lock(&wg->lock);
-	while (wg->n && pthread_cond_timedwait(&wg->cond, &wg->lock, deadline) == 0)
+	while (wg->n && sbx_cond_wait_until(&wg->cond, &wg->lock, deadline) == 0)
 		;
 	n = wg->n;
 	pthread_mutex_unlock(&wg->lock);

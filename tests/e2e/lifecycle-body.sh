@@ -2,14 +2,16 @@
 # lib.sh, with PROVIDER set; lib-fake.sh too for remote providers):
 # idle pause, serving a paused lease, resume on access, autoResume off,
 # lifetime reclaim, a sandbox deleted behind the mount's back, no provider
-# call for root listings, and timers surviving a remount.
+# call for root listings, timers surviving a remount, and timers that no step
+# of the wall clock moves.
 case $PROVIDER in
 local)
 	PAUSE_KEY= RESUME_KEY=
 	printf '%s\n' '{"profiles":{
 	  "default":{"provider":"local","idleTimeout":2},
 	  "manual":{"provider":"local","idleTimeout":2,"autoResume":false},
-	  "short":{"provider":"local","resources":{"timeout":4}}}}' >"$CONFIG"
+	  "short":{"provider":"local","resources":{"timeout":4}},
+	  "long":{"provider":"local","idleTimeout":5,"resources":{"timeout":600}}}}' >"$CONFIG"
 	;;
 e2b | daytona)
 	if [ "$PROVIDER" = e2b ]; then
@@ -21,8 +23,9 @@ e2b | daytona)
 	printf '{"profiles":{
 	  "default":{"provider":"%s","idleTimeout":2},
 	  "manual":{"provider":"%s","idleTimeout":2,"autoResume":false},
-	  "short":{"provider":"%s","resources":{"timeout":4}}}}\n' \
-		"$PROVIDER" "$PROVIDER" "$PROVIDER" >"$CONFIG"
+	  "short":{"provider":"%s","resources":{"timeout":4}},
+	  "long":{"provider":"%s","idleTimeout":5,"resources":{"timeout":600}}}}\n' \
+		"$PROVIDER" "$PROVIDER" "$PROVIDER" "$PROVIDER" >"$CONFIG"
 	;;
 esac
 total_calls() { # all provider requests counted by the fake (0 for local)
@@ -152,4 +155,36 @@ eq "paused before unmount, paused after" "$(cat "$L/state")" "paused"
 echo 'echo after-remount' >"$L/exec"
 eq "and resumes on access" "$(cat "$L/exec")" "after-remount"
 eq "reclaimed stays reclaimed" "$(cat "$MNT/short/state")" "reclaimed"
+
+# 8. the host's wall clock stepped (NTP's first sync after a VM resume, an
+# admin's date -s) while mounted: libfaketime moves the daemon's wall clock
+# alone. Two hours forward killed every lease with a lifetime (here 600 s)
+# at the next tick, "lifetime reached"; two hours back stopped every idle
+# pause (and reclaim) for two hours. Timers count the boot clock now.
+FAKETIME_LIB=$(ls /usr/lib/*/faketime/libfaketime.so.1 2>/dev/null | head -n 1)
+if [ -z "$FAKETIME_LIB" ]; then
+	ok "libfaketime is installed (scripts/install-deps: faketime)" false
+else
+	unmount_sbxfs
+	echo +0 >"$WORK/clock"
+	# Under ASan the preloaded library comes before ASan's runtime: allowed here.
+	SBXFS_WRAPPER="env LD_PRELOAD=$FAKETIME_LIB FAKETIME_TIMESTAMP_FILE=$WORK/clock
+		FAKETIME_NO_CACHE=1 DONT_FAKE_MONOTONIC=1
+		ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" mount_sbxfs
+	echo "new clk profile=long" >"$MNT/ctl"
+	echo 'echo tick' >"$MNT/clk/exec"
+	eq "a lease with a 600 s lifetime runs" "$(cat "$MNT/clk/exec")" "tick"
+	echo +2h >"$WORK/clock"
+	sleep 2.5
+	eq "the wall clock 2 h ahead: the lease still runs" "$(cat "$MNT/clk/state")" "running"
+	ok "... and its journal says no lifetime" sh -c "! grep -q 'lifetime reached' '$MNT/clk/log'"
+	echo 'echo tock' >"$MNT/clk/exec"
+	eq "... and runs" "$(cat "$MNT/clk/exec")" "tock"
+	echo -2h >"$WORK/clock"
+	ok "the wall clock then 4 h back: idle still pauses (idleTimeout 5 s + 3 s)" \
+		wait_for 9 grep -qx paused "$MNT/clk/state"
+	ok "status shows no negative idle time" grep -Eq '^clk [a-z0-9]+ paused [0-9]+s ' "$MNT/status"
+	echo +0 >"$WORK/clock"
+	rmdir "$MNT/clk"
+fi
 finish
