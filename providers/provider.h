@@ -467,6 +467,9 @@ struct sbx_provider {
 	ssize_t (*pwrite)(struct sbx_instance *inst, uint64_t fh, const char *buf, size_t size,
 			  off_t off, struct sbx_error *err);
 	int (*ftruncate)(struct sbx_instance *inst, uint64_t fh, off_t size, struct sbx_error *err);
+	/* fallocate(2) with its mode (KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE). Optional: EOPNOTSUPP. */
+	int (*fallocate)(struct sbx_instance *inst, uint64_t fh, int mode, off_t off, off_t len,
+			 struct sbx_error *err);
 	int (*fsync)(struct sbx_instance *inst, uint64_t fh, int datasync, struct sbx_error *err);
 	int (*fstat)(struct sbx_instance *inst, uint64_t fh, struct sbx_stat *st,
 		     struct sbx_error *err);

@@ -940,6 +940,7 @@ const struct sbx_fs_ops sbx_fs_cached_ops = {
     .fsync = fsc_fsync,
     .release = fsc_release,
     .truncate = fsc_truncate,
+    .fallocate = fsc_fallocate,
     .mkdir = c_mkdir,
     .unlink = c_unlink,
     .rmdir = c_rmdir,

@@ -89,6 +89,9 @@ ssize_t fsc_write(struct sbx_fs_file *f, const char *buf, size_t size, off_t off
 int fsc_flush(struct sbx_fs_file *f, struct sbx_error *err);
 int fsc_fsync(struct sbx_fs_file *f, int datasync, struct sbx_error *err);
 void fsc_release(struct sbx_fs_file *f);
+/* fallocate(2) on the local copy, which then goes up as any write (KEEP_SIZE alone changes no
+ * byte: nothing to upload). */
+int fsc_fallocate(struct sbx_fs_file *f, int mode, off_t off, off_t len, struct sbx_error *err);
 int fsc_truncate(struct sbx_lease *l, const char *path, struct sbx_fs_file *f, off_t size,
 		 struct sbx_error *err);
 

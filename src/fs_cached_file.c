@@ -995,6 +995,18 @@ void fsc_release(struct sbx_fs_file *f)
 	free(f);
 }
 
+int fsc_fallocate(struct sbx_fs_file *f, int mode, off_t off, off_t len, struct sbx_error *err)
+{
+	if (fallocate(sbx_cfile_fd(f->priv), mode, off, len)) {
+		int rc = sbx_error_set(err, errno, SBX_E_INTERNAL, "cache file of %s: %s", f->path,
+				       strerror(errno));
+		return fsc_fail(f->lease, "fallocate", f->path, rc, err);
+	}
+	if (mode != FALLOC_FL_KEEP_SIZE)
+		sbx_cache_file_changed(f->lease->cache, f->priv);
+	return 0;
+}
+
 int fsc_truncate(struct sbx_lease *l, const char *path, struct sbx_fs_file *f, off_t size,
 		 struct sbx_error *err)
 {

@@ -200,6 +200,18 @@ static int d_truncate(struct sbx_lease *l, const char *path, struct sbx_fs_file 
 	return rc ? fail(l, "truncate", path, rc, err) : 0;
 }
 
+static int d_fallocate(struct sbx_fs_file *f, int mode, off_t off, off_t len, struct sbx_error *err)
+{
+	struct sbx_instance *inst;
+	int rc = need(f->lease->prov->fallocate, f->lease, "fallocate", err);
+	if (rc)
+		return rc;
+	USE_OR_RETURN(f->lease, inst, err);
+	rc = f->lease->prov->fallocate(inst, f->fh, mode, off, len, err);
+	sbx_lease_unuse(f->lease);
+	return rc ? fail(f->lease, "fallocate", f->path, rc, err) : 0;
+}
+
 /* The path-only operations: one provider slot each, same shape. */
 #define PATH_OP(fn, slot, opname, params, args)                                                    \
 	static int fn params                                                                       \
@@ -274,6 +286,7 @@ const struct sbx_fs_ops sbx_fs_direct_ops = {
     .fsync = d_fsync,
     .release = d_release,
     .truncate = d_truncate,
+    .fallocate = d_fallocate,
     .mkdir = d_mkdir,
     .unlink = d_unlink,
     .rmdir = d_rmdir,

@@ -50,6 +50,10 @@ struct sbx_fs_ops {
 	int (*flush)(struct sbx_fs_file *f, struct sbx_error *err);
 	int (*fsync)(struct sbx_fs_file *f, int datasync, struct sbx_error *err);
 	void (*release)(struct sbx_fs_file *f);
+	/* fallocate(2) on an open file: its mode as the kernel passes it (KEEP_SIZE,
+	 * PUNCH_HOLE, ZERO_RANGE); EOPNOTSUPP where it cannot. */
+	int (*fallocate)(struct sbx_fs_file *f, int mode, off_t off, off_t len,
+			 struct sbx_error *err);
 	/* f may be NULL (truncate by path). */
 	int (*truncate)(struct sbx_lease *l, const char *path, struct sbx_fs_file *f, off_t size,
 			struct sbx_error *err);

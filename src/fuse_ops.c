@@ -630,6 +630,29 @@ static int op_release(const char *path, struct fuse_file_info *fi)
 	return 0;
 }
 
+/*
+ * fallocate(2): the kernel sends it for a descriptor open for writing,
+ * with only the modes FUSE carries (KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE).
+ * A control file has no blocks to give: EOPNOTSUPP, which the kernel
+ * takes for that call alone (ENOSYS, the answer of a missing handler,
+ * would turn fallocate off for the whole mount).
+ */
+static int op_fallocate(const char *path, int mode, off_t off, off_t len, struct fuse_file_info *fi)
+{
+	struct sbx_open *o = of(fi);
+	struct sbx_error err = SBX_ERROR_INIT;
+	char mp[SBX_MOUNT_PATH_MAX];
+	int rc;
+	if (!o || !o->fsf)
+		return -EOPNOTSUPP;
+	note_caller(true);
+	rc = sbx_fs_ops_for(o->fsf->lease)->fallocate(o->fsf, mode, off, len, &err);
+	fh_path(mp, sizeof(mp), o->fsf);
+	if (!rc && mode != FALLOC_FL_KEEP_SIZE)
+		sbx_aliases_changed(mp);
+	return rc;
+}
+
 static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 {
 	struct sbx_node n;
@@ -1024,6 +1047,7 @@ const struct fuse_operations sbx_fuse_ops = {
     .fsync = op_fsync,
     .release = op_release,
     .truncate = op_truncate,
+    .fallocate = op_fallocate,
     .mkdir = op_mkdir,
     .rmdir = op_rmdir,
     .unlink = op_unlink,

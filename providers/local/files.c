@@ -365,6 +365,14 @@ int lcl_f_ftruncate(struct sbx_instance *inst, uint64_t fh, off_t size, struct s
 	return 0;
 }
 
+int lcl_f_fallocate(struct sbx_instance *inst, uint64_t fh, int mode, off_t off, off_t len,
+		    struct sbx_error *err)
+{
+	if (fallocate((int)fh, mode, off, len) < 0)
+		return sbx_error_set(err, errno, 0, "fallocate: %s", strerror(errno));
+	return 0;
+}
+
 int lcl_f_fsync(struct sbx_instance *inst, uint64_t fh, int datasync, struct sbx_error *err)
 {
 	if ((datasync ? fdatasync((int)fh) : fsync((int)fh)) < 0)

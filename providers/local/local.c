@@ -578,6 +578,7 @@ const struct sbx_provider sbx_provider_local = {
     .pread = lcl_f_pread,
     .pwrite = lcl_f_pwrite,
     .ftruncate = lcl_f_ftruncate,
+    .fallocate = lcl_f_fallocate,
     .fsync = lcl_f_fsync,
     .fstat = lcl_f_fstat,
     .close = lcl_f_close,

@@ -570,6 +570,35 @@ def c_symlink_loop(d):
     return " ".join(names) + " " + desc(d + "/x/a", False)
 
 
+def c_fallocate(d):
+    """fallocate(2)'s modes FUSE carries: a plain allocation grows the file, KEEP_SIZE
+    reserves past the end, PUNCH_HOLE and ZERO_RANGE read back as zeros; a descriptor
+    open for reading alone is EBADF."""
+    p = d + "/f"
+    write(p, "A" * 4096)
+
+    def fa(fd, mode, off, ln):
+        if libc.fallocate(fd, ctypes.c_int(mode), ctypes.c_long(off), ctypes.c_long(ln)):
+            return errno.errorcode.get(ctypes.get_errno(), "?")
+        return "ok"
+    out = []
+    fd = os.open(p, os.O_RDONLY)
+    out.append("rdonly=" + fa(fd, 0, 0, 8192))
+    os.close(fd)
+    fd = os.open(p, os.O_RDWR)
+    try:
+        out.append("grow=%s size=%d" % (fa(fd, 0, 0, 8192), os.fstat(fd).st_size))
+        out.append("keep=%s size=%d" % (fa(fd, 1, 8192, 65536), os.fstat(fd).st_size))
+        out.append("punch=%s %r" % (fa(fd, 3, 100, 200), os.pread(fd, 4, 98)))
+        out.append("zero=%s %r" % (fa(fd, 0x10, 4000, 10), os.pread(fd, 2, 4009)))
+    finally:
+        os.close(fd)
+    with open(p, "rb") as f:
+        data = f.read()
+    out.append("reopened zeros=%d size=%d" % (data.count(b"\0"), len(data)))
+    return " ".join(out)
+
+
 def c_settled(d):
     """Types, special bits, owners by number and a symlink's size as they are once every
     cache has expired (a remote provider then reads them back from the sandbox)."""
