@@ -471,6 +471,20 @@ struct sbx_provider {
 	int (*fallocate)(struct sbx_instance *inst, uint64_t fh, int mode, off_t off, off_t len,
 			 struct sbx_error *err);
 	int (*fsync)(struct sbx_instance *inst, uint64_t fh, int datasync, struct sbx_error *err);
+	/*
+	 * Extended attributes of path itself (a symlink is not followed), with
+	 * the answers and sizes of getxattr(2), listxattr(2) (bytes, or the
+	 * size needed when size is 0), setxattr(2), removexattr(2). Optional:
+	 * without them fs/ answers ENOTSUP.
+	 */
+	ssize_t (*getxattr)(struct sbx_instance *inst, const char *path, const char *name,
+			    char *buf, size_t size, struct sbx_error *err);
+	ssize_t (*listxattr)(struct sbx_instance *inst, const char *path, char *buf, size_t size,
+			     struct sbx_error *err);
+	int (*setxattr)(struct sbx_instance *inst, const char *path, const char *name,
+			const char *value, size_t size, int flags, struct sbx_error *err);
+	int (*removexattr)(struct sbx_instance *inst, const char *path, const char *name,
+			   struct sbx_error *err);
 	int (*fstat)(struct sbx_instance *inst, uint64_t fh, struct sbx_stat *st,
 		     struct sbx_error *err);
 	void (*close)(struct sbx_instance *inst, uint64_t fh);

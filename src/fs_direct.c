@@ -212,6 +212,84 @@ static int d_fallocate(struct sbx_fs_file *f, int mode, off_t off, off_t len, st
 	return rc ? fail(f->lease, "fallocate", f->path, rc, err) : 0;
 }
 
+/*
+ * Extended attributes: reads served like a stat (no resume), changes like
+ * a chmod. What xattr calls answer every day (no such attribute, a buffer
+ * too small, a name refused) is an answer, not a fault of the lease: it
+ * never reaches the error file (`ls -l` asks for ACLs of every file).
+ */
+static ssize_t xattr_end(struct sbx_lease *l, const char *op, const char *path, ssize_t rc,
+			 struct sbx_error *err)
+{
+	switch (-rc) {
+	case ENODATA:
+	case ERANGE:
+	case ENOTSUP:
+	case EPERM:
+	case EACCES:
+	case EEXIST:
+	case E2BIG:
+	case EINVAL:
+		return rc;
+	default:
+		return rc < 0 ? fail(l, op, path, (int)rc, err) : rc;
+	}
+}
+
+static ssize_t d_getxattr(struct sbx_lease *l, const char *path, const char *name, char *buf,
+			  size_t size, struct sbx_error *err)
+{
+	struct sbx_instance *inst;
+	bool used;
+	ssize_t rc = need(l->prov->getxattr, l, "getxattr", err);
+	if (rc || (rc = peek(l, &inst, &used, err)))
+		return rc;
+	rc = l->prov->getxattr(inst, path, name, buf, size, err);
+	if (used)
+		sbx_lease_unuse(l);
+	return xattr_end(l, "getxattr", path, rc, err);
+}
+
+static ssize_t d_listxattr(struct sbx_lease *l, const char *path, char *buf, size_t size,
+			   struct sbx_error *err)
+{
+	struct sbx_instance *inst;
+	bool used;
+	ssize_t rc = need(l->prov->listxattr, l, "listxattr", err);
+	if (rc || (rc = peek(l, &inst, &used, err)))
+		return rc;
+	rc = l->prov->listxattr(inst, path, buf, size, err);
+	if (used)
+		sbx_lease_unuse(l);
+	return xattr_end(l, "listxattr", path, rc, err);
+}
+
+static int d_setxattr(struct sbx_lease *l, const char *path, const char *name, const char *value,
+		      size_t size, int flags, struct sbx_error *err)
+{
+	struct sbx_instance *inst;
+	int rc = need(l->prov->setxattr, l, "setxattr", err);
+	if (rc)
+		return rc;
+	USE_OR_RETURN(l, inst, err);
+	rc = l->prov->setxattr(inst, path, name, value, size, flags, err);
+	sbx_lease_unuse(l);
+	return (int)xattr_end(l, "setxattr", path, rc, err);
+}
+
+static int d_removexattr(struct sbx_lease *l, const char *path, const char *name,
+			 struct sbx_error *err)
+{
+	struct sbx_instance *inst;
+	int rc = need(l->prov->removexattr, l, "removexattr", err);
+	if (rc)
+		return rc;
+	USE_OR_RETURN(l, inst, err);
+	rc = l->prov->removexattr(inst, path, name, err);
+	sbx_lease_unuse(l);
+	return (int)xattr_end(l, "removexattr", path, rc, err);
+}
+
 /* The path-only operations: one provider slot each, same shape. */
 #define PATH_OP(fn, slot, opname, params, args)                                                    \
 	static int fn params                                                                       \
@@ -287,6 +365,10 @@ const struct sbx_fs_ops sbx_fs_direct_ops = {
     .release = d_release,
     .truncate = d_truncate,
     .fallocate = d_fallocate,
+    .getxattr = d_getxattr,
+    .listxattr = d_listxattr,
+    .setxattr = d_setxattr,
+    .removexattr = d_removexattr,
     .mkdir = d_mkdir,
     .unlink = d_unlink,
     .rmdir = d_rmdir,

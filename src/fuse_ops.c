@@ -992,6 +992,70 @@ static int op_statfs(const char *path, struct statvfs *st)
 	return rc;
 }
 
+/*
+ * Extended attributes, where the lease's provider carries them (local):
+ * an fs/ entry's own. Elsewhere (a control file, a lease directory, a
+ * remote lease's fs/, fs/'s /proc, /sys, /dev) the answer is ENOTSUP for
+ * that call alone: a missing handler's ENOSYS would turn them off for the
+ * whole mount.
+ */
+enum xattr_call { XA_GET, XA_LIST, XA_SET, XA_REMOVE };
+
+static int xattr_op(enum xattr_call call, const char *path, const char *name, char *buf,
+		    const char *value, size_t size, int flags)
+{
+	struct sbx_node n;
+	struct sbx_lease *l;
+	const struct sbx_fs_ops *ops = NULL;
+	struct sbx_error err = SBX_ERROR_INIT;
+	int rc = resolve(path, &n, &l);
+	if (!rc && n.kind == SBX_N_FS && !sbx_fs_is_pseudo(n.sub))
+		ops = sbx_fs_ops_for(l);
+	if (!rc && (!ops || !ops->getxattr))
+		rc = -ENOTSUP;
+	if (!rc) {
+		switch (call) {
+		case XA_GET:
+			rc = (int)ops->getxattr(l, n.sub, name, buf, size, &err);
+			break;
+		case XA_LIST:
+			rc = (int)ops->listxattr(l, n.sub, buf, size, &err);
+			break;
+		case XA_SET:
+			rc = ops->setxattr(l, n.sub, name, value, size, flags, &err);
+			break;
+		case XA_REMOVE:
+			rc = ops->removexattr(l, n.sub, name, &err);
+			break;
+		}
+		if (!rc && (call == XA_SET || call == XA_REMOVE))
+			sbx_aliases_changed(path); /* its ctime, through its other names */
+	}
+	sbx_lease_put(l);
+	return rc;
+}
+
+static int op_getxattr(const char *path, const char *name, char *value, size_t size)
+{
+	return xattr_op(XA_GET, path, name, value, NULL, size, 0);
+}
+
+static int op_listxattr(const char *path, char *list, size_t size)
+{
+	return xattr_op(XA_LIST, path, NULL, list, NULL, size, 0);
+}
+
+static int op_setxattr(const char *path, const char *name, const char *value, size_t size,
+		       int flags)
+{
+	return xattr_op(XA_SET, path, name, NULL, value, size, flags);
+}
+
+static int op_removexattr(const char *path, const char *name)
+{
+	return xattr_op(XA_REMOVE, path, name, NULL, NULL, 0, 0);
+}
+
 static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	/*
@@ -1060,4 +1124,8 @@ const struct fuse_operations sbx_fuse_ops = {
     .readlink = op_readlink,
     .mknod = op_mknod,
     .statfs = op_statfs,
+    .setxattr = op_setxattr,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .removexattr = op_removexattr,
 };

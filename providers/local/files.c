@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "base/pathmax.h"
@@ -309,6 +310,67 @@ int lcl_f_readlink(struct sbx_instance *inst, const char *path, char *buf, size_
 	if (n >= 0)
 		buf[n] = '\0';
 	return done(pfd, n < 0 ? -1 : 0, err, "readlink", path);
+}
+
+/*
+ * Extended attributes act on the entry itself, through its O_PATH
+ * descriptor's /proc link (O_PATH takes no f*xattr call; the link reaches
+ * a fifo or a device node without opening it). A symlink's own attributes
+ * are not carried: it lists none, has none, and setting or removing one is
+ * EPERM (the kernel's answer for user.* on a link).
+ */
+enum xattr_op { X_GET, X_LIST, X_SET, X_REMOVE };
+static const char *const xattr_op_name[] = {"getxattr", "listxattr", "setxattr", "removexattr"};
+
+static ssize_t xattr_call(struct sbx_instance *inst, enum xattr_op op, const char *path,
+			  const char *name, char *buf, const char *value, size_t size, int flags,
+			  struct sbx_error *err)
+{
+	static const int on_link[] = {-ENODATA, 0, -EPERM, -EPERM};
+	char proc[64];
+	struct stat st;
+	ssize_t n = 0;
+	int fd = lcl_open_in_root(lcl_inst(inst), path, O_PATH | O_NOFOLLOW, 0), e;
+	if (fd < 0)
+		return fail(err, fd, xattr_op_name[op], path);
+	if (fstat(fd, &st) < 0) {
+		e = -errno;
+	} else if (S_ISLNK(st.st_mode)) {
+		e = on_link[op];
+	} else {
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+		n = op == X_GET	   ? getxattr(proc, name, buf, size)
+		    : op == X_LIST ? listxattr(proc, buf, size)
+		    : op == X_SET  ? setxattr(proc, name, value, size, flags)
+				   : removexattr(proc, name);
+		e = n < 0 ? -errno : 0;
+	}
+	close(fd);
+	return e ? fail(err, e, xattr_op_name[op], path) : n;
+}
+
+ssize_t lcl_f_getxattr(struct sbx_instance *inst, const char *path, const char *name, char *buf,
+		       size_t size, struct sbx_error *err)
+{
+	return xattr_call(inst, X_GET, path, name, buf, NULL, size, 0, err);
+}
+
+ssize_t lcl_f_listxattr(struct sbx_instance *inst, const char *path, char *buf, size_t size,
+			struct sbx_error *err)
+{
+	return xattr_call(inst, X_LIST, path, NULL, buf, NULL, size, 0, err);
+}
+
+int lcl_f_setxattr(struct sbx_instance *inst, const char *path, const char *name, const char *value,
+		   size_t size, int flags, struct sbx_error *err)
+{
+	return (int)xattr_call(inst, X_SET, path, name, NULL, value, size, flags, err);
+}
+
+int lcl_f_removexattr(struct sbx_instance *inst, const char *path, const char *name,
+		      struct sbx_error *err)
+{
+	return (int)xattr_call(inst, X_REMOVE, path, name, NULL, NULL, 0, 0, err);
 }
 
 int lcl_f_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err)

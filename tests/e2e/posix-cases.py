@@ -599,6 +599,53 @@ def c_fallocate(d):
     return " ".join(out)
 
 
+def c_xattr(d):
+    """Extended attributes as a local disk keeps them (rsync -X, tar --xattrs, cp -a): set,
+    read, list, XATTR_CREATE on an existing name, remove; the kernel's rules for another
+    user (read of a readable file, no write to another's, no file capability or trusted.*
+    name without privilege, trusted.* names not listed); none on a fifo or a symlink."""
+    f, own = d + "/f", d + "/own"
+    write(f, "x")
+    os.chmod(f, 0o644)
+    out = []
+
+    def tryit(fn):
+        try:
+            r = fn()
+            return "ok" if r is None else repr(r)
+        except OSError as e:
+            return en(e)
+    out.append("set=" + tryit(lambda: os.setxattr(f, "user.a", b"1")))
+    out.append("get=" + tryit(lambda: os.getxattr(f, "user.a")))
+    out.append("create=" + tryit(lambda: os.setxattr(f, "user.a", b"2", os.XATTR_CREATE)))
+    out.append("replace=" + tryit(lambda: os.setxattr(f, "user.a", b"3", os.XATTR_REPLACE)))
+    os.setxattr(f, "user.b", b"")
+    out.append("list=" + tryit(lambda: sorted(n for n in os.listxattr(f) if n.startswith("user."))))
+    out.append("remove=" + tryit(lambda: os.removexattr(f, "user.b")))
+    out.append("gone=" + tryit(lambda: os.getxattr(f, "user.b")))
+    out.append("root_trusted=" + tryit(lambda: os.setxattr(f, "trusted.t", b"1")))
+
+    def other():
+        write(own, "y")
+        return " ".join([
+            "read=" + tryit(lambda: os.getxattr(f, "user.a")),
+            "write_others=" + tryit(lambda: os.setxattr(f, "user.c", b"1")),
+            "write_own=" + tryit(lambda: os.setxattr(own, "user.c", b"1")),
+            "fcap=" + tryit(lambda: os.setxattr(own, "security.capability",
+                                                b"\1\0\0\2\0\x20" + b"\0" * 14)),
+            "trusted_get=" + tryit(lambda: os.getxattr(f, "trusted.t")),
+            "trusted_listed=%s" % any(n.startswith("trusted.") for n in os.listxattr(f))])
+    out.append(as_user(other))
+    os.mkfifo(d + "/p")
+    out.append("fifo=" + tryit(lambda: os.setxattr(d + "/p", "user.a", b"1")))
+    os.symlink("f", d + "/l")
+    out.append("link=" + tryit(lambda: os.setxattr(d + "/l", "user.a", b"1",
+                                                   follow_symlinks=False)))
+    out.append("link_get=" + tryit(lambda: os.getxattr(d + "/l", "user.a",
+                                                       follow_symlinks=False)))
+    return " ".join(out)
+
+
 def c_settled(d):
     """Types, special bits, owners by number and a symlink's size as they are once every
     cache has expired (a remote provider then reads them back from the sandbox)."""

@@ -9,9 +9,10 @@
 # Known gaps (doc/DESIGN.md, "POSIX conformance"): who owns a new entry
 # the mount's owner makes (the sandbox user, and the setgid bit is not
 # inherited), no rdev (device nodes are made, through sudo -n, but no
-# endpoint sends their device numbers). What another user makes is that
+# endpoint sends their device numbers), no extended attributes (no endpoint
+# carries them). What another user makes is that
 # user's (owner_create: a directory, a fifo and a symlink, through sudo -n).
-posix_on_fake daytona lchown mknod_blk mknod_chr setgid_dir ~setid_write
+posix_on_fake daytona lchown mknod_blk mknod_chr setgid_dir xattr ~setid_write
 
 # Where the sandbox's user may not sudo either (the fake, like Daytona's
 # images, lets it; it gives that up here), a device node is refused with
