@@ -38,7 +38,7 @@
 #define EXIT_SBXFS 125
 
 static const char usage[] =
-    "usage: sbx run [LEASE] -- COMMAND [ARG...]\n"
+    "usage: sbx run [-i] [LEASE] -- COMMAND [ARG...]\n"
     "       sbx shell [LEASE]\n"
     "\n"
     "  run    runs COMMAND in the lease's sandbox through the mount: its stdout and\n"
@@ -46,8 +46,9 @@ static const char usage[] =
     "         cannot be written: SIGPIPE), and sbx exits with its exit code (124\n"
     "         when it ran past the lease's runTimeout, 125 when sbxfs failed or its\n"
     "         output could not be written: the reason is printed). Its stdin is\n"
-    "         empty: sbx's is not passed on (pipe input through sbx shell, or put\n"
-    "         it in a file in fs/).\n"
+    "         empty unless -i: then sbx reads its own stdin to the end first\n"
+    "         (a pipe, a file, a heredoc: not interactive, use sbx shell), puts\n"
+    "         it in the sandbox's /tmp and gives it to COMMAND, as ssh does.\n"
     "  shell  an interactive login shell on a terminal in the sandbox; sbx exits\n"
     "         with the shell's status.\n"
     "\n"
@@ -343,7 +344,50 @@ static void *signal_main(void *arg)
 }
 
 /* The shell text for argv: each word quoted, in dir when dir is set. */
-static char *command_text(char **argv, const char *dir)
+/*
+ * sbx run -i: our stdin, read to its end into a file of the sandbox's /tmp
+ * (through fs/) before the run; the command opens it as its stdin and
+ * removes it first thing. The host path, removed at exit if still there
+ * (a run that never started).
+ */
+static char *stdin_host;
+
+static void stdin_remove(void)
+{
+	if (stdin_host)
+		unlink(stdin_host);
+}
+
+/* Stages stdin for lease; returns the sandbox path of the file (caller frees). */
+static char *stdin_stage(const char *lease, const struct timespec *ts)
+{
+	char name[96], buf[65536];
+	ssize_t n;
+	snprintf(name, sizeof(name), "/tmp/.sbx-stdin-%ld.%ld.%ld", (long)getpid(),
+		 (long)ts->tv_sec, (long)ts->tv_nsec);
+	stdin_host = path_in(lease, "fs%s", name);
+	int fd = open(stdin_host, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		int e = errno;
+		free(stdin_host);
+		stdin_host = NULL;
+		fail(lease, "-i: staging stdin in the sandbox's /tmp", e, EXIT_SBXFS);
+	}
+	atexit(stdin_remove);
+	while ((n = read(STDIN_FILENO, buf, sizeof(buf))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		int e = n < 0 ? errno : -sbx_write_all(fd, buf, (size_t)n);
+		if (n < 0 || e)
+			fail(lease, n < 0 ? "-i: reading stdin" : "-i: staging stdin", e,
+			     EXIT_SBXFS);
+	}
+	if (close(fd) < 0)
+		fail(lease, "-i: staging stdin", errno, EXIT_SBXFS);
+	return sbx_xstrdup(name);
+}
+
+static char *command_text(char **argv, const char *dir, const char *lease, bool with_stdin)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
 	struct timespec ts;
@@ -354,6 +398,15 @@ static char *command_text(char **argv, const char *dir)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	sbx_buf_addf(&b, "# sbx run %ld.%ld.%ld\n", (long)getpid(), (long)ts.tv_sec,
 		     (long)ts.tv_nsec);
+	if (with_stdin) {
+		char *in = stdin_stage(lease, &ts);
+		sbx_buf_adds(&b, "exec < ");
+		sbx_buf_add_shquoted(&b, in);
+		sbx_buf_adds(&b, " && rm -f -- ");
+		sbx_buf_add_shquoted(&b, in);
+		sbx_buf_adds(&b, " && ");
+		free(in);
+	}
 	if (dir) {
 		sbx_buf_adds(&b, "cd -- ");
 		sbx_buf_add_shquoted(&b, dir);
@@ -374,9 +427,10 @@ static char *command_text(char **argv, const char *dir)
 	return sbx_buf_detach(&b, NULL);
 }
 
-static int cmd_run(char *lease_arg, char **argv)
+static int cmd_run(char *lease_arg, char **argv, bool with_stdin)
 {
-	char *dir, *lease = find_lease(lease_arg, &dir), *text = command_text(argv, dir);
+	char *dir, *lease = find_lease(lease_arg, &dir),
+		   *text = command_text(argv, dir, lease, with_stdin);
 	/* runs/, not runs/mine: that one is missing until the lease's first run. */
 	char *runs = path_in(lease, "%s", "runs"), *p;
 	struct stat st;
@@ -687,8 +741,11 @@ int main(int argc, char **argv)
 		return argc < 2 ? 2 : 0;
 	}
 	if (!strcmp(argv[1], "run")) {
-		/* run [LEASE] -- CMD...: with no "--" in first or second place, all is CMD. */
-		char *lease = NULL, **cmd = argv + 2;
+		/* run [-i] [LEASE] -- CMD...: with no "--" in first or second place, all is CMD. */
+		bool with_stdin = argc > 2 && !strcmp(argv[2], "-i");
+		char *lease = NULL, **cmd = argv + 2 + with_stdin;
+		argc -= with_stdin;
+		argv += with_stdin;
 		if (argc > 2 && !strcmp(argv[2], "--")) {
 			cmd = argv + 3;
 		} else if (argc > 3 && !strcmp(argv[3], "--")) {
@@ -699,7 +756,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "sbx run: no COMMAND to run\n%s", usage);
 			return 2;
 		}
-		return cmd_run(lease, cmd);
+		return cmd_run(lease, cmd, with_stdin);
 	}
 	if (!strcmp(argv[1], "shell") && argc <= 3)
 		return cmd_shell(argc == 3 ? argv[2] : NULL);

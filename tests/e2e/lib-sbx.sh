@@ -23,6 +23,23 @@ story_sbx_run_basics() {
 	eq "sbx run: argv words arrive as they were given" "$(cat "$WORK/o")" "a b|it's|\$HOME|*|"
 	"$SBX" run "$L" -- nosuchcmd-$$ 2>/dev/null
 	eq "sbx run: a missing command is 127" "$?" 127
+	# stdin: not passed on without -i (as docker exec); with -i read to its
+	# end and given to the command, as ssh does. Before, `sbx run -- python3 -
+	# <<EOF` (an agent's usual heredoc) ran an empty program and said 0.
+	eq "sbx run: without -i the command's stdin is empty" "$(echo x | "$SBX" run "$L" -- cat)" ""
+	eq "sbx run -i: a heredoc reaches the command" \
+		"$("$SBX" run -i "$L" -- python3 - <<'PY'
+print(6 * 7)
+PY
+)" 42
+	head -c 300000 /dev/urandom >"$WORK/stdin.bin"
+	eq "sbx run -i: 300 kB of binary stdin arrive whole" \
+		"$("$SBX" run -i "$L" -- sha256sum <"$WORK/stdin.bin" | cut -c1-64)" \
+		"$(sha256sum <"$WORK/stdin.bin" | cut -c1-64)"
+	"$SBX" run -i "$L" -- sh -c 'exit 5' </dev/null
+	eq "sbx run -i: the exit code" "$?" 5
+	eq "sbx run -i: no staged stdin left in the sandbox's /tmp" \
+		"$(ls -a "$L/fs/tmp" | grep -c '^\.sbx-stdin')" 0
 
 	# Our stdout fails: the command is stopped, as a local one by SIGPIPE or
 	# its write error. Before, `sbx run -- yes | head` went on writing into
