@@ -475,17 +475,27 @@ static int do_root_line(struct sbx_mount *m, const char *line)
 		return 0;
 	if (!rc && cmd.word == SBX_CTL_NEW) {
 		const char *kv[SBX_CTL_MAXARGS + 1];
-		int k = 0, profiles = 0;
+		int k = 0, again = 0, times = 0;
 		for (int i = 1; i < cmd.argc; i++)
 			if (strncmp(cmd.argv[i], "profile=", 8))
 				kv[k++] = cmd.argv[i];
-			else
-				profiles++;
 		kv[k] = NULL;
-		/* The first was taken, the second dropped, silently. */
-		if (profiles > 1)
-			rc = sbx_error_set(&e, EINVAL, SBX_E_EXECUTION_FAILED,
-					   "profile= is given %d times", profiles);
+		/*
+		 * A key given twice (profile=a profile=b, envs.A=1 envs.A=2): one
+		 * was dropped, silently (the first profile taken, the last of the
+		 * others), where a JSON request refuses a duplicate key.
+		 */
+		for (int i = 1; i < cmd.argc && times < 2; i++) {
+			size_t len = strcspn(cmd.argv[i], "=") + 1; /* "key=" */
+			times = 1;
+			for (int j = i + 1; j < cmd.argc; j++)
+				times += !strncmp(cmd.argv[i], cmd.argv[j], len);
+			again = i;
+		}
+		if (times > 1)
+			rc = sbx_error_set(
+			    &e, EINVAL, SBX_E_EXECUTION_FAILED, "%.*s is given %d times",
+			    (int)strcspn(cmd.argv[again], "=") + 1, cmd.argv[again], times);
 		else
 			rc = sbx_lease_create(m, cmd.argv[0], sbx_ctl_opt(&cmd, 1, "profile"), kv,
 					      NULL, &e);

@@ -97,6 +97,11 @@ eq "new with profile= twice: EINVAL" "$(errno_of_write "$MNT/ctl" "new twice pro
 ")" "EINVAL"
 ok "... saying so" grep -q 'profile= is given 2 times' "$MNT/error"
 ok "... and no lease twice was made" test ! -e "$MNT/twice"
+eq "new with envs.A= twice: EINVAL (the last was taken, unseen)" \
+	"$(errno_of_write "$MNT/ctl" "new twice idleTimeout=5 envs.A=1 envs.B=0 envs.A=2
+")" "EINVAL"
+ok "... saying which" grep -q 'envs.A= is given 2 times' "$MNT/error"
+ok "... and no lease twice was made" test ! -e "$MNT/twice"
 # A NUL byte cut a command or env line there, unseen: "new a\0b" made
 # lease a, "pause\0resume" paused, "A=1\0B=2" set A alone (exec and code
 # refused it already).
