@@ -12,5 +12,7 @@ struct fuse;
 int sbx_fuse_install_io(struct fuse *f);
 /* -o symlinks=raw: fs/ readlink answers the sandbox's own text (links not rewritten). */
 void sbx_fuse_set_raw_symlinks(int raw);
+/* -o xattr: serve extended attributes (else ENOSYS, which the kernel takes for the mount). */
+void sbx_fuse_set_xattr(int on);
 
 #endif

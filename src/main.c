@@ -53,6 +53,7 @@ struct sbx_options {
 	char *idmap;	     /* "none" (default) or "user" */
 	char *share_group;   /* the one group let in besides the owner */
 	int share_fs;	     /* -o share_fs: fs/ open to every user, by its modes */
+	int xattr;	     /* -o xattr: extended attributes on local leases' fs/ */
 	char *log;	     /* -o log=PATH|syslog|stderr */
 	char *log_level;     /* -o log_level=error|warn|info|debug */
 	char *env_file;	     /* -o env_file=[-]PATH */
@@ -78,6 +79,7 @@ static const struct fuse_opt option_spec[] = {
     OPT("idmap=%s", idmap),
     OPT("share_group=%s", share_group),
     OPT("share_fs", share_fs),
+    OPT("xattr", xattr),
     OPT("log=%s", log),
     OPT("log_level=%s", log_level),
     OPT("env_file=%s", env_file),
@@ -272,6 +274,9 @@ static void usage(const char *prog)
 	    "                        (default 1: on)\n"
 	    "    -o symlinks=raw     fs/ links show the sandbox's own text (default: rewritten\n"
 	    "                        so the host follows them inside the sandbox)\n"
+	    "    -o xattr            local fs/: extended attributes, as the lease's root has\n"
+	    "                        them (default off: ENOTSUP; on, ls -l asks the daemon\n"
+	    "                        for every file's, about 3x slower on local)\n"
 	    "    -o idmap=user       remote fs/: the sandbox user's files show as the mount\n"
 	    "                        owner's, as sshfs's idmap=user (default none: the\n"
 	    "                        sandbox's own ids)\n"
@@ -519,6 +524,7 @@ int main(int argc, char *argv[])
 	sbx_access_set(getuid(), share);
 	sbx_caller_set_uid_check(sbx_access_allows_uid);
 	sbx_access_share_fs(opts.share_fs);
+	sbx_fuse_set_xattr(opts.xattr);
 	/* Other users let in by the kernel are checked by it against the modes, always. */
 	for (int i = 1; i < args.argc; i++)
 		if (strstr(args.argv[i], "allow_other") || strstr(args.argv[i], "allow_root")) {

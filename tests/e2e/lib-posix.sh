@@ -49,7 +49,7 @@ posix_on_fake() {
 	[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (owners, device nodes)"; exit 77; }
 	start_fake "$1"
 	shift
-	mount_sbxfs -o allow_other,default_permissions,share_group=nogroup
+	mount_sbxfs -o allow_other,default_permissions,share_group=nogroup,xattr
 	L=$MNT/posix
 	mkdir "$L"
 	posix_compare "$L/fs/tmp/cases" "$@"

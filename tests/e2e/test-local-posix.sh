@@ -11,7 +11,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-posix.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (owners, device nodes)"; exit 77; }
-mount_sbxfs -o allow_other,default_permissions,share_group=nogroup
+mount_sbxfs -o allow_other,default_permissions,share_group=nogroup,xattr
 L=$MNT/posix
 mkdir "$L"
 F=$L/fs/tmp
