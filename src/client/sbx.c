@@ -756,6 +756,14 @@ int main(int argc, char **argv)
 			fprintf(stderr, "sbx run: no COMMAND to run\n%s", usage);
 			return 2;
 		}
+		/* -i reads stdin to its end before the run: from a terminal that waits for ^D,
+		 * unsaid. */
+		if (with_stdin && isatty(STDIN_FILENO)) {
+			fprintf(stderr, "sbx run -i: stdin is a terminal; -i reads it to its end "
+					"before the command starts (type into a command with sbx "
+					"shell)\n");
+			return 2;
+		}
 		return cmd_run(lease, cmd, with_stdin);
 	}
 	if (!strcmp(argv[1], "shell") && argc <= 3)

@@ -38,6 +38,9 @@ PY
 		"$(sha256sum <"$WORK/stdin.bin" | cut -c1-64)"
 	"$SBX" run -i "$L" -- sh -c 'exit 5' </dev/null
 	eq "sbx run -i: the exit code" "$?" 5
+	script -qec "'$SBX' run -i '$L' -- cat" /dev/null >"$WORK/o" 2>&1 </dev/null
+	eq "sbx run -i with a terminal for stdin: usage error, not a silent wait for ^D" "$?" 2
+	ok "... saying why" grep -q 'stdin is a terminal' "$WORK/o"
 	eq "sbx run -i: no staged stdin left in the sandbox's /tmp" \
 		"$(ls -a "$L/fs/tmp" | grep -c '^\.sbx-stdin')" 0
 
