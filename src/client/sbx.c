@@ -343,7 +343,6 @@ static void *signal_main(void *arg)
 	return NULL;
 }
 
-/* The shell text for argv: each word quoted, in dir when dir is set. */
 /*
  * sbx run -i: our stdin, read to its end into a file of the sandbox's /tmp
  * (through fs/) before the run; the command opens it as its stdin and
@@ -387,6 +386,7 @@ static char *stdin_stage(const char *lease, const struct timespec *ts)
 	return sbx_xstrdup(name);
 }
 
+/* The shell text for argv: each word quoted, in dir when dir is set, stdin staged with -i. */
 static char *command_text(char **argv, const char *dir, const char *lease, bool with_stdin)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
@@ -756,8 +756,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "sbx run: no COMMAND to run\n%s", usage);
 			return 2;
 		}
-		/* -i reads stdin to its end before the run: from a terminal that waits for ^D,
-		 * unsaid. */
+		/* -i reads stdin to its end first: from a terminal, a silent wait for ^D. */
 		if (with_stdin && isatty(STDIN_FILENO)) {
 			fprintf(stderr, "sbx run -i: stdin is a terminal; -i reads it to its end "
 					"before the command starts (type into a command with sbx "
