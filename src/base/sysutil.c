@@ -52,14 +52,30 @@ time_t sbx_boot_s(void)
 	return ts.tv_sec;
 }
 
+/*
+ * The wall clock minus the boot clock, to the nearest second: one value
+ * between two steps of the wall clock. Two clocks read in whole seconds
+ * (time(NULL) - sbx_boot_s()) tick apart, so a time shown that way moved
+ * a second back and forth within every second (info's createdAt, the
+ * lease directory's mtime).
+ */
+static time_t wall_minus_boot(void)
+{
+	struct timespec w, b;
+	clock_gettime(CLOCK_REALTIME, &w);
+	clock_gettime(CLOCK_BOOTTIME, &b);
+	long long ns = (long long)(w.tv_sec - b.tv_sec) * 1000000000LL + (w.tv_nsec - b.tv_nsec);
+	return (time_t)((ns + 500000000LL) / 1000000000LL);
+}
+
 time_t sbx_boot_to_wall(time_t boot)
 {
-	return boot ? time(NULL) - (sbx_boot_s() - boot) : 0;
+	return boot ? boot + wall_minus_boot() : 0;
 }
 
 time_t sbx_wall_to_boot(time_t wall)
 {
-	return wall ? sbx_boot_s() - (time(NULL) - wall) : 0;
+	return wall ? wall - wall_minus_boot() : 0;
 }
 
 int sbx_random_bytes(void *buf, size_t len)

@@ -556,6 +556,24 @@ START_TEST(clock_and_random)
 }
 END_TEST
 
+/* A boot-clock time shows as one wall time, read after read, and back (leasetab's epochs). */
+START_TEST(boot_clock_as_wall)
+{
+	time_t b = sbx_boot_s() - 5, first = sbx_boot_to_wall(b), now = time(NULL);
+	ck_assert_int_le(first, now - 4);
+	ck_assert_int_ge(first, now - 7);
+	/* The two clocks tick apart: reading them in whole seconds, the answer moved
+	 * by one within every second. Sampled over 1.2 s. */
+	for (int i = 0; i < 60; i++) {
+		ck_assert_int_eq(sbx_boot_to_wall(b), first);
+		usleep(20 * 1000);
+	}
+	ck_assert_int_eq(sbx_wall_to_boot(sbx_boot_to_wall(b)), b);
+	ck_assert_int_eq(sbx_boot_to_wall(0), 0); /* never stays never */
+	ck_assert_int_eq(sbx_wall_to_boot(0), 0);
+}
+END_TEST
+
 START_TEST(write_and_send_all)
 {
 	/* 1 MiB through a pipe (64 KiB buffer): short writes, all of it arrives in order. */
@@ -773,6 +791,7 @@ int main(void)
 	tcase_add_test(tc, log_redacts_secrets);
 	tcase_add_test(tc, durations);
 	tcase_add_test(tc, tid_dying);
+	tcase_add_test(tc, boot_clock_as_wall);
 	tcase_add_test(tc, spec_apply_and_roundtrip);
 	tcase_add_test(tc, spec_rejects);
 	tcase_add_test(tc, config_defaults_and_errors);
