@@ -312,6 +312,51 @@ static int listed_locked(struct sbx_cache *c, const char *path, bool any_age)
 	return n != NULL;
 }
 
+/*
+ * A directory's link count: 2 and one per subdirectory (its entry in the
+ * parent, its ".", each subdirectory's ".."), counted from its cached
+ * listing: the entries whose cached attributes say directory. The remote
+ * listings carry no link count and the providers say 2, so a name of
+ * unknown type (a file being written here has its attributes in its cache
+ * file, not in the table) counts as none, as it did. Left as it is with no
+ * fresh listing, or past DIR_NLINK_MAX entries (each stat of the directory
+ * walks its names). Before, a remote directory showed 2 whatever it held
+ * (`ls -la`, and pjdfstest's rename/24.t: the parents' counts after a
+ * directory moved).
+ */
+#define DIR_NLINK_MAX 4096
+
+static void dir_nlink_locked(struct sbx_cache *c, const char *path, struct sbx_stat *st,
+			     bool any_age)
+{
+	char child[PATH_MAX + 256];
+	struct cdir *d;
+	struct cname *n, *tmp;
+	nlink_t subdirs = 0;
+	if (!S_ISDIR(st->mode))
+		return;
+	HASH_FIND_STR(c->dirs, path, d);
+	if (!d || !fresh(d->expires, any_age) || HASH_COUNT(d->names) > DIR_NLINK_MAX)
+		return;
+	HASH_ITER(hh, d->names, n, tmp)
+	{
+		struct cattr *a;
+		if ((size_t)snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") ? path : "",
+				     n->name) >= sizeof(child))
+			return;
+		HASH_FIND_STR(c->attrs, child, a);
+		subdirs += a && a->has_st && fresh(a->expires, any_age) && S_ISDIR(a->st.mode);
+	}
+	st->nlink = 2 + subdirs;
+}
+
+void sbx_cache_dir_nlink(struct sbx_cache *c, const char *path, struct sbx_stat *st, bool any_age)
+{
+	pthread_mutex_lock(&c->lock);
+	dir_nlink_locked(c, path, st, any_age);
+	pthread_mutex_unlock(&c->lock);
+}
+
 enum sbx_cache_hit sbx_cache_attr_get(struct sbx_cache *c, const char *path, struct sbx_stat *st,
 				      bool any_age)
 {

@@ -99,6 +99,12 @@ enum sbx_cache_hit { SBX_CACHE_MISS = 0, SBX_CACHE_HIT, SBX_CACHE_NEGATIVE };
  */
 enum sbx_cache_hit sbx_cache_attr_get(struct sbx_cache *c, const char *path, struct sbx_stat *st,
 				      bool any_age);
+/*
+ * A directory's link count from its fresh cached listing: 2 and one per
+ * entry whose cached attributes say directory (else st is left as it is).
+ * The remote listings carry none (the providers say 2).
+ */
+void sbx_cache_dir_nlink(struct sbx_cache *c, const char *path, struct sbx_stat *st, bool any_age);
 /* Stores attributes (st NULL: "no such file") unless gen is stale. */
 void sbx_cache_attr_put(struct sbx_cache *c, const char *path, const struct sbx_stat *st,
 			unsigned long gen);

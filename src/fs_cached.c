@@ -373,6 +373,7 @@ static int c_getattr(struct sbx_lease *l, const char *path, struct sbx_fs_file *
 		goto out_gone;
 	sbx_cache_file_overlay(c, path, &s, SBX_OV_REMOTE);
 out:
+	sbx_cache_dir_nlink(c, path, &s, fsc_any_age(l));
 	sbx_stat_to_sys(st, &s);
 	return 0;
 out_gone:
@@ -419,6 +420,11 @@ static int c_readdir(struct sbx_lease *l, const char *path, sbx_fs_fill_fn fill,
 	sbx_cache_dir_overlay(c, path, &ls);
 	for (size_t i = 0; i < ls.n; i++) {
 		struct stat sys;
+		char child[PATH_MAX + 256];
+		if (ls.ents[i].has_st && S_ISDIR(ls.ents[i].st.mode) &&
+		    (size_t)snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") ? path : "",
+				     ls.ents[i].name) < sizeof(child))
+			sbx_cache_dir_nlink(c, child, &ls.ents[i].st, fsc_any_age(l));
 		if (ls.ents[i].has_st)
 			sbx_stat_to_sys(&sys, &ls.ents[i].st);
 		if (fill(ctx, ls.ents[i].name, ls.ents[i].has_st ? &sys : NULL))
@@ -677,7 +683,10 @@ static int c_rename_held(struct sbx_lease *l, const char *from, const char *to, 
 	int rc = fsc_pseudo_refuse(to, err);
 	if (!rc)
 		rc = fsc_name_check(l, "rename", to, err);
-	struct sbx_stat tst;
+	struct sbx_stat tst, fst;
+	/* The moved entry keeps what is known of it (no stat after; its parent's nlink counts it).
+	 */
+	bool known = !rc && !exchange && sbx_cache_attr_get(c, from, &fst, false) == SBX_CACHE_HIT;
 	if (!rc && exchange)
 		rc = fsc_settle(l, to, err);
 	else if (!rc && sbx_cache_attr_get(c, to, &tst, true) == SBX_CACHE_HIT && S_ISDIR(tst.mode))
@@ -693,7 +702,9 @@ static int c_rename_held(struct sbx_lease *l, const char *from, const char *to, 
 	sbx_cache_file_rename(c, from, to, exchange);
 	sbx_cache_note_removed(c, from);
 	sbx_cache_note_removed(c, to);
-	sbx_cache_note_added(c, to, NULL);
+	if (known)
+		clock_gettime(CLOCK_REALTIME, &fst.ctime); /* a rename changes its ctime */
+	sbx_cache_note_added(c, to, known ? &fst : NULL);
 	if (exchange)
 		sbx_cache_note_added(c, from, NULL);
 	return 0;

@@ -67,9 +67,10 @@ static unsigned long long proc_stat(pid_t pid, char *state)
 	*state = '?';
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return 0;
+		return 0; /* errno: ENOENT when gone, EMFILE... when we cannot look */
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
+	errno = ESRCH; /* gone between the open and the read */
 	if (n <= 0)
 		return 0;
 	buf[n] = '\0';
@@ -88,11 +89,22 @@ unsigned long long lcl_proc_start(pid_t pid)
 	return proc_stat(pid, &state);
 }
 
+/*
+ * Dead only when /proc says so. The daemon out of descriptors (EMFILE: a
+ * busy mount at its `ulimit -n`, clients held on a forwarded port) could
+ * not open /proc/PID/stat, and that was taken for death: the next probe,
+ * within 5 s, reclaimed the lease, its storage removed.
+ */
 bool lcl_init_alive(const struct local_inst *li)
 {
 	char state;
-	return li->init_pid > 0 && li->init_start &&
-	       proc_stat(li->init_pid, &state) == li->init_start && state != 'Z' && state != 'X';
+	unsigned long long start;
+	if (li->init_pid <= 0 || !li->init_start)
+		return false;
+	start = proc_stat(li->init_pid, &state);
+	if (!start)
+		return errno != ENOENT && errno != ESRCH;
+	return start == li->init_start && state != 'Z' && state != 'X';
 }
 
 /* After the SIGKILL: v1 keeps killed tasks frozen. */

@@ -570,6 +570,26 @@ def c_symlink_loop(d):
     return " ".join(names) + " " + desc(d + "/x/a", False)
 
 
+def c_dir_nlink(d):
+    """A directory's link count: 2 and one per subdirectory, after mkdir, rename of a
+    directory out of it and into another, rmdir (pjdfstest rename/24.t; ls -la)."""
+    out = []
+    for p in ("p", "q", "p/a", "p/b"):
+        os.mkdir(d + "/" + p)
+    write(d + "/p/f", "")
+
+    def n():
+        return "p=%d q=%d" % (os.lstat(d + "/p").st_nlink, os.lstat(d + "/q").st_nlink)
+    out.append("made " + n())
+    os.rename(d + "/p/a", d + "/q/a")
+    out.append("moved " + n())
+    os.rmdir(d + "/q/a")
+    out.append("removed " + n())
+    out.append("listed " + " ".join("%s=%d" % (e.name, e.stat(follow_symlinks=False).st_nlink)
+                                    for e in sorted(os.scandir(d), key=lambda e: e.name)))
+    return " ".join(out)
+
+
 def c_fallocate(d):
     """fallocate(2)'s modes FUSE carries: a plain allocation grows the file, KEEP_SIZE
     reserves past the end, PUNCH_HOLE and ZERO_RANGE read back as zeros; a descriptor

@@ -395,6 +395,54 @@ START_TEST(test_mkdir_rmdir_keep_listing)
 }
 END_TEST
 
+/* The link count a listing gives name (0: none given). */
+struct nlink_of {
+	const char *name;
+	nlink_t nlink;
+};
+
+static int nlink_fill(void *ctx, const char *name, const struct stat *st)
+{
+	struct nlink_of *o = ctx;
+	if (!strcmp(name, o->name) && st)
+		o->nlink = st->st_nlink;
+	return 0;
+}
+
+/* A directory's nlink counts its subdirectories, which the remote listings do not say. */
+START_TEST(test_dir_nlink_counts_subdirs)
+{
+	struct stat st;
+	struct nlink_of o = {"p", 0};
+	ck_assert_int_eq(F->mkdir(L, "/p", 0755, &E), 0);
+	ck_assert_int_eq(F->mkdir(L, "/q", 0755, &E), 0);
+	ck_assert_int_eq(F->mkdir(L, "/p/a", 0755, &E), 0);
+	ck_assert_int_eq(F->mkdir(L, "/p/b", 0755, &E), 0);
+	ck_assert_int_eq(F->mknod(L, "/p/f", S_IFREG | 0644, 0, &E), 0);
+	/* The lookups the kernel makes of what it just made. */
+	ck_assert_int_eq(gattr("/p/a", &st), 0);
+	ck_assert_int_eq(gattr("/p/b", &st), 0);
+	ck_assert_int_eq(gattr("/p/f", &st), 0);
+	ck_assert_int_eq(gattr("/p", &st), 0);
+	ck_assert_int_eq(st.st_nlink, 4);
+	ck_assert_int_eq(F->rename(L, "/p/a", "/q/a", 0, &E), 0);
+	ck_assert_int_eq(gattr("/q/a", &st), 0);
+	ck_assert_int_eq(gattr("/p", &st), 0);
+	ck_assert_int_eq(st.st_nlink, 3);
+	ck_assert_int_eq(gattr("/q", &st), 0);
+	ck_assert_int_eq(st.st_nlink, 3);
+	ck_assert_int_eq(F->readdir(L, "/", nlink_fill, &o, &E), 0);
+	ck_assert_int_eq(o.nlink, 3);
+	/* Nothing known of /p's entries: the provider's count until it is listed. */
+	sbx_cache_invalidate_all(L->cache);
+	ck_assert_int_eq(gattr("/p", &st), 0);
+	ck_assert_int_eq(st.st_nlink, 2);
+	ls("/p");
+	ck_assert_int_eq(gattr("/p", &st), 0);
+	ck_assert_int_eq(st.st_nlink, 3);
+}
+END_TEST
+
 START_TEST(test_metadata_edits_cached_attrs)
 {
 	struct stat st;
@@ -566,6 +614,7 @@ int main(void)
 	tcase_add_test(tree, test_rename_moves_open_entry);
 	tcase_add_test(tree, test_unlink_open_file_is_not_resurrected);
 	tcase_add_test(tree, test_mkdir_rmdir_keep_listing);
+	tcase_add_test(tree, test_dir_nlink_counts_subdirs);
 	tcase_add_test(tree, test_metadata_edits_cached_attrs);
 	tcase_add_test(tree, test_symlink_readlink_link);
 	tcase_add_test(tree, test_missing_slot_is_enotsup);
