@@ -684,8 +684,7 @@ static int c_rename_held(struct sbx_lease *l, const char *from, const char *to, 
 	if (!rc)
 		rc = fsc_name_check(l, "rename", to, err);
 	struct sbx_stat tst, fst;
-	/* The moved entry keeps what is known of it (no stat after; its parent's nlink counts it).
-	 */
+	/* The moved entry keeps what is known of it: no stat after, its new parent counts it. */
 	bool known = !rc && !exchange && sbx_cache_attr_get(c, from, &fst, false) == SBX_CACHE_HIT;
 	if (!rc && exchange)
 		rc = fsc_settle(l, to, err);
