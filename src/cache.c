@@ -326,10 +326,9 @@ static int listed_locked(struct sbx_cache *c, const char *path, bool any_age)
  */
 #define DIR_NLINK_MAX 4096
 
-static void dir_nlink_locked(struct sbx_cache *c, const char *path, struct sbx_stat *st,
-			     bool any_age)
+void cache_dir_nlink_locked(struct sbx_cache *c, const char *path, struct sbx_stat *st,
+			    bool any_age)
 {
-	char child[PATH_MAX + 256];
 	struct cdir *d;
 	struct cname *n, *tmp;
 	nlink_t subdirs = 0;
@@ -341,10 +340,9 @@ static void dir_nlink_locked(struct sbx_cache *c, const char *path, struct sbx_s
 	HASH_ITER(hh, d->names, n, tmp)
 	{
 		struct cattr *a;
-		if ((size_t)snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") ? path : "",
-				     n->name) >= sizeof(child))
-			return;
+		char *child = join(path, n->name);
 		HASH_FIND_STR(c->attrs, child, a);
+		free(child);
 		subdirs += a && a->has_st && fresh(a->expires, any_age) && S_ISDIR(a->st.mode);
 	}
 	st->nlink = 2 + subdirs;
@@ -353,7 +351,7 @@ static void dir_nlink_locked(struct sbx_cache *c, const char *path, struct sbx_s
 void sbx_cache_dir_nlink(struct sbx_cache *c, const char *path, struct sbx_stat *st, bool any_age)
 {
 	pthread_mutex_lock(&c->lock);
-	dir_nlink_locked(c, path, st, any_age);
+	cache_dir_nlink_locked(c, path, st, any_age);
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -201,9 +201,11 @@ bool sbx_cache_dir_get(struct sbx_cache *c, const char *dir, bool any_age,
 		       struct sbx_cache_listing *out);
 /*
  * Applies local knowledge to a listing of dir: files created here and not
- * uploaded yet are added, open or dirty files show their local size.
+ * uploaded yet are added, open or dirty files show their local size, and
+ * subdirectories their link count (sbx_cache_dir_nlink; any_age as there).
  */
-void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cache_listing *ls);
+void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, bool any_age,
+			   struct sbx_cache_listing *ls);
 /*
  * True when dir is known empty: its listing is fresh (fetched or made
  * within the TTL) and every name in it was removed here since, and no

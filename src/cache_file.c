@@ -207,11 +207,19 @@ static bool outdated_copy(struct sbx_cache *c, const struct sbx_cfile *cf,
 	return a && a->has_st && a->set_seq > cf->stamp_seq;
 }
 
-void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, struct sbx_cache_listing *ls)
+void sbx_cache_dir_overlay(struct sbx_cache *c, const char *dir, bool any_age,
+			   struct sbx_cache_listing *ls)
 {
 	struct sbx_cfile *cf, *tmp;
 	char parent[4096];
 	pthread_mutex_lock(&c->lock);
+	for (size_t i = 0; i < ls->n; i++) {
+		if (ls->ents[i].has_st && S_ISDIR(ls->ents[i].st.mode)) {
+			char *p = join(dir, ls->ents[i].name);
+			cache_dir_nlink_locked(c, p, &ls->ents[i].st, any_age);
+			free(p);
+		}
+	}
 	HASH_ITER(hh, c->files, cf, tmp)
 	{
 		const char *name = split(cf->path, parent, sizeof(parent));

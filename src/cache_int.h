@@ -164,6 +164,9 @@ static inline char *join(const char *dir, const char *name)
 
 /* Sets path's attributes (st NULL: negative) fresh now (lock held). */
 void cache_attr_set_locked(struct sbx_cache *c, const char *path, const struct sbx_stat *st);
+/* sbx_cache_dir_nlink with the lock held. */
+void cache_dir_nlink_locked(struct sbx_cache *c, const char *path, struct sbx_stat *st,
+			    bool any_age);
 /* Forgets path's attributes (lock held). */
 void cache_attr_drop_locked(struct sbx_cache *c, const char *path);
 /* Remembers that we changed path just now (lock held). */

@@ -417,14 +417,9 @@ static int c_readdir(struct sbx_lease *l, const char *path, sbx_fs_fill_fn fill,
 			ls.ents[i].has_st = false;
 		sbx_cache_dir_put(c, path, &ls, attrs, gen);
 	}
-	sbx_cache_dir_overlay(c, path, &ls);
+	sbx_cache_dir_overlay(c, path, fsc_any_age(l), &ls);
 	for (size_t i = 0; i < ls.n; i++) {
 		struct stat sys;
-		char child[PATH_MAX + 256];
-		if (ls.ents[i].has_st && S_ISDIR(ls.ents[i].st.mode) &&
-		    (size_t)snprintf(child, sizeof(child), "%s/%s", strcmp(path, "/") ? path : "",
-				     ls.ents[i].name) < sizeof(child))
-			sbx_cache_dir_nlink(c, child, &ls.ents[i].st, fsc_any_age(l));
 		if (ls.ents[i].has_st)
 			sbx_stat_to_sys(&sys, &ls.ents[i].st);
 		if (fill(ctx, ls.ents[i].name, ls.ents[i].has_st ? &sys : NULL))
