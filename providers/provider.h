@@ -263,6 +263,27 @@ struct sbx_provider_env {
 	const struct sbx_provider *provider;
 };
 
+/*
+ * One extended-attribute call on a path itself (a symlink is not
+ * followed), answered as getxattr(2), listxattr(2) (bytes, or the size
+ * needed when size is 0), setxattr(2) and removexattr(2) answer (0).
+ */
+enum sbx_xattr_op { SBX_XATTR_GET, SBX_XATTR_LIST, SBX_XATTR_SET, SBX_XATTR_REMOVE };
+struct sbx_xattr_req {
+	enum sbx_xattr_op op;
+	const char *name;  /* GET, SET, REMOVE */
+	char *buf;	   /* GET, LIST: size bytes to fill */
+	const char *value; /* SET: size bytes */
+	size_t size;
+	int flags; /* SET: XATTR_CREATE, XATTR_REPLACE */
+};
+/* The system call's name, for messages. */
+static inline const char *sbx_xattr_op_name(enum sbx_xattr_op op)
+{
+	static const char *const names[] = {"getxattr", "listxattr", "setxattr", "removexattr"};
+	return names[op];
+}
+
 struct sbx_provider {
 	unsigned abi; /* SBX_PROVIDER_ABI */
 	const char *name;
@@ -471,20 +492,9 @@ struct sbx_provider {
 	int (*fallocate)(struct sbx_instance *inst, uint64_t fh, int mode, off_t off, off_t len,
 			 struct sbx_error *err);
 	int (*fsync)(struct sbx_instance *inst, uint64_t fh, int datasync, struct sbx_error *err);
-	/*
-	 * Extended attributes of path itself (a symlink is not followed), with
-	 * the answers and sizes of getxattr(2), listxattr(2) (bytes, or the
-	 * size needed when size is 0), setxattr(2), removexattr(2). Optional:
-	 * without them fs/ answers ENOTSUP.
-	 */
-	ssize_t (*getxattr)(struct sbx_instance *inst, const char *path, const char *name,
-			    char *buf, size_t size, struct sbx_error *err);
-	ssize_t (*listxattr)(struct sbx_instance *inst, const char *path, char *buf, size_t size,
-			     struct sbx_error *err);
-	int (*setxattr)(struct sbx_instance *inst, const char *path, const char *name,
-			const char *value, size_t size, int flags, struct sbx_error *err);
-	int (*removexattr)(struct sbx_instance *inst, const char *path, const char *name,
-			   struct sbx_error *err);
+	/* Extended attributes (struct sbx_xattr_req). Optional: without it fs/ answers ENOTSUP. */
+	ssize_t (*xattr)(struct sbx_instance *inst, const char *path,
+			 const struct sbx_xattr_req *rq, struct sbx_error *err);
 	int (*fstat)(struct sbx_instance *inst, uint64_t fh, struct sbx_stat *st,
 		     struct sbx_error *err);
 	void (*close)(struct sbx_instance *inst, uint64_t fh);

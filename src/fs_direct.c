@@ -236,58 +236,21 @@ static ssize_t xattr_end(struct sbx_lease *l, const char *op, const char *path, 
 	}
 }
 
-static ssize_t d_getxattr(struct sbx_lease *l, const char *path, const char *name, char *buf,
-			  size_t size, struct sbx_error *err)
+static ssize_t d_xattr(struct sbx_lease *l, const char *path, const struct sbx_xattr_req *rq,
+		       struct sbx_error *err)
 {
+	const char *name = sbx_xattr_op_name(rq->op);
+	bool reads = rq->op == SBX_XATTR_GET || rq->op == SBX_XATTR_LIST, used = true;
 	struct sbx_instance *inst;
-	bool used;
-	ssize_t rc = need(l->prov->getxattr, l, "getxattr", err);
-	if (rc || (rc = peek(l, &inst, &used, err)))
-		return rc;
-	rc = l->prov->getxattr(inst, path, name, buf, size, err);
-	if (used)
-		sbx_lease_unuse(l);
-	return xattr_end(l, "getxattr", path, rc, err);
-}
-
-static ssize_t d_listxattr(struct sbx_lease *l, const char *path, char *buf, size_t size,
-			   struct sbx_error *err)
-{
-	struct sbx_instance *inst;
-	bool used;
-	ssize_t rc = need(l->prov->listxattr, l, "listxattr", err);
-	if (rc || (rc = peek(l, &inst, &used, err)))
-		return rc;
-	rc = l->prov->listxattr(inst, path, buf, size, err);
-	if (used)
-		sbx_lease_unuse(l);
-	return xattr_end(l, "listxattr", path, rc, err);
-}
-
-static int d_setxattr(struct sbx_lease *l, const char *path, const char *name, const char *value,
-		      size_t size, int flags, struct sbx_error *err)
-{
-	struct sbx_instance *inst;
-	int rc = need(l->prov->setxattr, l, "setxattr", err);
+	ssize_t rc = need(l->prov->xattr, l, name, err);
+	if (!rc)
+		rc = reads ? peek(l, &inst, &used, err) : sbx_lease_use(l, &inst, err);
 	if (rc)
 		return rc;
-	USE_OR_RETURN(l, inst, err);
-	rc = l->prov->setxattr(inst, path, name, value, size, flags, err);
-	sbx_lease_unuse(l);
-	return (int)xattr_end(l, "setxattr", path, rc, err);
-}
-
-static int d_removexattr(struct sbx_lease *l, const char *path, const char *name,
-			 struct sbx_error *err)
-{
-	struct sbx_instance *inst;
-	int rc = need(l->prov->removexattr, l, "removexattr", err);
-	if (rc)
-		return rc;
-	USE_OR_RETURN(l, inst, err);
-	rc = l->prov->removexattr(inst, path, name, err);
-	sbx_lease_unuse(l);
-	return (int)xattr_end(l, "removexattr", path, rc, err);
+	rc = l->prov->xattr(inst, path, rq, err);
+	if (used)
+		sbx_lease_unuse(l);
+	return xattr_end(l, name, path, rc, err);
 }
 
 /* The path-only operations: one provider slot each, same shape. */
@@ -365,10 +328,7 @@ const struct sbx_fs_ops sbx_fs_direct_ops = {
     .release = d_release,
     .truncate = d_truncate,
     .fallocate = d_fallocate,
-    .getxattr = d_getxattr,
-    .listxattr = d_listxattr,
-    .setxattr = d_setxattr,
-    .removexattr = d_removexattr,
+    .xattr = d_xattr,
     .mkdir = d_mkdir,
     .unlink = d_unlink,
     .rmdir = d_rmdir,

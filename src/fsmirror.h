@@ -76,16 +76,10 @@ struct sbx_fs_ops {
 		     struct sbx_error *err);
 	int (*statfs)(struct sbx_lease *l, const char *path, struct statvfs *st,
 		      struct sbx_error *err);
-	/* Extended attributes of path itself, as the provider's slots (provider.h); NULL
+	/* Extended attributes of path itself, as the provider's slot (provider.h); NULL
 	 * (ENOTSUP) where none are carried (the remote providers). */
-	ssize_t (*getxattr)(struct sbx_lease *l, const char *path, const char *name, char *buf,
-			    size_t size, struct sbx_error *err);
-	ssize_t (*listxattr)(struct sbx_lease *l, const char *path, char *buf, size_t size,
-			     struct sbx_error *err);
-	int (*setxattr)(struct sbx_lease *l, const char *path, const char *name, const char *value,
-			size_t size, int flags, struct sbx_error *err);
-	int (*removexattr)(struct sbx_lease *l, const char *path, const char *name,
-			   struct sbx_error *err);
+	ssize_t (*xattr)(struct sbx_lease *l, const char *path, const struct sbx_xattr_req *rq,
+			 struct sbx_error *err);
 };
 
 extern const struct sbx_fs_ops sbx_fs_direct_ops;

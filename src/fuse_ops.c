@@ -1009,10 +1009,7 @@ void sbx_fuse_set_xattr(int on)
 	xattrs_on = on;
 }
 
-enum xattr_call { XA_GET, XA_LIST, XA_SET, XA_REMOVE };
-
-static int xattr_op(enum xattr_call call, const char *path, const char *name, char *buf,
-		    const char *value, size_t size, int flags)
+static int xattr_op(const char *path, const struct sbx_xattr_req *rq)
 {
 	struct sbx_node n;
 	struct sbx_lease *l;
@@ -1024,24 +1021,11 @@ static int xattr_op(enum xattr_call call, const char *path, const char *name, ch
 	rc = resolve(path, &n, &l);
 	if (!rc && n.kind == SBX_N_FS && !sbx_fs_is_pseudo(n.sub))
 		ops = sbx_fs_ops_for(l);
-	if (!rc && (!ops || !ops->getxattr))
+	if (!rc && (!ops || !ops->xattr))
 		rc = -ENOTSUP;
 	if (!rc) {
-		switch (call) {
-		case XA_GET:
-			rc = (int)ops->getxattr(l, n.sub, name, buf, size, &err);
-			break;
-		case XA_LIST:
-			rc = (int)ops->listxattr(l, n.sub, buf, size, &err);
-			break;
-		case XA_SET:
-			rc = ops->setxattr(l, n.sub, name, value, size, flags, &err);
-			break;
-		case XA_REMOVE:
-			rc = ops->removexattr(l, n.sub, name, &err);
-			break;
-		}
-		if (!rc && (call == XA_SET || call == XA_REMOVE))
+		rc = (int)ops->xattr(l, n.sub, rq, &err);
+		if (!rc && (rq->op == SBX_XATTR_SET || rq->op == SBX_XATTR_REMOVE))
 			sbx_aliases_changed(path); /* its ctime, through its other names */
 	}
 	sbx_lease_put(l);
@@ -1050,23 +1034,28 @@ static int xattr_op(enum xattr_call call, const char *path, const char *name, ch
 
 static int op_getxattr(const char *path, const char *name, char *value, size_t size)
 {
-	return xattr_op(XA_GET, path, name, value, NULL, size, 0);
+	struct sbx_xattr_req rq = {SBX_XATTR_GET, .name = name, .buf = value, .size = size};
+	return xattr_op(path, &rq);
 }
 
 static int op_listxattr(const char *path, char *list, size_t size)
 {
-	return xattr_op(XA_LIST, path, NULL, list, NULL, size, 0);
+	struct sbx_xattr_req rq = {SBX_XATTR_LIST, .buf = list, .size = size};
+	return xattr_op(path, &rq);
 }
 
 static int op_setxattr(const char *path, const char *name, const char *value, size_t size,
 		       int flags)
 {
-	return xattr_op(XA_SET, path, name, NULL, value, size, flags);
+	struct sbx_xattr_req rq = {SBX_XATTR_SET, .name = name, .value = value, .size = size,
+				   .flags = flags};
+	return xattr_op(path, &rq);
 }
 
 static int op_removexattr(const char *path, const char *name)
 {
-	return xattr_op(XA_REMOVE, path, name, NULL, NULL, 0, 0);
+	struct sbx_xattr_req rq = {SBX_XATTR_REMOVE, .name = name};
+	return xattr_op(path, &rq);
 }
 
 static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)

@@ -175,30 +175,30 @@ AS_CALLER(lcl_c_mknod, lcl_f_mknod,
  * fsuid), but hands a list on as the daemon made it: a caller other than
  * root does not see trusted.* names, as on a local disk.
  */
-ssize_t lcl_c_listxattr(struct sbx_instance *inst, const char *path, char *buf, size_t size,
-			struct sbx_error *err)
+ssize_t lcl_c_xattr(struct sbx_instance *inst, const char *path, const struct sbx_xattr_req *rq,
+		    struct sbx_error *err)
 {
 	const struct sbx_caller *c = sbx_caller_get();
-	ssize_t n = lcl_f_listxattr(inst, path, buf, size, err), kept = 0;
-	if (n <= 0 || !size || !c || c->uid == 0)
+	struct as a = {0};
+	bool changes = rq->op == SBX_XATTR_SET || rq->op == SBX_XATTR_REMOVE;
+	ssize_t n, kept = 0;
+	if (changes)
+		as_caller(&a);
+	n = lcl_f_xattr(inst, path, rq, err);
+	if (changes)
+		as_daemon(&a);
+	if (rq->op != SBX_XATTR_LIST || n <= 0 || !rq->size || !c || c->uid == 0)
 		return n;
 	for (ssize_t i = 0; i < n;) {
-		size_t len = strnlen(buf + i, (size_t)(n - i)) + 1;
-		if (strncmp(buf + i, "trusted.", 8) != 0) {
-			memmove(buf + kept, buf + i, len);
+		size_t len = strnlen(rq->buf + i, (size_t)(n - i)) + 1;
+		if (strncmp(rq->buf + i, "trusted.", 8) != 0) {
+			memmove(rq->buf + kept, rq->buf + i, len);
 			kept += (ssize_t)len;
 		}
 		i += (ssize_t)len;
 	}
 	return kept;
 }
-AS_CALLER(lcl_c_setxattr, lcl_f_setxattr,
-	  (struct sbx_instance * inst, const char *path, const char *name, const char *value,
-	   size_t size, int flags, struct sbx_error *err),
-	  (inst, path, name, value, size, flags, err))
-AS_CALLER(lcl_c_removexattr, lcl_f_removexattr,
-	  (struct sbx_instance * inst, const char *path, const char *name, struct sbx_error *err),
-	  (inst, path, name, err))
 
 /* Opens that may create or truncate run as the caller; plain opens as the daemon. */
 int lcl_c_open(struct sbx_instance *inst, const char *path, int flags, mode_t mode, uint64_t *fh,

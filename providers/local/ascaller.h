@@ -25,12 +25,8 @@ int lcl_c_symlink(struct sbx_instance *inst, const char *target, const char *pat
 int lcl_c_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err);
 int lcl_c_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
 		struct sbx_error *err);
-ssize_t lcl_c_listxattr(struct sbx_instance *inst, const char *path, char *buf, size_t size,
-			struct sbx_error *err);
-int lcl_c_setxattr(struct sbx_instance *inst, const char *path, const char *name, const char *value,
-		   size_t size, int flags, struct sbx_error *err);
-int lcl_c_removexattr(struct sbx_instance *inst, const char *path, const char *name,
-		      struct sbx_error *err);
+ssize_t lcl_c_xattr(struct sbx_instance *inst, const char *path, const struct sbx_xattr_req *rq,
+		    struct sbx_error *err);
 int lcl_c_open(struct sbx_instance *inst, const char *path, int flags, mode_t mode, uint64_t *fh,
 	       struct sbx_error *err);
 

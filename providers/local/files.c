@@ -319,12 +319,8 @@ int lcl_f_readlink(struct sbx_instance *inst, const char *path, char *buf, size_
  * are not carried: it lists none, has none, and setting or removing one is
  * EPERM (the kernel's answer for user.* on a link).
  */
-enum xattr_op { X_GET, X_LIST, X_SET, X_REMOVE };
-static const char *const xattr_op_name[] = {"getxattr", "listxattr", "setxattr", "removexattr"};
-
-static ssize_t xattr_call(struct sbx_instance *inst, enum xattr_op op, const char *path,
-			  const char *name, char *buf, const char *value, size_t size, int flags,
-			  struct sbx_error *err)
+ssize_t lcl_f_xattr(struct sbx_instance *inst, const char *path, const struct sbx_xattr_req *rq,
+		    struct sbx_error *err)
 {
 	static const int on_link[] = {-ENODATA, 0, -EPERM, -EPERM};
 	char proc[64];
@@ -332,45 +328,22 @@ static ssize_t xattr_call(struct sbx_instance *inst, enum xattr_op op, const cha
 	ssize_t n = 0;
 	int fd = lcl_open_in_root(lcl_inst(inst), path, O_PATH | O_NOFOLLOW, 0), e;
 	if (fd < 0)
-		return fail(err, fd, xattr_op_name[op], path);
+		return fail(err, fd, sbx_xattr_op_name(rq->op), path);
 	if (fstat(fd, &st) < 0) {
 		e = -errno;
 	} else if (S_ISLNK(st.st_mode)) {
-		e = on_link[op];
+		e = on_link[rq->op];
 	} else {
 		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-		n = op == X_GET	   ? getxattr(proc, name, buf, size)
-		    : op == X_LIST ? listxattr(proc, buf, size)
-		    : op == X_SET  ? setxattr(proc, name, value, size, flags)
-				   : removexattr(proc, name);
+		n = rq->op == SBX_XATTR_GET    ? getxattr(proc, rq->name, rq->buf, rq->size)
+		    : rq->op == SBX_XATTR_LIST ? listxattr(proc, rq->buf, rq->size)
+		    : rq->op == SBX_XATTR_SET
+			? setxattr(proc, rq->name, rq->value, rq->size, rq->flags)
+			: removexattr(proc, rq->name);
 		e = n < 0 ? -errno : 0;
 	}
 	close(fd);
-	return e ? fail(err, e, xattr_op_name[op], path) : n;
-}
-
-ssize_t lcl_f_getxattr(struct sbx_instance *inst, const char *path, const char *name, char *buf,
-		       size_t size, struct sbx_error *err)
-{
-	return xattr_call(inst, X_GET, path, name, buf, NULL, size, 0, err);
-}
-
-ssize_t lcl_f_listxattr(struct sbx_instance *inst, const char *path, char *buf, size_t size,
-			struct sbx_error *err)
-{
-	return xattr_call(inst, X_LIST, path, NULL, buf, NULL, size, 0, err);
-}
-
-int lcl_f_setxattr(struct sbx_instance *inst, const char *path, const char *name, const char *value,
-		   size_t size, int flags, struct sbx_error *err)
-{
-	return (int)xattr_call(inst, X_SET, path, name, NULL, value, size, flags, err);
-}
-
-int lcl_f_removexattr(struct sbx_instance *inst, const char *path, const char *name,
-		      struct sbx_error *err)
-{
-	return (int)xattr_call(inst, X_REMOVE, path, name, NULL, NULL, 0, 0, err);
+	return e ? fail(err, e, sbx_xattr_op_name(rq->op), path) : n;
 }
 
 int lcl_f_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err)

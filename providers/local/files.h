@@ -43,14 +43,8 @@ ssize_t lcl_f_pread(struct sbx_instance *inst, uint64_t fh, char *buf, size_t si
 ssize_t lcl_f_pwrite(struct sbx_instance *inst, uint64_t fh, const char *buf, size_t size,
 		     off_t off, struct sbx_error *err);
 int lcl_f_ftruncate(struct sbx_instance *inst, uint64_t fh, off_t size, struct sbx_error *err);
-ssize_t lcl_f_getxattr(struct sbx_instance *inst, const char *path, const char *name, char *buf,
-		       size_t size, struct sbx_error *err);
-ssize_t lcl_f_listxattr(struct sbx_instance *inst, const char *path, char *buf, size_t size,
-			struct sbx_error *err);
-int lcl_f_setxattr(struct sbx_instance *inst, const char *path, const char *name, const char *value,
-		   size_t size, int flags, struct sbx_error *err);
-int lcl_f_removexattr(struct sbx_instance *inst, const char *path, const char *name,
-		      struct sbx_error *err);
+ssize_t lcl_f_xattr(struct sbx_instance *inst, const char *path, const struct sbx_xattr_req *rq,
+		    struct sbx_error *err);
 int lcl_f_fallocate(struct sbx_instance *inst, uint64_t fh, int mode, off_t off, off_t len,
 		    struct sbx_error *err);
 int lcl_f_fsync(struct sbx_instance *inst, uint64_t fh, int datasync, struct sbx_error *err);
