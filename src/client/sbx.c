@@ -360,8 +360,7 @@ static void stdin_remove(void)
 /* Stages stdin for lease; returns the sandbox path of the file (caller frees). */
 static char *stdin_stage(const char *lease, const struct timespec *ts)
 {
-	char name[96], buf[65536];
-	ssize_t n;
+	char name[96];
 	snprintf(name, sizeof(name), "/tmp/.sbx-stdin-%ld.%ld.%ld", (long)getpid(),
 		 (long)ts->tv_sec, (long)ts->tv_nsec);
 	stdin_host = path_in(lease, "fs%s", name);
@@ -373,14 +372,13 @@ static char *stdin_stage(const char *lease, const struct timespec *ts)
 		fail(lease, "-i: staging stdin in the sandbox's /tmp", e, EXIT_SBXFS);
 	}
 	atexit(stdin_remove);
-	while ((n = read(STDIN_FILENO, buf, sizeof(buf))) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		int e = n < 0 ? errno : -sbx_write_all(fd, buf, (size_t)n);
-		if (n < 0 || e)
-			fail(lease, n < 0 ? "-i: reading stdin" : "-i: staging stdin", e,
-			     EXIT_SBXFS);
-	}
+	/* The output pump's copy, on this thread (no signal is caught yet: no EINTR). */
+	struct pump in = {.in = STDIN_FILENO, .out = fd};
+	pump_main(&in);
+	if (in.err)
+		fail(lease, "-i: reading stdin", in.err, EXIT_SBXFS);
+	if (in.werr)
+		fail(lease, "-i: staging stdin", in.werr, EXIT_SBXFS);
 	if (close(fd) < 0)
 		fail(lease, "-i: staging stdin", errno, EXIT_SBXFS);
 	return sbx_xstrdup(name);
