@@ -696,6 +696,15 @@ void dt_links_add(struct dt_instance *di, const char *path, const char *target, 
 		link_drop(di, di->links);
 	k = sbx_xmalloc(sizeof(*k));
 	*k = (struct dt_link){.uid = -1, .gid = -1, .doubt = read};
+	/*
+	 * One the mount makes is new: its times are now (as the batch that
+	 * makes it is about to), not its target's, which /files/info answers.
+	 */
+	if (!read) {
+		clock_gettime(CLOCK_REALTIME, &k->mtime);
+		k->atime = k->mtime;
+		k->has_mtime = k->has_atime = true;
+	}
 	k->path = sbx_xstrdup(path);
 	k->target = sbx_xstrdup(target);
 	link_put(di, k);
@@ -708,7 +717,7 @@ bool dt_link_lookup(struct dt_instance *di, const char *path, struct sbx_stat *s
 	pthread_mutex_lock(&di->lock);
 	const struct dt_link *k = link_find(di, path, false);
 	if (k && st) {
-		/* Times not asked for stay those the caller has (the target's). */
+		/* Times not noted (a link read, not yet checked) stay those the caller has. */
 		st->mode = S_IFLNK | 0777;
 		st->size = (off_t)strlen(k->target);
 		st->nlink = 1;

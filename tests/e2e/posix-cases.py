@@ -418,6 +418,25 @@ def c_symlink_times(d):
     return second + (" (same at once)" if first == second else " (at once: %s)" % first)
 
 
+def c_symlink_new_times(d):
+    """A new link's times are its own, not its target's (daytona's file info follows
+    links), at once and once every cache has expired."""
+    write(d + "/t", "x")
+    os.utime(d + "/t", (1500000000, 1500000000))
+    fd = os.open(d + "/t", os.O_RDONLY)
+    os.fsync(fd)  # the target in the sandbox, old, before the link is made
+    os.close(fd)
+    start = time.time()
+    os.symlink("t", d + "/l")
+
+    def show():
+        m = os.lstat(d + "/l").st_mtime
+        return "link mtime %s" % ("new" if abs(m - start) < 30 else "old (%d)" % m)
+    first = show()
+    time.sleep(3.5)
+    return show() + " | at once: " + first
+
+
 def c_symlink_atime(d):
     """A link's own atime set apart from its mtime (utimensat AT_SYMLINK_NOFOLLOW, as
     pjdfstest's utimensat/05.t does), once every cache has expired."""
