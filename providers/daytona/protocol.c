@@ -490,9 +490,15 @@ int dt_wrap_command(struct sbx_buf *out, const struct dt_wrap *w)
 	 * A subshell, so that cd and variables never leak into the session
 	 * shell; stdin from /dev/null, so a command never eats the session's
 	 * own input; `timeout` (when the image has it) kills the whole process
-	 * group at the deadline.
+	 * group at the deadline. An outer subshell waits for it with its own
+	 * stderr on /dev/null (fd 9 carries the run's in) and exits with its
+	 * status: the shell that waits for a child killed by a signal reports
+	 * it on its stderr (bash "line 3: 6232 Killed  ( set -- sh -c ... )
+	 * </dev/null", dash "Killed", written when it exits), which put this
+	 * wrapper's text into the run's stderr after every `kill -9 $$`.
+	 * The `exit $?` keeps the shells from folding the two subshells.
 	 */
-	sbx_buf_adds(out, "(");
+	sbx_buf_adds(out, "(exec 9>&2 2>/dev/null; (exec 2>&9 9>&-; ");
 	if (w->cwd && *w->cwd) {
 		sbx_buf_adds(out, "cd ");
 		sbx_buf_add_shquoted(out, w->cwd);
@@ -529,7 +535,7 @@ int dt_wrap_command(struct sbx_buf *out, const struct dt_wrap *w)
 		sbx_buf_add_shquoted(out, w->pidfile);
 		sbx_buf_adds(out, " 2>/dev/null; ");
 	}
-	sbx_buf_adds(out, "exec \"$@\") </dev/null");
+	sbx_buf_adds(out, "exec \"$@\") </dev/null; exit $?)");
 	return 0;
 }
 

@@ -23,6 +23,14 @@ story_sbx_run_basics() {
 	eq "sbx run: argv words arrive as they were given" "$(cat "$WORK/o")" "a b|it's|\$HOME|*|"
 	"$SBX" run "$L" -- nosuchcmd-$$ 2>/dev/null
 	eq "sbx run: a missing command is 127" "$?" 127
+	# A command killed by a signal: 128+N, and its stderr is its own (on
+	# daytona the session shell's "Killed" report printed the run's wrapper).
+	"$SBX" run "$L" -- sh -c 'echo err >&2; kill -9 $$' >"$WORK/o" 2>"$WORK/e"
+	eq "sbx run: a command killed by SIGKILL is 137" "$?" 137
+	eq "... and its stderr is the command's alone" "$(cat "$WORK/o" "$WORK/e")" "err"
+	echo "sh -c 'kill -TERM \$\$'" >"$L/exec"
+	eq "exec: a command killed by SIGTERM leaves no shell report in stderr" \
+		"$(cat "$L/stderr")" ""
 	# stdin: not passed on without -i (as docker exec); with -i read to its
 	# end and given to the command, as ssh does. Before, `sbx run -- python3 -
 	# <<EOF` (an agent's usual heredoc) ran an empty program and said 0.

@@ -775,6 +775,21 @@ START_TEST(test_wrap_pidfile_kill)
 }
 END_TEST
 
+START_TEST(test_wrap_signal_death_quiet)
+{
+	/* The run's stderr is the run's: no shell's "Killed" report of the wrapper in it. */
+	struct sbx_buf cmd = SBX_BUF_INIT, text = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	struct dt_wrap w = {.shell = "echo err >&2; kill -9 $$"};
+	ck_assert_int_eq(dt_wrap_command(&cmd, &w), 0);
+	sbx_buf_addf(&text, "exec 2>&1; %s; echo \"rc=$?\"", cmd.buf);
+	ck_assert_int_eq(sh(text.buf, &out), 0);
+	ck_assert_str_eq(out.buf, "err\nrc=137\n");
+	sbx_buf_release(&cmd);
+	sbx_buf_release(&text);
+	sbx_buf_release(&out);
+}
+END_TEST
+
 START_TEST(test_wrap_timeout)
 {
 	struct sbx_buf cmd = SBX_BUF_INIT, out = SBX_BUF_INIT;
@@ -967,6 +982,7 @@ static Suite *daytona_suite(void)
 	tcase_add_test(tc, test_session_json);
 	tcase_add_test(tc, test_wrap_quoting);
 	tcase_add_test(tc, test_wrap_pidfile_kill);
+	tcase_add_test(tc, test_wrap_signal_death_quiet);
 	tcase_add_test(tc, test_wrap_timeout);
 	tcase_add_test(tc, test_link_table);
 	suite_add_tcase(s, tc);
