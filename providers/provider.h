@@ -491,6 +491,10 @@ struct sbx_provider {
 	/* fallocate(2) with its mode (KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE). Optional: EOPNOTSUPP. */
 	int (*fallocate)(struct sbx_instance *inst, uint64_t fh, int mode, off_t off, off_t len,
 			 struct sbx_error *err);
+	/* lseek(2) with SEEK_DATA or SEEK_HOLE: the offset, or -errno (ENXIO: none at or
+	 * after off). Optional: without it fs/ answers as for a file with no holes. */
+	off_t (*seek_data)(struct sbx_instance *inst, uint64_t fh, off_t off, int whence,
+			   struct sbx_error *err);
 	int (*fsync)(struct sbx_instance *inst, uint64_t fh, int datasync, struct sbx_error *err);
 	/* Extended attributes (struct sbx_xattr_req). Optional: without it fs/ answers ENOTSUP. */
 	ssize_t (*xattr)(struct sbx_instance *inst, const char *path,

@@ -253,6 +253,18 @@ static ssize_t d_xattr(struct sbx_lease *l, const char *path, const struct sbx_x
 	return xattr_end(l, name, path, rc, err);
 }
 
+static off_t d_seek_data(struct sbx_fs_file *f, off_t off, int whence, struct sbx_error *err)
+{
+	struct sbx_instance *inst;
+	if (!f->lease->prov->seek_data)
+		return -ENOSYS;
+	USE_OR_RETURN(f->lease, inst, err);
+	off_t r = f->lease->prov->seek_data(inst, f->fh, off, whence, err);
+	sbx_lease_unuse(f->lease);
+	/* ENXIO is an answer (no data or hole at or after off), not a fault */
+	return r < 0 && r != -ENXIO ? fail(f->lease, "lseek", f->path, (int)r, err) : r;
+}
+
 /* The path-only operations: one provider slot each, same shape. */
 #define PATH_OP(fn, slot, opname, params, args)                                                    \
 	static int fn params                                                                       \
@@ -328,6 +340,7 @@ const struct sbx_fs_ops sbx_fs_direct_ops = {
     .release = d_release,
     .truncate = d_truncate,
     .fallocate = d_fallocate,
+    .seek_data = d_seek_data,
     .xattr = d_xattr,
     .mkdir = d_mkdir,
     .unlink = d_unlink,

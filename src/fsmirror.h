@@ -54,6 +54,9 @@ struct sbx_fs_ops {
 	 * PUNCH_HOLE, ZERO_RANGE); EOPNOTSUPP where it cannot. */
 	int (*fallocate)(struct sbx_fs_file *f, int mode, off_t off, off_t len,
 			 struct sbx_error *err);
+	/* lseek(2) with SEEK_DATA or SEEK_HOLE (ENXIO: none at or after off); NULL, or
+	 * ENOSYS, where the file is to be taken as having no holes. */
+	off_t (*seek_data)(struct sbx_fs_file *f, off_t off, int whence, struct sbx_error *err);
 	/* f may be NULL (truncate by path). */
 	int (*truncate)(struct sbx_lease *l, const char *path, struct sbx_fs_file *f, off_t size,
 			struct sbx_error *err);

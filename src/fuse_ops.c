@@ -653,6 +653,37 @@ static int op_fallocate(const char *path, int mode, off_t off, off_t len, struct
 	return rc;
 }
 
+/*
+ * lseek(2) with SEEK_DATA or SEEK_HOLE (the kernel answers the other
+ * whences itself): a local lease's file answers as its disk does, so `cp`
+ * and `tar -S` step over a sparse file's holes instead of reading them as
+ * zeros; a remote copy (whose holes may be what is not downloaded yet) and
+ * a control file answer as a file with no holes, from its size — the
+ * kernel's own answer without a handler, but a handler's ENOSYS would turn
+ * the call off for the local leases too.
+ */
+static off_t op_lseek(const char *path, off_t off, int whence, struct fuse_file_info *fi)
+{
+	struct sbx_open *o = of(fi);
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct stat st;
+	off_t r = -ENOSYS;
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	if (o && o->fsf && sbx_fs_ops_for(o->fsf->lease)->seek_data) {
+		note_caller(true);
+		r = sbx_fs_ops_for(o->fsf->lease)->seek_data(o->fsf, off, whence, &err);
+	}
+	if (r != -ENOSYS)
+		return r;
+	int rc = op_getattr(o && o->fsf ? NULL : path, &st, fi);
+	if (rc)
+		return rc;
+	if (off < 0 || off >= st.st_size)
+		return -ENXIO;
+	return whence == SEEK_DATA ? off : st.st_size;
+}
+
 static int op_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 {
 	struct sbx_node n;
@@ -1114,6 +1145,7 @@ const struct fuse_operations sbx_fuse_ops = {
     .release = op_release,
     .truncate = op_truncate,
     .fallocate = op_fallocate,
+    .lseek = op_lseek,
     .mkdir = op_mkdir,
     .rmdir = op_rmdir,
     .unlink = op_unlink,

@@ -408,6 +408,15 @@ int lcl_f_fallocate(struct sbx_instance *inst, uint64_t fh, int mode, off_t off,
 	return 0;
 }
 
+off_t lcl_f_seek_data(struct sbx_instance *inst, uint64_t fh, off_t off, int whence,
+		      struct sbx_error *err)
+{
+	off_t r = lseek((int)fh, off, whence); /* reads and writes are pread/pwrite: no offset */
+	if (r < 0)
+		return sbx_error_set(err, errno, 0, "lseek: %s", strerror(errno));
+	return r;
+}
+
 int lcl_f_fsync(struct sbx_instance *inst, uint64_t fh, int datasync, struct sbx_error *err)
 {
 	if ((datasync ? fdatasync((int)fh) : fsync((int)fh)) < 0)

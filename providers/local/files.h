@@ -47,6 +47,8 @@ ssize_t lcl_f_xattr(struct sbx_instance *inst, const char *path, const struct sb
 		    struct sbx_error *err);
 int lcl_f_fallocate(struct sbx_instance *inst, uint64_t fh, int mode, off_t off, off_t len,
 		    struct sbx_error *err);
+off_t lcl_f_seek_data(struct sbx_instance *inst, uint64_t fh, off_t off, int whence,
+		      struct sbx_error *err);
 int lcl_f_fsync(struct sbx_instance *inst, uint64_t fh, int datasync, struct sbx_error *err);
 int lcl_f_fstat(struct sbx_instance *inst, uint64_t fh, struct sbx_stat *st, struct sbx_error *err);
 void lcl_f_close(struct sbx_instance *inst, uint64_t fh);

@@ -579,6 +579,7 @@ const struct sbx_provider sbx_provider_local = {
     .pwrite = lcl_f_pwrite,
     .ftruncate = lcl_f_ftruncate,
     .fallocate = lcl_f_fallocate,
+    .seek_data = lcl_f_seek_data,
     .xattr = lcl_c_xattr,
     .fsync = lcl_f_fsync,
     .fstat = lcl_f_fstat,

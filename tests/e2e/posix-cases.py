@@ -685,6 +685,23 @@ def c_xattr(d):
     return " ".join(out)
 
 
+def c_seek_data(d):
+    """lseek SEEK_DATA / SEEK_HOLE over a sparse file, as cp and tar -S ask to step over
+    its holes instead of reading them as zeros."""
+    fd = os.open(d + "/s", os.O_RDWR | os.O_CREAT, 0o644)
+    os.pwrite(fd, b"x" * 4096, 1 << 20)
+    os.ftruncate(fd, 4 << 20)
+    out = []
+    for wh, name in ((os.SEEK_DATA, "data"), (os.SEEK_HOLE, "hole")):
+        for off in (0, 1 << 20, 3 << 20, 4 << 20):
+            try:
+                out.append("%s@%d=%d" % (name, off, os.lseek(fd, off, wh)))
+            except OSError as e:
+                out.append("%s@%d=%s" % (name, off, en(e)))
+    os.close(fd)
+    return " ".join(out)
+
+
 def c_settled(d):
     """Types, special bits, owners by number and a symlink's size as they are once every
     cache has expired (a remote provider then reads them back from the sandbox)."""

@@ -12,7 +12,7 @@
 # endpoint sends their device numbers), no extended attributes (no endpoint
 # carries them). What another user makes is that
 # user's (owner_create: a directory, a fifo and a symlink, through sudo -n).
-posix_on_fake daytona lchown mknod_blk mknod_chr setgid_dir xattr ~setid_write
+posix_on_fake daytona lchown mknod_blk mknod_chr seek_data setgid_dir xattr ~setid_write
 
 # Where the sandbox's user may not sudo either (the fake, like Daytona's
 # images, lets it; it gives that up here), a device node is refused with

@@ -11,7 +11,7 @@
 # not inherited), no rdev (envd does not send it), no atime (envd sends none:
 # a link's atime set with lutimes shows its mtime once the cache expires),
 # no extended attributes (no endpoint carries them: ENOTSUP).
-posix_on_fake e2b lchown mknod_blk mknod_chr setgid_dir symlink_atime xattr ~setid_write
+posix_on_fake e2b lchown mknod_blk mknod_chr seek_data setgid_dir symlink_atime xattr ~setid_write
 
 # RENAME_EXCHANGE is three Moves in the sandbox (a -> temporary name, b -> a,
 # temporary -> b): the sandbox itself holds the swapped entries, and no
