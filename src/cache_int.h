@@ -158,7 +158,7 @@ static inline const char *split(const char *path, char *parent, size_t size)
 static inline char *join(const char *dir, const char *name)
 {
 	struct sbx_buf b = SBX_BUF_INIT;
-	sbx_buf_addf(&b, "%s/%s", strcmp(dir, "/") ? dir : "", name);
+	sbx_buf_addf(&b, "%s/%s", sbx_path_prefix(dir), name);
 	return sbx_buf_detach(&b, NULL);
 }
 

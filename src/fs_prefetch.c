@@ -116,7 +116,7 @@ static void add_files(struct sbx_lease *l, struct batch *b, const char *dir,
 		if (!e->has_st || !S_ISREG(e->st.mode) || e->st.size > SBX_PREFETCH_FILE_MAX ||
 		    b->bytes + e->st.size > SBX_PREFETCH_BATCH_BYTES)
 			continue;
-		p = sbx_xasprintf("%s/%s", strcmp(dir, "/") ? dir : "", e->name);
+		p = sbx_xasprintf("%s/%s", sbx_path_prefix(dir), e->name);
 		if (!strcmp(p, skip) || !sbx_cache_prefetch_wanted(l->cache, p, &e->st)) {
 			free(p);
 			continue;

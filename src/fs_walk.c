@@ -20,6 +20,7 @@
 
 #include "base/xalloc.h"
 #include "fs_cached.h"
+#include "base/pathutil.h"
 
 /* The listings list_tree brought: the parent's, then one per directory below it. */
 struct tree_lists {
@@ -53,7 +54,7 @@ static int tree_add(void *ctx, const char *dir, const char *name, const struct s
 	sbx_cache_listing_add(&t->ls[lists_of(t, dir)], name, st);
 	/* a subdirectory of top: a listing of its own, empty until its entries come */
 	if (!strcmp(dir, t->top) && S_ISDIR(st->mode)) {
-		sbx_buf_addf(&sub, "%s/%s", strcmp(dir, "/") ? dir : "", name);
+		sbx_buf_addf(&sub, "%s/%s", sbx_path_prefix(dir), name);
 		lists_of(t, sub.buf);
 		sbx_buf_release(&sub);
 	}

@@ -33,6 +33,7 @@
 #include "runs.h"
 #include "tty.h"
 #include "base/xalloc.h"
+#include "base/pathutil.h"
 
 /* private_data points at main()'s `struct sbx_mount *`, set before the loop runs. */
 static struct sbx_mount *mnt(void)
@@ -108,7 +109,7 @@ static mode_t new_mode(struct sbx_lease *l, mode_t mode)
 /* The mount path of an open fs/ file ("/NAME/fs/sub"). */
 static void fh_path(char *buf, size_t size, const struct sbx_fs_file *f)
 {
-	snprintf(buf, size, "/%s/fs%s", f->lease->name, strcmp(f->path, "/") ? f->path : "");
+	snprintf(buf, size, "/%s/fs%s", f->lease->name, sbx_path_prefix(f->path));
 }
 
 /*
@@ -456,7 +457,7 @@ static int dir_list(struct open_dir *d)
 	int rc = resolve(d->path, &n, &l);
 	if (rc)
 		return rc;
-	struct fill_ctx fc = {d, NULL, strcmp(d->path, "/") ? d->path : ""};
+	struct fill_ctx fc = {d, NULL, sbx_path_prefix(d->path)};
 	dir_clear(d);
 	dir_add(d, ".", NULL);
 	dir_add(d, "..", NULL);

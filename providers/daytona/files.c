@@ -313,7 +313,7 @@ int dt_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tre
 		if (depth > 1)
 			sbx_buf_adds(&child, epath);
 		else
-			sbx_buf_addf(&child, "%s/%s", strcmp(path, "/") ? path : "", name);
+			sbx_buf_addf(&child, "%s/%s", sbx_path_prefix(path), name);
 		if (links || queued) {
 			sbx_rme_overlay_view(&di->meta, &view, child.buf, &st);
 			dt_link_lookup(di, child.buf, &st, NULL, 0);

@@ -458,7 +458,7 @@ int e2b_list_tree(struct sbx_instance *inst, const char *path, int depth, sbx_tr
 		if (depth > 1 && epath && sbx_rmq_under(epath, path, true) && strcmp(epath, path))
 			sbx_buf_adds(&child, epath);
 		else
-			sbx_buf_addf(&child, "%s/%s", strcmp(path, "/") ? path : "", name);
+			sbx_buf_addf(&child, "%s/%s", sbx_path_prefix(path), name);
 		if (overlay) {
 			if (queued_gone(in, child.buf))
 				continue;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/pathutil.h"
 
 #define E2B_WATCH_ROOT "/home/user"
 #define E2B_WATCH_BACKOFF_MAX_MS 5000L
@@ -60,7 +61,7 @@ static int watch_message(void *ctx, const char *json, size_t len)
 	case E2B_WATCH_EVENT:
 		if (!*name)
 			break;
-		snprintf(path, sizeof(path), "%s/%s", strcmp(w->root, "/") ? w->root : "", name);
+		snprintf(path, sizeof(path), "%s/%s", sbx_path_prefix(w->root), name);
 		/*
 		 * Our own uploads pass through a temporary name: its events say
 		 * nothing the cache needs (the Move's destination is reported

@@ -1,7 +1,8 @@
 /*
  * pathutil — the one test of "this sandbox path is that directory or lies
  * below it", and the one split of a path into its directory and name, on
- * absolute, normalised paths (no "//", no trailing '/' but the root's).
+ * absolute, normalised paths (no "//", no trailing '/' but the root's),
+ * and the one way to put a child's name after its directory.
  * Header-only: the core, the providers and their unit tests use it
  * without a link dependency.
  */
@@ -25,6 +26,12 @@ static inline bool sbx_path_within(const char *path, const char *root, size_t n)
 static inline bool sbx_path_under(const char *path, const char *root)
 {
 	return sbx_path_within(path, root, strlen(root));
+}
+
+/* dir as the part before "/NAME" of a child's path: "" for the root (no "//NAME"). */
+static inline const char *sbx_path_prefix(const char *dir)
+{
+	return strcmp(dir, "/") ? dir : "";
 }
 
 /* The length of path's directory: "/a/b" -> 2 ("/a"), "/a" and "/" -> 1 ("/"); 0 without a '/'. */
