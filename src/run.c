@@ -332,7 +332,10 @@ static int stopped(struct sbx_run *r, struct sbx_instance *inst, bool cancelled,
  * One shell everywhere: the text runs under bash where the sandbox has it,
  * sh otherwise, or under the spec's `shell`. The provider's own shell only
  * execs that one, so the run keeps its pid (Daytona's pidfile, E2B's
- * signals and local's process group stay right).
+ * signals and local's process group stay right). The search uses the run's
+ * PATH (a bash the env's PATH names first wins), then /bin: an env file's
+ * PATH without sh in it (`PATH=/opt/venv/bin`) is the command's, and made
+ * every run "sh: not found", 127.
  */
 static char *shell_text(struct sbx_lease *l, const char *text, const char *script)
 {
@@ -343,7 +346,8 @@ static char *shell_text(struct sbx_lease *l, const char *text, const char *scrip
 	} else {
 		/* `command -v` is a builtin: no subshell, no fork before the exec */
 		sbx_buf_adds(&b, "if command -v bash >/dev/null 2>&1; then set -- bash; "
-				 "else set -- sh; fi; exec \"$1\"");
+				 "elif [ -x /bin/bash ]; then set -- /bin/bash; "
+				 "else set -- /bin/sh; fi; exec \"$1\"");
 	}
 	if (script) {
 		sbx_buf_addch(&b, ' ');

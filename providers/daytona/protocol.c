@@ -518,7 +518,7 @@ int dt_wrap_command(struct sbx_buf *out, const struct dt_wrap *w)
 			sbx_buf_add_shquoted(out, *a);
 		}
 	} else {
-		sbx_buf_adds(out, " sh -c ");
+		sbx_buf_adds(out, " /bin/sh -c "); /* env's PATH is the command's */
 		sbx_buf_add_shquoted(out, w->shell ? w->shell : "");
 	}
 	sbx_buf_adds(out, "; ");

@@ -28,9 +28,11 @@
 /* How long a keystroke write waits for a terminal whose input queue is full. */
 #define TTY_WRITE_WAIT_MS 5000
 
-/* bash where the sandbox has it, else sh; a login shell either way. */
+/* bash where the sandbox has it, else sh; a login shell either way (in /bin when the
+ * env's PATH has neither, as runs: src/run.c shell_text). */
 static const char tty_shell[] =
-    "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi";
+    "if command -v bash >/dev/null 2>&1; then exec bash -l; "
+    "elif [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi";
 
 struct sbx_tty_session {
 	struct local_inst *li;

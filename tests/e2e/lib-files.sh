@@ -286,6 +286,15 @@ story_exec_basics() {
 	printf 'GREETING=hello\nOTHER=x y\n' >"$L/env"
 	echo 'printf "%s|" "a b" '"'"'it'"'"'"'"'"'"'"'"'s'"'"'' >"$L/exec"
 	eq "quoting survives the run's wrapper" "$(cat "$L/exec")" "a b|it's|"
+	# An env's PATH is the command's, not the wrapper's: one without sh in
+	# it (`PATH=/opt/venv/bin`) made every run "sh: not found", 127 (local,
+	# daytona; e2b's login shell sets its own PATH).
+	printf 'PATH=/nonexistent\n' >"$L/env"
+	echo 'echo "builtin ran"' >"$L/exec"
+	eq "env with a PATH that has no sh: the run still runs" \
+		"$(cat "$L/exec"; json_get "$L/result" '["exitCode"]')" "builtin ran
+0"
+	printf 'GREETING=hello\nOTHER=x y\n' >"$L/env"
 
 	# Read-write open streams the output while the run goes on.
 	local t0 t1 t2 first rest

@@ -111,6 +111,13 @@ story_sbx_shell_piped() {
 	ok "... having run the piped command" grep -q 42x "$WORK/piped"
 	timeout 30 "$SBX" shell "$L" </dev/null >/dev/null 2>&1
 	eq "sbx shell </dev/null: ends at once, status 0" "$?" 0
+	# An env's PATH without sh in it: the shell is still found (local: it
+	# was "sh: not found" and the session ended at once, 127).
+	printf 'PATH=/nonexistent\n' >"$L/env"
+	printf 'echo $((6*7))y; exit 3\n' | timeout 30 "$SBX" shell "$L" >"$WORK/piped" 2>&1
+	eq "sbx shell with an env PATH that has no sh: the shell's status" "$?" 3
+	ok "... having run the piped command" grep -q 42y "$WORK/piped"
+	: >"$L/env"
 }
 
 # story_tty_files LEASE-DIR: the files themselves, and their bad input.
