@@ -167,9 +167,15 @@ static int kernel_start(struct local_inst *li, int dfd, const struct kernel *k,
 				     strerror(-e));
 	sbx_buf_adds(&sh, "cd -- ");
 	sbx_buf_add_shquoted(&sh, li->workdir ? li->workdir : "/root");
+	/*
+	 * The runtime is looked for on the run's PATH, then in the usual
+	 * places: the env file's PATH is the code's (os.environ), and one
+	 * without python3 in it (`PATH=/opt/tools/bin`) must not stop the cell.
+	 */
 	sbx_buf_addf(&sh,
 		     " 2>/dev/null || cd /\n"
-		     "if ! command -v %s >/dev/null 2>&1; then\n",
+		     "rt=$(PATH=\"$PATH:/usr/local/bin:/usr/bin:/bin\"; command -v %s)\n"
+		     "if [ -z \"$rt\" ]; then\n",
 		     k->runtime);
 	if (!strcmp(k->language, "typescript"))
 		sbx_buf_adds(
@@ -180,8 +186,8 @@ static int kernel_start(struct local_inst *li, int dfd, const struct kernel *k,
 		sbx_buf_addf(&sh, "  echo \"%s is not on PATH ($PATH)\" >&2\n", k->runtime);
 	sbx_buf_addf(&sh,
 		     "  exit 127\nfi\n"
-		     "exec %s %s" RUN_DIR "/%s --start " RUN_DIR "/%s.sock --language %s\n",
-		     k->runtime, strcmp(k->runtime, "python3") ? "" : "-u ", k->driver, k->language,
+		     "exec \"$rt\" %s" RUN_DIR "/%s --start " RUN_DIR "/%s.sock --language %s\n",
+		     strcmp(k->runtime, "python3") ? "" : "-u ", k->driver, k->language,
 		     k->language);
 	struct sbx_run_req req = {.shell = sh.buf, .envs = envs, .timeout_ms = START_TIMEOUT_MS};
 	e = lcl_run(&li->base, &req, &sink, &res, err);

@@ -131,6 +131,15 @@ code_restart() { # LEASE
 	echo '6 * 7' >"$L/code.py"
 	eq "... and the next run is served" "$(cat "$L/code.py")" "42"
 	eq "... by a fresh interpreter not reported as lost" "$(rfield "$L" 'r["stateLost"]')" "false"
+	# The env file's PATH is the code's (os.environ); one without python3
+	# in it left the cell unrun on local ("python3 is not on PATH").
+	printf 'PATH=/nonexistent\n' >"$L/env"
+	echo 'restart python' >"$L/state"
+	printf 'import os\nos.environ["PATH"]\n' >"$L/code.py"
+	eq "a fresh interpreter under an env PATH without python3 in it" "$(cat "$L/code.py")" \
+		"'/nonexistent'"
+	: >"$L/env"
+	echo 'restart python' >"$L/state"
 }
 
 # code_died LEASE VAR WHY: the python run just made on LEASE lost its

@@ -40,13 +40,16 @@ echo 'hog = bytearray(512 << 20)' >"$C/code.py"
 code_died "$C" small "is killed by the memory cap"
 rmdir "$C"
 
-# No TypeScript runtime (no node on PATH): ENOTSUP and the reason in `error`.
+# No TypeScript runtime (no node in the sandbox: it is looked for on the
+# run's PATH and in /usr/local/bin, /usr/bin and /bin, so the lease's own
+# copy of the host's node is moved aside): ENOTSUP and the reason in `error`.
 mkdir "$MNT/nonode"
-echo 'PATH=/usr/sbin' >"$MNT/nonode/env"
+HIDE='for d in $(echo "$PATH:/usr/local/bin:/usr/bin:/bin" | tr : " "); do'
+echo "$HIDE [ -x \$d/node ] && mv \$d/node \$d/node.sbx-hidden; done; true" >"$MNT/nonode/exec"
 eq "code.ts without node fails with ENOTSUP" \
 	"$(errno_of_write "$MNT/nonode/code.ts" 'const a: number = 1; a')" "ENOTSUP"
 ok "error names the missing runtime" grep -q "no TypeScript runtime in the sandbox: node is not on PATH" "$MNT/nonode/error"
-: >"$MNT/nonode/env"
+echo "$HIDE [ -x \$d/node.sbx-hidden ] && mv \$d/node.sbx-hidden \$d/node; done; true" >"$MNT/nonode/exec"
 eq "... and works once node is reachable" "$(echo 'const a: number = 1; a + 1' >"$MNT/nonode/code.ts"; cat "$MNT/nonode/code.ts")" "2"
 rmdir "$MNT/nonode"
 
