@@ -351,6 +351,12 @@ struct sbx_provider {
 			struct sbx_error *err);
 	/* Starts a fresh interpreter for language (NULL: all). */
 	int (*code_reset)(struct sbx_instance *inst, const char *language, struct sbx_error *err);
+	/* Optional: makes language's interpreter ready for a cell (started under envs if
+	 * none runs), called at a cell's first write so that a missing runtime fails the
+	 * write, where a shell's $? sees it. A state lost by that start is reported by the
+	 * next run_code. */
+	int (*code_ready)(struct sbx_instance *inst, const char *language, const char *const *envs,
+			  struct sbx_error *err);
 
 	/* --- files -------------------------------------------------------- */
 	int (*stat)(struct sbx_instance *inst, const char *path, struct sbx_stat *st,

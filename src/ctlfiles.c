@@ -16,6 +16,7 @@
 #include "base/jsonutil.h"
 #include "ctl.h"
 #include "ports.h"
+#include "run.h"
 #include "tty.h"
 
 /* Largest text accepted by a control file write (a script, a code cell). */
@@ -706,6 +707,26 @@ static int run_ctl_line(void *ctx, const char *line)
 }
 
 /*
+ * A cell's interpreter, made ready by the provider that can (local:
+ * started) at the first write: a missing runtime (TypeScript without node)
+ * was found at the close, which `echo CODE > code.ts` does not check.
+ */
+static int code_ready(struct sbx_lease *l, const char *language, struct sbx_error *err)
+{
+	struct sbx_instance *inst;
+	int rc;
+	if (!l->prov->code_ready)
+		return 0;
+	if ((rc = sbx_lease_use(l, &inst, err)))
+		return rc;
+	char **envs = sbx_run_envs(l);
+	rc = l->prov->code_ready(inst, language, (const char *const *)envs, err);
+	free(envs);
+	sbx_lease_unuse(l);
+	return rc;
+}
+
+/*
  * What can be known before a run fails the write itself (shells ignore
  * close errors on redirections): a NUL in the text, an empty command, the
  * lease's state, a state dir that cannot keep the output. The first write
@@ -738,9 +759,11 @@ static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const cha
 	}
 	sbx_runs_caller(&o->owner);
 	rc = sbx_runs_precheck(o->lease, &e);
+	if (!rc && o->kind == SBX_N_CODE)
+		rc = code_ready(o->lease, o->language, &e);
 	if (rc) {
 		o->refused = true;
-		sbx_lease_error(o->lease, "exec", &e);
+		sbx_lease_error(o->lease, o->kind == SBX_N_CODE ? "code" : "exec", &e);
 	}
 	return rc;
 }

@@ -209,6 +209,49 @@ static int kernel_start(struct local_inst *li, int dfd, const struct kernel *k,
 	return e;
 }
 
+/*
+ * A connection to k's interpreter, started first when none answers (a
+ * start that replaced a dead one is noted in li->code_lost). -errno with
+ * err set.
+ */
+static int kernel_open(struct local_inst *li, const struct kernel *k, const char *const *envs,
+		       struct sbx_error *err)
+{
+	pid_t pid = 0;
+	bool lost = false;
+	int dfd, fd, e = 0;
+	if ((dfd = run_dir(li, true)) < 0)
+		return sbx_error_set(err, dfd, SBX_E_EXECUTION_FAILED, "%s: " RUN_DIR ": %s",
+				     k->language, strerror(-dfd));
+	fd = kernel_connect(dfd, k, &pid);
+	if (fd < 0) {
+		pthread_mutex_lock(&start_lock);
+		/* Another run may have started it meanwhile. */
+		if ((fd = kernel_connect(dfd, k, &pid)) < 0 &&
+		    (e = kernel_start(li, dfd, k, envs, &lost, err)) == 0 &&
+		    (fd = kernel_connect(dfd, k, &pid)) < 0)
+			e = sbx_error_set(err, fd, SBX_E_EXECUTION_FAILED,
+					  "%s: the interpreter started but does not answer: %s",
+					  k->language, strerror(-fd));
+		if (lost)
+			li->code_lost |= 1u << (k - kernels);
+		pthread_mutex_unlock(&start_lock);
+	}
+	close(dfd);
+	return fd < 0 ? e : fd;
+}
+
+/* Whether a start replaced k's dead interpreter since the last run said so; clears it. */
+static bool take_lost(struct local_inst *li, const struct kernel *k)
+{
+	unsigned bit = 1u << (k - kernels);
+	pthread_mutex_lock(&start_lock);
+	bool lost = li->code_lost & bit;
+	li->code_lost &= ~bit;
+	pthread_mutex_unlock(&start_lock);
+	return lost;
+}
+
 /* Sends the request and feeds the events into ev until the server closes. */
 static int execute(int fd, const struct sbx_code_req *req, const struct kernel *k,
 		   const struct sbx_run_sink *sink, struct sbx_code_events *ev,
@@ -265,9 +308,7 @@ int lcl_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 	const struct kernel *k = kernel_for(req->language);
 	struct sbx_code_events ev;
 	long long t0 = sbx_now_ms();
-	bool lost = false;
-	pid_t pid = 0;
-	int dfd, fd, e;
+	int fd, e;
 
 	sbx_code_events_init(&ev, sink, result);
 	if (!k) {
@@ -275,35 +316,25 @@ int lcl_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 				  req->language ? req->language : "(none)");
 		goto out;
 	}
-	if ((dfd = run_dir(li, true)) < 0) {
-		e = sbx_error_set(err, dfd, SBX_E_EXECUTION_FAILED, "%s: " RUN_DIR ": %s",
-				  k->language, strerror(-dfd));
+	if ((e = fd = kernel_open(li, k, req->envs, err)) < 0)
 		goto out;
-	}
-	fd = kernel_connect(dfd, k, &pid);
-	if (fd < 0) {
-		pthread_mutex_lock(&start_lock);
-		/* Another run may have started it meanwhile. */
-		if ((fd = kernel_connect(dfd, k, &pid)) < 0 &&
-		    (e = kernel_start(li, dfd, k, req->envs, &lost, err)) == 0 &&
-		    (fd = kernel_connect(dfd, k, &pid)) < 0)
-			e = sbx_error_set(err, fd, SBX_E_EXECUTION_FAILED,
-					  "%s: the interpreter started but does not answer: %s",
-					  k->language, strerror(-fd));
-		pthread_mutex_unlock(&start_lock);
-		if (fd < 0) {
-			close(dfd);
-			goto out;
-		}
-	}
-	close(dfd);
 	e = execute(fd, req, k, sink, &ev, err);
 	close(fd);
-	result->state_lost = result->state_lost || lost;
+	result->state_lost = result->state_lost || take_lost(li, k);
 out:
 	sbx_code_events_release(&ev);
 	result->duration_ms = (long)(sbx_now_ms() - t0);
 	return e;
+}
+
+int lcl_code_ready(struct sbx_instance *inst, const char *language, const char *const *envs,
+		   struct sbx_error *err)
+{
+	const struct kernel *k = kernel_for(language);
+	int fd = k ? kernel_open(lcl_inst(inst), k, envs, err) : 0; /* no k: run_code says */
+	if (fd > 0)
+		close(fd);
+	return fd < 0 ? fd : 0;
 }
 
 /* Whether pid lives in the lease (its pid namespace is init's). */
@@ -352,8 +383,10 @@ int lcl_code_reset(struct sbx_instance *inst, const char *language, struct sbx_e
 				     strerror(-dfd));
 	pthread_mutex_lock(&start_lock);
 	for (size_t i = 0; i < sizeof(kernels) / sizeof(kernels[0]) && !e; i++)
-		if (!k || k == &kernels[i])
+		if (!k || k == &kernels[i]) {
 			e = reset_one(li, dfd, &kernels[i]);
+			li->code_lost &= ~(1u << i); /* a fresh one is not a lost state */
+		}
 	pthread_mutex_unlock(&start_lock);
 	close(dfd);
 	if (e)

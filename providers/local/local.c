@@ -557,6 +557,7 @@ const struct sbx_provider sbx_provider_local = {
     .run = lcl_run,
     .run_code = lcl_run_code,
     .code_reset = lcl_code_reset,
+    .code_ready = lcl_code_ready,
     .stat = lcl_f_stat,
     .list = lcl_f_list,
     .read = lcl_f_read,

@@ -61,6 +61,8 @@ struct local_inst {
 	int logfd;	     /* read end of init's stderr pipe (-1 after a re-attach) */
 	int net_exit_fd;     /* until the stack starts: the read end of a pipe init holds open */
 	struct lcl_fwd *fwd; /* ports/PORT forwarders (forward.c), NULL until one */
+	unsigned code_lost;  /* code.c: per language, a start replaced a dead interpreter
+			      * that no run has reported yet (under its start_lock) */
 };
 
 static inline struct local_inst *lcl_inst(struct sbx_instance *i)
@@ -167,6 +169,8 @@ int lcl_run_code(struct sbx_instance *inst, const struct sbx_code_req *req,
 		 const struct sbx_run_sink *sink, struct sbx_code_result *result,
 		 struct sbx_error *err);
 int lcl_code_reset(struct sbx_instance *inst, const char *language, struct sbx_error *err);
+int lcl_code_ready(struct sbx_instance *inst, const char *language, const char *const *envs,
+		   struct sbx_error *err);
 
 /* packages.c ---------------------------------------------------------- */
 /* Installs spec->packages inside the lease. -EIO with the installer's last

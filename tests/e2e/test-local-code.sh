@@ -49,6 +49,10 @@ echo "$HIDE [ -x \$d/node ] && mv \$d/node \$d/node.sbx-hidden; done; true" >"$M
 eq "code.ts without node fails with ENOTSUP" \
 	"$(errno_of_write "$MNT/nonode/code.ts" 'const a: number = 1; a')" "ENOTSUP"
 ok "error names the missing runtime" grep -q "no TypeScript runtime in the sandbox: node is not on PATH" "$MNT/nonode/error"
+# ... at the write, where a shell's $? sees it (it was the close, which
+# shells do not check: `echo CODE > code.ts` said 0).
+sh -c "echo 'console.log(1)' > '$MNT/nonode/code.js'" 2>/dev/null
+eq "echo CODE > code.js without node: the shell's \$? is 1" "$?" 1
 echo "$HIDE [ -x \$d/node.sbx-hidden ] && mv \$d/node.sbx-hidden \$d/node; done; true" >"$MNT/nonode/exec"
 eq "... and works once node is reachable" "$(echo 'const a: number = 1; a + 1' >"$MNT/nonode/code.ts"; cat "$MNT/nonode/code.ts")" "2"
 rmdir "$MNT/nonode"
