@@ -450,7 +450,11 @@ static void add_touch(struct sbx_buf *b, const char *flag, const struct timespec
 		      const struct sbx_rmq_queue *q, size_t i, size_t j)
 {
 	sbx_buf_addf(b, "touch -h -c%s", flag);
-	if (t->tv_nsec != UTIME_NOW)
+	/* Before 1970 with a fraction: {-2, 250000000} is -1.75 s, "@-1.750000000". */
+	if (t->tv_nsec != UTIME_NOW && t->tv_sec < 0 && t->tv_nsec > 0)
+		sbx_buf_addf(b, " -d @-%lld.%09ld", -((long long)t->tv_sec + 1),
+			     1000000000L - t->tv_nsec);
+	else if (t->tv_nsec != UTIME_NOW)
 		sbx_buf_addf(b, " -d @%lld.%09ld", (long long)t->tv_sec, t->tv_nsec);
 	sbx_buf_adds(b, " --");
 	for (; i < j; i++)

@@ -445,6 +445,16 @@ def c_symlink_new_times(d):
     return show() + " | at once: " + first
 
 
+def c_times_before_1970(d):
+    """Times before 1970 with a fraction of a second (utimensat with a negative tv_sec and
+    a positive tv_nsec), read back once every cache has expired."""
+    write(d + "/f", "x")
+    t = -617716800 * 10**9 + 250000000  # 1950-06-01 12:00:00.25
+    os.utime(d + "/f", ns=(t, t))
+    wait_caches(3.5)
+    return "mtime_ns=%d" % os.stat(d + "/f").st_mtime_ns
+
+
 def c_symlink_atime(d):
     """A link's own atime set apart from its mtime (utimensat AT_SYMLINK_NOFOLLOW, as
     pjdfstest's utimensat/05.t does), once every cache has expired."""

@@ -640,6 +640,36 @@ END_TEST
 
 /* --- metadata batch ---------------------------------------------------------- */
 
+START_TEST(test_meta_render_times_before_1970)
+{
+	/* {-617716800, 250000000} is 1950-06-01 12:00:00.25: it was set as 11:59:59.75. */
+	static const struct {
+		struct timespec ts;
+		const char *want;
+	} cases[] = {
+	    {{-617716800, 250000000}, "@-617716799.750000000"},
+	    {{-1, 100000000}, "@-0.900000000"},
+	    {{-1, 0}, "@-1.000000000"},
+	    {{0, 5}, "@0.000000005"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sbx_rmq_queue q;
+		struct sbx_buf b = SBX_BUF_INIT, want = SBX_BUF_INIT;
+		struct sbx_rmq_op op = {.kind = SBX_RMQ_UTIMENS, .path = "/n"};
+		op.ts[0] = op.ts[1] = cases[i].ts;
+		sbx_rmq_init(&q);
+		sbx_rmq_add(&q, &op);
+		ck_assert_int_eq(sbx_rmq_render(&q, 0, &sbx_rmq_style_root, SBX_RMQ_SCRIPT_MAX, &b),
+				 1);
+		sbx_buf_addf(&want, "touch -h -c -d %s -- '/n' || sbx_f 0\n", cases[i].want);
+		ck_assert_ptr_nonnull(strstr(b.buf, want.buf));
+		sbx_rmq_clear(&q);
+		sbx_buf_release(&b);
+		sbx_buf_release(&want);
+	}
+}
+END_TEST
+
 START_TEST(test_meta_render)
 {
 	struct sbx_rmq_queue q;
@@ -1049,6 +1079,7 @@ int main(void)
 	tcase_add_test(tc, test_start_body);
 	tcase_add_test(tc, test_watch_events);
 	tcase_add_test(tc, test_meta_render);
+	tcase_add_test(tc, test_meta_render_times_before_1970);
 	tcase_add_test(tc, test_rmeta_attribute);
 	tcase_add_test(tc, test_rmeta_gate);
 	tcase_add_test(tc, test_meta_split);
