@@ -199,12 +199,58 @@ function tryConnect(sockPath) {
 	});
 }
 
+const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
+
+/*
+ * Holds sockPath's start lock (a directory: node has no flock) while fn
+ * runs: one client starts the server, the others wait for it. Cells sent at
+ * once each started a server, all but the last one unreachable, their state
+ * lost. A lock older than a start may take is its dead holder's, and goes.
+ */
+async function withStartLock(sockPath, fn) {
+	const lock = sockPath + '.lock.d';
+	let held = false;
+	for (const until = Date.now() + 2 * START_WAIT_MS; !held && Date.now() < until;) {
+		try {
+			fs.mkdirSync(lock);
+			held = true;
+		} catch (e) {
+			if (e.code !== 'EEXIST')
+				break; /* no lock to be had: start unlocked, as before */
+			try {
+				if (Date.now() - fs.statSync(lock).mtimeMs > START_WAIT_MS + 5000)
+					fs.rmdirSync(lock);
+			} catch (e2) { /* gone meanwhile */ }
+			await sleep(20);
+		}
+	}
+	try {
+		return await fn();
+	} finally {
+		if (held)
+			try {
+				fs.rmdirSync(lock);
+			} catch (e) { /* none */ }
+	}
+}
+
 /* Makes sure a server listens on sockPath: {s, lost}. */
 async function start(sockPath, language) {
-	let r = await tryConnect(sockPath);
+	const r = await tryConnect(sockPath);
 	if (r.s)
 		return { s: r.s, lost: false };
-	const lost = r.e.code === 'ECONNREFUSED'; /* a socket without a server: it died */
+	return withStartLock(sockPath, async () => {
+		const again = await tryConnect(sockPath);
+		if (again.s)
+			return { s: again.s, lost: false };
+		/* a socket without a server: it died */
+		return spawnServer(sockPath, language, again.e.code === 'ECONNREFUSED');
+	});
+}
+
+/* Starts a server on sockPath (lost: a dead one's socket was there) and connects: {s, lost}. */
+async function spawnServer(sockPath, language, lost) {
+	let r;
 	const log = fs.openSync(sockPath + '.log', 'a');
 	const self = path.resolve(process.argv[1]);
 	const child = childProcess.spawn(process.execPath, [self, '--socket', sockPath, '--language', language], {
@@ -219,21 +265,27 @@ async function start(sockPath, language) {
 		r = await tryConnect(sockPath);
 		if (r.s)
 			return { s: r.s, lost };
-		await new Promise((res) => setTimeout(res, 10));
+		await sleep(10);
 	}
 	let tail = '';
 	try {
 		tail = fs.readFileSync(sockPath + '.log', 'utf8').slice(-2000).trim();
 	} catch (e) { /* none */ }
-	process.stderr.write(`the ${language} interpreter did not start${tail ? ': ' + tail : ''}\n`);
-	process.exit(1);
+	/* thrown, so that the start lock is let go on the way out */
+	throw new Error(`the ${language} interpreter did not start${tail ? ': ' + tail : ''}`);
 }
 
 async function client(mode, sockPath, language) {
 	let req = '';
 	if (mode === 'client')
 		req = fs.readFileSync(0, 'utf8');
-	const { s, lost } = await start(sockPath, language);
+	let s, lost;
+	try {
+		({ s, lost } = await start(sockPath, language));
+	} catch (e) {
+		process.stderr.write(`${e.message}\n`);
+		process.exit(1);
+	}
 	if (lost)
 		process.stdout.write('{"type":"state_lost"}\n');
 	if (mode === 'start') {

@@ -35,6 +35,7 @@ import ast
 import base64
 import builtins
 import codecs
+import fcntl
 import io
 import json
 import os
@@ -373,7 +374,18 @@ def start(path, language):
     s, e = _try_connect(path)
     if s:
         return s, False
-    lost = isinstance(e, ConnectionRefusedError)  # a socket without a server: it died
+    # One client starts it, the others wait for that one (PATH.lock): cells sent at
+    # once each started a server, all but the last one unreachable, their state lost.
+    with open(path + ".lock", "ab") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        s, e = _try_connect(path)
+        if s:
+            return s, False
+        return _spawn(path, language, isinstance(e, ConnectionRefusedError))
+
+
+def _spawn(path, language, lost):
+    """Starts a server on path (lost: a dead one's socket was there) and connects."""
     log = open(path + ".log", "ab")
     proc = subprocess.Popen([sys.executable, "-u", os.path.abspath(__file__), "--socket", path,
                              "--language", language], stdin=subprocess.DEVNULL, stdout=log,

@@ -142,6 +142,32 @@ code_restart() { # LEASE
 	echo 'restart python' >"$L/state"
 }
 
+# code_concurrent_start LEASE: cells sent at once to a fresh interpreter
+# all land in one. On daytona each cell's client started a server of its
+# own (four python servers on one socket path, the last one's rename
+# winning): the others' variables were lost and their processes stayed.
+code_concurrent_start() { # LEASE
+	local L=$1 i pids=()
+	echo 'restart python' >"$L/state"
+	for i in 1 2 3 4 5 6; do
+		(echo "v_$i = $i" >"$L/code.py") &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i"; done
+	echo 'sorted(k for k in globals() if k.startswith("v_"))' >"$L/code.py"
+	eq "six cells sent at once to a fresh interpreter share it" "$(cat "$L/code.py")" \
+		"['v_1', 'v_2', 'v_3', 'v_4', 'v_5', 'v_6']"
+	echo 'restart javascript' >"$L/state"
+	pids=()
+	for i in 1 2 3 4 5 6; do
+		(echo "var w_$i = $i" >"$L/code.js") &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i"; done
+	echo 'Object.keys(globalThis).filter((k) => k.startsWith("w_")).sort().join(" ")' >"$L/code.js"
+	eq "... and six javascript cells too" "$(cat "$L/code.js")" "'w_1 w_2 w_3 w_4 w_5 w_6'"
+}
+
 # code_died LEASE VAR WHY: the python run just made on LEASE lost its
 # interpreter (WHY); a run before it had set VAR. The result says so, and
 # the next run is served by a fresh interpreter that reports stateLost.
@@ -200,6 +226,7 @@ code_all() { # LEASE: every check above, in an order that builds on the state be
 	code_stream "$1"
 	code_js_ts "$1"
 	code_restart "$1"
+	code_concurrent_start "$1"
 	code_death "$1"
 	code_timeout "$1"
 	code_interrupt "$1"

@@ -21,6 +21,7 @@ code_js_ts "$L"
 eq "one context per language" "$(counter 'POST /contexts')" "3"
 code_restart "$L"
 ok "restart goes through the contexts API" test "$(counter 'POST /contexts/:cid/restart')" -ge 1
+code_concurrent_start "$L"
 code_death "$L"
 code_timeout "$L"
 code_interrupt "$L"
