@@ -147,25 +147,26 @@ code_restart() { # LEASE
 # own (four python servers on one socket path, the last one's rename
 # winning): the others' variables were lost and their processes stayed.
 code_concurrent_start() { # LEASE
-	local L=$1 i pids=()
+	local L=$1
 	echo 'restart python' >"$L/state"
-	for i in 1 2 3 4 5 6; do
-		(echo "v_$i = $i" >"$L/code.py") &
-		pids+=($!)
-	done
-	for i in "${pids[@]}"; do wait "$i"; done
+	cells_at_once "$L/code.py" 'v_@ = @'
 	echo 'sorted(k for k in globals() if k.startswith("v_"))' >"$L/code.py"
 	eq "six cells sent at once to a fresh interpreter share it" "$(cat "$L/code.py")" \
 		"['v_1', 'v_2', 'v_3', 'v_4', 'v_5', 'v_6']"
 	echo 'restart javascript' >"$L/state"
-	pids=()
+	cells_at_once "$L/code.js" 'var w_@ = @'
+	echo 'Object.keys(globalThis).filter((k) => k.startsWith("w_")).sort().join(" ")' >"$L/code.js"
+	eq "... and six javascript cells too" "$(cat "$L/code.js")" "'w_1 w_2 w_3 w_4 w_5 w_6'"
+}
+
+# cells_at_once FILE TEXT: six writes of TEXT, its @ replaced by 1 to 6, to FILE at once.
+cells_at_once() {
+	local f=$1 text=$2 i pids=()
 	for i in 1 2 3 4 5 6; do
-		(echo "var w_$i = $i" >"$L/code.js") &
+		(echo "${text//@/$i}" >"$f") &
 		pids+=($!)
 	done
 	for i in "${pids[@]}"; do wait "$i"; done
-	echo 'Object.keys(globalThis).filter((k) => k.startsWith("w_")).sort().join(" ")' >"$L/code.js"
-	eq "... and six javascript cells too" "$(cat "$L/code.js")" "'w_1 w_2 w_3 w_4 w_5 w_6'"
 }
 
 # code_died LEASE VAR WHY: the python run just made on LEASE lost its
