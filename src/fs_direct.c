@@ -256,11 +256,15 @@ static ssize_t d_xattr(struct sbx_lease *l, const char *path, const struct sbx_x
 static off_t d_seek_data(struct sbx_fs_file *f, off_t off, int whence, struct sbx_error *err)
 {
 	struct sbx_instance *inst;
+	bool used;
 	if (!f->lease->prov->seek_data)
 		return -ENOSYS;
-	USE_OR_RETURN(f->lease, inst, err);
+	int rc = peek(f->lease, &inst, &used, err); /* a read: no resume, as d_read */
+	if (rc)
+		return rc;
 	off_t r = f->lease->prov->seek_data(inst, f->fh, off, whence, err);
-	sbx_lease_unuse(f->lease);
+	if (used)
+		sbx_lease_unuse(f->lease);
 	/* ENXIO is an answer (no data or hole at or after off), not a fault */
 	return r < 0 && r != -ENXIO ? fail(f->lease, "lseek", f->path, (int)r, err) : r;
 }
