@@ -331,20 +331,25 @@ void cache_dir_nlink_locked(struct sbx_cache *c, const char *path, struct sbx_st
 {
 	struct cdir *d;
 	struct cname *n, *tmp;
+	struct sbx_buf child = SBX_BUF_INIT;
 	nlink_t subdirs = 0;
 	if (!S_ISDIR(st->mode))
 		return;
 	HASH_FIND_STR(c->dirs, path, d);
 	if (!d || !fresh(d->expires, any_age) || HASH_COUNT(d->names) > DIR_NLINK_MAX)
 		return;
+	/* one buffer for every child's path: "DIR/" once, each name after it */
+	sbx_buf_addf(&child, "%s/", sbx_path_prefix(path));
+	size_t prefix = child.len;
 	HASH_ITER(hh, d->names, n, tmp)
 	{
 		struct cattr *a;
-		char *child = join(path, n->name);
-		HASH_FIND_STR(c->attrs, child, a);
-		free(child);
+		child.len = prefix;
+		sbx_buf_adds(&child, n->name);
+		HASH_FIND_STR(c->attrs, child.buf, a);
 		subdirs += a && a->has_st && fresh(a->expires, any_age) && S_ISDIR(a->st.mode);
 	}
+	sbx_buf_release(&child);
 	st->nlink = 2 + subdirs;
 }
 
