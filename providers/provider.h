@@ -132,6 +132,8 @@ struct sbx_stat {
 typedef int (*sbx_list_fn)(void *ctx, const char *name, const struct sbx_stat *st);
 /* list_tree() calls this once per entry, with the directory it is in. */
 typedef int (*sbx_tree_fn)(void *ctx, const char *dir, const char *name, const struct sbx_stat *st);
+/* readlinks() calls this once per symbolic link: its name in the directory, its text. */
+typedef void (*sbx_link_fn)(void *ctx, const char *name, const char *target);
 
 /*
  * One sandbox as a provider's control plane lists it (list_sandboxes). The
@@ -466,6 +468,15 @@ struct sbx_provider {
 	/* Writes the target NUL-terminated into buf (truncated to size-1). */
 	int (*readlink)(struct sbx_instance *inst, const char *path, char *buf, size_t size,
 			struct sbx_error *err);
+	/*
+	 * Optional: the text of every symbolic link directly in dir, in one
+	 * request (fn once per link). The core asks it when a readlink (or a
+	 * link's stat, whose size is the length readlink answers) misses its
+	 * cache, so `ls -l` or `du` of a directory of links costs one request,
+	 * not one per link; readlink remains for what this does not answer.
+	 */
+	int (*readlinks)(struct sbx_instance *inst, const char *dir, sbx_link_fn fn, void *ctx,
+			 struct sbx_error *err);
 	int (*link)(struct sbx_instance *inst, const char *from, const char *to,
 		    struct sbx_error *err);
 	int (*mknod)(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,

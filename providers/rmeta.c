@@ -2,6 +2,7 @@
 #include "rmeta.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,6 +285,76 @@ int sbx_rmeta_statfs(struct sbx_rmeta_df *d, sbx_rmeta_run_fn run, void *ctx, st
 		d->at_ms = now;
 		pthread_mutex_unlock(&d->lock);
 	}
+	sbx_buf_release(&out);
+	return rc;
+}
+
+/* --- link texts of a directory --------------------------------------------------------- */
+
+#define LINKS_MARK "\n@sbxfs-links@\n" /* a login shell's chatter may come before it */
+
+/*
+ * Per link "NAME-LEN TEXT-LEN\nNAMETEXT\n", lengths in bytes (LC_ALL=C);
+ * $(readlink; echo .) keeps the text's own trailing newlines.
+ */
+static const char links_sh[] = " 2>/dev/null || exit 2\n"
+			       "LC_ALL=C; export LC_ALL\n"
+			       "printf '" LINKS_MARK "'\n"
+			       "for f in .[!.]* ..?* *; do\n"
+			       "  [ -L \"$f\" ] || continue\n"
+			       "  t=$(readlink -- \"$f\" && echo .) || continue\n"
+			       "  t=${t%??}\n"
+			       "  printf '%s %s\\n%s%s\\n' \"${#f}\" \"${#t}\" \"$f\" \"$t\"\n"
+			       "done\n";
+
+/* Parses one "N T\nNAMETEXT\n" at *p (end: the output's end); the next record, or NULL. */
+static const char *links_record(const char *p, const char *end, sbx_link_fn fn, void *fctx)
+{
+	char *q;
+	unsigned long long nl, tl;
+	errno = 0;
+	nl = strtoull(p, &q, 10);
+	if (errno || q == p || *q != ' ' || !nl || nl > NAME_MAX)
+		return NULL;
+	p = q + 1;
+	tl = strtoull(p, &q, 10);
+	if (errno || q == p || *q != '\n' || !tl || tl >= PATH_MAX)
+		return NULL;
+	p = q + 1;
+	if ((unsigned long long)(end - p) < nl + tl + 1 || p[nl + tl] != '\n' ||
+	    memchr(p, '/', nl) || memchr(p, '\0', nl + tl))
+		return NULL;
+	char *name = sbx_xstrndup(p, nl), *text = sbx_xstrndup(p + nl, tl);
+	fn(fctx, name, text);
+	free(name);
+	free(text);
+	return p + nl + tl + 1;
+}
+
+int sbx_rmeta_readlinks(sbx_rmeta_run_fn run, void *ctx, const char *dir, sbx_link_fn fn,
+			void *fctx, struct sbx_error *err)
+{
+	struct sbx_buf cmd = SBX_BUF_INIT, out = SBX_BUF_INIT;
+	const char *p, *end;
+	int rc;
+
+	sbx_buf_adds(&cmd, "cd -- ");
+	sbx_buf_add_shquoted(&cmd, dir);
+	sbx_buf_adds(&cmd, links_sh);
+	rc = run(ctx, cmd.buf, &out, err);
+	p = rc ? NULL : memmem(out.buf, out.len, LINKS_MARK, strlen(LINKS_MARK));
+	if (!rc && !p)
+		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
+				   "list the links of %s: no answer", dir);
+	for (end = out.buf + out.len, p = rc ? end : p + strlen(LINKS_MARK); p < end;) {
+		if (!(p = links_record(p, end, fn, fctx))) {
+			rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED,
+					   "list the links of %s: an answer that does not parse",
+					   dir);
+			break;
+		}
+	}
+	sbx_buf_release(&cmd);
 	sbx_buf_release(&out);
 	return rc;
 }

@@ -132,6 +132,16 @@ int sbx_rmeta_statfs(struct sbx_rmeta_df *d, sbx_rmeta_run_fn run, void *ctx, st
 		     struct sbx_error *err);
 
 /*
+ * The readlinks slot's command: every symbolic link directly in dir with
+ * its text, by one command through run (the sandbox's shell: dash, bash,
+ * busybox), as lengths and bytes so any name or text comes through (a
+ * newline in either). fn once per link. 0, or -errno when dir cannot be
+ * listed or the answer does not parse (the caller reads links one by one).
+ */
+int sbx_rmeta_readlinks(sbx_rmeta_run_fn run, void *ctx, const char *dir, sbx_link_fn fn,
+			void *fctx, struct sbx_error *err);
+
+/*
  * Go's FileMode.String(), which both services send ("-rw-r--r--",
  * "drwxr-xr-x", "Lrwxrwxrwx", "dtrwxrwxrwx", "prw-r-----", "Dcrw-rw-rw-",
  * "Drw-rw----" (block), "Srwxr-xr-x", "urwxr-xr-x" ...), to st_mode: the

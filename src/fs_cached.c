@@ -430,6 +430,43 @@ out:
 	return rc;
 }
 
+struct links_put {
+	struct sbx_cache *c;
+	const char *dir;
+	unsigned long gen;
+};
+
+static void link_put(void *ctx, const char *name, const char *target)
+{
+	struct links_put *lp = ctx;
+	char *path = sbx_xasprintf("%s/%s", sbx_path_prefix(lp->dir), name);
+	sbx_cache_link_put(lp->c, path, target, lp->gen);
+	free(path);
+}
+
+/*
+ * On a miss, the texts of every link in path's directory come in one
+ * request (the readlinks slot) into the cache: `ls -l` or `du` of a
+ * directory of links asks once, not once a link (a link's stat needs its
+ * text too: fuse_ops.c's link_size). Quiet when it fails: the link is then
+ * read alone, and that call reports what it meets.
+ */
+static void links_of_dir(struct sbx_lease *l, const char *path, unsigned long gen)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct sbx_instance *inst;
+	if (!l->prov->readlinks || sbx_lease_use(l, &inst, &err)) {
+		sbx_error_clear(&err);
+		return;
+	}
+	char *dir = sbx_xstrndup(path, sbx_path_dirlen(path));
+	(void)l->prov->readlinks(inst, dir, link_put, &(struct links_put){l->cache, dir, gen},
+				 &err);
+	sbx_lease_unuse(l);
+	sbx_error_clear(&err);
+	free(dir);
+}
+
 static int c_readlink(struct sbx_lease *l, const char *path, char *buf, size_t size,
 		      struct sbx_error *err)
 {
@@ -441,6 +478,9 @@ static int c_readlink(struct sbx_lease *l, const char *path, char *buf, size_t s
 	if (sbx_cache_link_get(l->cache, path, buf, size, fsc_any_age(l)))
 		return 0;
 	gen = sbx_cache_gen(l->cache);
+	links_of_dir(l, path, gen);
+	if (sbx_cache_link_get(l->cache, path, buf, size, fsc_any_age(l)))
+		return 0;
 	rc = fsc_reach(l, l->prov->readlink, "read symlinks", "readlink", path, &inst, err);
 	if (!rc)
 		rc = fsc_end(l, l->prov->readlink(inst, path, buf, size, err), "readlink", path,

@@ -174,6 +174,61 @@ static int resolve_new(const char *path, struct sbx_node *n, struct sbx_lease **
 	return rc == -ENOENT && new_name_refused(path) ? -EACCES : rc;
 }
 
+/* fs/ links as the host must follow them (linkmap.h), unless -o symlinks=raw. */
+static int raw_symlinks;
+
+void sbx_fuse_set_raw_symlinks(int raw)
+{
+	raw_symlinks = raw;
+}
+
+static int link_lstat(void *ctx, const char *path, mode_t *mode)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	struct stat st;
+	int rc = sbx_fs_ops_for(ctx)->getattr(ctx, path, NULL, &st, &err);
+	*mode = st.st_mode;
+	return rc;
+}
+
+static int link_read(void *ctx, const char *path, char *buf, size_t size)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	return sbx_fs_ops_for(ctx)->readlink(ctx, path, buf, size, &err);
+}
+
+/*
+ * What readlink of sub answers through the mount: the sandbox's text
+ * rewritten for the host (linkmap.h), or as it is with -o symlinks=raw.
+ */
+static int shown_link(struct sbx_lease *l, const char *sub, char *buf, size_t size)
+{
+	struct sbx_error err = SBX_ERROR_INIT;
+	char *raw = sbx_xmalloc(size);
+	int rc = sbx_fs_ops_for(l)->readlink(l, sub, raw, size, &err);
+	if (!rc && raw_symlinks)
+		memcpy(buf, raw, size);
+	else if (!rc)
+		rc = sbx_link_rewrite(sub, raw, &(struct sbx_link_io){link_lstat, link_read, l},
+				      buf, size);
+	free(raw);
+	return rc;
+}
+
+/*
+ * A symlink's st_size is the length of what readlink answers (POSIX), not
+ * of the sandbox's text: readers size their buffer by it (libarchive,
+ * readlink(2)'s own example), and a rewrite longer than the text was cut
+ * short in what they kept ("../usr/bin/pytho" in a bsdtar archive). Left as
+ * the provider gave it if the link cannot be read.
+ */
+static void link_size(struct sbx_lease *l, const char *sub, struct stat *st)
+{
+	char shown[PATH_MAX];
+	if (S_ISLNK(st->st_mode) && !shown_link(l, sub, shown, sizeof(shown)))
+		st->st_size = (off_t)strlen(shown);
+}
+
 /*
  * An open directory: its path (nullpath_ok: readdir may get none) and, from
  * the first readdir on, its whole listing. Entries are handed to libfuse
@@ -221,6 +276,7 @@ struct fill_ctx {
 	struct open_dir *d;
 	struct sbx_lease *lease; /* fs/ listings: the kernel caches what readdirplus gives */
 	const char *dir;
+	const char *sub; /* fs/ listings: the directory's sandbox path */
 };
 
 static int fill_adapter(void *ctx, const char *name, const struct stat *st)
@@ -232,6 +288,11 @@ static int fill_adapter(void *ctx, const char *name, const struct stat *st)
 	if (st) {
 		with_ino = *st;
 		give_ino(&with_ino, path, fc->lease);
+		if (fc->lease && fc->d->plus && S_ISLNK(st->st_mode)) { /* the kernel keeps it */
+			char sub[SBX_FS_PATH_MAX];
+			snprintf(sub, sizeof(sub), "%s/%s", sbx_path_prefix(fc->sub), name);
+			link_size(fc->lease, sub, &with_ino);
+		}
 		st = &with_ino;
 	}
 	if (st && fc->lease) {
@@ -333,6 +394,7 @@ static int op_getattr(const char *path, struct stat *st, struct fuse_file_info *
 		} else if (!rc) {
 			give_ino(st, path, l);
 			sbx_aliases_note(path, st);
+			link_size(l, n.sub, st);
 		} else if (rc == -ENOENT) { /* gone behind the mount's back: one name less */
 			sbx_inotab_unlink(l->inotab, path);
 			sbx_kinval_forget(l->kinval, path);
@@ -457,7 +519,7 @@ static int dir_list(struct open_dir *d)
 	int rc = resolve(d->path, &n, &l);
 	if (rc)
 		return rc;
-	struct fill_ctx fc = {d, NULL, sbx_path_prefix(d->path)};
+	struct fill_ctx fc = {d, NULL, sbx_path_prefix(d->path), n.sub};
 	dir_clear(d);
 	dir_add(d, ".", NULL);
 	dir_add(d, "..", NULL);
@@ -875,49 +937,17 @@ static int op_unlink(const char *path)
 }
 FS_PATH_OP(op_symlink, (const char *target, const char *path), symlink(l, target, sub, &err))
 
-/* fs/ links as the host must follow them (linkmap.h), unless -o symlinks=raw. */
-static int raw_symlinks;
-
-void sbx_fuse_set_raw_symlinks(int raw)
-{
-	raw_symlinks = raw;
-}
-
-static int link_lstat(void *ctx, const char *path, mode_t *mode)
-{
-	struct sbx_error err = SBX_ERROR_INIT;
-	struct stat st;
-	int rc = sbx_fs_ops_for(ctx)->getattr(ctx, path, NULL, &st, &err);
-	*mode = st.st_mode;
-	return rc;
-}
-
-static int link_read(void *ctx, const char *path, char *buf, size_t size)
-{
-	struct sbx_error err = SBX_ERROR_INIT;
-	return sbx_fs_ops_for(ctx)->readlink(ctx, path, buf, size, &err);
-}
-
 static int op_readlink(const char *path, char *buf, size_t size)
 {
 	struct sbx_node n;
 	struct sbx_lease *l;
-	struct sbx_error err = SBX_ERROR_INIT;
-	char *raw;
 	int rc;
 	FS_ONLY(path, n, l, rc);
 	if (kernel_name_stale(l, path, n.sub)) {
 		sbx_lease_put(l);
 		return -ESTALE;
 	}
-	raw = sbx_xmalloc(size);
-	rc = sbx_fs_ops_for(l)->readlink(l, n.sub, raw, size, &err);
-	if (!rc && raw_symlinks)
-		memcpy(buf, raw, size);
-	else if (!rc)
-		rc = sbx_link_rewrite(n.sub, raw, &(struct sbx_link_io){link_lstat, link_read, l},
-				      buf, size);
-	free(raw);
+	rc = shown_link(l, n.sub, buf, size);
 	sbx_lease_put(l);
 	return rc;
 }

@@ -642,6 +642,7 @@ const struct sbx_provider sbx_provider_daytona = {
     .utimens = dt_utimens,
     .symlink = dt_symlink,
     .readlink = dt_readlink,
+    .readlinks = dt_readlinks,
     .link = dt_link,
     .mknod = dt_mknod,
     .statfs = dt_statfs,

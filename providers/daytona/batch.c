@@ -1057,6 +1057,33 @@ static int df_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_er
 	return dt_exec(ctx, cmd, dt_short_ms(), out, &code, err);
 }
 
+struct links_ctx {
+	struct dt_instance *di;
+	const char *dir;
+	sbx_link_fn fn;
+	void *ctx;
+};
+
+/* Each link read is known to the link table as dt_readlink's are (doubted: a run made it). */
+static void link_seen(void *ctx, const char *name, const char *target)
+{
+	struct links_ctx *c = ctx;
+	char *path = sbx_xasprintf("%s/%s", sbx_path_prefix(c->dir), name);
+	dt_links_add(c->di, path, target, true);
+	free(path);
+	c->fn(c->ctx, name, target);
+}
+
+/* The links of dir, once what is queued for it and its entries is applied (sbx_rmeta_readlinks). */
+int dt_readlinks(struct sbx_instance *inst, const char *dir, sbx_link_fn fn, void *ctx,
+		 struct sbx_error *err)
+{
+	struct dt_instance *di = dt_inst(inst);
+	sbx_rme_flush(&di->meta, dir, SBX_RMQ_NEED_NEAR, SBX_RME_SCRIPT);
+	return sbx_rmeta_readlinks(df_run, di, dir, link_seen,
+				   &(struct links_ctx){di, dir, fn, ctx}, err);
+}
+
 int dt_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	      struct sbx_error *err)
 {

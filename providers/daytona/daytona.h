@@ -336,6 +336,8 @@ int dt_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev
 	     struct sbx_error *err);
 int dt_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t size,
 		struct sbx_error *err);
+int dt_readlinks(struct sbx_instance *inst, const char *dir, sbx_link_fn fn, void *ctx,
+		 struct sbx_error *err);
 int dt_statfs(struct sbx_instance *inst, const char *path, struct statvfs *st,
 	      struct sbx_error *err);
 int dt_chmod(struct sbx_instance *inst, const char *path, mode_t mode, struct sbx_error *err);

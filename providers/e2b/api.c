@@ -584,6 +584,7 @@ const struct sbx_provider sbx_provider_e2b = {
     .utimens = e2b_utimens,
     .symlink = e2b_symlink,
     .readlink = e2b_readlink,
+    .readlinks = e2b_readlinks,
     .link = e2b_link,
     .mknod = e2b_mknod,
     .statfs = e2b_statfs,

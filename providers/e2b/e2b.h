@@ -251,6 +251,8 @@ int e2b_symlink(struct sbx_instance *inst, const char *target, const char *path,
 		struct sbx_error *err);
 int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t size,
 		 struct sbx_error *err);
+int e2b_readlinks(struct sbx_instance *inst, const char *dir, sbx_link_fn fn, void *ctx,
+		  struct sbx_error *err);
 int e2b_link(struct sbx_instance *inst, const char *from, const char *to, struct sbx_error *err);
 int e2b_mknod(struct sbx_instance *inst, const char *path, mode_t mode, dev_t dev,
 	      struct sbx_error *err);

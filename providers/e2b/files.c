@@ -404,13 +404,23 @@ int e2b_readlink(struct sbx_instance *inst, const char *path, char *buf, size_t 
 	else if (!rc && !mark)
 		rc = sbx_error_set(err, EIO, SBX_E_EXECUTION_FAILED, "readlink %s: exit %d", path,
 				   code);
-	if (!rc) {
+	if (!rc) { /* the text is all of the rest but readlink's newline: it may hold newlines */
 		t = mark + strlen("\n" E2B_LINK_MARK);
-		snprintf(buf, size, "%.*s", (int)strcspn(t, "\n"), t);
+		size_t tl = strlen(t);
+		snprintf(buf, size, "%.*s", (int)(tl && t[tl - 1] == '\n' ? tl - 1 : tl), t);
 	}
 	sbx_buf_release(&cmd);
 	sbx_buf_release(&out);
 	return rc;
+}
+
+/* The links of dir, once what is queued for its entries is applied (sbx_rmeta_readlinks). */
+int e2b_readlinks(struct sbx_instance *inst, const char *dir, sbx_link_fn fn, void *ctx,
+		  struct sbx_error *err)
+{
+	struct e2b_inst *in = e2b_of(inst);
+	sbx_rme_flush(&in->meta, dir, SBX_RMQ_NEED_CHILDREN, SBX_RME_BOTH);
+	return sbx_rmeta_readlinks(e2b_helper_run, in, dir, fn, ctx, err);
 }
 
 /*

@@ -26,12 +26,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <linux/mount.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -146,6 +148,8 @@ static void local_release(struct sbx_instance *inst)
 	lcl_fwd_stop(li);
 	if (li->dirfd >= 0)
 		close(li->dirfd);
+	if (li->peekfd >= 0 && li->peekfd != li->rootfd)
+		close(li->peekfd);
 	if (li->rootfd >= 0)
 		close(li->rootfd);
 	if (li->logfd >= 0)
@@ -164,7 +168,7 @@ static void local_release(struct sbx_instance *inst)
 static struct local_inst *inst_new(const struct sbx_spec *spec, const char *id)
 {
 	struct local_inst *li = sbx_xcalloc(1, sizeof(*li));
-	li->dirfd = li->rootfd = li->logfd = li->net_exit_fd = -1;
+	li->dirfd = li->rootfd = li->peekfd = li->logfd = li->net_exit_fd = -1;
 	li->base.prov = &sbx_provider_local;
 	snprintf(li->base.id, sizeof(li->base.id), "%s", id);
 	li->dir = sbx_xasprintf("%s/%s", lcl_cfg.state_dir, id);
@@ -176,6 +180,28 @@ static struct local_inst *inst_new(const struct sbx_spec *spec, const char *id)
 	return li;
 }
 
+/*
+ * A detached clone of the mount whose root is rootfd, mounted noatime: a
+ * link's stat through fs/ reads its text (its st_size is the length of
+ * what readlink shows, fuse_ops.c), and that read must not move the
+ * link's atime, which lstat on a disk never does. rootfd itself where the
+ * kernel refuses (no open_tree, no CAP_SYS_ADMIN): the atime then moves.
+ * It pins the overlay as rootfd does, and is closed with it.
+ */
+static int noatime_clone(int rootfd)
+{
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOATIME, .attr_clr = MOUNT_ATTR__ATIME};
+	int fd = (int)syscall(SYS_open_tree, rootfd, "",
+			      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (fd < 0)
+		return rootfd;
+	if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+		close(fd);
+		return rootfd;
+	}
+	return fd;
+}
+
 static int open_dirs(struct local_inst *li, struct sbx_error *err)
 {
 	struct statfs sf;
@@ -185,6 +211,7 @@ static int open_dirs(struct local_inst *li, struct sbx_error *err)
 	if (fstatfs(li->rootfd, &sf) < 0 || sf.f_type != OVERLAYFS_SUPER_MAGIC)
 		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND,
 				     "sandbox %s: its root is not mounted", li->base.id);
+	li->peekfd = noatime_clone(li->rootfd);
 	return 0;
 }
 

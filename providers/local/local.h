@@ -44,11 +44,12 @@ extern const struct sbx_provider sbx_provider_local;
  * threads share an instance without a lock; what changes (paused or not)
  * lives in the kernel (the freezer) or in the file dir/paused. */
 struct local_inst {
-	struct sbx_instance base;      /* first: the core casts */
-	char *dir;		       /* <state>/local/<id> */
-	int dirfd;		       /* O_PATH of dir (the socket is reached through it) */
-	int rootfd;		       /* O_PATH of dir/root: every file op resolves from here */
-	pid_t init_pid;		       /* in the host pid namespace */
+	struct sbx_instance base; /* first: the core casts */
+	char *dir;		  /* <state>/local/<id> */
+	int dirfd;		  /* O_PATH of dir (the socket is reached through it) */
+	int rootfd;		  /* O_PATH of dir/root: every file op resolves from here */
+	int peekfd;	/* the same root in a noatime clone of its mount (readlink), or rootfd */
+	pid_t init_pid; /* in the host pid namespace */
 	unsigned long long init_start; /* its start time, against pid reuse */
 	char *lease;
 	char *template_name;

@@ -103,6 +103,50 @@ story_prefetch() {
 		"$(ls -d "$root/pwned" "$root"/home/*/pwned "$root/root/pwned" "$root/tmp/pf/w/pwned" 2>/dev/null)" ""
 	eq "... nor left a file beside the others" "$(ls "$WORK/pf/w" | wc -l)" "$(ls "$F/w" | wc -l)"
 
+	# A directory of links a run made (a venv's bin/, /usr/lib's .so
+	# names): `ls -l` reads every link's text, and a link's stat needs it
+	# too (its size is the length readlink gives, which is rewritten for an
+	# absolute target). All of them come in one request (before: one
+	# command per link, 41 here), an odd name and text among them.
+	mkdir -p "$root/tmp/pf/k"
+	for n in $(seq 1 20); do
+		ln -s "f$n" "$root/tmp/pf/k/r$n" && ln -s "/usr/bin/f$n" "$root/tmp/pf/k/a$n"
+	done
+	ln -s "$WEIRD" "$root/tmp/pf/k/$WEIRD"
+	ls "$F/k" >/dev/null
+	fake_reset_counters
+	eq "ls -l of 41 links: each size is its text's length, each relative text as made" \
+		"$(python3 - "$F/k" "$root/tmp/pf/k" <<'PY'
+import os, sys
+m, h = sys.argv[1:]
+bad = []
+for n in sorted(os.listdir(m)):
+    t = os.readlink(os.path.join(m, n))
+    if os.lstat(os.path.join(m, n)).st_size != len(os.fsencode(t)):
+        bad.append(n + ": size")
+    made = os.readlink(os.path.join(h, n))
+    if not made.startswith("/") and t != made:
+        bad.append(n + ": text")
+print(len(os.listdir(m)), bad)
+PY
+)" "41 []"
+	n=$(counter "$LINKS_KEY")
+	log "  (requests: $(fake_get /_fake/counters))"
+	ok "... their texts in one request ($n)" test "$n" -le 1
+	eq "... and the odd text ran nothing in the sandbox" \
+		"$(ls -d "$root/pwned" "$root"/home/*/pwned "$root/root/pwned" "$root/tmp/pf/k/pwned" 2>/dev/null)" ""
+
+	# That request failing, a link is read alone, its text as exact (e2b
+	# cut it at its first newline), and the error file says nothing.
+	mkdir "$root/tmp/pf/k2" && ln -s "$WEIRD" "$root/tmp/pf/k2/w"
+	ls "$F/k2" >/dev/null
+	cp "$L/error" "$WORK/error-before" 2>/dev/null || : >"$WORK/error-before"
+	fault_only "{\"kind\":\"5xx\",\"status\":500,\"count\":1,\"key\":\"$LINKS_KEY\"}"
+	eq "the links' request failing, a link read alone has its exact text" \
+		"$(readlink "$F/k2/w")" "$WEIRD"
+	fake_clear_faults
+	eq "... and the error file says nothing of it" "$(cmp "$WORK/error-before" "$L/error" && echo same)" same
+
 	# Changed after the prefetch: behind the mount's back (the same size, no
 	# run in between to drop the copy), then through exec.
 	cat "$F"/c/f0[01].txt >/dev/null

@@ -9,6 +9,7 @@
 start_fake daytona
 DOWNLOAD_KEYS=('POST /toolbox/:id/files/bulk-download')
 BATCH_KEY='POST /toolbox/:id/files/bulk-download'
+LINKS_KEY='POST /toolbox/:id/process/execute' # the links of a directory: one command
 story_prefetch
 STREAM_KEY='POST /toolbox/:id/files/bulk-download' STREAM_RANGE=1 story_stream_big
 finish

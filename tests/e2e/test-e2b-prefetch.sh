@@ -9,6 +9,7 @@
 start_fake e2b
 DOWNLOAD_KEYS=("GET /files" "POST /process.Process/Start")
 BATCH_KEY='POST /process.Process/Start'
+LINKS_KEY='POST /process.Process/Start' # the links of a directory: one command
 story_prefetch
 STREAM_KEY='GET /files' STREAM_RANGE=1 story_stream_big
 finish

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "e2b/connect.h"
@@ -559,6 +560,116 @@ START_TEST(test_gomode)
 }
 END_TEST
 
+/* sbx_rmeta_run_fn: runs cmd with the shell ctx names, here; its stdout. */
+static int shell_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_error *err)
+{
+	int fds[2];
+	char b[4096];
+	ssize_t n;
+	(void)err;
+	ck_assert_int_eq(pipe(fds), 0);
+	pid_t pid = fork();
+	if (!pid) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execl(ctx, ctx, "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	while ((n = read(fds[0], b, sizeof(b))) > 0)
+		sbx_buf_add(out, b, (size_t)n);
+	close(fds[0]);
+	waitpid(pid, NULL, 0);
+	return 0;
+}
+
+struct links_seen {
+	char got[4096];
+	int n;
+};
+
+static void link_seen(void *ctx, const char *name, const char *target)
+{
+	struct links_seen *s = ctx;
+	size_t len = strlen(s->got);
+	snprintf(s->got + len, sizeof(s->got) - len, "[%s>%s]", name, target);
+	s->n++;
+}
+
+/* sbx_rmeta_run_fn: the answer ctx holds. */
+static int canned_run(void *ctx, const char *cmd, struct sbx_buf *out, struct sbx_error *err)
+{
+	(void)cmd;
+	(void)err;
+	sbx_buf_adds(out, ctx);
+	return 0;
+}
+
+/*
+ * The readlinks command, run by dash and by bash on a real directory: every
+ * link with its text (a newline in a name, a text that ends in newlines,
+ * dot names, a dangling link, a link to a directory), nothing else (a file,
+ * a directory); chatter before the answer is skipped; an answer that does
+ * not parse, or none, is EIO, never a wrong text.
+ */
+START_TEST(test_rmeta_readlinks)
+{
+	char dir[] = "/tmp/sbx-links.XXXXXX", p[512];
+	const char *shells[] = {"/bin/sh", "/bin/bash"};
+	const char *links[][2] = {{"l", "abc"}, {"a\nb", "t\n\n"}, {".h", "/abs/x"},
+				  {"..d", "y"}, {"d2", "sub"},	   {"sp ace", "$(x) 'q'"}};
+	const size_t nlinks = sizeof(links) / sizeof(links[0]);
+	struct sbx_error err = SBX_ERROR_INIT;
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	for (size_t i = 0; i < nlinks; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, links[i][0]);
+		ck_assert_int_eq(symlink(links[i][1], p), 0);
+	}
+	snprintf(p, sizeof(p), "%s/sub", dir);
+	ck_assert_int_eq(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/file", dir);
+	fclose(fopen(p, "w"));
+	for (size_t i = 0; i < 2; i++) {
+		struct links_seen seen = {{0}, 0};
+		if (access(shells[i], X_OK))
+			continue;
+		ck_assert_int_eq(
+		    sbx_rmeta_readlinks(shell_run, (void *)shells[i], dir, link_seen, &seen, &err),
+		    0);
+		ck_assert_msg(seen.n == (int)nlinks, "%s: %d links: %s", shells[i], seen.n,
+			      seen.got);
+		for (size_t j = 0; j < nlinks; j++) {
+			snprintf(p, sizeof(p), "[%s>%s]", links[j][0], links[j][1]);
+			ck_assert_msg(strstr(seen.got, p), "%s: %s not in %s", shells[i], p,
+				      seen.got);
+		}
+	}
+	/* A directory the shell cannot enter: no answer. */
+	snprintf(p, sizeof(p), "%s/missing", dir);
+	struct links_seen none = {{0}, 0};
+	ck_assert_int_eq(sbx_rmeta_readlinks(shell_run, "/bin/sh", p, link_seen, &none, &err),
+			 -EIO);
+	/* Chatter first; then answers cut short or wrong (a '/' in a name, lengths past the end).
+	 */
+	struct links_seen one = {{0}, 0};
+	ck_assert_int_eq(sbx_rmeta_readlinks(canned_run, "motd\n\n@sbxfs-links@\n1 2\nxab\n", "/d",
+					     link_seen, &one, &err),
+			 0);
+	ck_assert_str_eq(one.got, "[x>ab]");
+	const char *bad[] = {"\n@sbxfs-links@\n1 2\nxa", "\n@sbxfs-links@\n1 1\n/a\n",
+			     "\n@sbxfs-links@\n0 1\na\n", "\n@sbxfs-links@\nx y\n",
+			     "\n@sbxfs-links@\n1 99999999999999999999\nab\n"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct links_seen s = {{0}, 0};
+		ck_assert_int_eq(
+		    sbx_rmeta_readlinks(canned_run, (void *)bad[i], "/d", link_seen, &s, &err),
+		    -EIO);
+	}
+	snprintf(p, sizeof(p), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(p), 0);
+}
+END_TEST
+
 START_TEST(test_proc_events)
 {
 	struct e2b_proc_event ev;
@@ -1073,6 +1184,7 @@ int main(void)
 	tcase_add_test(tc, test_time);
 	tcase_add_test(tc, test_entry_to_stat);
 	tcase_add_test(tc, test_gomode);
+	tcase_add_test(tc, test_rmeta_readlinks);
 	tcase_add_test(tc, test_rmeta_ids);
 	tcase_add_test(tc, test_rmeta_ids_prefetch);
 	tcase_add_test(tc, test_proc_events);
