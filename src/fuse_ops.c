@@ -852,14 +852,14 @@ static int op_rmdir(const char *path)
 #define FS_ONLY(path, n, l, rc) FS_ONLY_BY(resolve, path, n, l, rc)
 
 /*
- * EPERM, with the reason in `error`, for an operation of fn ("op_rename")
+ * EPERM, with the reason in `error`, for an operation of fn ("op_rename", "fs_chmod")
  * on a name that is not the sandbox's (a lease, a control file, fs/ itself,
  * fs/proc): `mv L L2` and `chmod 777 L` failed with no reason anywhere.
  */
 static int refuse_fixed(const char *path, const struct sbx_node *n, struct sbx_lease *l,
 			const char *fn)
 {
-	const char *op = strncmp(fn, "op_", 3) ? fn : fn + 3;
+	const char *op = strncmp(fn, "op_", 3) && strncmp(fn, "fs_", 3) ? fn : fn + 3;
 	if (n->kind != SBX_N_FS)
 		return sbx_refuse(mnt(), l, EPERM, op,
 				  "%s is sbxfs's, not the sandbox's: %s works under fs/", path, op);
@@ -954,10 +954,45 @@ static int op_readlink(const char *path, char *buf, size_t size)
 
 FS_PATH_OP(op_mknod, (const char *path, mode_t mode, dev_t dev),
 	   mknod(l, sub, new_mode(l, mode), dev, &err))
-FS_PATH_OR_FILE_OP(op_chmod, (const char *path, mode_t mode, struct fuse_file_info *fi),
+FS_PATH_OR_FILE_OP(fs_chmod, (const char *path, mode_t mode, struct fuse_file_info *fi),
 		   chmod(l, sub, mode, &err))
-FS_PATH_OR_FILE_OP(op_chown, (const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi),
+FS_PATH_OR_FILE_OP(fs_chown, (const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi),
 		   chown(l, sub, sbx_idmap_uid_in(l, uid), sbx_idmap_gid_in(l, gid), &err))
+
+/*
+ * A chmod or chown of a name that is sbxfs's (a control file, a lease) to
+ * what it has already changes nothing and succeeds, as on a disk: vim
+ * saving `code.py` sets its mode back after the write, and that left a
+ * refusal in `error` for a change nobody asked for. Any other is refused
+ * (refuse_fixed). mode, uid, gid: (type)-1 for "not asked".
+ */
+static bool fixed_unchanged(const char *path, struct fuse_file_info *fi, mode_t mode, uid_t uid,
+			    gid_t gid)
+{
+	struct sbx_node n;
+	struct sbx_lease *l = NULL;
+	struct stat st;
+	bool same = false;
+	path = op_path(path, of(fi));
+	if (!path || resolve(path, &n, &l))
+		return false;
+	if (n.kind != SBX_N_FS && n.kind != SBX_N_NONE && !sbx_ctl_getattr(mnt(), &n, l, &st))
+		same = (mode == (mode_t)-1 || (st.st_mode & 07777) == (mode & 07777)) &&
+		       (uid == (uid_t)-1 || uid == st.st_uid) &&
+		       (gid == (gid_t)-1 || gid == st.st_gid);
+	sbx_lease_put(l);
+	return same;
+}
+
+static int op_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
+{
+	return fixed_unchanged(path, fi, mode, (uid_t)-1, (gid_t)-1) ? 0 : fs_chmod(path, mode, fi);
+}
+
+static int op_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
+{
+	return fixed_unchanged(path, fi, (mode_t)-1, uid, gid) ? 0 : fs_chown(path, uid, gid, fi);
+}
 
 static int op_rename(const char *from, const char *to, unsigned int flags)
 {

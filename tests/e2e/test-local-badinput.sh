@@ -76,6 +76,18 @@ for how in "os.rename('$L', '$MNT/moved')|rename|/bad is sbxfs's" \
 	eq "EPERM: $code" "$(errno_of "$code")" "EPERM"
 	ok "... with the reason in error" grep -q "$op EXECUTION_FAILED: $why" "$L/error"
 done
+# ... but a chmod or chown to what they have already changes nothing and
+# succeeds, as on a disk: vim saving code.py sets its mode back after the
+# write, which left a refusal in error for a change nobody asked for.
+cp "$L/error" "$WORK/error-before"
+for how in "os.chmod('$L/exec', 0o600)" "os.chmod('$L', 0o700)" "os.chown('$L/state', 0, 0)" \
+	"os.chown('$L/code.py', -1, -1)"; do
+	eq "to what it has: $how" "$(errno_of "$how")" "OK"
+done
+ok "vim saves code.py (scripts/install-deps installs vim)" sh -c 'cd "$2" && timeout 20 vim -Es -u DEFAULTS -i NONE -n -c "%d" -c "normal iprint(6*7)" -c wq "$1"' \
+	sh "$L/code.py" "$WORK"
+eq "... which ran the cell" "$(cat "$L/code.py")" 42
+eq "... and error says nothing of either" "$(diff "$WORK/error-before" "$L/error")" ""
 eq "a new name under a lease that does not exist: ENOENT" "$(errno_of "open('$MNT/ghost/new', 'w')")" "ENOENT"
 eq "... mkdir there: ENOENT" "$(errno_of "os.mkdir('$MNT/ghost/d')")" "ENOENT"
 eq "... fs/tmp was not moved" "$(test -d "$L/fs/tmp" && echo there)" there
