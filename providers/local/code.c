@@ -189,7 +189,20 @@ static int kernel_start(struct local_inst *li, int dfd, const struct kernel *k,
 		     "exec \"$rt\" %s" RUN_DIR "/%s --start " RUN_DIR "/%s.sock --language %s\n",
 		     strcmp(k->runtime, "python3") ? "" : "-u ", k->driver, k->language,
 		     k->language);
-	struct sbx_run_req req = {.shell = sh.buf, .envs = envs, .timeout_ms = START_TIMEOUT_MS};
+	/*
+	 * The interpreter starts with the lease's own environment and, of the
+	 * env file's, PATH alone (its runtime is looked for there). The env
+	 * file's variables come with each cell, which the driver sets for that
+	 * cell and takes back after, so one removed from env is gone from the
+	 * next cell, as on e2b and daytona: a secret removed stayed in
+	 * os.environ, and in what the cells started, for the interpreter's life.
+	 */
+	const char *start_envs[2] = {NULL, NULL};
+	for (size_t i = 0; envs && envs[i]; i++)
+		if (!strncmp(envs[i], "PATH=", 5))
+			start_envs[0] = envs[i];
+	struct sbx_run_req req = {
+	    .shell = sh.buf, .envs = start_envs, .timeout_ms = START_TIMEOUT_MS};
 	e = lcl_run(&li->base, &req, &sink, &res, err);
 	if (!e && res.exit_code) {
 		/* The last line of stderr says why. */

@@ -140,6 +140,18 @@ code_restart() { # LEASE
 		"'/nonexistent'"
 	: >"$L/env"
 	echo 'restart python' >"$L/state"
+	# A variable taken out of env is gone from the next cell and from what
+	# it starts: on local the interpreter had been started with the env
+	# file's variables, so a secret removed from env stayed in os.environ
+	# for the interpreter's life (e2b and daytona dropped it).
+	printf 'SBX_SECRET=s3cret\nSBX_KEPT=k1\n' >"$L/env"
+	printf 'import os\nos.environ.get("SBX_SECRET")\n' >"$L/code.py"
+	eq "an env variable reaches the cell" "$(cat "$L/code.py")" "'s3cret'"
+	printf 'SBX_KEPT=k2\n' >"$L/env"
+	printf 'import os, subprocess\n(os.environ.get("SBX_SECRET"), os.environ.get("SBX_KEPT"), subprocess.run(["sh", "-c", "echo \\"[$SBX_SECRET]\\""], capture_output=True, text=True).stdout.strip())\n' >"$L/code.py"
+	eq "... taken out of env, it is gone from the next cell and its children" \
+		"$(cat "$L/code.py")" "(None, 'k2', '[]')"
+	: >"$L/env"
 }
 
 # code_concurrent_start LEASE: cells sent at once to a fresh interpreter
