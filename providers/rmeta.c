@@ -322,8 +322,9 @@ static const char *links_record(const char *p, const char *end, sbx_link_fn fn, 
 		return NULL;
 	p = q + 1;
 	if ((unsigned long long)(end - p) < nl + tl + 1 || p[nl + tl] != '\n' ||
-	    memchr(p, '/', nl) || memchr(p, '\0', nl + tl))
-		return NULL;
+	    memchr(p, '/', nl) || memchr(p, '\0', nl + tl) || (p[0] == '.' && nl == 1) ||
+	    (nl == 2 && p[0] == '.' && p[1] == '.'))
+		return NULL; /* not a name in the directory (a sandbox may answer anything) */
 	char *name = sbx_xstrndup(p, nl), *text = sbx_xstrndup(p + nl, tl);
 	fn(fctx, name, text);
 	free(name);

@@ -656,9 +656,13 @@ START_TEST(test_rmeta_readlinks)
 					     link_seen, &one, &err),
 			 0);
 	ck_assert_str_eq(one.got, "[x>ab]");
-	const char *bad[] = {"\n@sbxfs-links@\n1 2\nxa", "\n@sbxfs-links@\n1 1\n/a\n",
-			     "\n@sbxfs-links@\n0 1\na\n", "\n@sbxfs-links@\nx y\n",
-			     "\n@sbxfs-links@\n1 99999999999999999999\nab\n"};
+	const char *bad[] = {"\n@sbxfs-links@\n1 2\nxa",
+			     "\n@sbxfs-links@\n1 1\n/a\n",
+			     "\n@sbxfs-links@\n0 1\na\n",
+			     "\n@sbxfs-links@\nx y\n",
+			     "\n@sbxfs-links@\n1 99999999999999999999\nab\n",
+			     "\n@sbxfs-links@\n2 1\n..x\n",
+			     "\n@sbxfs-links@\n1 1\n.x\n"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct links_seen s = {{0}, 0};
 		ck_assert_int_eq(
