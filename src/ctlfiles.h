@@ -35,6 +35,8 @@ struct sbx_open {
 	bool refused;		       /* a write failed: flush must not commit (env) */
 	bool wrote;		       /* something was written (env: commit at flush) */
 	int utf8_tail;		       /* runner files: bytes of a UTF-8 sequence data ends in */
+	size_t env_done;	       /* env: data's bytes checked (whole lines) ... */
+	size_t env_vars;	       /* ... and the variables among them */
 	struct sbx_run *run;	       /* the run started by this open */
 	off_t rpos;		       /* stream position in the run's output */
 	char language[16];	       /* code.* */

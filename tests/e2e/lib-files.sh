@@ -278,6 +278,32 @@ story_exec_basics() {
 	ok "... error says why" grep -q 'more than 16384 variables' "$L/error"
 	printf 'A=%s\n' "$(head -c 131070 /dev/zero | tr '\0' x)" >"$WORK/env.big"
 	eq "env with a line past 128 KiB: E2BIG" "$(errno_of_write_from "$L/env" "$WORK/env.big")" E2BIG
+	# Text past what env can hold is refused at the write that passes the
+	# limit (E2BIG, so the writer stops there): 1 MiB of lines, 128 KiB of
+	# one line. It took up to 16 MiB (EFBIG) and said E2BIG at close, and
+	# each write checked all of the text again: 16 MiB of one line kept a
+	# daemon thread busy for half a minute.
+	cat >"$WORK/env-writes.py" <<'PY'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+done, n, limit = 0, 0, int(sys.argv[3])
+try:
+    while done < 4 << 20:
+        chunk = b"x" * 65536 if sys.argv[2] == "line" else b"V%d=" % n + b"x" * 65530 + b"\n"
+        n += 1
+        done += os.write(fd, chunk)
+    print("OK at", done)
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno), "after what fits:", limit - 131072 < done <= limit)
+try:
+    os.close(fd)
+except OSError:
+    pass
+PY
+	eq "env lines past 1 MiB: E2BIG at the write that passes it" \
+		"$(python3 "$WORK/env-writes.py" "$L/env" lines $((1 << 20)))" "E2BIG after what fits: True"
+	eq "one env line past 128 KiB: E2BIG at the write that passes it" \
+		"$(python3 "$WORK/env-writes.py" "$L/env" line $((128 << 10)))" "E2BIG after what fits: True"
 	echo 'printf "%s/" "$GREETING" "$OTHER"' >"$L/exec"
 	eq "... runs still run, with the env before" "$(cat "$L/exec")" "hello/x/"
 	printf 'A=%s\nB=1\n' "$(head -c 131069 /dev/zero | tr '\0' x)" >"$L/env"
