@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -416,6 +417,8 @@ static int c_readdir(struct sbx_lease *l, const char *path, sbx_fs_fill_fn fill,
 		for (size_t i = 0; !attrs && i < ls.n; i++)
 			ls.ents[i].has_st = false;
 		sbx_cache_dir_put(c, path, &ls, attrs, gen);
+		if (ls.n > 4096)
+			malloc_trim(0);
 	}
 	sbx_cache_dir_overlay(c, path, fsc_any_age(l), &ls);
 	for (size_t i = 0; i < ls.n; i++) {
