@@ -513,6 +513,23 @@ void sbx_cache_link_put(struct sbx_cache *c, const char *path, const char *targe
 	pthread_mutex_unlock(&c->lock);
 }
 
+bool sbx_cache_links_try(struct sbx_cache *c, const char *dir)
+{
+	long long now = sbx_now_ms();
+	bool go = strlen(dir) < sizeof(c->links_dir);
+	pthread_mutex_lock(&c->lock);
+	if (go && c->links_gen == c->gen && now - c->links_at < c->ttl_ms &&
+	    !strcmp(dir, c->links_dir))
+		go = false;
+	if (go) {
+		snprintf(c->links_dir, sizeof(c->links_dir), "%s", dir);
+		c->links_gen = c->gen;
+		c->links_at = now;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return go;
+}
+
 /* ---- listings --------------------------------------------------------------- */
 
 void sbx_cache_listing_add(struct sbx_cache_listing *ls, const char *name,

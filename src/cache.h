@@ -128,6 +128,13 @@ bool sbx_cache_link_get(struct sbx_cache *c, const char *path, char *buf, size_t
 			bool any_age);
 void sbx_cache_link_put(struct sbx_cache *c, const char *path, const char *target,
 			unsigned long gen);
+/*
+ * Whether to ask the texts of all of dir's links in one request (fs_cached.c):
+ * true, noted, unless dir was asked within the TTL in this generation. So a
+ * directory whose answer failed or was cut short (too many links) is not asked
+ * again for each of its links; they are read one by one until the TTL passes.
+ */
+bool sbx_cache_links_try(struct sbx_cache *c, const char *dir);
 
 /*
  * A lookup of path that failed with a fault (unreachable, deadline,

@@ -114,7 +114,10 @@ struct sbx_cache {
 	bool up_owner; /* up_uid/up_gid: the owner a new file this mount uploads gets */
 	uid_t up_uid;
 	gid_t up_gid;
-	char pf_dir[4096];	/* the directory of the last download (cache_prefetch.c) */
+	char pf_dir[4096];    /* the directory of the last download (cache_prefetch.c) */
+	char links_dir[4096]; /* the directory whose links were last asked (links_try) */
+	unsigned long links_gen;
+	long long links_at;
 	long long pf_at;	/* when it began */
 	struct cache_pin *pins; /* directory times set while uploads below were queued */
 	size_t npins;

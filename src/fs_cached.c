@@ -458,11 +458,13 @@ static void links_of_dir(struct sbx_lease *l, const char *path, unsigned long ge
 {
 	struct sbx_error err = SBX_ERROR_INIT;
 	struct sbx_instance *inst;
-	if (!l->prov->readlinks || sbx_lease_use(l, &inst, &err)) {
+	char *dir = sbx_xstrndup(path, sbx_path_dirlen(path));
+	if (!l->prov->readlinks || !sbx_cache_links_try(l->cache, dir) ||
+	    sbx_lease_use(l, &inst, &err)) {
 		sbx_error_clear(&err);
+		free(dir);
 		return;
 	}
-	char *dir = sbx_xstrndup(path, sbx_path_dirlen(path));
 	(void)l->prov->readlinks(inst, dir, link_put, &(struct links_put){l->cache, dir, gen},
 				 &err);
 	sbx_lease_unuse(l);

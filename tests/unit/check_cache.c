@@ -91,6 +91,28 @@ START_TEST(test_ttl_expires)
 }
 END_TEST
 
+/*
+ * A directory's links are asked in one request at most once a TTL and a
+ * generation (a failed or cut answer is not asked again for each link);
+ * another directory, a run (a new generation) or the TTL's end asks again.
+ */
+START_TEST(test_links_asked_once_a_ttl)
+{
+	struct sbx_cache *c = L->cache;
+	sbx_cache_set_ttl(c, 80, 80);
+	ck_assert(sbx_cache_links_try(c, "/d"));
+	ck_assert(!sbx_cache_links_try(c, "/d"));
+	ck_assert(sbx_cache_links_try(c, "/e"));
+	ck_assert(sbx_cache_links_try(c, "/d"));
+	ck_assert(!sbx_cache_links_try(c, "/d"));
+	sbx_cache_invalidate_all(c); /* what a run does */
+	ck_assert(sbx_cache_links_try(c, "/d"));
+	ck_assert(!sbx_cache_links_try(c, "/d"));
+	usleep(120 * 1000);
+	ck_assert(sbx_cache_links_try(c, "/d"));
+}
+END_TEST
+
 /* A lookup that failed with a fault: the kernel's immediate second ask costs no second deadline. */
 START_TEST(test_failed_lookup_remembered_briefly)
 {
@@ -597,6 +619,7 @@ int main(void)
 	tcase_add_test(meta, test_ls_l_is_one_list_call);
 	tcase_add_test(meta, test_list_without_attrs_stats_once);
 	tcase_add_test(meta, test_negative_entries_cached);
+	tcase_add_test(meta, test_links_asked_once_a_ttl);
 	tcase_add_test(meta, test_ttl_expires);
 	tcase_add_test(meta, test_new_directory_needs_no_lookup);
 	tcase_add_test(meta, test_failed_lookup_remembered_briefly);
