@@ -616,8 +616,13 @@ START_TEST(test_rmeta_readlinks)
 {
 	char dir[] = "/tmp/sbx-links.XXXXXX", p[512];
 	const char *shells[] = {"/bin/sh", "/bin/bash"};
-	const char *links[][2] = {{"l", "abc"}, {"a\nb", "t\n\n"}, {".h", "/abs/x"},
-				  {"..d", "y"}, {"d2", "sub"},	   {"sp ace", "$(x) 'q'"}};
+	const char *links[][2] = {{"l", "abc"},
+				  {"a\nb", "t\n\n"},
+				  {".h", "/abs/x"},
+				  {"..d", "y"},
+				  {"d2", "sub"},
+				  {"sp ace", "$(x) 'q'"},
+				  {"n\xc3\xa4m\xc3\xa9", "tg\xc3\xa9\xe2\x86\x92x"}};
 	const size_t nlinks = sizeof(links) / sizeof(links[0]);
 	struct sbx_error err = SBX_ERROR_INIT;
 	ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -629,6 +634,8 @@ START_TEST(test_rmeta_readlinks)
 	ck_assert_int_eq(mkdir(p, 0755), 0);
 	snprintf(p, sizeof(p), "%s/file", dir);
 	fclose(fopen(p, "w"));
+	/* A UTF-8 locale: lengths are still bytes (bash counts characters there). */
+	setenv("LC_ALL", "C.UTF-8", 1);
 	for (size_t i = 0; i < 2; i++) {
 		struct links_seen seen = {{0}, 0};
 		if (access(shells[i], X_OK))
