@@ -960,11 +960,13 @@ FS_PATH_OR_FILE_OP(fs_chown, (const char *path, uid_t uid, gid_t gid, struct fus
 		   chown(l, sub, sbx_idmap_uid_in(l, uid), sbx_idmap_gid_in(l, gid), &err))
 
 /*
- * A chmod or chown of a name that is sbxfs's (a control file, a lease) to
- * what it has already changes nothing and succeeds, as on a disk: vim
- * saving `code.py` sets its mode back after the write, and that left a
- * refusal in `error` for a change nobody asked for. Any other is refused
- * (refuse_fixed). mode, uid, gid: (type)-1 for "not asked".
+ * A chmod or chown of a name that is sbxfs's (a control file, a lease,
+ * fs/ itself) to what it has already changes nothing and succeeds, as on
+ * a disk: vim saving `code.py` sets its mode back after the write, which
+ * left a refusal in `error` for a change nobody asked for, and `cp -a
+ * DIR/. LEASE/fs/` failed ("preserving permissions for fs/.") though the
+ * modes were equal. Any other is refused (refuse_fixed). mode, uid, gid:
+ * (type)-1 for "not asked"; compared with what a stat of path shows.
  */
 static bool fixed_unchanged(const char *path, struct fuse_file_info *fi, mode_t mode, uid_t uid,
 			    gid_t gid)
@@ -972,16 +974,14 @@ static bool fixed_unchanged(const char *path, struct fuse_file_info *fi, mode_t 
 	struct sbx_node n;
 	struct sbx_lease *l = NULL;
 	struct stat st;
-	bool same = false;
 	path = op_path(path, of(fi));
 	if (!path || resolve(path, &n, &l))
 		return false;
-	if (n.kind != SBX_N_FS && n.kind != SBX_N_NONE && !sbx_ctl_getattr(mnt(), &n, l, &st))
-		same = (mode == (mode_t)-1 || (st.st_mode & 07777) == (mode & 07777)) &&
-		       (uid == (uid_t)-1 || uid == st.st_uid) &&
-		       (gid == (gid_t)-1 || gid == st.st_gid);
+	bool fixed = n.kind != SBX_N_NONE && (n.kind != SBX_N_FS || !strcmp(n.sub, "/"));
 	sbx_lease_put(l);
-	return same;
+	return fixed && !op_getattr(path, &st, NULL) &&
+	       (mode == (mode_t)-1 || (st.st_mode & 07777) == (mode & 07777)) &&
+	       (uid == (uid_t)-1 || uid == st.st_uid) && (gid == (gid_t)-1 || gid == st.st_gid);
 }
 
 static int op_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)

@@ -84,6 +84,12 @@ for how in "os.chmod('$L/exec', 0o600)" "os.chmod('$L', 0o700)" "os.chown('$L/st
 	"os.chown('$L/code.py', -1, -1)"; do
 	eq "to what it has: $how" "$(errno_of "$how")" "OK"
 done
+eq "to what it has: chmod of fs/ (the sandbox's root)" \
+	"$(errno_of "os.chmod('$L/fs', os.stat('$L/fs').st_mode & 0o7777)")" "OK"
+mkdir -p "$WORK/tree/sub" && echo x >"$WORK/tree/sub/f"
+chmod "$(stat -c %a "$L/fs")" "$WORK/tree"
+ok "cp -a DIR/. into fs/ (a root of the same mode: cp sets it again)" cp -a "$WORK/tree/." "$L/fs/"
+eq "... copied" "$(cat "$L/fs/sub/f")" x
 ok "vim saves code.py (scripts/install-deps installs vim)" sh -c 'cd "$2" && timeout 20 vim -Es -u DEFAULTS -i NONE -n -c "%d" -c "normal iprint(6*7)" -c wq "$1"' \
 	sh "$L/code.py" "$WORK"
 eq "... which ran the cell" "$(cat "$L/code.py")" 42
