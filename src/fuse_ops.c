@@ -837,29 +837,35 @@ static int op_rmdir(const char *path)
 	return rc;
 }
 
-/* The fs/ operations on one path: classify (by resolver), refuse outside fs/, call. */
-#define FS_ONLY_BY(resolver, path, n, l, rc)                                                       \
+/*
+ * The fs/ operations on one path: classify (by resolver), refuse outside
+ * fs/ (0 instead when `unchanged`, an expression on path and n, holds:
+ * the operation would change nothing there), call.
+ */
+#define FS_ONLY_BY(resolver, path, n, l, rc, unchanged)                                            \
 	do {                                                                                       \
 		rc = resolver(path, &n, &l);                                                       \
 		if (rc)                                                                            \
 			return rc;                                                                 \
 		if (n.kind != SBX_N_FS || !strcmp(n.sub, "/") || sbx_fs_is_pseudo(n.sub)) {        \
-			rc = n.kind == SBX_N_NONE ? -ENOENT : refuse_fixed(path, &n, l, __func__); \
+			rc = n.kind == SBX_N_NONE ? -ENOENT                                        \
+			     : (unchanged)	  ? 0                                              \
+						  : refuse_fixed(path, &n, l, __func__);                  \
 			sbx_lease_put(l);                                                          \
 			return rc;                                                                 \
 		}                                                                                  \
 	} while (0)
-#define FS_ONLY(path, n, l, rc) FS_ONLY_BY(resolve, path, n, l, rc)
+#define FS_ONLY(path, n, l, rc) FS_ONLY_BY(resolve, path, n, l, rc, false)
 
 /*
- * EPERM, with the reason in `error`, for an operation of fn ("op_rename", "fs_chmod")
+ * EPERM, with the reason in `error`, for an operation of fn ("op_rename")
  * on a name that is not the sandbox's (a lease, a control file, fs/ itself,
  * fs/proc): `mv L L2` and `chmod 777 L` failed with no reason anywhere.
  */
 static int refuse_fixed(const char *path, const struct sbx_node *n, struct sbx_lease *l,
 			const char *fn)
 {
-	const char *op = strncmp(fn, "op_", 3) && strncmp(fn, "fs_", 3) ? fn : fn + 3;
+	const char *op = strncmp(fn, "op_", 3) ? fn : fn + 3;
 	if (n->kind != SBX_N_FS)
 		return sbx_refuse(mnt(), l, EPERM, op,
 				  "%s is sbxfs's, not the sandbox's: %s works under fs/", path, op);
@@ -871,9 +877,9 @@ static int refuse_fixed(const char *path, const struct sbx_node *n, struct sbx_l
 }
 
 /* The body of one: FS_ONLY_BY, then the mirror call on `sub`, then the aliases' note. */
-#define FS_PATH_CALL(resolver, call)                                                               \
+#define FS_PATH_CALL(resolver, call, unchanged)                                                    \
 	do {                                                                                       \
-		FS_ONLY_BY(resolver, path, n, l, rc);                                              \
+		FS_ONLY_BY(resolver, path, n, l, rc, unchanged);                                   \
 		const char *sub = n.sub;                                                           \
 		rc = sbx_fs_ops_for(l)->call;                                                      \
 		if (!rc) {                                                                         \
@@ -892,11 +898,15 @@ static int refuse_fixed(const char *path, const struct sbx_node *n, struct sbx_l
 		struct sbx_lease *l;                                                               \
 		struct sbx_error err = SBX_ERROR_INIT;                                             \
 		int rc;                                                                            \
-		FS_PATH_CALL(resolve_new, call);                                                   \
+		FS_PATH_CALL(resolve_new, call, false);                                            \
 	}
 
-/* The same for operations that may come on an open file with no path (nullpath_ok). */
-#define FS_PATH_OR_FILE_OP(fn, params, call)                                                       \
+/*
+ * The same for operations that may come on an open file with no path
+ * (nullpath_ok), and that change nothing on a name of sbxfs's when
+ * `unchanged` holds (FS_ONLY_BY).
+ */
+#define FS_PATH_OR_FILE_OP(fn, params, call, unchanged)                                            \
 	static int fn params                                                                       \
 	{                                                                                          \
 		struct sbx_node n;                                                                 \
@@ -916,7 +926,7 @@ static int refuse_fixed(const char *path, const struct sbx_node *n, struct sbx_l
 			return rc;                                                                 \
 		}                                                                                  \
 		path = op_path(path, o);                                                           \
-		FS_PATH_CALL(resolve, call);                                                       \
+		FS_PATH_CALL(resolve, call, unchanged);                                            \
 	}
 
 static int op_unlink(const char *path)
@@ -954,45 +964,29 @@ static int op_readlink(const char *path, char *buf, size_t size)
 
 FS_PATH_OP(op_mknod, (const char *path, mode_t mode, dev_t dev),
 	   mknod(l, sub, new_mode(l, mode), dev, &err))
-FS_PATH_OR_FILE_OP(fs_chmod, (const char *path, mode_t mode, struct fuse_file_info *fi),
-		   chmod(l, sub, mode, &err))
-FS_PATH_OR_FILE_OP(fs_chown, (const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi),
-		   chown(l, sub, sbx_idmap_uid_in(l, uid), sbx_idmap_gid_in(l, gid), &err))
-
 /*
  * A chmod or chown of a name that is sbxfs's (a control file, a lease,
  * fs/ itself) to what it has already changes nothing and succeeds, as on
  * a disk: vim saving `code.py` sets its mode back after the write, which
  * left a refusal in `error` for a change nobody asked for, and `cp -a
  * DIR/. LEASE/fs/` failed ("preserving permissions for fs/.") though the
- * modes were equal. Any other is refused (refuse_fixed). mode, uid, gid:
- * (type)-1 for "not asked"; compared with what a stat of path shows.
+ * modes were equal. Any other is refused (refuse_fixed). Asked only of a
+ * name FS_ONLY_BY would refuse; mode, uid, gid: (type)-1 for "not asked",
+ * compared with what a stat of path shows.
  */
-static bool fixed_unchanged(const char *path, struct fuse_file_info *fi, mode_t mode, uid_t uid,
-			    gid_t gid)
+static bool fixed_has(const char *path, const struct sbx_node *n, mode_t mode, uid_t uid, gid_t gid)
 {
-	struct sbx_node n;
-	struct sbx_lease *l = NULL;
 	struct stat st;
-	path = op_path(path, of(fi));
-	if (!path || resolve(path, &n, &l))
-		return false;
-	bool fixed = n.kind != SBX_N_NONE && (n.kind != SBX_N_FS || !strcmp(n.sub, "/"));
-	sbx_lease_put(l);
-	return fixed && !op_getattr(path, &st, NULL) &&
+	return (n->kind != SBX_N_FS || !strcmp(n->sub, "/")) && !op_getattr(path, &st, NULL) &&
 	       (mode == (mode_t)-1 || (st.st_mode & 07777) == (mode & 07777)) &&
 	       (uid == (uid_t)-1 || uid == st.st_uid) && (gid == (gid_t)-1 || gid == st.st_gid);
 }
 
-static int op_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
-{
-	return fixed_unchanged(path, fi, mode, (uid_t)-1, (gid_t)-1) ? 0 : fs_chmod(path, mode, fi);
-}
-
-static int op_chown(const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi)
-{
-	return fixed_unchanged(path, fi, (mode_t)-1, uid, gid) ? 0 : fs_chown(path, uid, gid, fi);
-}
+FS_PATH_OR_FILE_OP(op_chmod, (const char *path, mode_t mode, struct fuse_file_info *fi),
+		   chmod(l, sub, mode, &err), fixed_has(path, &n, mode, (uid_t)-1, (gid_t)-1))
+FS_PATH_OR_FILE_OP(op_chown, (const char *path, uid_t uid, gid_t gid, struct fuse_file_info *fi),
+		   chown(l, sub, sbx_idmap_uid_in(l, uid), sbx_idmap_gid_in(l, gid), &err),
+		   fixed_has(path, &n, (mode_t)-1, uid, gid))
 
 static int op_rename(const char *from, const char *to, unsigned int flags)
 {
