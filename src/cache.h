@@ -437,6 +437,8 @@ void sbx_cache_retry_now(struct sbx_cache *c);
 size_t sbx_cache_unsaved_count(struct sbx_cache *c);
 /* The local cache file of an entry (for messages: where unsaved data is kept). */
 const char *sbx_cfile_name(const struct sbx_cfile *cf);
+/* The entry's sandbox path now (caller frees; for messages: the file they concern). */
+char *sbx_cfile_path(struct sbx_cache *c, const struct sbx_cfile *cf);
 
 enum sbx_overlay {
 	SBX_OV_REMOTE,	   /* st holds remote attributes: local size (and mtime if dirty) on top */

@@ -826,6 +826,14 @@ const char *sbx_cfile_name(const struct sbx_cfile *cf)
 	return cf->file;
 }
 
+char *sbx_cfile_path(struct sbx_cache *c, const struct sbx_cfile *cf)
+{
+	pthread_mutex_lock(&c->lock);
+	char *path = sbx_xstrdup(cf->path);
+	pthread_mutex_unlock(&c->lock);
+	return path;
+}
+
 bool sbx_cache_file_overlay(struct sbx_cache *c, const char *path, struct sbx_stat *st,
 			    enum sbx_overlay how)
 {

@@ -302,12 +302,14 @@ static size_t save_pass(struct sbx_lease *l, enum sbx_unsaved which, long long d
 					  "no time left before the daemon exits")
 			  : upload(l, cf[i], NULL, &err);
 		failed = rc && !file_failure(rc);
-		if (rc) {
+		if (rc) { /* named by the file's path: the reason may name a hidden temporary */
+			char *path = sbx_cfile_path(l->cache, cf[i]);
 			snprintf(why, sizeof(why), "%s", err.msg);
 			sbx_error_set(&err, rc, SBX_E_NONE,
 				      "unsaved changes kept in %s, not uploaded yet: %s",
 				      sbx_cfile_name(cf[i]), why);
-			sbx_lease_error(l, all ? "save before exit" : "upload unsaved", &err);
+			fsc_record(l, all ? "save before exit: upload" : "upload", path, rc, &err);
+			free(path);
 		}
 		sbx_cache_file_put(l->cache, cf[i]);
 	}

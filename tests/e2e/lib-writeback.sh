@@ -212,6 +212,11 @@ if ctypes.CDLL(None, use_errno=True).renameat2(-100, b'$F/x1.txt', -100, b'$F/x2
 	echo v2 >"$F/owed.txt"
 	ok "a failed upload nobody retries: the error file says it" \
 		wait_for 10 grep -q "upload $FHOME/owed.txt" "$L/error"
+	# A run retries it first (the fault still on): that failure named the
+	# hidden temporary alone ("upload unsaved ...: upload .sbxfs-new-..."),
+	# and as the last error it hid which file was not saved.
+	lease_run true >/dev/null
+	ok "... a run's retry, failed too, names the file in error" grep -q " upload $FHOME/owed.txt [A-Z_]*: " "$L/error"
 	fake_clear_faults
 	eq "... the next run (the fault gone) sees what close returned for" \
 		"$(lease_run "cat $FHOME/owed.txt")" v2
