@@ -843,6 +843,8 @@ ssize_t sbx_ctl_write(struct sbx_mount *m, struct sbx_open *o, const char *buf, 
 		return rc;
 	}
 	o->wrote = true;
+	if (off + (off_t)size > o->end)
+		o->end = off + (off_t)size;
 	switch (o->kind) {
 	case SBX_N_RUN_CTL:
 		rc = sbx_ctl_consume_lines(&o->data, run_ctl_line, &lc);
@@ -960,10 +962,12 @@ int sbx_ctl_truncate(struct sbx_mount *m, const struct sbx_node *n, struct sbx_l
 	 * With atomic O_TRUNC the shell's `>` never gets here; `: > env` empties
 	 * it at flush. env is text: `truncate -s N` cuts an open writer's text
 	 * (committed at flush), and a truncate by path to 0 empties it. The
-	 * other writable files take no length: 0 is a no-op, another EINVAL
-	 * (`truncate -s 5 state` returned 0 and did nothing).
+	 * other writable files take no length: 0 is a no-op, and so is an
+	 * open writer's cut at the end of what it wrote (`rsync --inplace FILE
+	 * exec` sets the length it wrote, and failed with EINVAL); another is
+	 * EINVAL (`truncate -s 5 state` returned 0 and did nothing).
 	 */
-	if (writable(n->kind) && n->kind != SBX_N_ENV && size)
+	if (writable(n->kind) && n->kind != SBX_N_ENV && size && !(o && size == o->end))
 		return sbx_refuse(m, l, EINVAL, "truncate", "%s",
 				  "a control file takes what is written to it, not a length");
 	if (n->kind == SBX_N_ENV && (o ? (size_t)size > o->data.len : size != 0))

@@ -28,19 +28,20 @@ struct sbx_tty;
 
 struct sbx_open {
 	enum sbx_node_kind kind;
-	struct sbx_lease *lease;       /* reference, or NULL for root files */
-	int flags;		       /* open(2) flags */
-	struct sbx_buf data;	       /* snapshot to read, or text written */
-	bool ran;		       /* the written text was run (runner files) */
-	bool refused;		       /* a write failed: flush must not commit (env) */
-	bool wrote;		       /* something was written (env: commit at flush) */
-	int utf8_tail;		       /* runner files: bytes of a UTF-8 sequence data ends in */
-	size_t env_done;	       /* env: data's bytes checked (whole lines) ... */
-	size_t env_vars;	       /* ... and the variables among them */
-	struct sbx_run *run;	       /* the run started by this open */
-	off_t rpos;		       /* stream position in the run's output */
-	char language[16];	       /* code.* */
-	struct sbx_fs_file *fsf;       /* fs/ files */
+	struct sbx_lease *lease; /* reference, or NULL for root files */
+	int flags;		 /* open(2) flags */
+	struct sbx_buf data;	 /* snapshot to read, or text written */
+	bool ran;		 /* the written text was run (runner files) */
+	bool refused;		 /* a write failed: flush must not commit (env) */
+	bool wrote;		 /* something was written (env: commit at flush) */
+	off_t end;		 /* the end of what was written (an ftruncate there: a no-op) */
+	int utf8_tail;		 /* runner files: bytes of a UTF-8 sequence data ends in */
+	size_t env_done;	 /* env: data's bytes checked (whole lines) ... */
+	size_t env_vars;	 /* ... and the variables among them */
+	struct sbx_run *run;	 /* the run started by this open */
+	off_t rpos;		 /* stream position in the run's output */
+	char language[16];	 /* code.* */
+	struct sbx_fs_file *fsf; /* fs/ files */
 	struct sbx_run_reader *reader; /* a run's stdout/stderr/result/cmd (runs.h) */
 	struct sbx_run_owner owner;    /* runner files: who wrote (the per-caller rule) */
 	unsigned long run_n;	       /* runs/N/ctl: N */

@@ -123,6 +123,13 @@ os.utime(fd); os.ftruncate(fd, 0); os.close(fd)")" OK
 	eq "truncate -s 5 state: EINVAL (a control file takes no length)" \
 		"$(errno_of "os.truncate('$L/state', 5)")" EINVAL
 	ok "... error says why" grep -q "takes what is written to it, not a length" "$L/error"
+	# rsync --inplace writes, then sets the length it wrote: EINVAL before.
+	printf 'echo from-rsync\n' >"$WORK/run.sh"
+	ok "rsync --inplace FILE exec (its ftruncate to what it wrote: a no-op)" \
+		rsync --inplace "$WORK/run.sh" "$L/exec"
+	eq "... and ran it" "$(cat "$L/exec")" from-rsync
+	eq "... a cut elsewhere in an open writer's text: EINVAL" "$(errno_of "fd = os.open('$L/exec', os.O_WRONLY)
+os.write(fd, b'echo x'); os.ftruncate(fd, 3)")" EINVAL
 }
 
 # fill_to KB: a file fills the state dir up to KB free (fails when it has less).
