@@ -26,7 +26,10 @@
  * Hands the provider the chmod/chown/utimens that waited for this upload
  * (write-back, cache_defer.c), now that the data is there: both remote
  * providers queue them in their metadata queue, ordered after the upload.
- * The mode of a new file went with the write itself.
+ * The mode of a new file went with the write itself. The owner goes
+ * before the mode: a chown clears set-ID bits, so `chown 0:0 f; chmod
+ * 4755 f` replayed in the other order lost the 4 (a chmod then chown
+ * arrives from the kernel with the cleared mode already).
  */
 static int apply_attrs(struct sbx_lease *l, struct sbx_instance *inst,
 		       const struct sbx_cfile_state *s, const struct sbx_cfile_attrs *a,
@@ -34,12 +37,12 @@ static int apply_attrs(struct sbx_lease *l, struct sbx_instance *inst,
 {
 	int rc = 0;
 	bool written = !s->remote && (a->mode & 07777) == (s->mode & 07777);
-	if (a->mode_set && !written)
-		rc = l->prov->chmod ? l->prov->chmod(inst, s->path, a->mode, err)
-				    : fsc_unsupported(l, "change modes", err);
-	if (!rc && a->owner_set)
+	if (a->owner_set)
 		rc = l->prov->chown ? l->prov->chown(inst, s->path, a->uid, a->gid, err)
 				    : fsc_unsupported(l, "change owners", err);
+	if (!rc && a->mode_set && (!written || (a->owner_set && (a->mode & 06000))))
+		rc = l->prov->chmod ? l->prov->chmod(inst, s->path, a->mode, err)
+				    : fsc_unsupported(l, "change modes", err);
 	if (!rc && a->times_set)
 		rc = l->prov->utimens ? l->prov->utimens(inst, s->path, a->ts, err)
 				      : fsc_unsupported(l, "set times", err);

@@ -567,21 +567,20 @@ done:
 
 /*
  * Into the file itself (provider.h): the toolbox creates or truncates the
- * named file, so its inode and its other hard links stay. Its mode stays
- * what it was; a different one is queued, as dt_write does.
+ * named file (os.Create), so its inode, its other hard links, its mode
+ * and its owner stay; `mode` is a new file's only.
  */
 int dt_write_inplace(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 		     struct sbx_error *err)
 {
 	struct dt_instance *di = dt_inst(inst);
 	int rc;
+	(void)mode;
 	if ((rc = dt_batch_flush_for(di, path, err)))
 		return rc;
 	sbx_rmeta_gate_enter(&di->placing, path, NULL);
 	rc = upload(di, path, fd, size, err);
 	sbx_rmeta_gate_leave(&di->placing, path, NULL);
-	if (!rc)
-		rc = dt_batch_perms(di, path, (long)(mode & 07777), -1, -1, err);
 	return rc;
 }
 

@@ -73,15 +73,25 @@ int dt_exec(struct dt_instance *di, const char *cmd, long timeout_ms, struct sbx
 	return rc;
 }
 
+/*
+ * The daemon sets the mode, then the owner (SetFilePermissions), and a
+ * chown clears set-ID bits: a set-ID mode with an owner goes as two
+ * calls, the owner first.
+ */
 int dt_perms(struct dt_instance *di, const char *path, long mode, const char *owner,
 	     const char *group, struct sbx_error *err)
 {
 	struct sbx_buf url = SBX_BUF_INIT;
 	char m[16], *w = sbx_xasprintf("chmod %s", path);
+	bool split = mode >= 0 && (mode & 06000) && (owner || group);
 	int rc;
+	if (split && (rc = dt_perms(di, path, -1, owner, group, err)))
+		goto out;
 	dt_path_url(di, &url, "/files/permissions", path);
-	sbx_http_add_query(&url, "owner", owner);
-	sbx_http_add_query(&url, "group", group);
+	if (!split) {
+		sbx_http_add_query(&url, "owner", owner);
+		sbx_http_add_query(&url, "group", group);
+	}
 	if (mode >= 0) {
 		snprintf(m, sizeof(m), "%lo", (unsigned long)mode & 07777);
 		sbx_http_add_query(&url, "mode", m);
@@ -89,6 +99,7 @@ int dt_perms(struct dt_instance *di, const char *path, long mode, const char *ow
 	rc = dt_call(
 	    &(struct dt_call){.url = url.buf, .empty_post = true, .what = w, .idempotent = true},
 	    err);
+out:
 	sbx_buf_release(&url);
 	free(w);
 	return rc;

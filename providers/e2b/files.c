@@ -263,8 +263,11 @@ static void recent_put(struct e2b_inst *in, const char *path, json_t *reply)
 	pthread_mutex_unlock(&in->lock);
 }
 
-/* Takes path's recent entry into st: true when there was a fresh one. */
-static bool recent_take(struct e2b_inst *in, const char *path, struct sbx_stat *st)
+/*
+ * path's recent entry into st: true when there was a fresh one. take: the
+ * entry goes (fresh or not); else it stays for the stat that follows.
+ */
+static bool recent_get(struct e2b_inst *in, const char *path, struct sbx_stat *st, bool take)
 {
 	long now = sbx_now_ms();
 	bool hit = false;
@@ -275,8 +278,10 @@ static bool recent_take(struct e2b_inst *in, const char *path, struct sbx_stat *
 			continue;
 		hit = now - r->at_ms <= E2B_RECENT_MS;
 		*st = r->st;
-		free(r->path);
-		r->path = NULL;
+		if (take) {
+			free(r->path);
+			r->path = NULL;
+		}
 	}
 	pthread_mutex_unlock(&in->lock);
 	return hit;
@@ -355,7 +360,7 @@ int e2b_stat(struct sbx_instance *inst, const char *path, struct sbx_stat *st,
 	if (rc)
 		return rc;
 	sbx_rme_view(&in->meta, path, false, &view);
-	if (!recent_take(in, path, st))
+	if (!recent_get(in, path, st, true))
 		rc = stat_raw(in, path, st, NULL, err);
 	if (!rc)
 		sbx_rme_overlay_view(&in->meta, &view, path, st);
@@ -559,29 +564,45 @@ static void write_mode(struct e2b_inst *in, const char *path, mode_t mode)
 	}
 }
 
-/* e2b_write, or e2b_write_inplace: the file's own inode written, no temporary name. */
+/*
+ * What a replaced file had, as on a local disk: its owner (envd's upload
+ * is the sandbox user's, a new file moved over the name or the file
+ * chowned in place) and, after a Move, its mode (an upload arrives 0644).
+ * A chown clears set-ID bits: it goes first.
+ */
+static void keep_perms(struct e2b_inst *in, const char *path, const struct sbx_stat *old,
+		       bool moved)
+{
+	struct sbx_stat now;
+	if (!(moved && recent_get(in, path, &now, false) && now.uid == old->uid &&
+	      now.gid == old->gid)) {
+		struct sbx_rmq_op op = {
+		    .kind = SBX_RMQ_CHOWN, .path = (char *)path, .uid = old->uid, .gid = old->gid};
+		enqueue(in, &op);
+	}
+	if (moved || (old->mode & 06000)) /* in place, envd's own chown cleared them */
+		write_mode(in, path, old->mode & 07777);
+}
+
+/*
+ * e2b_write, or e2b_write_inplace: the file's own inode written, no
+ * temporary name. The file's old mode and owner stay (one Stat first);
+ * `mode` is a new file's only (provider.h).
+ */
 static int write_file(struct sbx_instance *inst, const char *path, int fd, off_t size, mode_t mode,
 		      bool inplace, struct sbx_error *err)
 {
 	struct e2b_inst *in = e2b_of(inst);
 	struct sbx_buf tmp = SBX_BUF_INIT;
+	struct sbx_error ignore = SBX_ERROR_INIT;
 	struct sbx_stat old;
-	int had = 1; /* 0: path was there (old), -ENOENT: new, else unknown */
+	int had; /* 0: path was there (old), -ENOENT: new, else unknown */
 	int rc = write_prep(in, path, err);
 	if (rc)
 		return rc;
-	/*
-	 * Another caller's write: who owned the file before (one Stat, for
-	 * such callers only), so that the replaced file keeps its owner and a
-	 * new one is the caller's (own_new) instead of the sandbox user's.
-	 */
-	if (sbx_rmeta_other_caller()) {
-		struct sbx_error ignore = SBX_ERROR_INIT;
-		had = stat_raw(in, path, &old, NULL, &ignore);
-		if (!had)
-			sbx_rme_overlay(&in->meta, path,
-					&old); /* a chown still queued is the owner */
-	}
+	had = stat_raw(in, path, &old, NULL, &ignore);
+	if (!had)
+		sbx_rme_overlay(&in->meta, path, &old); /* a chown still queued is the owner */
 	if (inplace) { /* envd opens it O_TRUNC: the inode, and its other names, stay */
 		rc = e2b_files_put(in, path, fd, size, err);
 		recent_drop(in, path);
@@ -594,22 +615,18 @@ static int write_file(struct sbx_instance *inst, const char *path, int fd, off_t
 		rc = move(in, tmp.buf, path, "write", err);
 	if (rc) {
 		/* Best effort: no half upload left behind under a hidden name. */
-		struct sbx_error ignore = SBX_ERROR_INIT;
 		json_t *out = NULL;
 		rpc_path(in, "filesystem.Filesystem/Remove", tmp.buf, &out, true, "write", &ignore);
 		json_decref(out);
 	}
 placed:
-	/* before the chmod: a chown clears set-ID bits */
-	if (!rc && had == -ENOENT) {
-		own_new(in, path);
-	} else if (!rc && !had && S_ISREG(old.mode)) {
-		struct sbx_rmq_op op = {
-		    .kind = SBX_RMQ_CHOWN, .path = (char *)path, .uid = old.uid, .gid = old.gid};
-		enqueue(in, &op);
-	}
-	if (!rc)
+	if (!rc && !had && S_ISREG(old.mode)) {
+		keep_perms(in, path, &old, !inplace);
+	} else if (!rc) {
+		if (had == -ENOENT)
+			own_new(in, path); /* before the chmod: a chown clears set-ID bits */
 		write_mode(in, path, mode);
+	}
 	sbx_buf_release(&tmp);
 	return rc;
 }

@@ -124,6 +124,17 @@ describe('sandbox', () => {
 		const d = await sbx.fs.getFileDetails('/home/daytona/mv/dst.txt');
 		assert.equal(d.permissions, '0600');
 		assert.equal(d.owner, '0');
+		// The daemon sets the mode, then the owner; the chown clears set-ID bits
+		// (`permissions` is Go's Perm(), without them; `mode` shows them).
+		const mode = async () => (await sbx.fs.getFileDetails('/home/daytona/mv/dst.txt')).mode;
+		await sbx.fs.setFilePermissions('/home/daytona/mv/dst.txt', { mode: '4755', owner: '0' });
+		assert.equal(await mode(), '-rwxr-xr-x');
+		await sbx.fs.setFilePermissions('/home/daytona/mv/dst.txt', { mode: '4755' });
+		assert.equal(await mode(), 'urwxr-xr-x');
+		// An upload over an existing file keeps its mode and owner (os.Create).
+		await sbx.fs.uploadFile(Buffer.from('again'), '/home/daytona/mv/dst.txt');
+		const kept = await sbx.fs.getFileDetails('/home/daytona/mv/dst.txt');
+		assert.deepEqual([kept.mode, kept.owner, kept.size], ['urwxr-xr-x', '0', 5]);
 		await rejectsWith(() => sbx.fs.deleteFile('/home/daytona/mv'), DaytonaValidationError);
 		await sbx.fs.deleteFile('/home/daytona/mv', true);
 		await rejectsWith(() => sbx.fs.getFileDetails('/home/daytona/mv'), DaytonaNotFoundError);

@@ -536,6 +536,21 @@ story_type_change_by_run() {
 	eq "... a file made a directory, first seen by its stat" "$(stat -c %F "$d/held2" 2>&1)" directory
 }
 
+# A file a run made private, written over through the mount (never read
+# here, so its mode is the sandbox's alone): the mode stays, as on a local
+# disk; the e2b upload arrived 0644, daytona's in-place write of a
+# hard-linked file (linked here: links a run makes are not known until
+# listed) set 0644 after it.
+story_overwrite_private() {
+	lease_run "cd $FHOME && printf old >priv && chmod 600 priv && printf old >privh &&
+		chmod 600 privh" >/dev/null
+	ln "$F/privh" "$F/privh2"
+	echo new >"$F/priv" && echo new >"$F/privh"
+	eq "a private file a run made, written over: still private" \
+		"$(lease_run "cd $FHOME && stat -c '%a %s' priv privh privh2 && cat priv privh2" | tr '\n' ' ')" \
+		"600 4 600 4 600 4 new new "
+}
+
 # A dangling symlink a run made: Daytona's file info follows links (a 404
 # for it), so `ls` listed the name while stat, readlink and rm of it
 # failed with ENOENT (`rm -rf` after fsstress: "Directory not empty").

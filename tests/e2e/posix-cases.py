@@ -231,6 +231,33 @@ def c_setid_write(d):
     return as_user(body) + " %o" % stat.S_IMODE(os.stat(d + "/f").st_mode)
 
 
+def c_overwrite_keeps(d):
+    """Writing a file over (O_TRUNC, and an append to a hard-linked one) keeps its mode,
+    set-ID bits and owner; a set-user-ID bit set after a chown survives; read once every
+    cache has expired (a remote provider then reads them back from the sandbox)."""
+    for n in ("f", "h"):
+        write(d + "/" + n, "old")
+        os.chmod(d + "/" + n, 0o640)
+        os.chown(d + "/" + n, 1234, 5678)
+    os.link(d + "/h", d + "/h2")
+    write(d + "/s", "x")  # its chown and chmod may wait for its upload
+    os.chown(d + "/s", 0, 0)
+    os.chmod(d + "/s", 0o4755)
+    for n in ("t", "u"):
+        write(d + "/" + n, "x")
+    os.chown(d + "/u", 0, 0)
+    os.chmod(d + "/u", 0o4755)
+    wait_caches(3.5)
+    os.chown(d + "/t", 0, 0)  # the file is there: they go to the sandbox as they come
+    os.chmod(d + "/t", 0o6755)
+    write(d + "/f", "new text")
+    write(d + "/u", "new")
+    with open(d + "/h", "a") as f:
+        f.write(" more")
+    wait_caches(3.5)
+    return " | ".join(n + " " + desc(d + "/" + n) for n in ("f", "h", "h2", "s", "t", "u"))
+
+
 def c_chown_numeric(d):
     write(d + "/f", "x")
     os.chown(d + "/f", 1234, 5678)

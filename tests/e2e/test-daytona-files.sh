@@ -168,6 +168,7 @@ log "counters of echo + vim -Es save: $(fake_get /_fake/counters)"
 # POSIX semantics (the story also checks the sandbox's side).
 story_posix_corners
 TC_RUN_LINK="regular file" story_type_change_by_run
+story_overwrite_private
 story_dangling_link_by_run
 story_many_links
 story_run_link_read

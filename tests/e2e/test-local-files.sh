@@ -20,6 +20,7 @@ story_git
 story_vim_save
 story_posix_corners
 story_type_change_by_run
+story_overwrite_private
 story_dangling_link_by_run
 story_many_links
 story_run_link_read

@@ -66,10 +66,12 @@ function writeFileAs(sb, p, data) {
 	try {
 		mkdirsAs(path.dirname(r.host), u);
 		fs.writeFileSync(r.host, data);
-		/* The daemon's os.Create: a new file is 0666 &^ umask 022; an existing one keeps its mode. */
-		if (!st)
+		/* The daemon's os.Create: a new file is 0666 &^ umask 022 and the
+		 * daemon's user's; an existing one keeps its inode, mode and owner. */
+		if (!st) {
 			fs.chmodSync(r.host, 0o644);
-		fs.chownSync(r.host, u.uid, u.gid);
+			fs.chownSync(r.host, u.uid, u.gid);
+		}
 	} catch (e) {
 		throw osError(e, p);
 	}
@@ -174,10 +176,15 @@ function permissions(ctx) {
 			throw new HttpError(400, `unknown ${group ? 'group' : 'user'}: ${v}`, { code: 'BAD_REQUEST' });
 		return n;
 	};
+	/* As the daemon's SetFilePermissions: the mode first, then the owner, and
+	 * only when one was asked for; so, as there, a chown after the chmod
+	 * clears the set-ID bits the mode just set. */
+	const owner = ctx.query.get('owner'), group = ctx.query.get('group');
 	try {
-		fs.chownSync(r.host, id(ctx.query.get('owner'), false), id(ctx.query.get('group'), true));
 		if (ctx.query.get('mode'))
 			fs.chmodSync(r.host, parseInt(ctx.query.get('mode'), 8));
+		if (owner || group)
+			fs.chownSync(r.host, owner ? id(owner, false) : -1, group ? id(group, true) : -1);
 	} catch (e) {
 		throw osError(e, p);
 	}
