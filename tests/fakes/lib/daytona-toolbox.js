@@ -166,9 +166,9 @@ function permissions(ctx) {
 	const st = lstatOrNull(r.host);
 	if (!st)
 		throw notFound(p);
-	const id = (v, group) => {
+	const id = (v, group) => { /* -1: not asked for, left as it is */
 		if (!v)
-			return group ? st.gid : st.uid;
+			return -1;
 		if (/^\d+$/.test(v))
 			return Number(v);
 		const n = sb.root.lookupId(v, group);
@@ -184,7 +184,7 @@ function permissions(ctx) {
 		if (ctx.query.get('mode'))
 			fs.chmodSync(r.host, parseInt(ctx.query.get('mode'), 8));
 		if (owner || group)
-			fs.chownSync(r.host, owner ? id(owner, false) : -1, group ? id(group, true) : -1);
+			fs.chownSync(r.host, id(owner, false), id(group, true));
 	} catch (e) {
 		throw osError(e, p);
 	}
