@@ -435,6 +435,16 @@ size_t sbx_cache_file_dirty_under(struct sbx_cache *c, const char *dir, struct s
 void sbx_cache_retry_now(struct sbx_cache *c);
 /* How many entries hold changes not uploaded yet. */
 size_t sbx_cache_unsaved_count(struct sbx_cache *c);
+/*
+ * For a lease whose sandbox is gone, before its directory is removed: every
+ * file of the cache directory dir with unsaved changes (a FILE.path names
+ * it) is hard-linked into dest, a mkdtemp template made at the first one,
+ * under the sandbox path it stands for. Works on the disk alone (the cache
+ * of a lease found gone at mount is never set up). Returns how many (0:
+ * none, dest not made; *first: the first one's sandbox path, to free) or
+ * -errno with err saying which file could not be kept.
+ */
+int sbx_cache_keep_unsaved(const char *dir, char *dest, char **first, struct sbx_error *err);
 /* The local cache file of an entry (for messages: where unsaved data is kept). */
 const char *sbx_cfile_name(const struct sbx_cfile *cf);
 /* The entry's sandbox path now (caller frees; for messages: the file they concern). */

@@ -81,13 +81,26 @@ static void keep_dirty(struct sbx_cfile *cf)
 void cache_files_free(struct sbx_cache *c)
 {
 	struct sbx_cfile *cf, *tmp;
+	/* Gone with its lease (rmdir; what a gone sandbox never got is kept apart first). */
+	bool dir_kept = access(c->dir, F_OK) == 0;
 	HASH_ITER(hh, c->files, cf, tmp)
 	{
+		bool keep = cf->dirty && dir_kept;
 		HASH_DEL(c->files, cf);
-		if (cf->dirty)
+		if (keep)
 			keep_dirty(cf);
-		cfile_free(cf, cf->dirty);
+		cfile_free(cf, keep);
 	}
+}
+
+/* Whether dir/name is a FILE.path naming a sandbox path (then in side and path). */
+static bool side_read(const char *dir, const char *name, struct sbx_buf *side, struct sbx_buf *path)
+{
+	size_t n = strlen(name);
+	if (n < 6 || strcmp(name + n - 5, ".path"))
+		return false;
+	sbx_buf_addf(side, "%s/%s", dir, name);
+	return !sbx_read_file(side->buf, path, 4096) && path->buf[0] == '/';
 }
 
 void cache_files_adopt(struct sbx_cache *c)
@@ -97,13 +110,9 @@ void cache_files_adopt(struct sbx_cache *c)
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
-		size_t n = strlen(de->d_name);
 		struct sbx_buf side = SBX_BUF_INIT, path = SBX_BUF_INIT;
 		struct sbx_cfile *cf;
-		if (n < 6 || strcmp(de->d_name + n - 5, ".path"))
-			continue;
-		sbx_buf_addf(&side, "%s/%s", c->dir, de->d_name);
-		if (sbx_read_file(side.buf, &path, 4096) || path.buf[0] != '/')
+		if (!side_read(c->dir, de->d_name, &side, &path))
 			goto next;
 		HASH_FIND_STR(c->files, path.buf, cf);
 		if (cf)
@@ -130,6 +139,80 @@ void cache_files_adopt(struct sbx_cache *c)
 		sbx_buf_release(&path);
 	}
 	closedir(d);
+}
+
+/*
+ * Links file (a cache file whose FILE.path is side) into *dest (made from
+ * its template at the first file) as the sandbox path it stands for, or,
+ * when that name cannot be made (taken, a file where a directory goes, too
+ * long), under its own name with its FILE.path beside it.
+ */
+static int keep_one(const char *file, const char *side, const char *path, char *dest)
+{
+	char *to = sbx_xasprintf("%s%s", dest, path);
+	char *slash = strrchr(to, '/');
+	bool dots = strstr(path, "/../") || strstr(path, "/./") || !strcmp(slash, "/..") ||
+		    !strcmp(slash, "/.");
+	int rc;
+	*slash = '\0';
+	rc = dots ? -EINVAL : sbx_mkdir_p(to, 0700);
+	*slash = '/';
+	if (!rc && link(file, to))
+		rc = -errno;
+	free(to);
+	if (rc && rc != -ENOSPC && rc != -EDQUOT && rc != -EIO) {
+		const char *base = strrchr(file, '/') + 1;
+		char *flat = sbx_xasprintf("%s/%s", dest, base);
+		char *flat_side = sbx_xasprintf("%s.path", flat);
+		rc = link(file, flat) || link(side, flat_side) ? -errno : 0;
+		free(flat);
+		free(flat_side);
+	}
+	return rc;
+}
+
+/* Makes the directory the template dest names (its parent too), as mkdtemp. */
+static int make_dest(char *dest)
+{
+	char *slash = strrchr(dest, '/');
+	int rc;
+	*slash = '\0';
+	rc = sbx_mkdir_p(dest, 0700);
+	*slash = '/';
+	return rc ? rc : mkdtemp(dest) ? 0 : -errno;
+}
+
+int sbx_cache_keep_unsaved(const char *dir, char *dest, char **first, struct sbx_error *err)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0, rc = 0;
+	if (!d)
+		return errno == ENOENT ? 0
+				       : sbx_error_set(err, -errno, SBX_E_INTERNAL,
+						       "cannot read %s: %s", dir, strerror(errno));
+	while (!rc && (de = readdir(d))) {
+		struct sbx_buf side = SBX_BUF_INIT, path = SBX_BUF_INIT;
+		if (side_read(dir, de->d_name, &side, &path)) {
+			char *file = sbx_xstrndup(side.buf, side.len - 5);
+			if (!n)
+				rc = make_dest(dest);
+			if (!rc)
+				rc = keep_one(file, side.buf, path.buf, dest);
+			if (rc)
+				sbx_error_set(
+				    err, rc, SBX_E_INTERNAL,
+				    "cannot keep the unsaved changes to %s (in %s) in %s: %s",
+				    path.buf, file, dest, strerror(-rc));
+			else if (!n++ && first)
+				*first = sbx_xstrdup(path.buf);
+			free(file);
+		}
+		sbx_buf_release(&side);
+		sbx_buf_release(&path);
+	}
+	closedir(d);
+	return rc ? rc : n;
 }
 
 /* ---- local facts over remote attributes ------------------------------------------- */

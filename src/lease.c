@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/fsutil.h"
@@ -968,13 +969,48 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 	return rc;
 }
 
+/*
+ * rmdir of a lease whose sandbox is gone: what was written here and never
+ * reached it (write-back, failed uploads) is the only copy left, so it is
+ * moved to STATE/unsaved/NAME-TIME-XXXXXX and the root `error` says where.
+ * (A sandbox the user ends takes its files with it, as on a local lease.)
+ */
+static int keep_unsaved(struct sbx_mount *m, struct sbx_lease *l, struct sbx_error *err)
+{
+	char stamp[32], *first = NULL;
+	time_t now = time(NULL);
+	struct tm tm;
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+	char *cache = sbx_lease_path(l, "cache");
+	char *dest = sbx_xasprintf("%s/unsaved/%s-%s-XXXXXX", m->state_dir, l->name, stamp);
+	int n = sbx_cache_keep_unsaved(cache, dest, &first, err);
+	if (n > 0) {
+		struct sbx_error e = SBX_ERROR_INIT;
+		sbx_error_set(
+		    &e, ENOENT, SBX_E_NOT_FOUND,
+		    "lease %s: %d file%s written here never reached its sandbox, which is "
+		    "gone: kept in %s (the first: %s)",
+		    l->name, n, n == 1 ? "" : "s", dest, first);
+		mount_error_line(m, "rmdir", &e, false);
+	}
+	free(first);
+	free(dest);
+	free(cache);
+	return n < 0 ? n : 0;
+}
+
 int sbx_lease_remove(struct sbx_mount *m, const char *name, struct sbx_error *err)
 {
 	struct sbx_lease *l = sbx_lease_get(m, name);
 	int rc;
 	if (!l)
 		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "no lease %s", name);
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
+	bool gone = l->state == SBX_LS_RECLAIMED;
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	rc = sbx_lease_kill(l, "rmdir", err);
+	if (!rc && gone)
+		rc = keep_unsaved(m, l, err);
 	if (rc && rc != -ENOENT) {
 		sbx_lease_put(l);
 		return rc;

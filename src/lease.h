@@ -90,6 +90,7 @@ struct sbx_lease {
 	time_t last_probe, last_extend; /* (L) timer bookkeeping (sbx_boot_s) */
 	atomic_bool probe_due;		/* a failure suggested the sandbox is gone */
 	atomic_bool unsaved_due;	/* resumed: unsaved files are retried at once */
+	bool stranded_told;		/* (L) gone with unsaved files: `error` said so */
 	char *dir;			/* state_dir/leases/NAME (read-only) */
 	struct sbx_cache *cache;	/* fs/ cache (NULL for direct-I/O providers) */
 	struct sbx_kinval *kinval;	/* what the kernel caches of fs/ */

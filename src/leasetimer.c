@@ -137,6 +137,31 @@ static bool retry_lease(struct sbx_lease *l)
 	return true;
 }
 
+/*
+ * Once, when a lease's sandbox is gone with files written here that never
+ * reached it: no pass retries them any more, and only the first failed
+ * upload was reported (a pass stops at the first failure of the sandbox).
+ */
+static void tell_stranded(struct sbx_lease *l, struct sbx_cache *c, size_t n)
+{
+	struct sbx_cfile *cf;
+	struct sbx_error e = SBX_ERROR_INIT;
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
+	bool gone = l->state == SBX_LS_RECLAIMED && !l->stranded_told;
+	l->stranded_told = l->stranded_told || gone;
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+	if (!gone || !sbx_cache_file_unsaved(c, &cf, 1, SBX_UNSAVED_ALL))
+		return;
+	char *path = sbx_cfile_path(c, cf);
+	sbx_cache_file_put(c, cf);
+	sbx_error_set(&e, ENOENT, SBX_E_NOT_FOUND,
+		      "%zu file%s written here never reached the sandbox, which is gone (the "
+		      "first: %s): kept in %s/cache; rmdir %s moves them to %s/unsaved/",
+		      n, n == 1 ? "" : "s", path, l->dir, l->name, l->mount->state_dir);
+	free(path);
+	record_error(l, "upload", &e);
+}
+
 static bool lease_running(struct sbx_lease *l)
 {
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
@@ -212,8 +237,11 @@ void sbx_mount_tick(struct sbx_mount *m)
 		}
 		/* Unsaved files (left by a failed upload, or by the last daemon): up again. */
 		struct sbx_cache *c = lease_cache(l);
-		if (c && sbx_cache_unsaved_count(c) && lease_running(l))
+		size_t unsaved = c ? sbx_cache_unsaved_count(c) : 0;
+		if (unsaved && lease_running(l))
 			lease_save_unsaved(l, false, sbx_now_ms() + SBX_UNSAVED_PASS_MS);
+		else if (unsaved)
+			tell_stranded(l, c, unsaved);
 		sbx_lease_put(l);
 	}
 	free(ll.v);

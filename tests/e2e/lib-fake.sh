@@ -182,3 +182,42 @@ key_rotation_story() {
 	end_leases
 	unmount_sbxfs
 }
+
+# A sandbox that vanishes behind the mount's back with files written through
+# fs/ that never reached it (their uploads failing with UPLOAD_FAULT, a
+# JSON fault): the lease's `error` says how many once it is reclaimed, they
+# survive an unmount (the daemon's exit) and a mount, and the rmdir that ends
+# the lease moves them to STATE/unsaved/, named by their sandbox paths, with
+# the root `error` saying where (before: the rmdir deleted them, only the
+# first failed upload was ever reported). Mounts and unmounts itself: call
+# it with nothing mounted. HOMEDIR: the sandbox user's home.
+stranded_story() {
+	local fault=$1 home=$2 sl=$MNT/strand id kept
+	mount_sbxfs
+	ok "stranded: a lease" mkdir "$sl"
+	local sf=$sl/fs$home
+	id=$(json_get "$sl/info" '["sandboxId"]')
+	mkdir "$sf/sub" && echo x >"$sl/exec"
+	fault_only "$fault"
+	ok "stranded: three files written, each close returns 0 (write-back)" sh -c \
+		"echo 'only copy 1' >'$sf/s1.txt' && echo 'only copy 2' >'$sf/s2.txt' && echo 'only copy 3' >'$sf/sub/s3.txt'"
+	ok "... their first uploads fail" wait_for 10 grep -q "upload" "$sl/error"
+	fake_post "/_fake/sandboxes/$id/vanish" '{}' >/dev/null
+	fake_clear_faults
+	ls "$sf" >/dev/null 2>&1
+	ok "the sandbox vanished: the lease becomes reclaimed" wait_for 40 grep -qx reclaimed "$sl/state"
+	ok "... its error log says three files never reached it, and where they are" \
+		wait_for 5 grep -q "3 files written here never reached the sandbox, which is gone.*kept in $STATE/leases/strand/cache" "$sl/log"
+	unmount_sbxfs
+	mount_sbxfs
+	eq "after a remount the lease is still reclaimed" "$(cat "$sl/state")" reclaimed
+	ok "rmdir ends it" rmdir "$sl"
+	kept=$(find "$STATE/unsaved" -mindepth 1 -maxdepth 1 -name 'strand-*' 2>/dev/null)
+	ok "... and keeps what never reached the sandbox in $STATE/unsaved/" test -d "$kept"
+	eq "... each under its sandbox path, whole" \
+		"$(cat "$kept$home/s1.txt" "$kept$home/s2.txt" "$kept$home/sub/s3.txt" 2>&1)" \
+		"$(printf 'only copy 1\nonly copy 2\nonly copy 3')"
+	ok "... the root error file says where" grep -q "lease strand: 3 files written here never reached its sandbox, which is gone: kept in $kept" "$MNT/error"
+	ok "... the lease's directory is gone" test ! -e "$STATE/leases/strand"
+	unmount_sbxfs
+}

@@ -152,5 +152,6 @@ log "fault -> errno -> elapsed:$FAULT_TABLE"
 fake_clear_faults
 end_leases
 unmount_sbxfs
+stranded_story "{\"kind\":\"5xx\",\"status\":500,\"key\":\"POST $TB/files/bulk-upload\"}" "$FHOME"
 key_rotation_story
 finish

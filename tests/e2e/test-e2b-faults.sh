@@ -120,5 +120,6 @@ log "fault -> errno -> elapsed:$FAULT_TABLE"
 fake_clear_faults
 end_leases
 unmount_sbxfs
+stranded_story "{\"kind\":\"5xx\",\"status\":500,\"key\":\"POST /files\"}" "$FHOME"
 key_rotation_story
 finish

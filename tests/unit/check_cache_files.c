@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/sysutil.h"
+#include "base/xalloc.h"
 #include "cachetest.h"
 
 /* ---- contents ------------------------------------------------------------------------- */
@@ -430,6 +431,58 @@ START_TEST(test_orphan_backoff_doubles)
 }
 END_TEST
 
+/*
+ * A lease whose sandbox is gone: its unsaved files are linked out under
+ * their sandbox paths before its directory goes (lease.c, keep_unsaved); a
+ * name that cannot be made (two files for one path) keeps the cache file's
+ * own name with its note beside it; a destination that cannot be made is
+ * an error naming the file, so the rmdir keeps the lease.
+ */
+START_TEST(test_unsaved_kept_apart)
+{
+	char *dir = sbx_lease_path(L, "cache"), *first = NULL;
+	char *dest = sbx_xasprintf("%s/../unsaved/w-XXXXXX", L->dir);
+	char cmd[1024];
+	memprov_mkdirs(mp, "/d/e");
+	for (int i = 0; i < 2; i++) {
+		struct sbx_fs_file *f = xopen(i ? "/d/e/two" : "/one", O_CREAT | O_WRONLY, 0644);
+		xwrite(f, i ? "second" : "first", 0);
+		memprov_fail(mp, MP_WRITE, EIO, -1);
+		ck_assert_int_eq(F->flush(f, &E), -EIO);
+		F->release(f);
+	}
+	sbx_cache_free(L->cache);
+	L->cache = NULL;
+	/* A second leftover for /one (cache_files_adopt leaves such a file on disk). */
+	snprintf(cmd, sizeof(cmd), "cd %s && echo third >cZZZ && printf /one >cZZZ.path", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(sbx_cache_keep_unsaved(dir, dest, &first, &E), 3);
+	ck_assert_ptr_nonnull(first);
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && grep -qx second d/e/two && grep -qxE 'first|third' one && "
+		 "test \"$(cat c*)\" != \"$(cat one)\" && grep -qxE 'first|third' c* && "
+		 "grep -qx /one c*.path",
+		 dest);
+	ck_assert_int_eq(system(cmd), 0);
+	/* Nowhere to put them: an error naming the file, nothing made. */
+	char *bad = sbx_xasprintf("%s/one/x-XXXXXX", dest);
+	ck_assert_int_eq(sbx_cache_keep_unsaved(dir, bad, NULL, &E), -ENOTDIR);
+	ck_assert_ptr_nonnull(strstr(E.msg, "cannot keep the unsaved changes to /"));
+	/* Nothing unsaved: 0, and no directory made. */
+	snprintf(cmd, sizeof(cmd), "rm -f %s/*.path", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	free(bad);
+	bad = sbx_xasprintf("%s/none/x-XXXXXX", dest);
+	ck_assert_int_eq(sbx_cache_keep_unsaved(dir, bad, NULL, &E), 0);
+	*strrchr(bad, '/') = '\0';
+	ck_assert_int_ne(access(bad, F_OK), 0);
+	free(bad);
+	free(first);
+	free(dest);
+	free(dir);
+}
+END_TEST
+
 START_TEST(test_dirty_files_survive_remount)
 {
 	struct stat st;
@@ -609,6 +662,7 @@ TCase *cache_files_tcase(void)
 	tcase_add_test(tc, test_orphans_owed_to_a_run);
 	tcase_add_test(tc, test_orphan_backoff_doubles);
 	tcase_add_test(tc, test_dirty_files_survive_remount);
+	tcase_add_test(tc, test_unsaved_kept_apart);
 	tcase_add_test(tc, test_deferred_attrs_go_with_the_upload);
 	tcase_add_test(tc, test_deferred_owner_shows_during_upload);
 	tcase_add_test(tc, test_threads);
