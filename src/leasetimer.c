@@ -170,6 +170,34 @@ static bool lease_running(struct sbx_lease *l)
 	return r;
 }
 
+/*
+ * A probe that could not reach the provider (after a failure that hinted
+ * so, or at its turn): the lease is `error` until retry_lease's probe
+ * answers, so what is known before a run fails its first write(2) with
+ * ENOTCONN (`$?` 1 in a shell, whose close() errors nobody sees) instead
+ * of each run failing only at its close. Other failures (5xx, a refused
+ * key) leave it as it is, and so does a paused lease (its cached files are
+ * read without the provider). Returns true when the state changed.
+ */
+static bool unreachable(struct sbx_lease *l, struct sbx_instance *inst, const struct sbx_error *e)
+{
+	bool changed = false;
+	if (e->code != SBX_E_CONNECTION_FAILED && e->code != SBX_E_TIMEOUT) {
+		sbx_log(SBX_LOG_DEBUG, "lease %s: probe: %s", l->name, e->msg);
+		return false;
+	}
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
+	if (!l->transition && l->inst == inst && l->state == SBX_LS_RUNNING) {
+		set_state_locked(l, SBX_LS_ERROR, "provider unreachable");
+		l->last_probe = sbx_boot_s(); /* the retry comes SBX_RETRY_EVERY_S after */
+		changed = true;
+	}
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+	if (changed)
+		record_error(l, "probe", e);
+	return changed;
+}
+
 /* Asks the provider how the sandbox is; returns true when the lease's state changed. */
 static bool probe_lease(struct sbx_lease *l)
 {
@@ -177,8 +205,10 @@ static bool probe_lease(struct sbx_lease *l)
 	struct sbx_error e = SBX_ERROR_INIT;
 	struct sbx_instance *inst = sbx_lease_peek(l);
 	bool changed = false;
-	if (!inst || !l->prov->probe || l->prov->probe(inst, &rs, &e))
+	if (!inst || !l->prov->probe)
 		return false;
+	if (l->prov->probe(inst, &rs, &e))
+		return unreachable(l, inst, &e);
 	if (rs == SBX_REMOTE_GONE && !provider_confirms_gone(l->prov, inst->id, &e)) {
 		record_error(l, "probe", &e); /* kept as it is: the next probe asks again */
 		return false;

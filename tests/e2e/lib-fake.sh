@@ -221,3 +221,34 @@ stranded_story() {
 	ok "... the lease's directory is gone" test ! -e "$STATE/leases/strand"
 	unmount_sbxfs
 }
+
+# The provider stops answering (every request dropped) under a running
+# lease: the first run that meets it fails its close (ENOTCONN), the probe
+# that failure asks for makes the lease `error`, so the next `echo CMD >
+# exec` fails its write(2) and a shell's `$?` is 1 (before: the lease stayed
+# `running` and every run failed at its close only, `$?` 0 each time); once
+# the provider answers again the lease is `running` and runs work. Mounts
+# and unmounts itself: call it with nothing mounted.
+unreachable_story() {
+	local ul=$MNT/unreach out
+	mount_sbxfs
+	ok "unreachable: a lease" mkdir "$ul"
+	eq "... it runs" "$(printf 'echo up\n' >"$ul/exec" && cat "$ul/stdout")" up
+	fault_only '{"kind":"drop","prefix":"/"}'
+	eq "every request dropped: a run fails its close ENOTCONN" \
+		"$(errno_of "$(write_close "$ul/exec" 'echo hi')")" ENOTCONN
+	ok "... and the lease becomes error" wait_for 10 grep -qx error "$ul/state"
+	out=$(bash -c "echo 'echo hi' >'$ul/exec'" 2>&1)
+	eq "then a shell's echo CMD > exec: \$? is 1" "$?" 1
+	ok "... with the reason (write error: ENOTCONN)" grep -q "write error: Transport endpoint is not connected" <<<"$out"
+	ok "... and the error file says the provider is unreachable" grep -qi "unreachable\|connect" "$ul/error"
+	fake_clear_faults
+	ok "the provider answers again: the lease is running" wait_for 20 grep -qx running "$ul/state"
+	eq "... and runs" "$(printf 'echo back\n' >"$ul/exec" && cat "$ul/stdout")" back
+	ok "... its journal has running -> error -> running" python3 -c "
+import json, sys
+t = [(e['from'], e['to']) for e in map(json.loads, open('$ul/log')) if e['event'] == 'state']
+sys.exit(not (('running', 'error') in t and ('error', 'running') in t))"
+	end_leases
+	unmount_sbxfs
+}

@@ -153,5 +153,6 @@ fake_clear_faults
 end_leases
 unmount_sbxfs
 stranded_story "{\"kind\":\"5xx\",\"status\":500,\"key\":\"POST $TB/files/bulk-upload\"}" "$FHOME"
+unreachable_story
 key_rotation_story
 finish
