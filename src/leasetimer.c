@@ -27,7 +27,16 @@
 
 /* ---- the timer ------------------------------------------------------------ */
 
-enum timer_action { T_NONE, T_PAUSE, T_KILL_LIFETIME, T_KILL_TTL, T_PROBE, T_EXTEND, T_RETRY };
+enum timer_action {
+	T_NONE,
+	T_PAUSE,
+	T_KILL_LIFETIME,
+	T_KILL_TTL,
+	T_PROBE,
+	T_PROBE_HINTED, /* asked for by a failure (probe_due) */
+	T_EXTEND,
+	T_RETRY
+};
 
 static enum timer_action timer_decide(struct sbx_lease *l, time_t now)
 {
@@ -55,13 +64,14 @@ static enum timer_action timer_decide(struct sbx_lease *l, time_t now)
 	else if (l->state == SBX_LS_RUNNING && !l->active && l->spec.idle_timeout_s &&
 		 now - l->active_boot > l->spec.idle_timeout_s)
 		a = T_PAUSE;
-	else if (live && (atomic_exchange(&l->probe_due, false) ||
-			  (l->state == SBX_LS_RUNNING && now - l->last_probe >= probe_every)))
+	else if (live && atomic_exchange(&l->probe_due, false))
+		a = T_PROBE_HINTED;
+	else if (l->state == SBX_LS_RUNNING && now - l->last_probe >= probe_every)
 		a = T_PROBE;
 	else if (l->state == SBX_LS_RUNNING && l->prov->set_timeout &&
 		 now - l->last_extend >= SBX_EXTEND_EVERY_S)
 		a = T_EXTEND;
-	if (a == T_PROBE)
+	if (a == T_PROBE || a == T_PROBE_HINTED)
 		l->last_probe = now;
 	if (a == T_EXTEND)
 		l->last_extend = now;
@@ -171,18 +181,20 @@ static bool lease_running(struct sbx_lease *l)
 }
 
 /*
- * A probe that could not reach the provider (after a failure that hinted
- * so, or at its turn): the lease is `error` until retry_lease's probe
+ * A probe asked for by a failure to reach the sandbox (hinted) could not
+ * reach the provider either: the lease is `error` until retry_lease's probe
  * answers, so what is known before a run fails its first write(2) with
  * ENOTCONN (`$?` 1 in a shell, whose close() errors nobody sees) instead
- * of each run failing only at its close. Other failures (5xx, a refused
- * key) leave it as it is, and so does a paused lease (its cached files are
+ * of each run failing only at its close. A periodic probe alone does not
+ * (e2b's API may be down while the sandbox works), nor does any other
+ * failure (5xx, a refused key), nor a paused lease (its cached files are
  * read without the provider). Returns true when the state changed.
  */
-static bool unreachable(struct sbx_lease *l, struct sbx_instance *inst, const struct sbx_error *e)
+static bool unreachable(struct sbx_lease *l, struct sbx_instance *inst, const struct sbx_error *e,
+			bool hinted)
 {
 	bool changed = false;
-	if (e->code != SBX_E_CONNECTION_FAILED && e->code != SBX_E_TIMEOUT) {
+	if (!hinted || (e->code != SBX_E_CONNECTION_FAILED && e->code != SBX_E_TIMEOUT)) {
 		sbx_log(SBX_LOG_DEBUG, "lease %s: probe: %s", l->name, e->msg);
 		return false;
 	}
@@ -199,7 +211,7 @@ static bool unreachable(struct sbx_lease *l, struct sbx_instance *inst, const st
 }
 
 /* Asks the provider how the sandbox is; returns true when the lease's state changed. */
-static bool probe_lease(struct sbx_lease *l)
+static bool probe_lease(struct sbx_lease *l, bool hinted)
 {
 	enum sbx_remote_state rs = SBX_REMOTE_UNKNOWN;
 	struct sbx_error e = SBX_ERROR_INIT;
@@ -208,7 +220,7 @@ static bool probe_lease(struct sbx_lease *l)
 	if (!inst || !l->prov->probe)
 		return false;
 	if (l->prov->probe(inst, &rs, &e))
-		return unreachable(l, inst, &e);
+		return unreachable(l, inst, &e, hinted);
 	if (rs == SBX_REMOTE_GONE && !provider_confirms_gone(l->prov, inst->id, &e)) {
 		record_error(l, "probe", &e); /* kept as it is: the next probe asks again */
 		return false;
@@ -234,7 +246,8 @@ void sbx_mount_tick(struct sbx_mount *m)
 	for (size_t i = 0; i < ll.n; i++) {
 		struct sbx_lease *l = ll.v[i];
 		struct sbx_error e = SBX_ERROR_INIT;
-		switch (timer_decide(l, now)) {
+		enum timer_action act = timer_decide(l, now);
+		switch (act) {
 		case T_PAUSE:
 			sbx_lease_pause(l, "idle", &e);
 			changed = true;
@@ -254,7 +267,8 @@ void sbx_mount_tick(struct sbx_mount *m)
 			break;
 		}
 		case T_PROBE:
-			changed |= probe_lease(l);
+		case T_PROBE_HINTED:
+			changed |= probe_lease(l, act == T_PROBE_HINTED);
 			break;
 		case T_RETRY:
 			changed |= retry_lease(l);
