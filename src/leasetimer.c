@@ -98,6 +98,19 @@ static void extend_lease(struct sbx_lease *l)
 }
 
 /*
+ * Whether the sandbox itself answers (a stat of /), not only the provider's
+ * API: on e2b the API may say "running" while envd cannot be reached.
+ */
+static bool sandbox_answers(struct sbx_lease *l, struct sbx_instance *inst, struct sbx_error *e)
+{
+	struct sbx_stat st;
+	sbx_error_clear(e);
+	if (!l->prov->stat || !l->prov->stat(inst, "/", &st, e))
+		return true;
+	return e->code != SBX_E_CONNECTION_FAILED && e->code != SBX_E_TIMEOUT;
+}
+
+/*
  * A lease in `error` (its provider did not answer at mount, or said it was
  * gone without its list agreeing): attach (or probe) again; the lease comes
  * back as soon as the provider answers. Returns true when its state changed.
@@ -131,6 +144,8 @@ static bool retry_lease(struct sbx_lease *l)
 		rs = SBX_REMOTE_UNKNOWN;
 	else if (inst && !l->prov->probe)
 		rs = SBX_REMOTE_RUNNING;
+	if (rs == SBX_REMOTE_RUNNING && !sandbox_answers(l, inst, &e))
+		rs = SBX_REMOTE_UNKNOWN; /* its API answers, the sandbox does not */
 	if (rs == SBX_REMOTE_GONE && !provider_confirms_gone(l->prov, id, &e))
 		rs = SBX_REMOTE_UNKNOWN;
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
@@ -219,7 +234,8 @@ static bool probe_lease(struct sbx_lease *l, bool hinted)
 	bool changed = false;
 	if (!inst || !l->prov->probe)
 		return false;
-	if (l->prov->probe(inst, &rs, &e))
+	if (l->prov->probe(inst, &rs, &e) ||
+	    (hinted && rs == SBX_REMOTE_RUNNING && !sandbox_answers(l, inst, &e)))
 		return unreachable(l, inst, &e, hinted);
 	if (rs == SBX_REMOTE_GONE && !provider_confirms_gone(l->prov, inst->id, &e)) {
 		record_error(l, "probe", &e); /* kept as it is: the next probe asks again */

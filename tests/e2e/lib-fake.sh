@@ -222,19 +222,22 @@ stranded_story() {
 	unmount_sbxfs
 }
 
-# The provider stops answering (every request dropped) under a running
-# lease: the first run that meets it fails its close (ENOTCONN), the probe
-# that failure asks for makes the lease `error`, so the next `echo CMD >
-# exec` fails its write(2) and a shell's `$?` is 1 (before: the lease stayed
-# `running` and every run failed at its close only, `$?` 0 each time); once
-# the provider answers again the lease is `running` and runs work. Mounts
-# and unmounts itself: call it with nothing mounted.
+# unreachable_story WHAT FAULTS: the sandbox stops answering under a
+# running lease (FAULTS drop its requests: every one, or only the sandbox's
+# while the provider's API still says it runs): the first run that meets it
+# fails its close (ENOTCONN), the probe that failure asks for makes the
+# lease `error`, so the next `echo CMD > exec` fails its write(2) and a
+# shell's `$?` is 1 (before: the lease stayed `running` and every run failed
+# at its close only, `$?` 0 each time); once it answers again the lease is
+# `running` and runs work. Mounts and unmounts itself: call it with nothing
+# mounted.
 unreachable_story() {
 	local ul=$MNT/unreach out
+	log "--- $1"
 	mount_sbxfs
 	ok "unreachable: a lease" mkdir "$ul"
 	eq "... it runs" "$(printf 'echo up\n' >"$ul/exec" && cat "$ul/stdout")" up
-	fault_only '{"kind":"drop","prefix":"/"}'
+	fault_only "$2"
 	eq "every request dropped: a run fails its close ENOTCONN" \
 		"$(errno_of "$(write_close "$ul/exec" 'echo hi')")" ENOTCONN
 	ok "... and the lease becomes error" wait_for 10 grep -qx error "$ul/state"

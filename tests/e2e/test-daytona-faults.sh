@@ -153,6 +153,7 @@ fake_clear_faults
 end_leases
 unmount_sbxfs
 stranded_story "{\"kind\":\"5xx\",\"status\":500,\"key\":\"POST $TB/files/bulk-upload\"}" "$FHOME"
-unreachable_story
+unreachable_story "every request dropped" '{"kind":"drop","prefix":"/"}'
+unreachable_story "the sandbox's requests dropped, its API answers" "{\"kind\":\"drop\",\"prefix\":\"/toolbox\"}"
 key_rotation_story
 finish

@@ -121,6 +121,7 @@ fake_clear_faults
 end_leases
 unmount_sbxfs
 stranded_story "{\"kind\":\"5xx\",\"status\":500,\"key\":\"POST /files\"}" "$FHOME"
-unreachable_story
+unreachable_story "every request dropped" '{"kind":"drop","prefix":"/"}'
+unreachable_story "the sandbox's requests dropped, its API answers" "{\"kind\":\"drop\",\"prefix\":\"/process\"},{\"kind\":\"drop\",\"prefix\":\"/filesystem\"},{\"kind\":\"drop\",\"prefix\":\"/files\"}"
 key_rotation_story
 finish
