@@ -234,6 +234,7 @@ static void load_one(struct sbx_mount *m, json_t *j)
 		sbx_lock(&l->lock, SBX_LOCK_LEASE);
 		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone while unmounted");
 		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+		record_error(l, "attach", &e); /* local: where its disk went */
 	} else if (rc) {
 		/* Kept as `error`; the timer attaches again until the provider answers. */
 		l->state = SBX_LS_ERROR;

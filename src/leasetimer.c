@@ -242,7 +242,8 @@ static bool probe_lease(struct sbx_lease *l, bool hinted)
 		return false;
 	}
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
-	if (rs == SBX_REMOTE_GONE && !l->transition && l->inst == inst) {
+	bool gone = rs == SBX_REMOTE_GONE && !l->transition && l->inst == inst;
+	if (gone) {
 		mark_gone_locked(l, SBX_LS_RECLAIMED, "sandbox gone (provider)");
 		changed = true;
 	} else if (rs == SBX_REMOTE_PAUSED && l->state == SBX_LS_RUNNING && !l->transition) {
@@ -250,6 +251,8 @@ static bool probe_lease(struct sbx_lease *l, bool hinted)
 		changed = true;
 	}
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+	if (gone && e.msg[0]) /* what the provider knows of it (local: where its disk went) */
+		record_error(l, "probe", &e);
 	return changed;
 }
 

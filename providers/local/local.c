@@ -368,6 +368,56 @@ static bool valid_id(const char *id)
 	return true;
 }
 
+/*
+ * The init of a lease died without a kill of ours (the host restarted, or
+ * someone killed it): its processes are gone for good, but its disk holds
+ * what the user wrote in fs/. An ext4 disk's image is moved to
+ * <mount state dir>/unsaved/LEASE-TIME-ID.ext4 before the storage is
+ * reclaimed (a rename: the same disk, and a loop device still on it keeps
+ * working until the unmount); a tmpfs disk is memory and goes with it.
+ * Returns the sentence for the lease's `error` (caller frees), or NULL.
+ */
+static char *keep_disk(struct local_inst *li)
+{
+	char stamp[32], *to;
+	time_t now = time(NULL);
+	struct tm tm;
+	char *img = sbx_xasprintf("%s/disk.img", li->dir);
+	if (li->disk != LCL_DISK_EXT4 || access(img, F_OK)) {
+		free(img);
+		return sbx_xasprintf(
+		    "its init died (the host restarted, or it was killed)%s",
+		    li->disk == LCL_DISK_TMPFS ? "; its disk was tmpfs (memory) and is gone" : "");
+	}
+	char *rw = sbx_xasprintf("%s/rw", li->dir);
+	int fd = open(rw, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) { /* still mounted (the host did not restart): all on the image first */
+		syncfs(fd);
+		close(fd);
+	}
+	free(rw);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+	char *dir = sbx_xasprintf("%.*s/unsaved",
+				  (int)(strrchr(lcl_cfg.state_dir, '/') - lcl_cfg.state_dir),
+				  lcl_cfg.state_dir);
+	to = sbx_xasprintf("%s/%s-%s-%s.ext4", dir, li->lease, stamp, li->base.id);
+	int e = mkdir_p(dir, 0700);
+	if (!e && rename(img, to))
+		e = -errno;
+	char *why = e ? sbx_xasprintf("its init died (the host restarted, or it was killed); "
+				      "its disk could not be kept (%s to %s: %s) and is gone",
+				      img, to, strerror(-e))
+		      : sbx_xasprintf("its init died (the host restarted, or it was killed); its "
+				      "disk is kept in %s (mount -o loop,ro it: the files written "
+				      "are under upper/)",
+				      to);
+	sbx_log(e ? SBX_LOG_ERR : SBX_LOG_WARN, "local: %s: %s", li->base.id, why);
+	free(img);
+	free(to);
+	free(dir);
+	return why;
+}
+
 static int local_attach(const struct sbx_spec *spec, const char *sandbox_id, json_t *saved,
 			struct sbx_instance **out, struct sbx_error *err)
 {
@@ -390,10 +440,13 @@ static int local_attach(const struct sbx_spec *spec, const char *sandbox_id, jso
 	if (!lcl_init_alive(li)) {
 		/* Its processes are gone for good: reclaim the storage they left. */
 		li->init_pid = 0;
+		char *why = keep_disk(li);
 		teardown(li, &ign);
 		local_release(&li->base);
-		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "sandbox %s is gone",
-				     sandbox_id);
+		e = sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "sandbox %s is gone: %s",
+				  sandbox_id, why);
+		free(why);
+		return e;
 	}
 	if ((e = open_dirs(li, err)) < 0)
 		goto fail;
@@ -474,7 +527,11 @@ static int local_probe(struct sbx_instance *inst, enum sbx_remote_state *state,
 		if (faccessat(li->dirfd, "lease.json", F_OK, 0) == 0) {
 			sbx_log(SBX_LOG_WARN, "local: %s: init %d died; reclaiming its storage",
 				inst->id, (int)li->init_pid);
+			char *why = keep_disk(li);
 			teardown(li, &ign);
+			sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "sandbox %s is gone: %s",
+				      inst->id, why);
+			free(why);
 		}
 	} else if (lcl_cg_frozen(&li->cg) > 0 || paused_by_signal(li))
 		*state = SBX_REMOTE_PAUSED;

@@ -146,4 +146,40 @@ if [ -z "$HUNG" ]; then
 		grep -q "the command was stopped: sbxfs is stopping" "$MNT/st/runs/1/result"
 	rmdir "$MNT/st"
 fi
+# The init of a lease dies without a kill of ours (killed on the host; a
+# host restart, which the unmounted case stands for): before, the probe or
+# the next mount's attach reclaimed its storage, disk image and all, and
+# what the user had written in fs/ was deleted without a word. Now the disk
+# image is kept in STATE/unsaved/ and the lease's error says where.
+init_of() { json_get "$1/info" '["sandbox"]["init_pid"]'; }
+image_has() { # image_has IMAGE PATH TEXT: PATH (in the lease) holds TEXT in the kept image
+	[ "$(debugfs -R "cat /upper$2" "$1" 2>/dev/null)" = "$3" ]
+}
+kept_image() { sed -n 's/.*its disk is kept in \([^ ]*\.ext4\).*/\1/p' "$1/error"; }
+mkdir "$MNT/dead"
+echo 'my work' >"$MNT/dead/fs/root/work.txt"
+if grep -q '"disk": "ext4"' "$MNT/dead/info"; then
+	kill -9 "$(init_of "$MNT/dead")"
+	ok "init killed on the host: the lease becomes reclaimed" wait_for 10 grep -qx reclaimed "$MNT/dead/state"
+	ok "... its error file says the disk is kept" wait_for 5 grep -q "its init died.*its disk is kept in $STATE/unsaved/dead-" "$MNT/dead/error"
+	img=$(kept_image "$MNT/dead")
+	ok "... and the kept image holds what was written in fs/" image_has "$img" /root/work.txt 'my work'
+	ok "rmdir ends the lease" rmdir "$MNT/dead"
+	ok "... the image stays" test -f "$img"
+	mkdir "$MNT/dead2"
+	echo 'written before the restart' >"$MNT/dead2/fs/root/w2.txt"
+	init=$(init_of "$MNT/dead2")
+	unmount_sbxfs
+	kill -9 "$init"
+	mount_sbxfs
+	eq "init died while unmounted (a host restart): reclaimed at mount" "$(cat "$MNT/dead2/state")" reclaimed
+	ok "... its error file says the disk is kept" grep -q "its init died.*its disk is kept in $STATE/unsaved/dead2-" "$MNT/dead2/error"
+	ok "... and the image holds the file" image_has "$(kept_image "$MNT/dead2")" /root/w2.txt 'written before the restart'
+	rmdir "$MNT/dead2"
+else
+	kill -9 "$(init_of "$MNT/dead")"
+	ok "init killed on the host (tmpfs disk): reclaimed" wait_for 10 grep -qx reclaimed "$MNT/dead/state"
+	ok "... its error file says the tmpfs disk is gone" wait_for 5 grep -q "its disk was tmpfs (memory) and is gone" "$MNT/dead/error"
+	rmdir "$MNT/dead"
+fi
 finish
