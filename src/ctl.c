@@ -23,6 +23,7 @@ static const struct ctl_entry ctl_table[] = {
     {"kill", SBX_CTL_KILL, SBX_CTL_FILE_STATE, 0, 0, "kill"},
     {"restart", SBX_CTL_RESTART, SBX_CTL_FILE_STATE, 0, 1,
      "restart [python|javascript|typescript]"},
+    {"forget", SBX_CTL_FORGET, SBX_CTL_FILE_STATE, 0, 0, "forget"},
     {"kill", SBX_CTL_KILL, SBX_CTL_FILE_RUN, 0, 0, "kill"},
     /* tty/N/ctl's words, for sbx_ctl_partial only: tty.c parses them (keep both alike). */
     {"size", SBX_CTL_TTY, SBX_CTL_FILE_TTY, 2, 2, "size COLS ROWS"},
@@ -95,9 +96,9 @@ int sbx_ctl_parse(enum sbx_ctl_file file, const char *line, struct sbx_ctl_cmd *
 		return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
 				     "unknown command \"%.40s\" (expected new or attach)",
 				     words[0]);
-	return sbx_error_set(err, EINVAL, SBX_E_EXECUTION_FAILED,
-			     "unknown word \"%.40s\" (expected %s)", words[0],
-			     file == SBX_CTL_FILE_RUN ? "kill" : "pause, resume, kill or restart");
+	return sbx_error_set(
+	    err, EINVAL, SBX_E_EXECUTION_FAILED, "unknown word \"%.40s\" (expected %s)", words[0],
+	    file == SBX_CTL_FILE_RUN ? "kill" : "pause, resume, kill, restart or forget");
 }
 
 enum sbx_ctl_partial sbx_ctl_partial(enum sbx_ctl_file file, const char *text)

@@ -18,6 +18,7 @@ enum sbx_ctl_word {
 	SBX_CTL_RESUME,	 /* resume */
 	SBX_CTL_KILL,	 /* kill */
 	SBX_CTL_RESTART, /* restart [LANGUAGE] — a fresh code interpreter */
+	SBX_CTL_FORGET,	 /* forget — drop the lease, leave its sandbox */
 	SBX_CTL_TTY,	 /* a tty/N/ctl command (tty.c) */
 };
 

@@ -15,6 +15,7 @@
 #include "base/fsutil.h"
 #include "base/jsonutil.h"
 #include "ctl.h"
+#include "kinval.h"
 #include "ports.h"
 #include "run.h"
 #include "tty.h"
@@ -597,6 +598,13 @@ static int do_state_word(struct sbx_mount *m, struct sbx_lease *l, const char *l
 		return sbx_lease_resume(l, "user", &e);
 	case SBX_CTL_KILL:
 		return sbx_lease_kill(l, "user", &e);
+	case SBX_CTL_FORGET:
+		rc = sbx_lease_forget(m, l->name, &e);
+		if (rc)
+			sbx_mount_error(m, "forget", &e);
+		else /* no rmdir told the kernel: its entry would stay for its timeout */
+			sbx_kinval_root_name_gone(l->name);
+		return rc;
 	case SBX_CTL_RESTART:
 		if (!l->prov->code_reset)
 			return sbx_refuse(m, l, ENOTSUP, "state",

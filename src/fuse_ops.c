@@ -317,6 +317,11 @@ static void invalidate_path(void *ctx, const char *path)
 	fuse_invalidate_path(ctx, path);
 }
 
+static void root_name_gone(void *ctx, const char *name)
+{
+	fuse_lowlevel_notify_inval_entry(fuse_get_session(ctx), FUSE_ROOT_ID, name, strlen(name));
+}
+
 /* The process whose request this thread serves is being killed, or the daemon stops. */
 static bool requester_killed(void)
 {
@@ -1161,6 +1166,7 @@ static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->attr_timeout = fs_cache_timeout;
 	cfg->negative_timeout = 0;
 	sbx_kinval_set_callback(invalidate_path, fuse_get_context()->fuse);
+	sbx_kinval_set_gone_callback(root_name_gone);
 	sbx_aliases_set_callback(invalidate_path, fuse_get_context()->fuse);
 	sbx_run_set_abandon_check(requester_killed);
 	sbx_runs_set_caller(requester_pid);

@@ -30,7 +30,19 @@ struct sbx_kinval {
 };
 
 static void (*inval_cb)(void *ctx, const char *path);
+static void (*gone_cb)(void *ctx, const char *name);
 static void *inval_ctx;
+
+void sbx_kinval_set_gone_callback(void (*cb)(void *ctx, const char *name))
+{
+	gone_cb = cb;
+}
+
+void sbx_kinval_root_name_gone(const char *name)
+{
+	if (gone_cb)
+		gone_cb(inval_ctx, name);
+}
 
 void sbx_kinval_set_callback(void (*cb)(void *ctx, const char *mount_path), void *ctx)
 {

@@ -72,5 +72,12 @@ void sbx_kinval_forget(struct sbx_kinval *k, const char *mount_path);
  * installed nothing is noted.
  */
 void sbx_kinval_set_callback(void (*cb)(void *ctx, const char *mount_path), void *ctx);
+/*
+ * A name of the mount's root went away without a request of the kernel's
+ * (a lease forgotten through its `state` file): the kernel drops its entry
+ * now, through gone_cb(ctx, name), installed with the callback above.
+ */
+void sbx_kinval_set_gone_callback(void (*gone_cb)(void *ctx, const char *name));
+void sbx_kinval_root_name_gone(const char *name);
 
 #endif

@@ -999,27 +999,57 @@ static int keep_unsaved(struct sbx_mount *m, struct sbx_lease *l, struct sbx_err
 	return n < 0 ? n : 0;
 }
 
-int sbx_lease_remove(struct sbx_mount *m, const char *name, struct sbx_error *err)
+static int wait_transition_locked(struct sbx_lease *l, struct sbx_error *err);
+
+/* rmdir (kill first) or forget (leave the sandbox) of the lease NAME. */
+static int lease_end(struct sbx_mount *m, const char *name, bool kill, struct sbx_error *err)
 {
 	struct sbx_lease *l = sbx_lease_get(m, name);
-	int rc;
+	int rc = 0;
 	if (!l)
 		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "no lease %s", name);
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
-	bool gone = l->state == SBX_LS_RECLAIMED;
+	bool gone = !kill || l->state == SBX_LS_RECLAIMED;
+	if (!kill) /* an attach again, a pause... in flight ends first (kill waits too) */
+		rc = wait_transition_locked(l, err);
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
-	rc = sbx_lease_kill(l, "rmdir", err);
+	if (kill)
+		rc = sbx_lease_kill(l, "rmdir", err);
+	if (rc == -ENOTCONN) {
+		char *hint = sbx_xasprintf("its sandbox cannot be killed now (`echo forget > "
+					   "%s/state` drops the lease and leaves the sandbox)",
+					   name);
+		sbx_error_prefix(err, hint);
+		free(hint);
+	}
 	if (!rc && gone)
 		rc = keep_unsaved(m, l, err);
 	if (rc && rc != -ENOENT) {
 		sbx_lease_put(l);
 		return rc;
 	}
+	if (!kill) {
+		struct sbx_error e = SBX_ERROR_INIT; /* a notice: "forget OK: ..." */
+		snprintf(e.msg, sizeof(e.msg),
+			 "lease %s forgotten; its sandbox %s (%s) was left as it is", name,
+			 l->sandbox_id[0] ? l->sandbox_id : "-", l->prov->name);
+		mount_error_line(m, "forget", &e, false);
+	}
 	table_remove(m, l);
 	sbx_rm_rf(l->dir);
 	sbx_lease_put(l);
 	sbx_mount_save(m);
 	return 0;
+}
+
+int sbx_lease_remove(struct sbx_mount *m, const char *name, struct sbx_error *err)
+{
+	return lease_end(m, name, true, err);
+}
+
+int sbx_lease_forget(struct sbx_mount *m, const char *name, struct sbx_error *err)
+{
+	return lease_end(m, name, false, err);
 }
 
 /* ---- lifecycle transitions -------------------------------------------- */

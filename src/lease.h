@@ -184,6 +184,12 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 		     const char *provider, struct sbx_error *err);
 /* Kills the sandbox (if still there) and forgets the lease. */
 int sbx_lease_remove(struct sbx_mount *m, const char *name, struct sbx_error *err);
+/*
+ * Forgets the lease and leaves its sandbox as it is (`forget` on `state`:
+ * the way out when its provider no longer answers, or to hand the sandbox
+ * on); its unsaved files are kept apart as for a gone sandbox.
+ */
+int sbx_lease_forget(struct sbx_mount *m, const char *name, struct sbx_error *err);
 
 /*
  * Marks the start of an operation that needs the sandbox: resumes it if

@@ -255,3 +255,33 @@ sys.exit(not (('running', 'error') in t and ('error', 'running') in t))"
 	end_leases
 	unmount_sbxfs
 }
+
+# A lease whose provider stops answering cannot be removed (rmdir must kill
+# its sandbox first, and a sandbox left running costs money): rmdir fails
+# ENOTCONN and says how out; `forget` on `state` drops the lease and leaves
+# its sandbox (before: the word did not exist, and the directory stayed
+# until the provider came back); the root error names the sandbox, which
+# `attach` takes back once the provider answers. Mounts and unmounts itself.
+forget_story() {
+	local fl=$MNT/forg id
+	mount_sbxfs
+	ok "forget: a lease" mkdir "$fl"
+	echo 'mine' >"$fl/fs$FHOME/f.txt"
+	printf 'echo x\n' >"$fl/exec"
+	id=$(json_get "$fl/info" '["sandboxId"]')
+	fault_only '{"kind":"drop","prefix":"/"}'
+	printf 'echo x\n' >"$fl/exec" 2>/dev/null
+	ok "the provider stops answering: the lease becomes error" wait_for 10 grep -qx error "$fl/state"
+	eq "rmdir fails ENOTCONN" "$(errno_of "os.rmdir('$fl')")" ENOTCONN
+	ok "... and says how out" grep -q "echo forget > forg/state. drops the lease and leaves the sandbox" "$MNT/error"
+	ok "echo forget > state: \$? 0" sh -c "echo forget >'$fl/state'"
+	ok "... the lease is gone from the mount" test ! -e "$fl"
+	ok "... the root error names its sandbox, left as it is" grep -q "lease forg forgotten; its sandbox $id ($FAKE_KIND) was left as it is" "$MNT/error"
+	fake_clear_faults
+	ok "... which still runs" test "$(fake_state "$id")" != gone
+	ok "attach takes it back" sh -c "echo 'attach forg2 $id' >'$MNT/ctl'"
+	eq "... with its files" "$(cat "$MNT/forg2/fs$FHOME/f.txt")" mine
+	ok "rmdir ends it" rmdir "$MNT/forg2"
+	eq "... and kills the sandbox" "$(fake_state "$id")" gone
+	unmount_sbxfs
+}
