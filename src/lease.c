@@ -1000,6 +1000,8 @@ static int keep_unsaved(struct sbx_mount *m, struct sbx_lease *l, struct sbx_err
 }
 
 static int wait_transition_locked(struct sbx_lease *l, struct sbx_error *err);
+/* How long `forget` of a running lease spends uploading its unsaved files. */
+#define SBX_FORGET_SAVE_S 30
 
 /* rmdir (kill first) or forget (leave the sandbox) of the lease NAME. */
 static int lease_end(struct sbx_mount *m, const char *name, bool kill, struct sbx_error *err)
@@ -1012,7 +1014,11 @@ static int lease_end(struct sbx_mount *m, const char *name, bool kill, struct sb
 	bool gone = !kill || l->state == SBX_LS_RECLAIMED;
 	if (!kill) /* an attach again, a pause... in flight ends first (kill waits too) */
 		rc = wait_transition_locked(l, err);
+	bool running = l->state == SBX_LS_RUNNING;
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+	/* forget leaves the sandbox: what was written for it goes up first, if it can */
+	if (!kill && !rc && running && l->cache && sbx_cache_unsaved_count(l->cache))
+		lease_save_unsaved(l, true, sbx_now_ms() + SBX_FORGET_SAVE_S * 1000LL);
 	if (kill)
 		rc = sbx_lease_kill(l, "rmdir", err);
 	if (rc == -ENOTCONN) {

@@ -261,7 +261,9 @@ sys.exit(not (('running', 'error') in t and ('error', 'running') in t))"
 # ENOTCONN and says how out; `forget` on `state` drops the lease and leaves
 # its sandbox (before: the word did not exist, and the directory stayed
 # until the provider came back); the root error names the sandbox, which
-# `attach` takes back once the provider answers. Mounts and unmounts itself.
+# `attach` takes back once the provider answers; forget of a running lease
+# uploads what was written first (UPLOAD_SLOW, a JSON fault, holds an upload
+# 2 s). Mounts and unmounts itself.
 forget_story() {
 	local fl=$MNT/forg id
 	mount_sbxfs
@@ -283,5 +285,17 @@ forget_story() {
 	eq "... with its files" "$(cat "$MNT/forg2/fs$FHOME/f.txt")" mine
 	ok "rmdir ends it" rmdir "$MNT/forg2"
 	eq "... and kills the sandbox" "$(fake_state "$id")" gone
+	# forget of a running lease: what close returned for goes up first
+	mkdir "$MNT/forg3"
+	id=$(json_get "$MNT/forg3/info" '["sandboxId"]')
+	echo 'first' >"$MNT/forg3/fs$FHOME/first.txt" # a lease's first new file waits for its upload
+	fault_only "$1"
+	echo 'queued' >"$MNT/forg3/fs$FHOME/q.txt"
+	ok "forget while a write's upload is on its way (2 s)" sh -c "echo forget >'$MNT/forg3/state'"
+	fake_clear_faults
+	echo "attach forg4 $id" >"$MNT/ctl"
+	eq "... the sandbox has the file" "$(printf 'cat %s/q.txt\n' "$FHOME" >"$MNT/forg4/exec" && cat "$MNT/forg4/stdout")" queued
+	ok "... and nothing was set apart" test -z "$(ls "$STATE/unsaved" 2>/dev/null | grep '^forg3-')"
+	rmdir "$MNT/forg4"
 	unmount_sbxfs
 }
