@@ -970,29 +970,42 @@ int sbx_lease_attach(struct sbx_mount *m, const char *name, const char *sandbox_
 }
 
 /*
- * rmdir of a lease whose sandbox is gone: what was written here and never
- * reached it (write-back, failed uploads) is the only copy left, so it is
- * moved to STATE/unsaved/NAME-TIME-XXXXXX and the root `error` says where.
- * (A sandbox the user ends takes its files with it, as on a local lease.)
+ * rmdir of a lease whose sandbox is gone (or forget, which leaves it):
+ * what was written here and never reached it (write-back, failed uploads)
+ * is the only copy left, so it is moved to STATE/unsaved/NAME-TIME-XXXXXX
+ * and the root `error` says where (op: "rmdir" or "forget"). A sandbox
+ * the user ends takes its files with it, as on a local lease.
  */
-static int keep_unsaved(struct sbx_mount *m, struct sbx_lease *l, struct sbx_error *err)
+static int keep_unsaved(struct sbx_mount *m, struct sbx_lease *l, bool forget,
+			struct sbx_error *err)
 {
-	char stamp[32], *first = NULL;
+	char stamp[32], *first = NULL, *left = NULL;
 	time_t now = time(NULL);
 	struct tm tm;
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
 	char *cache = sbx_lease_path(l, "cache");
 	char *dest = sbx_xasprintf("%s/unsaved/%s-%s-XXXXXX", m->state_dir, l->name, stamp);
 	int n = sbx_cache_keep_unsaved(cache, dest, &first, err);
-	if (n > 0) {
-		struct sbx_error e = SBX_ERROR_INIT;
-		sbx_error_set(
-		    &e, ENOENT, SBX_E_NOT_FOUND,
-		    "lease %s: %d file%s written here never reached its sandbox, which is "
-		    "gone: kept in %s (the first: %s)",
-		    l->name, n, n == 1 ? "" : "s", dest, first);
-		mount_error_line(m, "rmdir", &e, false);
-	}
+	struct sbx_error e = SBX_ERROR_INIT;
+	/* forget's line is a notice ("forget OK: ..."): where the sandbox is, for an attach */
+	if (forget)
+		left =
+		    sbx_xasprintf("lease %s forgotten; its sandbox %s (%s) was left as it is",
+				  l->name, l->sandbox_id[0] ? l->sandbox_id : "-", l->prov->name);
+	if (n > 0 && !forget)
+		sbx_error_set(&e, ENOENT, SBX_E_NOT_FOUND,
+			      "lease %s: %d file%s written here never reached its sandbox, which "
+			      "is gone: kept in %s (the first: %s)",
+			      l->name, n, n == 1 ? "" : "s", dest, first);
+	else if (n > 0)
+		snprintf(e.msg, sizeof(e.msg),
+			 "%s; %d file%s written here never reached it: kept in %s (the first: %s)",
+			 left, n, n == 1 ? "" : "s", dest, first);
+	else if (forget)
+		snprintf(e.msg, sizeof(e.msg), "%s", left);
+	if (n > 0 || (forget && n == 0))
+		mount_error_line(m, forget ? "forget" : "rmdir", &e, false);
+	free(left);
 	free(first);
 	free(dest);
 	free(cache);
@@ -1029,17 +1042,10 @@ static int lease_end(struct sbx_mount *m, const char *name, bool kill, struct sb
 		free(hint);
 	}
 	if (!rc && gone)
-		rc = keep_unsaved(m, l, err);
+		rc = keep_unsaved(m, l, !kill, err);
 	if (rc && rc != -ENOENT) {
 		sbx_lease_put(l);
 		return rc;
-	}
-	if (!kill) {
-		struct sbx_error e = SBX_ERROR_INIT; /* a notice: "forget OK: ..." */
-		snprintf(e.msg, sizeof(e.msg),
-			 "lease %s forgotten; its sandbox %s (%s) was left as it is", name,
-			 l->sandbox_id[0] ? l->sandbox_id : "-", l->prov->name);
-		mount_error_line(m, "forget", &e, false);
 	}
 	table_remove(m, l);
 	sbx_rm_rf(l->dir);

@@ -159,8 +159,8 @@ static bool retry_lease(struct sbx_lease *l)
 		return false;
 	}
 	settle_state(l, inst, rs, "provider answers again", NULL);
-	atomic_store(&l->unsaved_due,
-		     true); /* what the outage held goes up now, not at its back-off */
+	/* what the outage held goes up now, not at its back-off */
+	atomic_store(&l->unsaved_due, true);
 	return true;
 }
 

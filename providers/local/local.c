@@ -375,7 +375,7 @@ static bool valid_id(const char *id)
  * <mount state dir>/unsaved/LEASE-TIME-ID.ext4 before the storage is
  * reclaimed (a rename: the same disk, and a loop device still on it keeps
  * working until the unmount); a tmpfs disk is memory and goes with it.
- * Returns the sentence for the lease's `error` (caller frees), or NULL.
+ * Returns the sentence for the lease's `error` (caller frees).
  */
 static char *keep_disk(struct local_inst *li)
 {
