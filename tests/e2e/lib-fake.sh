@@ -190,8 +190,8 @@ key_rotation_story() {
 # the lease moves them to STATE/unsaved/, named by their sandbox paths, with
 # the root `error` saying where (before: the rmdir deleted them, only the
 # first failed upload was ever reported). Mounts and unmounts itself: call
-# it with nothing mounted. HOMEDIR: the sandbox user's home.
-stranded_story() {
+# it with nothing mounted. HOME: the sandbox user's home.
+stranded_story() { # stranded_story UPLOAD_FAULT HOME
 	local fault=$1 home=$2 sl=$MNT/strand id kept
 	mount_sbxfs
 	ok "stranded: a lease" mkdir "$sl"
@@ -238,7 +238,7 @@ unreachable_story() {
 	ok "unreachable: a lease" mkdir "$ul"
 	eq "... it runs" "$(printf 'echo up\n' >"$ul/exec" && cat "$ul/stdout")" up
 	fault_only "$2"
-	eq "every request dropped: a run fails its close ENOTCONN" \
+	eq "a run that meets it fails its close ENOTCONN" \
 		"$(errno_of "$(write_close "$ul/exec" 'echo hi')")" ENOTCONN
 	ok "... and the lease becomes error" wait_for 10 grep -qx error "$ul/state"
 	out=$(bash -c "echo 'echo hi' >'$ul/exec'" 2>&1)
