@@ -187,7 +187,8 @@ int sbx_lease_remove(struct sbx_mount *m, const char *name, struct sbx_error *er
 /*
  * Forgets the lease and leaves its sandbox as it is (`forget` on `state`:
  * the way out when its provider no longer answers, or to hand the sandbox
- * on); its unsaved files are kept apart as for a gone sandbox.
+ * on); a running lease's unsaved files go up first, what is left is kept
+ * apart as for a gone sandbox.
  */
 int sbx_lease_forget(struct sbx_mount *m, const char *name, struct sbx_error *err);
 
