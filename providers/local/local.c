@@ -372,9 +372,11 @@ static bool valid_id(const char *id)
  * The init of a lease died without a kill of ours (the host restarted, or
  * someone killed it): its processes are gone for good, but its disk holds
  * what the user wrote in fs/. An ext4 disk's image is moved to
- * <mount state dir>/unsaved/LEASE-TIME-ID.ext4 before the storage is
- * reclaimed (a rename: the same disk, and a loop device still on it keeps
- * working until the unmount); a tmpfs disk is memory and goes with it.
+ * <mount state dir>/unsaved/LEASE-TIME-ID.ext4 (or, when that cannot be,
+ * beside the lease's directory as <state>/local/ID.ext4) before the
+ * storage is reclaimed (a rename: the same disk, and a loop device still
+ * on it keeps working until the unmount); a tmpfs disk is memory and goes
+ * with it.
  * Returns the sentence for the lease's `error` (caller frees).
  */
 static char *keep_disk(struct local_inst *li)
@@ -404,6 +406,11 @@ static char *keep_disk(struct local_inst *li)
 	int e = mkdir_p(dir, 0700);
 	if (!e && rename(img, to))
 		e = -errno;
+	if (e) { /* unsaved/ on another disk, or none to be made: beside the lease's directory */
+		free(to);
+		to = sbx_xasprintf("%s.ext4", li->dir);
+		e = rename(img, to) ? -errno : 0;
+	}
 	char *why = e ? sbx_xasprintf("its init died (the host restarted, or it was killed); "
 				      "its disk could not be kept (%s to %s: %s) and is gone",
 				      img, to, strerror(-e))

@@ -176,6 +176,17 @@ if grep -q '"disk": "ext4"' "$MNT/dead/info"; then
 	ok "... its error file says the disk is kept" grep -q "its init died.*its disk is kept in $STATE/unsaved/dead2-" "$MNT/dead2/error"
 	ok "... and the image holds the file" image_has "$(kept_image "$MNT/dead2")" /root/w2.txt 'written before the restart'
 	rmdir "$MNT/dead2"
+	# STATE/unsaved cannot be used (a file there): the image stays beside the lease's directory
+	mv "$STATE/unsaved" "$STATE/unsaved.away" && touch "$STATE/unsaved"
+	mkdir "$MNT/dead3"
+	echo 'third' >"$MNT/dead3/fs/root/w3.txt"
+	id3=$(json_get "$MNT/dead3/info" '["sandboxId"]')
+	kill -9 "$(init_of "$MNT/dead3")"
+	ok "no STATE/unsaved to use: the disk is kept beside the lease's directory" \
+		wait_for 10 grep -q "its disk is kept in $STATE/local/$id3.ext4" "$MNT/dead3/error"
+	ok "... with the file" image_has "$STATE/local/$id3.ext4" /root/w3.txt third
+	rmdir "$MNT/dead3"
+	rm -f "$STATE/unsaved" && mv "$STATE/unsaved.away" "$STATE/unsaved"
 else
 	kill -9 "$(init_of "$MNT/dead")"
 	ok "init killed on the host (tmpfs disk): reclaimed" wait_for 10 grep -qx reclaimed "$MNT/dead/state"
