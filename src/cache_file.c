@@ -150,13 +150,10 @@ void cache_files_adopt(struct sbx_cache *c)
 static int keep_one(const char *file, const char *side, const char *path, char *dest)
 {
 	char *to = sbx_xasprintf("%s%s", dest, path);
-	char *slash = strrchr(to, '/');
-	bool dots = strstr(path, "/../") || strstr(path, "/./") || !strcmp(slash, "/..") ||
-		    !strcmp(slash, "/.");
-	int rc;
-	*slash = '\0';
-	rc = dots ? -EINVAL : sbx_mkdir_p(to, 0700);
-	*slash = '/';
+	const char *last = strrchr(path, '/');
+	bool dots = strstr(path, "/../") || strstr(path, "/./") || !strcmp(last, "/..") ||
+		    !strcmp(last, "/.");
+	int rc = dots ? -EINVAL : sbx_mkdir_parent(to, 0700);
 	if (!rc && link(file, to))
 		rc = -errno;
 	free(to);
@@ -174,11 +171,7 @@ static int keep_one(const char *file, const char *side, const char *path, char *
 /* Makes the directory the template dest names (its parent too), as mkdtemp. */
 static int make_dest(char *dest)
 {
-	char *slash = strrchr(dest, '/');
-	int rc;
-	*slash = '\0';
-	rc = sbx_mkdir_p(dest, 0700);
-	*slash = '/';
+	int rc = sbx_mkdir_parent(dest, 0700);
 	return rc ? rc : mkdtemp(dest) ? 0 : -errno;
 }
 

@@ -980,9 +980,7 @@ static int keep_unsaved(struct sbx_mount *m, struct sbx_lease *l, bool forget,
 			struct sbx_error *err)
 {
 	char stamp[32], *first = NULL, *left = NULL;
-	time_t now = time(NULL);
-	struct tm tm;
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+	sbx_file_time(time(NULL), stamp, sizeof(stamp));
 	char *cache = sbx_lease_path(l, "cache");
 	char *dest = sbx_xasprintf("%s/unsaved/%s-%s-XXXXXX", m->state_dir, l->name, stamp);
 	int n = sbx_cache_keep_unsaved(cache, dest, &first, err);

@@ -382,8 +382,6 @@ static bool valid_id(const char *id)
 static char *keep_disk(struct local_inst *li)
 {
 	char stamp[32], *to;
-	time_t now = time(NULL);
-	struct tm tm;
 	char *img = sbx_xasprintf("%s/disk.img", li->dir);
 	if (li->disk != LCL_DISK_EXT4 || access(img, F_OK)) {
 		free(img);
@@ -398,7 +396,7 @@ static char *keep_disk(struct local_inst *li)
 		close(fd);
 	}
 	free(rw);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+	sbx_file_time(time(NULL), stamp, sizeof(stamp));
 	char *dir = sbx_xasprintf("%.*s/unsaved",
 				  (int)(strrchr(lcl_cfg.state_dir, '/') - lcl_cfg.state_dir),
 				  lcl_cfg.state_dir);

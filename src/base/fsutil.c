@@ -39,6 +39,18 @@ int sbx_mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
+int sbx_mkdir_parent(char *path, mode_t mode)
+{
+	char *slash = strrchr(path, '/');
+	int rc;
+	if (!slash || slash == path)
+		return 0;
+	*slash = '\0';
+	rc = sbx_mkdir_p(path, mode);
+	*slash = '/';
+	return rc;
+}
+
 static int put_all(int fd, const void *data, size_t len, bool sock)
 {
 	const char *p = data;
@@ -205,6 +217,13 @@ void sbx_iso_time(time_t t, char *buf, size_t size)
 	struct tm tm;
 	gmtime_r(&t, &tm);
 	strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void sbx_file_time(time_t t, char *buf, size_t size)
+{
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, size, "%Y%m%dT%H%M%SZ", &tm);
 }
 
 bool sbx_tid_dying(pid_t tid)

@@ -14,6 +14,8 @@
 
 /* mkdir -p with mode for created directories. */
 int sbx_mkdir_p(const char *path, mode_t mode);
+/* sbx_mkdir_p of path's directory (path is cut at its last '/' meanwhile). */
+int sbx_mkdir_parent(char *path, mode_t mode);
 /* Writes data to path via path.tmp + fsync + rename. */
 int sbx_write_file_atomic(const char *path, const void *data, size_t len);
 /* Appends to path (created 0600 if missing). */
@@ -54,6 +56,8 @@ bool sbx_path_resolved_under(const char *path, const char *dir);
 int sbx_rm_rf(const char *path);
 /* "2026-11-30T17:22:28Z" for t (UTC) into buf (>= 21 bytes). */
 void sbx_iso_time(time_t t, char *buf, size_t size);
+/* "20261130T172228Z" (ISO 8601's basic form, for file names) into buf (>= 17 bytes). */
+void sbx_file_time(time_t t, char *buf, size_t size);
 /*
  * True when thread tid is gone or being killed: a fatal signal shows as
  * SIGKILL pending in /proc/TID/status, even while the thread sleeps where
