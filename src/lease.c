@@ -493,7 +493,8 @@ static void table_remove(struct sbx_mount *m, struct sbx_lease *l)
 	if (cur == l)
 		HASH_DEL(m->leases, l);
 	sbx_unlock(&m->lock, SBX_LOCK_MOUNT);
-	sbx_lease_put(l);
+	if (cur == l) /* the table's reference, once: a second remover finds nothing */
+		sbx_lease_put(l);
 }
 
 struct sbx_cache *lease_cache(struct sbx_lease *l)
@@ -1022,6 +1023,13 @@ static int lease_end(struct sbx_mount *m, const char *name, bool kill, struct sb
 	if (!l)
 		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "no lease %s", name);
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
+	if (l->ending) { /* rmdir and forget (or two forgets: no VFS lock orders them) */
+		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+		sbx_lease_put(l);
+		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "lease %s is being removed",
+				     name);
+	}
+	l->ending = true;
 	bool gone = !kill || l->state == SBX_LS_RECLAIMED;
 	if (!kill) /* an attach again, a pause... in flight ends first (kill waits too) */
 		rc = wait_transition_locked(l, err);
@@ -1041,7 +1049,10 @@ static int lease_end(struct sbx_mount *m, const char *name, bool kill, struct sb
 	}
 	if (!rc && gone)
 		rc = keep_unsaved(m, l, !kill, err);
-	if (rc && rc != -ENOENT) {
+	if (rc && rc != -ENOENT) { /* the lease stays: a later rmdir or forget may try again */
+		sbx_lock(&l->lock, SBX_LOCK_LEASE);
+		l->ending = false;
+		sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 		sbx_lease_put(l);
 		return rc;
 	}

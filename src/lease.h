@@ -91,6 +91,7 @@ struct sbx_lease {
 	atomic_bool probe_due;		/* a failure suggested the sandbox is gone */
 	atomic_bool unsaved_due;	/* resumed: unsaved files are retried at once */
 	bool stranded_told;		/* (L) gone with unsaved files: `error` said so */
+	bool ending;			/* (L) an rmdir or forget of it is under way */
 	char *dir;			/* state_dir/leases/NAME (read-only) */
 	struct sbx_cache *cache;	/* fs/ cache (NULL for direct-I/O providers) */
 	struct sbx_kinval *kinval;	/* what the kernel caches of fs/ */

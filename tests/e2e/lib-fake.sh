@@ -297,5 +297,20 @@ forget_story() {
 	eq "... the sandbox has the file" "$(printf 'cat %s/q.txt\n' "$FHOME" >"$MNT/forg4/exec" && cat "$MNT/forg4/stdout")" queued
 	ok "... and nothing was set apart" test -z "$(ls "$STATE/unsaved" 2>/dev/null | grep '^forg3-')"
 	rmdir "$MNT/forg4"
+	# rmdir and two forgets at once (no VFS lock orders a write to `state`
+	# with an rmdir): exactly one ends the lease (before: two could, each
+	# dropping the table's reference to it)
+	mkdir "$MNT/forg5"
+	local r1 r2 r3
+	(echo forget >"$MNT/forg5/state") 2>/dev/null &
+	r1=$!
+	(echo forget >"$MNT/forg5/state") 2>/dev/null &
+	r2=$!
+	rmdir "$MNT/forg5" 2>/dev/null &
+	r3=$!
+	local won=0
+	for p in $r1 $r2 $r3; do wait "$p" && won=$((won + 1)); done
+	eq "rmdir and two forgets at once: exactly one ends the lease" "$won" 1
+	ok "... the daemon is alive and answers" test -f "$MNT/README"
 	unmount_sbxfs
 }
