@@ -94,6 +94,13 @@ struct sbx_instance {
 	 */
 	void (*report)(void *ctx, const char *what, const struct sbx_error *e);
 	void *report_ctx;
+	/*
+	 * Set by attach when taking the sandbox back changed it (local: its
+	 * init had died, and it was started again on its own disk): one
+	 * sentence for the lease's `error`, recorded once by the core. Empty:
+	 * nothing to say.
+	 */
+	char attach_note[256];
 };
 
 /* Reports a failure that no call returns (see sbx_instance.report). */

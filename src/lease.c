@@ -883,12 +883,17 @@ void settle_state(struct sbx_lease *l, struct sbx_instance *inst, enum sbx_remot
 		  const char *cause, const struct sbx_error *why)
 {
 	struct sbx_instance *old = NULL;
+	struct sbx_error note = SBX_ERROR_INIT;
 	if (inst)
 		adopt_instance(l, inst);
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	if (inst && l->inst != inst) {
 		old = l->inst; /* released below, with no lock held */
 		l->inst = inst;
+	}
+	if (inst && inst->attach_note[0]) { /* what taking it back changed: said once */
+		sbx_error_set(&note, ESRCH, SBX_E_EXECUTION_FAILED, "%s", inst->attach_note);
+		inst->attach_note[0] = '\0';
 	}
 	if (rs == SBX_REMOTE_PAUSED)
 		set_state_locked(l, SBX_LS_PAUSED, cause);
@@ -901,6 +906,8 @@ void settle_state(struct sbx_lease *l, struct sbx_instance *inst, enum sbx_remot
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
 	if (old)
 		l->prov->release(old);
+	if (note.err)
+		record_error(l, "attach", &note);
 	if (rs == SBX_REMOTE_UNKNOWN && why)
 		record_error(l, cause, why);
 }

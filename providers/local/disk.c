@@ -31,6 +31,7 @@
 
 #include "base/buf.h"
 #include "base/log.h"
+#include "base/xalloc.h"
 
 extern char **environ;
 
@@ -116,11 +117,23 @@ static bool state_dir_full(int img)
 					      (unsigned long long)SBX_DISK_ROOM_MIN;
 }
 
+/* Mounts the ext4 image open on fd at rw, through an auto-clearing loop device. */
+static int mount_image(int fd, const char *img, const char *rw, struct sbx_error *err)
+{
+	char dev[64];
+	int loop = loop_attach(fd, dev, sizeof(dev)), e = 0;
+	if (loop < 0)
+		return sbx_error_set(err, loop, 0, "loop device for %s: %s", img, strerror(-loop));
+	if (mount(dev, rw, "ext4", MS_NOATIME, "") < 0)
+		e = sbx_error_set(err, errno, 0, "mounting %s at %s: %s", dev, rw, strerror(errno));
+	close(loop); /* closing the last fd of an auto-clearing loop frees it */
+	return e;
+}
+
 static int mount_ext4(const char *dir, const char *rw, long disk_mb, struct sbx_error *err)
 {
 	struct sbx_buf img = SBX_BUF_INIT;
-	char dev[64];
-	int fd, loop = -1, e;
+	int fd, e;
 
 	sbx_buf_addf(&img, "%s/disk.img", dir);
 	if ((fd = open(img.buf, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
@@ -142,24 +155,27 @@ static int mount_ext4(const char *dir, const char *rw, long disk_mb, struct sbx_
 			e = sbx_error_set(err, e, 0, "mkfs.ext4 %s failed", img.buf);
 		goto out_unlink;
 	}
-	if ((loop = loop_attach(fd, dev, sizeof(dev))) < 0) {
-		e = sbx_error_set(err, loop, 0, "loop device for %s: %s", img.buf, strerror(-loop));
+	if ((e = mount_image(fd, img.buf, rw, err)) < 0)
 		goto out_unlink;
-	}
-	if (mount(dev, rw, "ext4", MS_NOATIME, "") < 0) {
-		e = sbx_error_set(err, errno, 0, "mounting %s at %s: %s", dev, rw, strerror(errno));
-		goto out_unlink; /* closing the last fd of an auto-clearing loop frees it */
-	}
-	e = 0;
 	goto out;
 out_unlink:
 	unlink(img.buf);
 out:
-	if (loop >= 0)
-		close(loop);
 	if (fd >= 0)
 		close(fd);
 	sbx_buf_release(&img);
+	return e;
+}
+
+int lcl_disk_remount(const char *dir, const char *rw, struct sbx_error *err)
+{
+	char *img = sbx_xasprintf("%s/disk.img", dir);
+	int fd = open(img, O_RDWR | O_NOFOLLOW | O_CLOEXEC), e;
+	e = fd < 0 ? sbx_error_set(err, errno, 0, "%s: %s", img, strerror(errno))
+		   : mount_image(fd, img, rw, err);
+	if (fd >= 0)
+		close(fd);
+	free(img);
 	return e;
 }
 

@@ -423,6 +423,38 @@ static char *keep_disk(struct local_inst *li)
 	return why;
 }
 
+/*
+ * A new init for a lease whose init died while sbxfs was not watching (a
+ * host restart, most often): what docker start does for a stopped
+ * container. Its disk is mounted again where the restart unmounted it
+ * (never twice), its old cgroup (empty: the pid namespace died with its
+ * init) replaced, then init and the network as at create. The processes,
+ * and what they held in memory, are not brought back. 0 or -errno; on
+ * failure the caller keeps the disk and reclaims the rest.
+ */
+static int restart(struct local_inst *li, struct sbx_error *err)
+{
+	const char *lower = lcl_template_lower(li->template_name);
+	int e;
+	if (!lower)
+		return sbx_error_set(err, ENOENT, 0, "its template %s is gone", li->template_name);
+	lcl_cg_kill_all(&li->cg);
+	if ((e = lcl_cg_destroy(&li->cg, err)) < 0)
+		return e;
+	lcl_cg_clear(&li->cg);
+	if ((e = lcl_storage_reopen(li->dir, lower, li->disk, err)) < 0 ||
+	    (e = open_dirs(li, err)) < 0)
+		return e;
+	/* What the dead init and its network left in the lease's directory. */
+	unlinkat(li->dirfd, "paused", 0);
+	unlinkat(li->dirfd, LCL_NET_API, 0);
+	if ((e = lcl_cg_create(&li->cg, &lcl_cfg.cg, li->base.id, &li->spec.res, err)) < 0 ||
+	    (e = lcl_spawn_init(li, err)) < 0 || (e = lcl_net_start(li, err)) < 0 ||
+	    (e = save_lease(li, err)) < 0)
+		return e;
+	return 0;
+}
+
 static int local_attach(const struct sbx_spec *spec, const char *sandbox_id, json_t *saved,
 			struct sbx_instance **out, struct sbx_error *err)
 {
@@ -443,14 +475,27 @@ static int local_attach(const struct sbx_spec *spec, const char *sandbox_id, jso
 				     sandbox_id);
 	}
 	if (!lcl_init_alive(li)) {
-		/* Its processes are gone for good: reclaim the storage they left. */
+		/* Its processes are gone for good; its disk is not: a new init on it. */
+		struct sbx_error why = SBX_ERROR_INIT;
 		li->init_pid = 0;
-		char *why = keep_disk(li);
+		if (restart(li, &why) == 0) {
+			snprintf(li->base.attach_note, sizeof(li->base.attach_note),
+				 "its init had died (the host restarted, or it was killed): "
+				 "started again on its own disk; what was written is there, "
+				 "its processes are not");
+			sbx_log(SBX_LOG_WARN, "local: %s: %s", sandbox_id, li->base.attach_note);
+			*out = &li->base;
+			return 0;
+		}
+		sbx_log(SBX_LOG_WARN, "local: %s: cannot start it again on its disk: %s",
+			sandbox_id, why.msg);
+		char *kept = keep_disk(li);
 		teardown(li, &ign);
 		local_release(&li->base);
-		e = sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "sandbox %s is gone: %s",
-				  sandbox_id, why);
-		free(why);
+		e = sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND,
+				  "sandbox %s is gone: %s (it could not be started again: %s)",
+				  sandbox_id, kept, why.msg);
+		free(kept);
 		return e;
 	}
 	if ((e = open_dirs(li, err)) < 0)

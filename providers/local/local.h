@@ -77,6 +77,12 @@ static inline struct local_inst *lcl_inst(struct sbx_instance *i)
  * 0 or -errno; on failure nothing is mounted. */
 int lcl_storage_create(const char *dir, const char *lower, long disk_mb, enum lcl_disk *disk,
 		       struct sbx_error *err);
+/* Mounts again what of an existing dir/{rw,root} is not mounted (a host
+ * restart unmounted both): the ext4 image's disk at rw (a tmpfs disk that
+ * is not mounted is gone: ENOENT), the overlay at root. What is still
+ * mounted is kept, never mounted twice. 0 or -errno. */
+int lcl_storage_reopen(const char *dir, const char *lower, enum lcl_disk disk,
+		       struct sbx_error *err);
 /* Unmounts root and rw (lazily if busy) and removes dir recursively without
  * crossing mounts. 0 or -errno (the first failure). */
 int lcl_storage_destroy(const char *dir, struct sbx_error *err);
@@ -117,6 +123,8 @@ void lcl_hostview_release(void);
  * disk.c); *used says which. 0 or -errno. */
 int lcl_disk_mount(const char *dir, const char *rw, long disk_mb, enum lcl_disk want,
 		   enum lcl_disk *used, struct sbx_error *err);
+/* Mounts the existing image dir/disk.img at rw. 0 or -errno. */
+int lcl_disk_remount(const char *dir, const char *rw, struct sbx_error *err);
 /* "tmpfs", "ext4" or "auto". */
 const char *lcl_disk_name(enum lcl_disk kind);
 

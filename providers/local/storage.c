@@ -25,6 +25,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -109,12 +110,52 @@ static void add_escaped(struct sbx_buf *b, const char *s)
 	}
 }
 
+/* Mounts the overlay of lower (the template) and rw's upper/ at root. */
+static int mount_overlay(const char *rw, const char *root, const char *lower, struct sbx_error *err)
+{
+	struct sbx_buf opts = SBX_BUF_INIT;
+	int rc, e = 0;
+	sbx_buf_adds(&opts, "lowerdir=");
+	if (!strcmp(lower, "/")) {
+		/* the host template: its allowlist (hostview.c) over the host's "/" */
+		const char *view = lcl_hostview_dir(err);
+		if (!view) {
+			sbx_buf_release(&opts);
+			return -err->err;
+		}
+		add_escaped(&opts, view);
+		sbx_buf_adds(&opts, ":");
+	}
+	add_escaped(&opts, lower);
+	sbx_buf_adds(&opts, ",upperdir=");
+	add_escaped(&opts, rw);
+	sbx_buf_adds(&opts, "/upper,workdir=");
+	add_escaped(&opts, rw);
+	sbx_buf_adds(&opts, "/work");
+	/* nodev: a device node made through fs/ (or by the sandbox) is only a name.
+	 * xino=on: the layers are on two file systems (host "/" and the lease
+	 * disk), and without it a lower and an upper file may share an st_ino;
+	 * xino=auto falls back to off where a layer's file system has a null
+	 * uuid, as the host's "/" has here (DESIGN.md). A kernel that does not
+	 * know xino (EINVAL) gets the mount without it. */
+	size_t plain = opts.len;
+	sbx_buf_adds(&opts, ",xino=on");
+	rc = mount("sbxfs-root", root, "overlay", MS_NODEV, opts.buf);
+	if (rc < 0 && errno == EINVAL) {
+		opts.buf[opts.len = plain] = '\0';
+		rc = mount("sbxfs-root", root, "overlay", MS_NODEV, opts.buf);
+	}
+	if (rc < 0)
+		e = sbx_error_set(err, errno, 0, "overlay at %s: %s", root, strerror(errno));
+	sbx_buf_release(&opts);
+	return e;
+}
+
 int lcl_storage_create(const char *dir, const char *lower, long disk_mb, enum lcl_disk *disk,
 		       struct sbx_error *err)
 {
 	struct sbx_buf rw = SBX_BUF_INIT, root = SBX_BUF_INIT, opts = SBX_BUF_INIT;
-	int e = 0, rc;
-	size_t plain;
+	int e = 0;
 
 	sbx_buf_addf(&rw, "%s/rw", dir);
 	sbx_buf_addf(&root, "%s/root", dir);
@@ -145,41 +186,8 @@ int lcl_storage_create(const char *dir, const char *lower, long disk_mb, enum lc
 		e = sbx_error_set(err, errno, 0, "mkdir %s: %s", opts.buf, strerror(errno));
 		goto out_umount;
 	}
-	sbx_buf_reset(&opts);
-	sbx_buf_adds(&opts, "lowerdir=");
-	if (!strcmp(lower, "/")) {
-		/* the host template: its allowlist (hostview.c) over the host's "/" */
-		const char *view = lcl_hostview_dir(err);
-		if (!view) {
-			e = -err->err;
-			goto out_umount;
-		}
-		add_escaped(&opts, view);
-		sbx_buf_adds(&opts, ":");
-	}
-	add_escaped(&opts, lower);
-	sbx_buf_adds(&opts, ",upperdir=");
-	add_escaped(&opts, rw.buf);
-	sbx_buf_adds(&opts, "/upper,workdir=");
-	add_escaped(&opts, rw.buf);
-	sbx_buf_adds(&opts, "/work");
-	/* nodev: a device node made through fs/ (or by the sandbox) is only a name.
-	 * xino=on: the layers are on two file systems (host "/" and the lease
-	 * disk), and without it a lower and an upper file may share an st_ino;
-	 * xino=auto falls back to off where a layer's file system has a null
-	 * uuid, as the host's "/" has here (DESIGN.md). A kernel that does not
-	 * know xino (EINVAL) gets the mount without it. */
-	plain = opts.len;
-	sbx_buf_adds(&opts, ",xino=on");
-	rc = mount("sbxfs-root", root.buf, "overlay", MS_NODEV, opts.buf);
-	if (rc < 0 && errno == EINVAL) {
-		opts.buf[opts.len = plain] = '\0';
-		rc = mount("sbxfs-root", root.buf, "overlay", MS_NODEV, opts.buf);
-	}
-	if (rc < 0) {
-		e = sbx_error_set(err, errno, 0, "overlay at %s: %s", root.buf, strerror(errno));
+	if ((e = mount_overlay(rw.buf, root.buf, lower, err)) < 0)
 		goto out_umount;
-	}
 	e = 0;
 	goto out;
 out_umount:
@@ -195,6 +203,36 @@ out:
 	sbx_buf_release(&rw);
 	sbx_buf_release(&root);
 	sbx_buf_release(&opts);
+	return e;
+}
+
+/* Whether path is a mount's root (its device is not its parent's). */
+static bool mounted_at(const char *dir, const char *name)
+{
+	struct stat d, m;
+	return stat(dir, &d) == 0 && fstatat(AT_FDCWD, name, &m, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       S_ISDIR(m.st_mode) && m.st_dev != d.st_dev;
+}
+
+int lcl_storage_reopen(const char *dir, const char *lower, enum lcl_disk disk,
+		       struct sbx_error *err)
+{
+	char *rw = sbx_xasprintf("%s/rw", dir), *root = sbx_xasprintf("%s/root", dir);
+	bool made = false;
+	int e = 0;
+	if (mounted_at(dir, root)) {
+		/* the whole storage is as the dead init left it: kept */
+	} else if (!mounted_at(dir, rw)) {
+		if (disk != LCL_DISK_EXT4)
+			e = sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND,
+					  "its disk was tmpfs (memory) and is gone");
+		else
+			made = !(e = lcl_disk_remount(dir, rw, err));
+	}
+	if (!e && !mounted_at(dir, root) && (e = mount_overlay(rw, root, lower, err)) < 0 && made)
+		umount2(rw, MNT_DETACH);
+	free(rw);
+	free(root);
 	return e;
 }
 

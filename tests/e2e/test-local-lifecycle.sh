@@ -166,16 +166,56 @@ if grep -q '"disk": "ext4"' "$MNT/dead/info"; then
 	ok "... and the kept image holds what was written in fs/" image_has "$img" /root/work.txt 'my work'
 	ok "rmdir ends the lease" rmdir "$MNT/dead"
 	ok "... the image stays" test -f "$img"
+	# Unmounted while its init died (the daemon restarted, its mounts still
+	# there), then a host restart (nothing mounted, no cgroup): before, both
+	# were reclaimed at the next mount, the disk set apart in unsaved/; now
+	# a new init starts on the lease's own disk, as docker start does.
+	# dies_unmounted NAME: the daemon unmounted, then lease NAME's init killed (sets init, id)
+	dies_unmounted() {
+		init=$(init_of "$MNT/$1")
+		id=$(json_get "$MNT/$1/info" '["sandboxId"]')
+		unmount_sbxfs
+		kill -9 "$init"
+		wait_for 5 sh -c "! kill -0 $init 2>/dev/null"
+	}
 	mkdir "$MNT/dead2"
 	echo 'written before the restart' >"$MNT/dead2/fs/root/w2.txt"
-	init=$(init_of "$MNT/dead2")
-	unmount_sbxfs
-	kill -9 "$init"
+	dies_unmounted dead2
 	mount_sbxfs
-	eq "init died while unmounted (a host restart): reclaimed at mount" "$(cat "$MNT/dead2/state")" reclaimed
-	ok "... its error file says the disk is kept" grep -q "its init died.*its disk is kept in $STATE/unsaved/dead2-" "$MNT/dead2/error"
-	ok "... and the image holds the file" image_has "$(kept_image "$MNT/dead2")" /root/w2.txt 'written before the restart'
-	rmdir "$MNT/dead2"
+	eq "init died while unmounted: running again at mount" "$(cat "$MNT/dead2/state")" running
+	ok "... with a new init" test "$(init_of "$MNT/dead2")" != "$init"
+	eq "... on its own disk: the file is there" "$(cat "$MNT/dead2/fs/root/w2.txt")" 'written before the restart'
+	eq "... and a run sees it" "$(echo 'cat /root/w2.txt' >"$MNT/dead2/exec" && cat "$MNT/dead2/exec")" 'written before the restart'
+	ok "... its error file says what was lost" grep -q "attach EXECUTION_FAILED: its init had died.*started again on its own disk; what was written is there, its processes are not" "$MNT/dead2/error"
+	echo 'after' >"$MNT/dead2/fs/root/w3.txt"
+	# a host restart: its init, its mounts (the loop device with them) and its cgroups gone
+	dies_unmounted dead2
+	umount "$STATE/local/$id/root" && umount "$STATE/local/$id/rw"
+	ok "(a host restart: nothing of the lease mounted)" sh -c "! grep -q '$id' /proc/self/mountinfo"
+	for d in /sys/fs/cgroup/*/sbxfs/"$id" /sys/fs/cgroup/sbxfs/"$id"; do [ -d "$d" ] && rmdir "$d"; done
+	mount_sbxfs
+	eq "after a host restart: running again at mount" "$(cat "$MNT/dead2/state")" running
+	eq "... both files there" "$(cat "$MNT/dead2/fs/root/w2.txt" "$MNT/dead2/fs/root/w3.txt")" 'written before the restart
+after'
+	eq "... a run writes, fs/ reads" "$(echo 'echo new >/root/w4.txt' >"$MNT/dead2/exec"; cat "$MNT/dead2/fs/root/w4.txt")" new
+	ok "... its disk is the image again, not tmpfs" grep -q '"disk": "ext4"' "$MNT/dead2/info"
+	ok "rmdir ends it" rmdir "$MNT/dead2"
+	ok "... and removes its storage (no image kept: a kill of ours)" test ! -e "$STATE/local/$id"
+	# it cannot be started again (this mount's init exits at once): the disk is kept, as before
+	mkdir "$MNT/dead5"
+	echo 'fifth' >"$MNT/dead5/fs/root/w5.txt"
+	dies_unmounted dead5
+	cp "$CONFIG" "$WORK/config.saved"
+	printf '{"providers": {"local": {"initPath": "/bin/false"}}}\n' >"$CONFIG"
+	mount_sbxfs
+	eq "init died while unmounted, and its new init fails: reclaimed at mount" "$(cat "$MNT/dead5/state")" reclaimed
+	ok "... its error file says the disk is kept, and why it was not started" grep -q "its init died.*its disk is kept in $STATE/unsaved/dead5-.*(it could not be started again: sbxfs-init /bin/false: exited at start-up" "$MNT/dead5/error"
+	ok "... and the image holds the file" image_has "$(kept_image "$MNT/dead5")" /root/w5.txt fifth
+	ok "... nothing of it is left mounted" sh -c "! grep -q '$id' /proc/self/mountinfo"
+	rmdir "$MNT/dead5"
+	unmount_sbxfs
+	cp "$WORK/config.saved" "$CONFIG"
+	mount_sbxfs
 	# STATE/unsaved cannot be used (a file there): the image stays beside the lease's directory
 	mv "$STATE/unsaved" "$STATE/unsaved.away" && touch "$STATE/unsaved"
 	mkdir "$MNT/dead3"
