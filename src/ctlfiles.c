@@ -780,6 +780,8 @@ static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const cha
 	}
 	sbx_runs_caller(&o->owner);
 	rc = sbx_runs_precheck(o->lease, &e);
+	if (!rc)
+		rc = sbx_lease_alive_check(o->lease, &e);
 	if (!rc && o->kind == SBX_N_CODE)
 		rc = code_ready(o->lease, o->language, &e);
 	if (rc) {

@@ -400,6 +400,8 @@ void set_state_locked(struct sbx_lease *l, enum sbx_lease_state to, const char *
 	l->state = to;
 	if (to == SBX_LS_PAUSED)
 		l->paused_boot = sbx_boot_s();
+	if (to == SBX_LS_RUNNING) /* created, attached, resumed: it just answered */
+		sbx_lease_heard(l);
 	pthread_cond_broadcast(&l->cond);
 	if (from != to)
 		journal_transition(l, from, to, cause);

@@ -90,6 +90,7 @@ struct sbx_lease {
 	time_t last_probe, last_extend; /* (L) timer bookkeeping (sbx_boot_s) */
 	atomic_bool probe_due;		/* a failure suggested the sandbox is gone */
 	atomic_bool unsaved_due;	/* resumed: unsaved files are retried at once */
+	_Atomic long long heard_ms;	/* sbx_now_ms() when its sandbox last answered */
 	bool stranded_told;		/* (L) gone with unsaved files: `error` said so */
 	bool ending;			/* (L) an rmdir or forget of it is under way */
 	char *dir;			/* state_dir/leases/NAME (read-only) */
@@ -212,6 +213,20 @@ void sbx_lease_unuse(struct sbx_lease *l);
  * paused), without resuming or counting as use; NULL otherwise.
  */
 struct sbx_instance *sbx_lease_peek(struct sbx_lease *l);
+
+/*
+ * Before a run of a running lease whose sandbox was not heard from for the
+ * -o alive_check time (a run that completed, a probe's stat): whether it
+ * answers (a stat of /). A run that met an outage failed only its
+ * close(), which `echo CMD > exec` never sees; asked first, the write
+ * fails ENOTCONN and the lease becomes `error`, as the probe a failure
+ * asks for makes it. 0, or -ENOTCONN with err set.
+ */
+int sbx_lease_alive_check(struct sbx_lease *l, struct sbx_error *err);
+/* The sandbox answered just now (sbx_lease_alive_check's clock). */
+void sbx_lease_heard(struct sbx_lease *l);
+/* -o alive_check=SECONDS (default 30; 0: before every run). */
+void sbx_lease_set_alive_check(long seconds);
 
 /* Explicit lifecycle (the `state` file). */
 int sbx_lease_pause(struct sbx_lease *l, const char *cause, struct sbx_error *err);

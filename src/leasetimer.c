@@ -105,9 +105,11 @@ static bool sandbox_answers(struct sbx_lease *l, struct sbx_instance *inst, stru
 {
 	struct sbx_stat st;
 	sbx_error_clear(e);
-	if (!l->prov->stat || !l->prov->stat(inst, "/", &st, e))
-		return true;
-	return e->code != SBX_E_CONNECTION_FAILED && e->code != SBX_E_TIMEOUT;
+	if (l->prov->stat && l->prov->stat(inst, "/", &st, e) &&
+	    (e->code == SBX_E_CONNECTION_FAILED || e->code == SBX_E_TIMEOUT))
+		return false;
+	sbx_lease_heard(l);
+	return true;
 }
 
 /*
@@ -225,6 +227,39 @@ static bool unreachable(struct sbx_lease *l, struct sbx_instance *inst, const st
 	if (changed)
 		record_error(l, "probe", e);
 	return changed;
+}
+
+static long alive_check_ms = 30000;
+
+void sbx_lease_set_alive_check(long seconds)
+{
+	alive_check_ms = seconds * 1000;
+}
+
+void sbx_lease_heard(struct sbx_lease *l)
+{
+	atomic_store(&l->heard_ms, sbx_now_ms());
+}
+
+int sbx_lease_alive_check(struct sbx_lease *l, struct sbx_error *err)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_instance *inst;
+	if (sbx_now_ms() - atomic_load(&l->heard_ms) < alive_check_ms)
+		return 0;
+	sbx_lock(&l->lock, SBX_LOCK_LEASE);
+	bool running = l->state == SBX_LS_RUNNING && !l->transition;
+	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
+	/* a paused lease resumes at the run, which says it if that fails */
+	if (!running || sbx_lease_use(l, &inst, &e))
+		return 0;
+	bool answers = sandbox_answers(l, inst, &e);
+	sbx_lease_unuse(l);
+	if (answers)
+		return 0;
+	unreachable(l, inst, &e, true);
+	return sbx_error_set(err, ENOTCONN, SBX_E_CONNECTION_FAILED,
+			     "lease %s: its sandbox does not answer: %s", l->name, e.msg);
 }
 
 /* Asks the provider how the sandbox is; returns true when the lease's state changed. */

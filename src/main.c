@@ -48,6 +48,7 @@ struct sbx_options {
 	char *cache_timeout;
 	char *writeback;
 	char *prefetch;	     /* -o prefetch=0|1 */
+	char *alive_check;   /* -o alive_check=SECONDS */
 	char *list_provider; /* --list=PROVIDER */
 	char *symlinks;	     /* "rewrite" (default) or "raw" */
 	char *idmap;	     /* "none" (default) or "user" */
@@ -75,6 +76,7 @@ static const struct fuse_opt option_spec[] = {
     OPT("fs_cache_timeout=%s", cache_timeout),
     OPT("writeback=%s", writeback),
     OPT("prefetch=%s", prefetch),
+    OPT("alive_check=%s", alive_check),
     OPT("symlinks=%s", symlinks),
     OPT("idmap=%s", idmap),
     OPT("share_group=%s", share_group),
@@ -272,6 +274,9 @@ static void usage(const char *prog)
 	    "                        files queued per lease (default 128; 0: close() uploads)\n"
 	    "    -o prefetch=0       remote fs/: no bulk reads of a directory's small files\n"
 	    "                        (default 1: on)\n"
+	    "    -o alive_check=S    a run asks a sandbox not heard from for S seconds\n"
+	    "                        whether it answers first, so an outage fails the\n"
+	    "                        write of exec (default 30; 0: before every run)\n"
 	    "    -o symlinks=raw     fs/ links show the sandbox's own text (default: rewritten\n"
 	    "                        so the host follows them inside the sandbox)\n"
 	    "    -o xattr            local fs/: extended attributes, as the lease's root has\n"
@@ -502,6 +507,15 @@ int main(int argc, char *argv[])
 		}
 		sbx_prefetch_set(!strcmp(opts.prefetch, "1"));
 	}
+	if (opts.alive_check) {
+		char *end;
+		long n = strtol(opts.alive_check, &end, 10);
+		if (!*opts.alive_check || *end || n < 0 || n > 86400) {
+			fprintf(stderr, "sbxfs: alive_check must be 0..86400 seconds\n");
+			goto out_args;
+		}
+		sbx_lease_set_alive_check(n);
+	}
 	if (opts.symlinks) {
 		if (strcmp(opts.symlinks, "raw") && strcmp(opts.symlinks, "rewrite")) {
 			fprintf(stderr, "sbxfs: symlinks must be rewrite or raw\n");
@@ -637,6 +651,7 @@ out_args:
 	free(opts.cache_timeout);
 	free(opts.writeback);
 	free(opts.prefetch);
+	free(opts.alive_check);
 	free(opts.list_provider);
 	free(opts.symlinks);
 	free(opts.idmap);

@@ -514,6 +514,8 @@ static void *run_main(void *arg)
 			}
 			sbx_code_result_free(&cr);
 		}
+		if (!rc)
+			sbx_lease_heard(l);
 		sbx_lease_unuse(l);
 	}
 	free(envs);

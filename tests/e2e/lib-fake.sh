@@ -256,6 +256,29 @@ sys.exit(not (('running', 'error') in t and ('error', 'running') in t))"
 	unmount_sbxfs
 }
 
+# A run on a sandbox not heard from for the -o alive_check time asks it
+# first (a stat of /): with alive_check=0, every run. The first run of an
+# outage then fails its write, `$?` 1; before, it failed only its close(),
+# which bash ignores: `$?` 0, no output. Mounts and unmounts itself.
+alive_story() {
+	local al=$MNT/alive out
+	log "--- alive_check: $1"
+	mount_sbxfs -o alive_check=0
+	ok "alive_check: a lease" mkdir "$al"
+	eq "... it runs (one stat more)" "$(printf 'echo up\n' >"$al/exec" && cat "$al/stdout")" up
+	fault_only "$2"
+	out=$(bash -c "echo 'echo hi' >'$al/exec'" 2>&1)
+	eq "the first run of an outage: \$? is 1" "$?" 1
+	ok "... with the reason (write error: ENOTCONN)" grep -q "write error: Transport endpoint is not connected" <<<"$out"
+	ok "... the error file says the sandbox does not answer" grep -q "its sandbox does not answer" "$al/error"
+	eq "... and the lease is error" "$(cat "$al/state")" error
+	fake_clear_faults
+	ok "the sandbox answers again: running" wait_for 20 grep -qx running "$al/state"
+	eq "... and runs" "$(printf 'echo back\n' >"$al/exec" && cat "$al/stdout")" back
+	end_leases
+	unmount_sbxfs
+}
+
 # A lease whose provider stops answering cannot be removed (rmdir must kill
 # its sandbox first, and a sandbox left running costs money): rmdir fails
 # ENOTCONN and says how out; `forget` on `state` drops the lease and leaves

@@ -155,6 +155,7 @@ unmount_sbxfs
 stranded_story "{\"kind\":\"5xx\",\"status\":500,\"key\":\"POST $TB/files/bulk-upload\"}" "$FHOME"
 unreachable_story "every request dropped" '{"kind":"drop","prefix":"/"}'
 unreachable_story "the sandbox's requests dropped, its API answers" "{\"kind\":\"drop\",\"prefix\":\"/toolbox\"}"
+alive_story "the sandbox's requests dropped, its API answers" "{\"kind\":\"drop\",\"prefix\":\"/toolbox\"}"
 forget_story "{\"kind\":\"slow\",\"delayMs\":2000,\"complete\":true,\"count\":1,\"key\":\"POST $TB/files/bulk-upload\"}"
 key_rotation_story
 finish

@@ -123,6 +123,7 @@ unmount_sbxfs
 stranded_story "{\"kind\":\"5xx\",\"status\":500,\"key\":\"POST /files\"}" "$FHOME"
 unreachable_story "every request dropped" '{"kind":"drop","prefix":"/"}'
 unreachable_story "the sandbox's requests dropped, its API answers" "{\"kind\":\"drop\",\"prefix\":\"/process\"},{\"kind\":\"drop\",\"prefix\":\"/filesystem\"},{\"kind\":\"drop\",\"prefix\":\"/files\"}"
+alive_story "the sandbox's requests dropped, its API answers" "{\"kind\":\"drop\",\"prefix\":\"/process\"},{\"kind\":\"drop\",\"prefix\":\"/filesystem\"},{\"kind\":\"drop\",\"prefix\":\"/files\"}"
 forget_story "{\"kind\":\"slow\",\"delayMs\":2000,\"complete\":true,\"count\":1,\"key\":\"POST /files\"}"
 key_rotation_story
 finish

@@ -189,7 +189,7 @@ eq "providers.local.diskMB past 16 TiB: the mount is refused, saying the bound" 
 # fs_cache_timeout= (empty) and =nan were taken: as 0, and as NaN seconds.
 # Any option given empty is refused as such (an unset variable), one rule for all.
 for o in fs_cache_timeout= fs_cache_timeout=nan fs_cache_timeout=-1 writeback= writeback=x \
-	prefetch= symlinks= log_level= idmap= idmap=users; do
+	prefetch= symlinks= log_level= idmap= idmap=users alive_check= alive_check=-1 alive_check=1h; do
 	out=$(timeout 20 "$SBXFS" -o "state_dir=$WORK/s2,$o" "$WORK/m2" 2>&1)
 	rc=$?
 	mountpoint -q "$WORK/m2" && fusermount3 -u "$WORK/m2"
