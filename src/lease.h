@@ -220,7 +220,8 @@ struct sbx_instance *sbx_lease_peek(struct sbx_lease *l);
  * answers (a stat of /). A run that met an outage failed only its
  * close(), which `echo CMD > exec` never sees; asked first, the write
  * fails ENOTCONN and the lease becomes `error`, as the probe a failure
- * asks for makes it. 0, or -ENOTCONN with err set.
+ * asks for makes it. A paused lease is resumed here (autoResume), so a
+ * resume that fails fails the write too. 0, or -errno with err set.
  */
 int sbx_lease_alive_check(struct sbx_lease *l, struct sbx_error *err);
 /* The sandbox answered just now (sbx_lease_alive_check's clock). */

@@ -245,13 +245,20 @@ int sbx_lease_alive_check(struct sbx_lease *l, struct sbx_error *err)
 {
 	struct sbx_error e = SBX_ERROR_INIT;
 	struct sbx_instance *inst;
-	if (sbx_now_ms() - atomic_load(&l->heard_ms) < alive_check_ms)
-		return 0;
 	sbx_lock(&l->lock, SBX_LOCK_LEASE);
 	bool running = l->state == SBX_LS_RUNNING && !l->transition;
+	bool paused = l->state == SBX_LS_PAUSED || l->state == SBX_LS_PAUSING;
 	sbx_unlock(&l->lock, SBX_LOCK_LEASE);
-	/* a paused lease resumes at the run, which says it if that fails */
-	if (!running || sbx_lease_use(l, &inst, &e))
+	if (paused) { /* resumed now (autoResume: runs_precheck refused it otherwise) */
+		int rc = sbx_lease_use(l, &inst, err);
+		if (!rc)
+			sbx_lease_unuse(l);
+		else
+			sbx_error_prefix(err, "the paused lease could not be resumed for the run");
+		return rc;
+	}
+	if (!running || sbx_now_ms() - atomic_load(&l->heard_ms) < alive_check_ms ||
+	    sbx_lease_use(l, &inst, &e))
 		return 0;
 	bool answers = sandbox_answers(l, inst, &e);
 	sbx_lease_unuse(l);

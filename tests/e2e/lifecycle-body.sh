@@ -122,6 +122,19 @@ ok "error says autoResume is off" grep -q "autoResume is off" "$MNT/man/error"
 eq "still paused" "$(cat "$MNT/man/state")" "paused"
 echo resume >"$MNT/man/state"
 eq "explicit resume works" "$(cat "$MNT/man/state")" "running"
+# A resume that fails fails the run's write: it resumed at the run's close,
+# where a failure is seen by no shell (`$?` 0, no output).
+if [ "$PROVIDER" != local ]; then
+	echo pause >"$L/state"
+	fault_only "{\"kind\":\"5xx\",\"status\":500,\"key\":\"$RESUME_KEY\"}"
+	out=$(bash -c "echo 'echo hi' >'$L/exec'" 2>&1)
+	eq "a paused lease whose resume fails: echo CMD > exec, \$? is 1" "$?" 1
+	ok "... with the reason (write error: EIO)" grep -q "write error: Input/output error" <<<"$out"
+	ok "... the error file says the resume failed" grep -q "the paused lease could not be resumed for the run: .*injected fault" "$L/error"
+	eq "... still paused" "$(cat "$L/state")" paused
+	fake_clear_faults
+	eq "the resume answers again: the run resumes it and runs" "$(echo 'echo hi' >"$L/exec" && cat "$L/exec")" hi
+fi
 
 # 5. lifetime reached -> reclaimed; fs/ answers at once.
 echo "new short profile=short" >"$MNT/ctl"
