@@ -232,7 +232,7 @@ stranded_story() { # stranded_story UPLOAD_FAULT HOME
 # `running` and runs work. Mounts and unmounts itself: call it with nothing
 # mounted.
 unreachable_story() {
-	local ul=$MNT/unreach out
+	local ul=$MNT/unreach
 	log "--- $1"
 	mount_sbxfs
 	ok "unreachable: a lease" mkdir "$ul"
@@ -241,10 +241,8 @@ unreachable_story() {
 	eq "a run that meets it fails its close ENOTCONN" \
 		"$(errno_of "$(write_close "$ul/exec" 'echo hi')")" ENOTCONN
 	ok "... and the lease becomes error" wait_for 10 grep -qx error "$ul/state"
-	out=$(bash -c "echo 'echo hi' >'$ul/exec'" 2>&1)
-	eq "then a shell's echo CMD > exec: \$? is 1" "$?" 1
-	ok "... with the reason (write error: ENOTCONN)" grep -q "write error: Transport endpoint is not connected" <<<"$out"
-	ok "... and the error file says the provider is unreachable" grep -qi "unreachable\|connect" "$ul/error"
+	run_write_fails "$ul" "then a shell's" "Transport endpoint is not connected" \
+		"unreachable\|connect"
 	fake_clear_faults
 	ok "the provider answers again: the lease is running" wait_for 20 grep -qx running "$ul/state"
 	eq "... and runs" "$(printf 'echo back\n' >"$ul/exec" && cat "$ul/stdout")" back
@@ -261,16 +259,14 @@ sys.exit(not (('running', 'error') in t and ('error', 'running') in t))"
 # outage then fails its write, `$?` 1; before, it failed only its close(),
 # which bash ignores: `$?` 0, no output. Mounts and unmounts itself.
 alive_story() {
-	local al=$MNT/alive out
+	local al=$MNT/alive
 	log "--- alive_check: $1"
 	mount_sbxfs -o alive_check=0
 	ok "alive_check: a lease" mkdir "$al"
 	eq "... it runs (one stat more)" "$(printf 'echo up\n' >"$al/exec" && cat "$al/stdout")" up
 	fault_only "$2"
-	out=$(bash -c "echo 'echo hi' >'$al/exec'" 2>&1)
-	eq "the first run of an outage: \$? is 1" "$?" 1
-	ok "... with the reason (write error: ENOTCONN)" grep -q "write error: Transport endpoint is not connected" <<<"$out"
-	ok "... the error file says the sandbox does not answer" grep -q "its sandbox does not answer" "$al/error"
+	run_write_fails "$al" "the first run of an outage" "Transport endpoint is not connected" \
+		"its sandbox does not answer"
 	eq "... and the lease is error" "$(cat "$al/state")" error
 	fake_clear_faults
 	ok "the sandbox answers again: running" wait_for 20 grep -qx running "$al/state"

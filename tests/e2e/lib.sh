@@ -214,6 +214,17 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
+# run_write_fails LEASE WHAT REASON ERROR_RE: bash's `echo CMD > LEASE/exec`
+# fails its write (what a shell sees: $? 1, "write error: REASON"), and
+# LEASE/error matches ERROR_RE.
+run_write_fails() {
+	local out
+	out=$(bash -c "echo 'echo hi' >'$1/exec'" 2>&1)
+	eq "$2: echo CMD > exec, \$? is 1" "$?" 1
+	ok "... with the reason (write error: $3)" grep -q "write error: $3" <<<"$out"
+	ok "... the error file says why" grep -q "$4" "$1/error"
+}
+
 finish() {
 	# A clean unmount ends the daemon with status 0 (under ASan: no leak, no error).
 	if [ -n "$SBXFS_PID" ]; then

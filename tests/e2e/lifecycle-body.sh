@@ -127,10 +127,8 @@ eq "explicit resume works" "$(cat "$MNT/man/state")" "running"
 if [ "$PROVIDER" != local ]; then
 	echo pause >"$L/state"
 	fault_only "{\"kind\":\"5xx\",\"status\":500,\"key\":\"$RESUME_KEY\"}"
-	out=$(bash -c "echo 'echo hi' >'$L/exec'" 2>&1)
-	eq "a paused lease whose resume fails: echo CMD > exec, \$? is 1" "$?" 1
-	ok "... with the reason (write error: EIO)" grep -q "write error: Input/output error" <<<"$out"
-	ok "... the error file says the resume failed" grep -q "the paused lease could not be resumed for the run: .*injected fault" "$L/error"
+	run_write_fails "$L" "a paused lease whose resume fails" "Input/output error" \
+		"the paused lease could not be resumed for the run: .*injected fault"
 	eq "... still paused" "$(cat "$L/state")" paused
 	fake_clear_faults
 	eq "the resume answers again: the run resumes it and runs" "$(echo 'echo hi' >"$L/exec" && cat "$L/exec")" hi
