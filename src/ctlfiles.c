@@ -19,6 +19,7 @@
 #include "ports.h"
 #include "run.h"
 #include "tty.h"
+#include "writeback.h"
 
 /* Largest text accepted by a control file write (a script, a code cell). */
 #define SBX_CTL_MAX_TEXT (16u << 20)
@@ -782,6 +783,8 @@ static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const cha
 	rc = sbx_runs_precheck(o->lease, &e);
 	if (!rc)
 		rc = sbx_lease_alive_check(o->lease, &e);
+	if (!rc)
+		rc = sbx_fs_drain_for_run(o->lease, &e);
 	if (!rc && o->kind == SBX_N_CODE)
 		rc = code_ready(o->lease, o->language, &e);
 	if (rc) {

@@ -1014,7 +1014,8 @@ const struct sbx_fs_ops sbx_fs_cached_ops = {
  */
 static void before_pause(struct sbx_lease *l)
 {
-	sbx_fs_drain(l);
+	struct sbx_error ignore = SBX_ERROR_INIT; /* said in `error` by the upload */
+	sbx_fs_drain(l, &ignore);
 	if (l->cache)
 		sbx_cache_streams_wait(l->cache);
 	sbx_fs_before_pause(l);

@@ -281,8 +281,12 @@ static bool file_failure(int rc)
 	return false;
 }
 
-/* One pass over l's unsaved files of a kind (see sbx_fs_save_unsaved). */
-static size_t save_pass(struct sbx_lease *l, enum sbx_unsaved which, long long deadline_ms)
+/*
+ * One pass over l's unsaved files of a kind (see sbx_fs_save_unsaved);
+ * *stuck (may be NULL) gets the failure that stopped it, if one did.
+ */
+static size_t save_pass(struct sbx_lease *l, enum sbx_unsaved which, long long deadline_ms,
+			struct sbx_error *stuck)
 {
 	struct sbx_cfile *cf[SBX_SAVE_UNSAVED_MAX];
 	size_t n;
@@ -307,11 +311,14 @@ static size_t save_pass(struct sbx_lease *l, enum sbx_unsaved which, long long d
 		failed = rc && !file_failure(rc);
 		if (rc) { /* named by the file's path: the reason may name a hidden temporary */
 			char *path = sbx_cfile_path(l->cache, cf[i]);
+			enum sbx_errcode code = err.code;
 			snprintf(why, sizeof(why), "%s", err.msg);
 			sbx_error_set(&err, rc, SBX_E_NONE,
 				      "unsaved changes kept in %s, not uploaded yet: %s",
 				      sbx_cfile_name(cf[i]), why);
 			fsc_record(l, all ? "save before exit: upload" : "upload", path, rc, &err);
+			if (failed && stuck)
+				sbx_error_set(stuck, rc, code, "%s: %s", path, why);
 			free(path);
 		}
 		sbx_cache_file_put(l->cache, cf[i]);
@@ -321,13 +328,15 @@ static size_t save_pass(struct sbx_lease *l, enum sbx_unsaved which, long long d
 
 size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
 {
-	return save_pass(l, all ? SBX_UNSAVED_ALL : SBX_UNSAVED_ORPHANS, deadline_ms);
+	return save_pass(l, all ? SBX_UNSAVED_ALL : SBX_UNSAVED_ORPHANS, deadline_ms, NULL);
 }
 
-void sbx_fs_save_owed(struct sbx_lease *l)
+int sbx_fs_save_owed(struct sbx_lease *l, struct sbx_error *err)
 {
+	sbx_error_clear(err);
 	if (l->cache && sbx_cache_unsaved_count(l->cache))
-		save_pass(l, SBX_UNSAVED_OWED, sbx_now_ms() + SBX_UNSAVED_PASS_MS);
+		save_pass(l, SBX_UNSAVED_OWED, sbx_now_ms() + SBX_UNSAVED_PASS_MS, err);
+	return -err->err;
 }
 
 void fsc_upload_bg_many(struct sbx_lease *l, struct sbx_cfile **cf, size_t n, int *rcs)

@@ -122,9 +122,11 @@ size_t sbx_fs_save_unsaved(struct sbx_lease *l, bool all, long long deadline_ms)
  * Before a run (sbx_fs_drain): the orphans again whatever their back-off,
  * stopping as the timer's pass does (a run waits for at most one upload
  * that fails for the sandbox's sake), so that a run sees what close()
- * returned for once the cause has passed.
+ * returned for once the cause has passed. Returns 0, or the -errno of a
+ * failure that was the sandbox's, not the file's (a 5xx, no connection),
+ * with err naming the file: the run then would not see what was written.
  */
-void sbx_fs_save_owed(struct sbx_lease *l);
+int sbx_fs_save_owed(struct sbx_lease *l, struct sbx_error *err);
 /*
  * Installs sbx_fs_before_pause and sbx_fs_save_unsaved as the lease
  * module's hooks (sbx_lease_set_hooks); main.c calls it before the mount

@@ -438,8 +438,9 @@ static void *run_main(void *arg)
 	size_t printed = SIZE_MAX;
 	char **envs = env_lines(l);
 	long timeout_ms = l->spec.run_timeout_s * 1000;
-	int rc = sbx_lease_use(l, &inst, &err);
-	bool used = !rc;
+	/* what close returned for goes up first (the uploads resume a paused lease) */
+	int rc = sbx_fs_drain_for_run(l, &err);
+	bool used = !rc && !(rc = sbx_lease_use(l, &inst, &err));
 	if (r->kind == SBX_RUN_SHELL) {
 		result = json_object();
 		json_object_set_new(result, "type", json_string("command"));
@@ -452,7 +453,6 @@ static void *run_main(void *arg)
 		json_object_set_new(result, "success", json_false());
 	}
 	if (!rc) {
-		sbx_fs_drain(l);
 		if (l->prov->sync)
 			l->prov->sync(inst, &err);
 		char *script = NULL, *shell = NULL;

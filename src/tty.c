@@ -179,7 +179,7 @@ static int start_locked(struct sbx_tty *t)
 	rc = sbx_lease_use(l, &inst, &err);
 	if (!rc) {
 		/* Queued uploads and chmod/utimens first, as before a run: the shell sees them. */
-		sbx_fs_drain(l);
+		sbx_fs_drain(l, &err); /* a failure is in `error` already: the shell starts */
 		if (l->prov->sync)
 			l->prov->sync(inst, &err);
 		sbx_error_clear(&err);

@@ -415,12 +415,21 @@ void sbx_wb_stop(struct sbx_wb *wb)
 	pthread_mutex_unlock(&wb->l->mount->lock);
 }
 
-void sbx_fs_drain(struct sbx_lease *l)
+int sbx_fs_drain(struct sbx_lease *l, struct sbx_error *err)
 {
 	sbx_wb_drain(l->wb);
 	/* and what no queue holds: a close's upload, an orphan's (lease timer) */
 	if (l->cache)
 		sbx_cache_wait_uploads(l->cache);
 	/* and the failed uploads, whatever their back-off: a run sees what close returned for */
-	sbx_fs_save_owed(l);
+	return sbx_fs_save_owed(l, err);
+}
+
+int sbx_fs_drain_for_run(struct sbx_lease *l, struct sbx_error *err)
+{
+	int rc = sbx_fs_drain(l, err);
+	if (rc)
+		sbx_error_prefix(err, "the run was not started: a file written in fs/ has not "
+				      "reached the sandbox (it is kept, and retried)");
+	return rc;
 }

@@ -63,7 +63,17 @@ void sbx_wb_stop(struct sbx_wb *wb);
 /*
  * Waits for l's queued uploads, then tries the failed ones again
  * (sbx_fs_save_owed): before a run, a code cell, a tty, a pause, exit.
+ * 0, or -errno when a file could not reach the sandbox for the sandbox's
+ * sake (err names it and why).
  */
-void sbx_fs_drain(struct sbx_lease *l);
+int sbx_fs_drain(struct sbx_lease *l, struct sbx_error *err);
+/*
+ * sbx_fs_drain before a run (its first write, and its start): a run must
+ * see what close() returned for, so a file that could not reach the
+ * sandbox for the sandbox's sake fails the run, not started, with the
+ * file and why in err. A file's own failure (EACCES, ENOSPC in the
+ * sandbox) does not: it is said in `error`, and a run is how it is fixed.
+ */
+int sbx_fs_drain_for_run(struct sbx_lease *l, struct sbx_error *err);
 
 #endif

@@ -382,7 +382,8 @@ static void two_orphans(int err)
  * A failed upload nobody retries went up only at the unmount: a run after
  * the cause had passed saw the old data. Now a run (sbx_fs_save_owed) and
  * the timer (sbx_fs_save_unsaved, by its back-off) retry it; a failure
- * of the sandbox's stops the pass, one of the file's own does not.
+ * of the sandbox's stops the pass and is returned (the run is not started),
+ * one of the file's own does not.
  */
 START_TEST(test_orphans_owed_to_a_run)
 {
@@ -390,12 +391,15 @@ START_TEST(test_orphans_owed_to_a_run)
 	two_orphans(ENOTCONN);
 	ck_assert_int_eq(sbx_fs_save_unsaved(L, false, sbx_now_ms() + 10000), 2);
 	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 0); /* the back-off */
-	sbx_fs_save_owed(L);
-	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1); /* the sandbox's failure: stop */
+	/* the sandbox's failure: stop, and say it (a run is not started on the old data) */
+	ck_assert_int_eq(sbx_fs_save_owed(L, &E), -ENOTCONN);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 1);
+	ck_assert_ptr_nonnull(strstr(E.msg, "/o"));
 	memprov_fail(mp, MP_WRITE, EACCES, -1);
 	memprov_reset_calls(mp);
-	sbx_fs_save_owed(L);
-	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 2); /* the file's own: go on */
+	/* the file's own: go on, and the run may start (it is said in `error`) */
+	ck_assert_int_eq(sbx_fs_save_owed(L, &E), 0);
+	ck_assert_int_eq(memprov_calls(mp, MP_WRITE), 2);
 	memprov_fail(mp, MP_WRITE, 0, 0);
 	memprov_reset_calls(mp);
 	ck_assert_int_eq(sbx_fs_save_unsaved(L, false, sbx_now_ms() + 10000), 2);
