@@ -47,22 +47,6 @@
 
 static char *cg_mode, *cg_root, *disk_kind; /* owned copies of the settings strings */
 
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char buf[4096];
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-		return -ENAMETOOLONG;
-	for (char *s = buf + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*s = '/';
-	}
-	return mkdir(buf, mode) < 0 && errno != EEXIST ? -errno : 0;
-}
-
 static int setting_str(json_t *s, const char *key, char **out, struct sbx_error *err)
 {
 	json_t *v = json_object_get(s, key);
@@ -134,7 +118,7 @@ static int local_init(const struct sbx_provider_env *env, struct sbx_error *err)
 		lcl_cfg.disk_mb = 4096;
 	sbx_buf_addf(&dir, "%s/local", env && env->state_dir ? env->state_dir : "/var/lib/sbxfs");
 	lcl_cfg.state_dir = sbx_buf_detach(&dir, NULL);
-	if ((e = mkdir_p(lcl_cfg.state_dir, 0700)) < 0)
+	if ((e = sbx_mkdir_p(lcl_cfg.state_dir, 0700)) < 0)
 		return sbx_error_set(err, e, 0, "local provider: %s: %s", lcl_cfg.state_dir,
 				     strerror(-e));
 	return 0;
@@ -401,7 +385,7 @@ static char *keep_disk(struct local_inst *li)
 				  (int)(strrchr(lcl_cfg.state_dir, '/') - lcl_cfg.state_dir),
 				  lcl_cfg.state_dir);
 	to = sbx_xasprintf("%s/%s-%s-%s.ext4", dir, li->lease, stamp, li->base.id);
-	int e = mkdir_p(dir, 0700);
+	int e = sbx_mkdir_p(dir, 0700);
 	if (!e && rename(img, to))
 		e = -errno;
 	if (e) { /* unsaved/ on another disk, or none to be made: beside the lease's directory */
