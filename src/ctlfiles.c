@@ -788,8 +788,14 @@ static int runner_write_check(struct sbx_mount *m, struct sbx_open *o, const cha
 	if (!rc && o->kind == SBX_N_CODE)
 		rc = code_ready(o->lease, o->language, &e);
 	if (rc) {
+		bool code = o->kind == SBX_N_CODE;
+		char *text = sbx_xstrndup(buf, size);
 		o->refused = true;
-		sbx_lease_error(o->lease, o->kind == SBX_N_CODE ? "code" : "exec", &e);
+		sbx_lease_error(o->lease, code ? "code" : "exec", &e);
+		/* the caller's next `cat exec` answers for this one, not the run before */
+		sbx_run_refused(o->lease, code ? SBX_RUN_CODE : SBX_RUN_SHELL,
+				code ? o->language : NULL, text, &o->owner, rc, &e);
+		free(text);
 	}
 	return rc;
 }

@@ -426,6 +426,42 @@ static void unstage_text(struct sbx_lease *l, struct sbx_instance *inst, char *s
 	free(script);
 }
 
+/* A run's result before its end: what it is, nothing known yet. */
+static json_t *result_new(const struct sbx_run *r)
+{
+	json_t *result = json_object();
+	if (r->kind == SBX_RUN_SHELL) {
+		json_object_set_new(result, "type", json_string("command"));
+		json_object_set_new(result, "command", text_or_null(r->text, strlen(r->text)));
+		json_object_set_new(result, "exitCode", json_null());
+	} else {
+		json_object_set_new(result, "type", json_string("code"));
+		json_object_set_new(result, "language", json_string(r->language));
+		json_object_set_new(result, "success", json_false());
+	}
+	return result;
+}
+
+/* The end of run r with rc (its result written): its waiters and readers let go. */
+static void run_done(struct sbx_run *r, int rc)
+{
+	pthread_mutex_lock(&r->lock);
+	if (r->out_fd >= 0)
+		close(r->out_fd);
+	if (r->err_fd >= 0)
+		close(r->err_fd);
+	r->out_fd = r->err_fd = -1;
+	free(r->text);
+	r->text = NULL;
+	r->rc = rc;
+	r->done = true;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	/* A finished run no longer holds its lease (the lease's table holds it). */
+	sbx_lease_put(r->lease);
+	sbx_run_put(r);
+}
+
 static void *run_main(void *arg)
 {
 	struct sbx_run *r = arg;
@@ -434,24 +470,13 @@ static void *run_main(void *arg)
 	struct sbx_instance *inst;
 	struct sbx_run_sink sink = {r, sink_output, &r->cancel};
 	long long t0 = sbx_now_ms();
-	json_t *result = NULL;
 	size_t printed = SIZE_MAX;
 	char **envs = env_lines(l);
 	long timeout_ms = l->spec.run_timeout_s * 1000;
 	/* what close returned for goes up first (the uploads resume a paused lease) */
 	int rc = sbx_fs_drain_for_run(l, &err);
 	bool used = !rc && !(rc = sbx_lease_use(l, &inst, &err));
-	if (r->kind == SBX_RUN_SHELL) {
-		result = json_object();
-		json_object_set_new(result, "type", json_string("command"));
-		json_object_set_new(result, "command", text_or_null(r->text, strlen(r->text)));
-		json_object_set_new(result, "exitCode", json_null());
-	} else {
-		result = json_object();
-		json_object_set_new(result, "type", json_string("code"));
-		json_object_set_new(result, "language", json_string(r->language));
-		json_object_set_new(result, "success", json_false());
-	}
+	json_t *result = result_new(r);
 	if (!rc) {
 		if (l->prov->sync)
 			l->prov->sync(inst, &err);
@@ -539,19 +564,7 @@ static void *run_main(void *arg)
 		sbx_mount_error(l->mount, "exec", &err);
 	if (rc)
 		sbx_lease_error(l, r->kind == SBX_RUN_SHELL ? "exec" : "code", &err);
-	pthread_mutex_lock(&r->lock);
-	close(r->out_fd);
-	close(r->err_fd);
-	r->out_fd = r->err_fd = -1;
-	free(r->text);
-	r->text = NULL;
-	r->rc = rc;
-	r->done = true;
-	pthread_cond_broadcast(&r->cond);
-	pthread_mutex_unlock(&r->lock);
-	/* A finished run no longer holds its lease (the lease's table holds it). */
-	sbx_lease_put(l);
-	sbx_run_put(r);
+	run_done(r, rc);
 	return NULL;
 }
 
@@ -588,12 +601,11 @@ static int create_files(struct sbx_run *r, struct sbx_error *err)
 	return rc;
 }
 
-int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *language,
-		  const char *text, const struct sbx_run_owner *owner, struct sbx_run **out,
-		  struct sbx_error *err)
+/* Run N of l, in its table, holding l; refs: the caller's and the thread's. */
+static struct sbx_run *run_new(struct sbx_lease *l, enum sbx_run_kind kind, const char *language,
+			       const char *text, const struct sbx_run_owner *owner)
 {
 	struct sbx_run *r = sbx_xcalloc(1, sizeof(*r));
-	int rc;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 	r->refs = 2; /* the caller's and the thread's; the lease's table takes its own */
@@ -611,7 +623,15 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 	l->refs++;
 	pthread_mutex_unlock(&l->mount->lock);
 	sbx_runs_add(l, r);
-	rc = create_files(r, err);
+	return r;
+}
+
+int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *language,
+		  const char *text, const struct sbx_run_owner *owner, struct sbx_run **out,
+		  struct sbx_error *err)
+{
+	struct sbx_run *r = run_new(l, kind, language, text, owner);
+	int rc = create_files(r, err);
 	if (!rc) {
 		sbx_runs_prune(l);
 		if (sbx_thread_detached(&r->thread, run_main, r))
@@ -619,17 +639,28 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 			    sbx_error_set(err, EAGAIN, SBX_E_INTERNAL, "cannot start a run thread");
 	}
 	if (rc) {
-		pthread_mutex_lock(&r->lock);
-		r->rc = rc;
-		r->done = true;
-		r->refs--; /* the thread's */
-		pthread_mutex_unlock(&r->lock);
-		sbx_lease_put(l);
-		sbx_run_put(r);
+		sbx_run_put(r); /* the thread's */
+		run_done(r, rc);
 		return rc;
 	}
 	*out = r;
 	return 0;
+}
+
+void sbx_run_refused(struct sbx_lease *l, enum sbx_run_kind kind, const char *language,
+		     const char *text, const struct sbx_run_owner *owner, int rc,
+		     const struct sbx_error *why)
+{
+	struct sbx_error e = SBX_ERROR_INIT;
+	struct sbx_run *r = run_new(l, kind, language, text, owner);
+	if (!create_files(r, &e)) {
+		sbx_runs_prune(l);
+		json_t *result = result_new(r);
+		finish(r, result, SIZE_MAX, rc, why, 0);
+		json_decref(result);
+	}
+	sbx_run_put(r); /* no thread */
+	run_done(r, rc);
 }
 
 /* How long a killed waiter's answer waits for the provider to stop the run. */

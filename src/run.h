@@ -86,6 +86,16 @@ int sbx_run_start(struct sbx_lease *l, enum sbx_run_kind kind, const char *langu
 		  const char *text, const struct sbx_run_owner *owner, struct sbx_run **out,
 		  struct sbx_error *err);
 /*
+ * A run refused before it could start (the first write of `exec` or
+ * `code.*` failed: the lease killed, unreachable, paused without
+ * autoResume, files that could not go up): recorded as one that could not
+ * complete, with rc and why in its result, so that the caller's `cat exec`
+ * or `result` answers for it, not for the run before.
+ */
+void sbx_run_refused(struct sbx_lease *l, enum sbx_run_kind kind, const char *language,
+		     const char *text, const struct sbx_run_owner *owner, int rc,
+		     const struct sbx_error *why);
+/*
  * Waits for the end (the run's writer); returns the run's rc (0 even for a
  * non-zero exit), or -EINTR when the waiting process is killed (the run is
  * then cancelled: the provider stops it).

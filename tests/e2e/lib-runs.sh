@@ -69,13 +69,20 @@ story_runs_own_output() {
 story_runs_refused() {
 	local P=$MNT/${L##*/}-p out rc n
 	echo "new ${P##*/} autoResume=false" >"$MNT/ctl"
+	echo 'echo before' >"$P/exec"
 	ok "pause the autoResume-off lease" sh -c "echo pause > '$P/state'"
 	out=$(bash -c "echo true > '$P/exec'" 2>&1)
 	rc=$?
 	ok "bash -c 'echo true > exec' on it exits non-zero (rc $rc)" test "$rc" != 0
 	ok "... bash prints the reason: $out" sh -c "echo '$out' | grep -q 'Resource temporarily unavailable'"
 	ok "... error says autoResume is off" grep -q "paused and autoResume is off" "$P/error"
-	eq "... and nothing ran" "$(ls "$P/runs" 2>/dev/null | wc -l)" 0
+	# It leaves a record of a run that could not start: the caller's `cat
+	# exec` answered for the run before it (its output, exit 0).
+	eq "... nothing ran: its record says why" "$(json_get "$P/runs/2/result" '["command"], d["exitCode"], d["runError"]["errno"]')" \
+		"('true\n', None, 'EAGAIN')"
+	out=$(bash -c "cat '$P/exec'" 2>&1)
+	eq "... and the caller's cat exec fails with it, printing nothing else" "$?:$out" \
+		"1:cat: $P/exec: Resource temporarily unavailable"
 	echo resume >"$P/state"
 	eq "after resume it runs" "$(bash -c "echo 'echo up' > '$P/exec'; cat '$P/exec'")" up
 	ok "rmdir it" rmdir "$P"
