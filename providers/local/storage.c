@@ -206,7 +206,7 @@ out:
 	return e;
 }
 
-/* Whether path is a mount's root (its device is not its parent's). */
+/* Whether the directory name is a mount's root: its device is not dir's. */
 static bool mounted_at(const char *dir, const char *name)
 {
 	struct stat d, m;

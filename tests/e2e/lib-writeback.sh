@@ -10,18 +10,6 @@ WB_MAX=4      # -o writeback=4: four files queued at most
 STALL_MS=4000 # a stalled upload
 FAST_MS=2000  # "at once": far below one stall, with room for a loaded machine
 
-# root_file PATH: the file's content as the fake's sandbox root holds it (no
-# request to the mount), read through the fake's mount namespace (run-fake.sh).
-root_file() {
-	local root
-	root=$(fake_get /_fake/sandboxes | python3 -c '
-import json, sys
-s = [x for x in json.load(sys.stdin) if x["id"] == sys.argv[1]]
-print(s[0]["root"] if s else "/nonexistent")' "$ID")
-	cat "/proc/$FAKE_PID/root$root$1" 2>/dev/null || echo "(absent)"
-}
-# root_has ID PATH TEXT: sandbox ID's root holds TEXT at PATH.
-root_has() { [ "$(ID=$1 root_file "$2")" = "$3" ]; }
 stall_uploads() { fault_only "{\"kind\":\"slow\",\"delayMs\":$1,\"key\":\"$UPLOAD_KEY\"}"; }
 ms_of() { set -- $(errno_ms_of "$1"); [ "$1" = OK ] && echo "$2" || echo "failed:$1"; }
 # create_close PATH TEXT: a statement: create (or truncate), write, close.
