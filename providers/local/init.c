@@ -29,6 +29,7 @@
  * scope). It uses libc only, so it can be copied
  * anywhere.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -539,6 +540,46 @@ out:
 	free(envp);
 }
 
+/*
+ * After kill(-1, SIGSTOP) (a pause without a freezer): kill returns once the
+ * signal is queued, and a process in a system call finishes it before it
+ * stops, so the pause answered while the sandbox still wrote (a counter's
+ * `mv` landed after it, seen under load). Waits, up to 2 s, until every
+ * other process of the namespace is stopped or gone.
+ */
+static void wait_stopped(void)
+{
+	for (int tries = 0; tries < 200; tries++) {
+		DIR *d = opendir("/proc");
+		struct dirent *de;
+		bool all = true;
+		if (!d)
+			return;
+		while (all && (de = readdir(d))) {
+			char path[64], buf[512], *end, *p;
+			long pid = strtol(de->d_name, &end, 10);
+			if (*end || pid <= 1)
+				continue;
+			snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+			if (fd >= 0)
+				close(fd);
+			if (n <= 0)
+				continue;
+			buf[n] = '\0';
+			p = strrchr(buf,
+				    ')'); /* the name may hold anything: the state follows ") " */
+			if (p && p[1] == ' ' && p[2] && !strchr("TtZX", p[2]))
+				all = false;
+		}
+		closedir(d);
+		if (all)
+			return;
+		usleep(10000);
+	}
+}
+
 static void accept_one(int lfd)
 {
 	struct timeval tv = {.tv_sec = 5};
@@ -568,10 +609,13 @@ static void accept_one(int lfd)
 		break;
 	case LCL_OP_SIGNAL:
 		/* From PID 1, kill(-1) reaches every process of the namespace but init. */
-		if (kill(-1, (int)req.flags) < 0 && errno != ESRCH)
+		if (kill(-1, (int)req.flags) < 0 && errno != ESRCH) {
 			reply(conn, LCL_R_ERROR, 0, 0, errno, "kill failed");
-		else
+		} else {
+			if (req.flags == SIGSTOP)
+				wait_stopped();
 			reply(conn, LCL_R_DONE, 0, 0, 0, NULL);
+		}
 		break;
 	case LCL_OP_LOG:
 		if (nfds != 1 || dup2(fds[0], 2) < 0)
