@@ -458,6 +458,7 @@ static int local_attach(const struct sbx_spec *spec, const char *sandbox_id, jso
 		return sbx_error_set(err, ENOENT, SBX_E_NOT_FOUND, "sandbox %s is gone",
 				     sandbox_id);
 	}
+	lcl_init_reap_frozen(li);
 	if (!lcl_init_alive(li)) {
 		/* Its processes are gone for good; its disk is not: a new init on it. */
 		struct sbx_error why = SBX_ERROR_INIT;

@@ -145,6 +145,9 @@ void lcl_log_reopen(struct local_inst *li);
 unsigned long long lcl_proc_start(pid_t pid);
 /* Whether the lease's init is still the process we started. */
 bool lcl_init_alive(const struct local_inst *li);
+/* An init killed while its cgroup was frozen (v1 keeps it frozen, alive to
+ * /proc): thawed, so that it dies now, waited for up to 2 s. */
+void lcl_init_reap_frozen(struct local_inst *li);
 /* SIGKILLs the init (ends the whole pid namespace) and waits for it to go. */
 void lcl_init_kill(struct local_inst *li);
 

@@ -107,6 +107,42 @@ bool lcl_init_alive(const struct local_inst *li)
 	return start == li->init_start && state != 'Z' && state != 'X';
 }
 
+/*
+ * Whether init was sent SIGKILL while its cgroup was frozen: v1 keeps a
+ * killed task frozen, so it looks alive (and the lease paused) until a
+ * thaw lets it die. Killed on the host while paused and unmounted, the
+ * lease then "resumed" at the next run and died under it.
+ */
+static bool kill_pending(pid_t pid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	static const char *const keys[] = {"\nSigPnd:",
+					   "\nShdPnd:"}; /* the thread's, the process's */
+	for (size_t i = 0; i < 2; i++) {
+		const char *p = strstr(buf, keys[i]);
+		if (p && (strtoull(p + strlen(keys[i]), NULL, 16) & (1ULL << (SIGKILL - 1))))
+			return true;
+	}
+	return false;
+}
+
+void lcl_init_reap_frozen(struct local_inst *li)
+{
+	if (!lcl_init_alive(li) || lcl_cg_frozen(&li->cg) <= 0 || !kill_pending(li->init_pid))
+		return;
+	lcl_cg_freeze(&li->cg, false, NULL);
+	for (int i = 0; i < 200 && lcl_init_alive(li); i++)
+		usleep(10000);
+}
+
 /* After the SIGKILL: v1 keeps killed tasks frozen. */
 static void thaw_v1(struct local_inst *li)
 {

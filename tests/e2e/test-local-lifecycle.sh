@@ -201,6 +201,19 @@ after'
 	ok "... its disk is the image again, not tmpfs" grep -q '"disk": "ext4"' "$MNT/dead2/info"
 	ok "rmdir ends it" rmdir "$MNT/dead2"
 	ok "... and removes its storage (no image kept: a kill of ours)" test ! -e "$STATE/local/$id"
+	# Paused (frozen), then its init killed while unmounted: v1 keeps a killed
+	# task frozen, so the next mount found it alive and the lease paused, and
+	# the first run's resume let it die under the run ($? 0, then reclaimed).
+	mkdir "$MNT/dead6"
+	echo 'six' >"$MNT/dead6/fs/root/w6.txt"
+	echo pause >"$MNT/dead6/state"
+	init=$(init_of "$MNT/dead6")
+	unmount_sbxfs
+	kill -9 "$init"
+	mount_sbxfs
+	eq "paused, its init killed while unmounted: running again at mount" "$(cat "$MNT/dead6/state")" running
+	eq "... and a run sees its file" "$(echo 'cat /root/w6.txt' >"$MNT/dead6/exec" && cat "$MNT/dead6/exec")" six
+	ok "rmdir it" rmdir "$MNT/dead6"
 	# it cannot be started again (this mount's init exits at once): the disk is kept, as before
 	mkdir "$MNT/dead5"
 	echo 'fifth' >"$MNT/dead5/fs/root/w5.txt"
