@@ -259,6 +259,17 @@ static int opt_proc(void *data, const char *arg, int key, struct fuse_args *outa
 	return 0;
 }
 
+/* An option's whole value as a number 0..max (no sign, blank or unit): true with *out. */
+static bool count_opt(const char *v, long max, long *out)
+{
+	char *end;
+	long n = strtol(v, &end, 10);
+	if (!*v || *end || n < 0 || n > max)
+		return false;
+	*out = n;
+	return true;
+}
+
 static void usage(const char *prog)
 {
 	printf(
@@ -492,9 +503,8 @@ int main(int argc, char *argv[])
 		sbx_fuse_set_cache_timeout(t);
 	}
 	if (opts.writeback) {
-		char *end;
-		long n = strtol(opts.writeback, &end, 10);
-		if (!*opts.writeback || *end || n < 0 || n > 4096) {
+		long n;
+		if (!count_opt(opts.writeback, 4096, &n)) {
 			fprintf(stderr, "sbxfs: writeback must be 0..4096 files (0: off)\n");
 			goto out_args;
 		}
@@ -508,9 +518,8 @@ int main(int argc, char *argv[])
 		sbx_prefetch_set(!strcmp(opts.prefetch, "1"));
 	}
 	if (opts.alive_check) {
-		char *end;
-		long n = strtol(opts.alive_check, &end, 10);
-		if (!*opts.alive_check || *end || n < 0 || n > 86400) {
+		long n;
+		if (!count_opt(opts.alive_check, 86400, &n)) {
 			fprintf(stderr, "sbxfs: alive_check must be 0..86400 seconds\n");
 			goto out_args;
 		}
