@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "base/buf.h"
 #include "base/fsutil.h"
+#include "base/sysutil.h"
 
 #define TABLE "leases.json"
 
@@ -23,6 +25,58 @@ static char *state_path(const char *state_dir, const char *file)
 	struct sbx_buf b = SBX_BUF_INIT;
 	sbx_buf_addf(&b, "%s/%s", state_dir, file);
 	return sbx_buf_detach(&b, NULL);
+}
+
+/* Whether a filesystem is mounted on path (/proc/self/mountinfo's 5th field, unescaped). */
+static bool mounted_on(const char *path)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, mp[PATH_MAX];
+	size_t cap = 0;
+	bool found = false;
+	if (!f)
+		return true; /* cannot tell: as before, the holder is alive */
+	while (!found && getline(&line, &cap, f) > 0) {
+		const char *q = line;
+		size_t n = 0;
+		for (int field = 0; field < 4 && q; field++)
+			if ((q = strchr(q, ' ')))
+				q++;
+		for (; q && *q && *q != ' ' && n + 1 < sizeof(mp); n++) {
+			unsigned o;
+			if (q[0] == '\\' && sscanf(q + 1, "%3o", &o) == 1) {
+				mp[n] = (char)o;
+				q += 4;
+			} else {
+				mp[n] = *q++;
+			}
+		}
+		mp[n] = '\0';
+		found = q && !strcmp(mp, path);
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/*
+ * The lock is held: by a live daemon (refused at once), or by one whose mount
+ * is gone and that is still exiting (saving what it owes): `fusermount3 -u
+ * M; sbxfs M` at once met that one. Waits for it up to LOCK_WAIT_MS.
+ */
+#define LOCK_WAIT_MS 30000
+static int lock_wait(int fd, const char *holder)
+{
+	if (!*holder || mounted_on(holder))
+		return EWOULDBLOCK;
+	for (long long end = sbx_now_ms() + LOCK_WAIT_MS; sbx_now_ms() < end;) {
+		usleep(50 * 1000);
+		if (!flock(fd, LOCK_EX | LOCK_NB))
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return errno;
+	}
+	return EWOULDBLOCK;
 }
 
 int sbx_statedir_lock(const char *state_dir, const char *mountpoint, int *out,
@@ -42,13 +96,25 @@ int sbx_statedir_lock(const char *state_dir, const char *mountpoint, int *out,
 		free(p);
 		return rc;
 	}
+	int e = 0;
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
-		int e = errno;
+		e = errno;
 		ssize_t n = e == EWOULDBLOCK ? pread(fd, holder, sizeof(holder) - 1, 0) : -1;
 		holder[n > 0 ? n : 0] = '\0';
 		holder[strcspn(holder, "\n")] = '\0';
-		close(fd);
 		if (e == EWOULDBLOCK)
+			e = lock_wait(fd, holder);
+	}
+	if (e) {
+		close(fd);
+		if (e == EWOULDBLOCK && *holder && !mounted_on(holder))
+			rc = sbx_error_set(
+			    err, EBUSY, SBX_E_EXECUTION_FAILED,
+			    "state dir %s is still held by the sbxfs that was mounted "
+			    "on %s: its mount is gone, but it has not exited in %d s "
+			    "(still saving what it owed? see its log)",
+			    state_dir, holder, LOCK_WAIT_MS / 1000);
+		else if (e == EWOULDBLOCK)
 			rc = sbx_error_set(err, EBUSY, SBX_E_EXECUTION_FAILED,
 					   "state dir %s is in use by the sbxfs mounted on %s "
 					   "(one daemon per state dir: unmount it, or give this "

@@ -4,7 +4,9 @@
  *
  * The lock is an flock on STATE_DIR/lock taken before the mount: a second
  * daemon on the same state dir fails at once, naming the mountpoint that
- * holds it (written into the lock file). The table is written as
+ * holds it (written into the lock file). A holder whose mountpoint is no
+ * longer mounted is a daemon still exiting after its unmount: that one is
+ * waited for (up to 30 s), so `fusermount3 -u M; sbxfs M` works. The table is written as
  * temp + fsync + rename, with the previous generation kept as
  * leases.json.prev (a hard link to the replaced file). A table that exists
  * but cannot be read (not a regular file, unreadable, not the table's JSON)
