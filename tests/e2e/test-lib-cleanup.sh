@@ -25,4 +25,14 @@ w=$(inner "add_cleanup 'echo one >>$MARKS/order'
 EXTRA_CLEANUP=\"\${EXTRA_CLEANUP:+\$EXTRA_CLEANUP; }echo two >>$MARKS/order\"
 add_cleanup 'echo three >>$MARKS/order'")
 eq "steps run in the order they were added" "$(tr '\n' ' ' <"$MARKS/order")" "one two three "
+# A test that stops with its mount down (here: after its unmount) left its
+# local lease running on the host (init, loop device, mounts, cgroups).
+inner "mount_sbxfs; mkdir \"\$MNT/lt\" && cat \"\$STATE\"/local/lcl-*/lease.json >$MARKS/lease.json
+unmount_sbxfs; exit 1" >"$MARKS/inner.out"
+w=$(head -n 1 "$MARKS/inner.out")
+init=$(json_get "$MARKS/lease.json" "['init_pid']")
+ok "a test ended with its mount down: its local lease's init ($init) is ended" \
+	wait_for 5 sh -c "! kill -0 $init 2>/dev/null"
+ok "... nothing of it is left mounted" sh -c "! grep -qF '$w/' /proc/self/mountinfo"
+ok "... and the directory is removed" test ! -e "$w"
 finish
