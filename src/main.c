@@ -556,7 +556,7 @@ int main(int argc, char *argv[])
 		}
 
 	/* Validate before daemonising, so the terminal sees what is wrong. */
-	if (sbx_config_load(&probe, opts.config, &err)) {
+	if (sbx_statedir_make(opts.state_dir, &err) || sbx_config_load(&probe, opts.config, &err)) {
 		fprintf(stderr, "sbxfs: %s\n", err.msg);
 		goto out_args;
 	}

@@ -16,6 +16,7 @@
 
 #include "base/buf.h"
 #include "base/fsutil.h"
+#include "base/keyfile.h"
 #include "base/sysutil.h"
 
 #define TABLE "leases.json"
@@ -77,6 +78,19 @@ static int lock_wait(int fd, const char *holder)
 			return errno;
 	}
 	return EWOULDBLOCK;
+}
+
+int sbx_statedir_make(const char *state_dir, struct sbx_error *err)
+{
+	struct stat st;
+	int rc = sbx_mkdir_p(state_dir, 0700);
+	if (rc)
+		return sbx_error_set(err, rc, SBX_E_INTERNAL, "cannot create state dir %s: %s",
+				     state_dir, strerror(-rc));
+	if (stat(state_dir, &st))
+		return sbx_error_set(err, errno, SBX_E_INTERNAL, "state dir %s: %s", state_dir,
+				     strerror(errno));
+	return sbx_trusted_check("state dir", state_dir, &st, err);
 }
 
 int sbx_statedir_lock(const char *state_dir, const char *mountpoint, int *out,

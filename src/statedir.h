@@ -20,6 +20,13 @@
 #include "base/err.h"
 
 /*
+ * Creates state_dir if needed (0700), and refuses one another user than us
+ * (or root) can change, or that lies where another can replace it
+ * (sbx_trusted_check): its lease table says what the daemon attaches and
+ * which local disks it mounts. Called before anything is written there.
+ */
+int sbx_statedir_make(const char *state_dir, struct sbx_error *err);
+/*
  * Creates state_dir if needed and takes its lock for the life of the
  * process (the fd is kept open, close-on-exec; it survives the daemon's
  * fork). EBUSY when another daemon holds it; err names its mountpoint.

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,48 @@ int sbx_keyfile_check(const char *path, struct sbx_error *err)
 		return sbx_error_set(err, EACCES, SBX_E_INTERNAL,
 				     "%s holds secrets but has mode %04o: chmod 600 %s", path,
 				     (unsigned)(st.st_mode & 07777), path);
+	return 0;
+}
+
+/* Whether another user than us (or root) can change what st is. */
+static bool others_write(const struct stat *st, bool sticky_ok)
+{
+	if (st->st_uid != geteuid() && st->st_uid != 0)
+		return true;
+	if (sticky_ok && (st->st_mode & S_ISVTX))
+		return false;
+	return (st->st_mode & S_IWOTH) || ((st->st_mode & S_IWGRP) && st->st_gid != getegid());
+}
+
+int sbx_trusted_check(const char *what, const char *path, const struct stat *st,
+		      struct sbx_error *err)
+{
+	char real[PATH_MAX];
+	if (others_write(st, false))
+		return sbx_error_set(
+		    err, EACCES, SBX_E_INTERNAL,
+		    "%s %s (uid %u, mode %04o) can be changed by another user than "
+		    "uid %u: chown and chmod go-w it, or use another",
+		    what, path, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777),
+		    (unsigned)geteuid());
+	if (!realpath(path, real))
+		return sbx_error_set(err, errno, SBX_E_INTERNAL, "%s %s: %s", what, path,
+				     strerror(errno));
+	for (char *slash = strrchr(real, '/'); slash; slash = strrchr(real, '/')) {
+		struct stat d;
+		slash[slash == real] = '\0'; /* "/x" -> "/", then "/" ends the walk */
+		if (stat(real, &d))
+			return sbx_error_set(err, errno, SBX_E_INTERNAL, "%s %s: %s: %s", what,
+					     path, real, strerror(errno));
+		if (others_write(&d, true))
+			return sbx_error_set(err, EACCES, SBX_E_INTERNAL,
+					     "%s %s is in %s (uid %u, mode %04o), where another "
+					     "user than uid %u can replace it: use another place",
+					     what, path, real, (unsigned)d.st_uid,
+					     (unsigned)(d.st_mode & 07777), (unsigned)geteuid());
+		if (slash == real)
+			break;
+	}
 	return 0;
 }
 

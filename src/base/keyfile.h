@@ -12,10 +12,23 @@
 #ifndef SBX_KEYFILE_H
 #define SBX_KEYFILE_H
 
+#include <sys/stat.h>
+
 #include "base/err.h"
 
 /* 0 when path is a regular file, owned by us or root, with no group/other bits. */
 int sbx_keyfile_check(const char *path, struct sbx_error *err);
+/*
+ * What the daemon takes orders from without holding secrets (the config,
+ * whose initPath it runs; the state dir, whose lease table it attaches)
+ * must be changeable by no other user, as ssh's StrictModes asks of its
+ * files: st (path's stat) owned by us or root and writable by no other
+ * user (a group write only for our own group), and every directory above
+ * it the same, or sticky (/tmp: others cannot rename what is ours). 0, or
+ * EACCES with err naming what, the owner and mode, and the way out.
+ */
+int sbx_trusted_check(const char *what, const char *path, const struct stat *st,
+		      struct sbx_error *err);
 /*
  * Reads a key file: its first line without surrounding blanks (*out is
  * malloc'd; the caller wipes and frees it). EINVAL when empty.

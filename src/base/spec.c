@@ -4,6 +4,7 @@
  */
 #include "base/spec.h"
 #include "base/jsonutil.h"
+#include "base/keyfile.h"
 #include "base/xalloc.h"
 
 #include <ctype.h>
@@ -501,6 +502,12 @@ int sbx_config_load(struct sbx_config *c, const char *path, struct sbx_error *e)
 					     "config %s is not a regular file (it is read again "
 					     "once mounted: give a file)",
 					     path);
+		}
+		/* Its initPath runs as us: another user must not be able to edit it. */
+		rc = sbx_trusted_check("config", path, &st, e);
+		if (rc) {
+			close(fd);
+			return rc;
 		}
 		root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
 		close(fd);

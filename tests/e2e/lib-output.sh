@@ -15,7 +15,7 @@
 # quick to make), the mount, and a lease $L of PROVIDER.
 output_mount() {
 	mkdir -p "$STATE"
-	mount -t tmpfs -o size=256m tmpfs "$STATE" || { echo "SKIP: cannot mount a tmpfs"; exit 77; }
+	mount -t tmpfs -o size=256m,mode=0700 tmpfs "$STATE" || { echo "SKIP: cannot mount a tmpfs"; exit 77; }
 	add_cleanup "umount '$STATE'"
 	mount_sbxfs
 	L=$MNT/box

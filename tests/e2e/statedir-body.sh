@@ -322,7 +322,7 @@ end_leases
 unmount_sbxfs
 STATE=$WORK/small
 mkdir -p "$STATE"
-mount -t tmpfs -o size=2m sbxfs-e2e-small "$STATE"
+mount -t tmpfs -o size=2m,mode=0700 sbxfs-e2e-small "$STATE"
 add_cleanup "umount -l '$STATE' 2>/dev/null"
 mount_sbxfs
 mkdir "$MNT/s1"

@@ -296,6 +296,28 @@ ok "... nor on the file" test "$(mount_options "$WORK/file" | wc -l)" = 0
 printf '{"providers": {"e2b": {"keyFile": "key"}}}\n' >"$WORK/keyrel.json"
 refused_mount "a relative keyFile (the daemon reads it from /)" 'providers.e2b.keyFile "key" must be an absolute path' \
 	"$SBXFS" -f -o "state_dir=$WORK/s3,config=$WORK/keyrel.json" "$WORK/m3"
+# A config or a state dir another user can change was taken: the config's
+# providers.local.initPath runs as the daemon's user (root here), the state
+# dir's lease table says what to attach and which local disks to mount
+# (uid 65534 stands for the other user; /tmp's sticky bit is fine).
+echo '{}' >"$WORK/theirs.json" && chmod 644 "$WORK/theirs.json" && chown 65534 "$WORK/theirs.json"
+refused_mount "a config another user owns" \
+	"config $WORK/theirs.json \(uid 65534, mode 0644\) can be changed by another user than uid 0" \
+	"$SBXFS" -f -o "state_dir=$WORK/s3,config=$WORK/theirs.json" "$WORK/m3"
+echo '{}' >"$WORK/open.json" && chmod 666 "$WORK/open.json"
+refused_mount "a config others may write" "config $WORK/open.json \(uid 0, mode 0666\) can be changed" \
+	"$SBXFS" -f -o "state_dir=$WORK/s3,config=$WORK/open.json" "$WORK/m3"
+mkdir -p "$WORK/shared/st" && chmod 777 "$WORK/shared" && echo '{}' >"$WORK/shared/c.json"
+refused_mount "a config in a directory others may write" \
+	"config $WORK/shared/c.json is in $WORK/shared \(uid 0, mode 0777\), where another user than uid 0 can replace it" \
+	"$SBXFS" -f -o "state_dir=$WORK/s3,config=$WORK/shared/c.json" "$WORK/m3"
+mkdir -m 755 "$WORK/theirstate" && chown 65534 "$WORK/theirstate"
+refused_mount "a state dir another user owns" \
+	"state dir $WORK/theirstate \(uid 65534, mode 0755\) can be changed by another user" \
+	"$SBXFS" -f -o "state_dir=$WORK/theirstate" "$WORK/m3"
+ok "... and nothing was written in it" test -z "$(ls -A "$WORK/theirstate")"
+refused_mount "a state dir in a directory others may write" "state dir $WORK/shared/st is in $WORK/shared" \
+	"$SBXFS" -f -o "state_dir=$WORK/shared/st" "$WORK/m3"
 # A relative state_dir was locked as ./NAME and used as /NAME once mounted
 # (the daemon runs from /): the lease table went to /NAME, and two mounts
 # from two directories shared it.

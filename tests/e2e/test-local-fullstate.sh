@@ -6,7 +6,7 @@
 # and a reason). The state dir is a small tmpfs filled by a file.
 . "$(dirname "$0")/lib.sh"
 mkdir -p "$STATE"
-mount -t tmpfs -o size=8m sbxfs-e2e-fullstate "$STATE"
+mount -t tmpfs -o size=8m,mode=0700 sbxfs-e2e-fullstate "$STATE"
 add_cleanup "umount -l '$STATE' 2>/dev/null"
 mount_sbxfs
 mkdir "$MNT/s1"
