@@ -98,10 +98,7 @@ int sbx_statedir_lock(const char *state_dir, const char *mountpoint, int *out,
 {
 	char holder[PATH_MAX + 64] = "";
 	char mp[PATH_MAX];
-	int rc = sbx_mkdir_p(state_dir, 0700), fd;
-	if (rc)
-		return sbx_error_set(err, rc, SBX_E_INTERNAL, "cannot create state dir %s: %s",
-				     state_dir, strerror(-rc));
+	int rc, fd;
 	char *p = state_path(state_dir, "lock");
 	fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
 	if (fd < 0) {

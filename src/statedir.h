@@ -27,7 +27,7 @@
  */
 int sbx_statedir_make(const char *state_dir, struct sbx_error *err);
 /*
- * Creates state_dir if needed and takes its lock for the life of the
+ * Takes the lock of state_dir (made by sbx_statedir_make) for the life of the
  * process (the fd is kept open, close-on-exec; it survives the daemon's
  * fork). EBUSY when another daemon holds it; err names its mountpoint.
  */
