@@ -205,6 +205,7 @@ run_cleanup_steps() {
 # cgroups outlive the daemon, on the host. One more mount ends them.
 reap_local_leases() {
 	[ -z "$SBXFS_PID" ] && compgen -G "$STATE/local/lcl-*" >/dev/null || return 0
+	log "cleanup: a mount to end the local leases left in $STATE"
 	mkdir -p "$MNT"
 	[ -f "$CONFIG" ] || echo '{}' >"$CONFIG"
 	"$SBXFS" -f -o "state_dir=$STATE,config=$CONFIG" "$MNT" >>"$WORK/sbxfs.log" 2>&1 &
