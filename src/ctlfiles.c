@@ -18,6 +18,7 @@
 #include "kinval.h"
 #include "ports.h"
 #include "run.h"
+#include "runs.h"
 #include "tty.h"
 #include "writeback.h"
 
@@ -593,8 +594,18 @@ static int do_state_word(struct sbx_mount *m, struct sbx_lease *l, const char *l
 		return rc;
 	}
 	switch (cmd.word) {
-	case SBX_CTL_PAUSE:
+	case SBX_CTL_PAUSE: {
+		unsigned long n =
+		    (l->prov->caps & SBX_CAP_PAUSE_KEEPS_RUNS) ? 0 : sbx_runs_in_flight(l);
+		if (n)
+			return sbx_refuse(
+			    m, l, EBUSY, "state",
+			    "pause: runs/%lu is still running, and pausing the %s "
+			    "sandbox would cut it: wait for it, or stop it first (echo "
+			    "kill > runs/%lu/ctl)",
+			    n, l->prov->name, n);
 		return sbx_lease_pause(l, "user", &e);
+	}
 	case SBX_CTL_RESUME:
 		return sbx_lease_resume(l, "user", &e);
 	case SBX_CTL_KILL:

@@ -183,6 +183,24 @@ unsigned long sbx_runs_add(struct sbx_lease *l, struct sbx_run *r)
 	return n;
 }
 
+unsigned long sbx_runs_in_flight(struct sbx_lease *l)
+{
+	struct sbx_runs *t = table(l);
+	unsigned long n = 0;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < SBX_RUNS_KEEP; i++) {
+		struct sbx_run *r = t->recent[i];
+		if (!r)
+			continue;
+		pthread_mutex_lock(&r->lock);
+		if (!r->done && (!n || r->n < n))
+			n = r->n;
+		pthread_mutex_unlock(&r->lock);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 struct sbx_run *sbx_runs_find(struct sbx_lease *l, unsigned long n)
 {
 	struct sbx_runs *t = table(l);

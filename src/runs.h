@@ -54,6 +54,8 @@ int sbx_runs_precheck(struct sbx_lease *l, struct sbx_error *err);
 
 /* The run the calling process should see (the per-caller rule); 0 if none. */
 unsigned long sbx_runs_pick(struct sbx_lease *l);
+/* The lowest N of a run (or code cell) still in flight; 0 if none. */
+unsigned long sbx_runs_in_flight(struct sbx_lease *l);
 /* The run numbered n if still remembered (a reference), else NULL. */
 struct sbx_run *sbx_runs_find(struct sbx_lease *l, unsigned long n);
 /* Every N on disk, ascending, in a malloc'd array (caller frees). */

@@ -660,7 +660,8 @@ static int local_get_host(struct sbx_instance *inst, int port, char *buf, size_t
 const struct sbx_provider sbx_provider_local = {
     .abi = SBX_PROVIDER_ABI,
     .name = "local",
-    .caps = SBX_CAP_DIRECT_IO | SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY | SBX_CAP_AS_CALLER,
+    .caps = SBX_CAP_DIRECT_IO | SBX_CAP_LIST_ATTRS | SBX_CAP_PAUSE_MEMORY | SBX_CAP_AS_CALLER |
+	    SBX_CAP_PAUSE_KEEPS_RUNS,
     .init = local_init,
     .shutdown = local_shutdown,
     .create = local_create,

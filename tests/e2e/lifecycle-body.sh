@@ -134,6 +134,31 @@ if [ "$PROVIDER" != local ]; then
 	eq "the resume answers again: the run resumes it and runs" "$(echo 'echo hi' >"$L/exec" && cat "$L/exec")" hi
 fi
 
+# A pause while a run is in flight. local freezes the run with the rest, and
+# it ends after the resume. e2b's pause cut the run's stream and daytona's
+# stop ended it: the run failed ENOTCONN, its output lost, for a pause that
+# went through; there the pause is refused while a run is in flight.
+(echo 'sleep 2; echo done' >"$MNT/man/exec" && cat "$MNT/man/exec" >"$WORK/inflight.out" 2>&1) &
+inflight=$!
+sleep 0.7
+if [ "$PROVIDER" = local ]; then
+	ok "local: a pause while a run is in flight" sh -c "echo pause >'$MNT/man/state'"
+	sleep 2
+	eq "... the run waits, paused with the lease" "$(cat "$MNT/man/state"):$(cat "$WORK/inflight.out")" paused:
+	echo resume >"$MNT/man/state"
+else
+	out=$(bash -c "echo pause >'$MNT/man/state'" 2>&1)
+	eq "a pause while a run is in flight: \$? is 1" "$?" 1
+	ok "... busy (write error: $out)" grep -q "write error: Device or resource busy" <<<"$out"
+	ok "... the error file says which run and why" \
+		grep -q "pause: runs/[0-9]* is still running, and pausing the $PROVIDER sandbox would cut it" "$MNT/man/error"
+	eq "... the lease still running" "$(cat "$MNT/man/state")" running
+fi
+wait "$inflight"
+eq "... the run completes with its output" "$(cat "$WORK/inflight.out")" done
+ok "once it has ended, the pause is taken" sh -c "echo pause >'$MNT/man/state' && grep -qx paused '$MNT/man/state'"
+echo resume >"$MNT/man/state"
+
 # 5. lifetime reached -> reclaimed; fs/ answers at once.
 echo "new short profile=short" >"$MNT/ctl"
 ok "a lease past resources.timeout is reclaimed" wait_for 8 grep -qx reclaimed "$MNT/short/state"
