@@ -74,11 +74,11 @@ enum {
 	 */
 	SBX_CAP_RANGE_READ = 1u << 5,
 	/*
-	 * A run or code cell in flight outlives a pause: the daemon's stream
-	 * to it is not cut (local: its processes are frozen and thawed).
-	 * Without it a user's pause is refused while one is in flight, rather
-	 * than cut it (e2b's pause drops envd's streams; daytona's stop ends
-	 * the processes).
+	 * A run, code cell or terminal in flight outlives a pause: the
+	 * daemon's stream to it is not cut (local: its processes are frozen
+	 * and thawed). Without it a user's pause is refused while one is in
+	 * flight, rather than cut it (e2b's pause drops envd's streams;
+	 * daytona's stop ends the processes).
 	 */
 	SBX_CAP_PAUSE_KEEPS_RUNS = 1u << 6,
 };

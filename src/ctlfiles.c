@@ -581,6 +581,30 @@ static int root_json_written(struct sbx_mount *m, struct sbx_open *o)
 	return rc;
 }
 
+/*
+ * A user's pause of a sandbox whose pause would cut a run, code cell or
+ * terminal in flight (e2b's drops their streams, daytona's stop ends their
+ * processes) is refused, EBUSY, rather than lose their output and result.
+ */
+static int pause_refused(struct sbx_mount *m, struct sbx_lease *l)
+{
+	unsigned long n;
+	if (l->prov->caps & SBX_CAP_PAUSE_KEEPS_RUNS)
+		return 0;
+	if ((n = sbx_runs_in_flight(l)))
+		return sbx_refuse(m, l, EBUSY, "state",
+				  "pause: runs/%lu is still running, and pausing the %s sandbox "
+				  "would cut it: wait for it, or stop it first (echo kill > "
+				  "runs/%lu/ctl)",
+				  n, l->prov->name, n);
+	if ((n = sbx_tty_live(l)))
+		return sbx_refuse(m, l, EBUSY, "state",
+				  "pause: the shell of tty/%lu is running, and pausing the %s "
+				  "sandbox would cut it: exit it, or close its files, first",
+				  n, l->prov->name);
+	return 0;
+}
+
 static int do_state_word(struct sbx_mount *m, struct sbx_lease *l, const char *line)
 {
 	struct sbx_ctl_cmd cmd;
@@ -594,18 +618,9 @@ static int do_state_word(struct sbx_mount *m, struct sbx_lease *l, const char *l
 		return rc;
 	}
 	switch (cmd.word) {
-	case SBX_CTL_PAUSE: {
-		unsigned long n =
-		    (l->prov->caps & SBX_CAP_PAUSE_KEEPS_RUNS) ? 0 : sbx_runs_in_flight(l);
-		if (n)
-			return sbx_refuse(
-			    m, l, EBUSY, "state",
-			    "pause: runs/%lu is still running, and pausing the %s "
-			    "sandbox would cut it: wait for it, or stop it first (echo "
-			    "kill > runs/%lu/ctl)",
-			    n, l->prov->name, n);
-		return sbx_lease_pause(l, "user", &e);
-	}
+	case SBX_CTL_PAUSE:
+		rc = pause_refused(m, l);
+		return rc ? rc : sbx_lease_pause(l, "user", &e);
 	case SBX_CTL_RESUME:
 		return sbx_lease_resume(l, "user", &e);
 	case SBX_CTL_KILL:

@@ -62,6 +62,22 @@ void sbx_tty_set_abandon_check(bool (*fn)(void))
 	abandon_check = fn;
 }
 
+unsigned long sbx_tty_live(struct sbx_lease *l)
+{
+	unsigned long n = 0;
+	pthread_mutex_lock(&table_lock);
+	for (struct sbx_tty *t = table; t && !n; t = t->next) {
+		if (t->lease != l)
+			continue;
+		pthread_mutex_lock(&t->lock);
+		if (t->started && !t->ended)
+			n = t->n;
+		pthread_mutex_unlock(&t->lock);
+	}
+	pthread_mutex_unlock(&table_lock);
+	return n;
+}
+
 bool sbx_tty_node(enum sbx_node_kind k)
 {
 	return k == SBX_N_TTY || k == SBX_N_TTY_CLONE || k == SBX_N_TTY_SESSION ||

@@ -32,6 +32,8 @@ struct sbx_tty;
 void sbx_tty_set_abandon_check(bool (*fn)(void));
 
 /* True for the kinds this module serves (tty/ and below). */
+/* The number of a session of l whose shell is running; 0 if none. */
+unsigned long sbx_tty_live(struct sbx_lease *l);
 bool sbx_tty_node(enum sbx_node_kind kind);
 /* getattr of tty/N and below: 0, or -ENOENT when no session N exists. */
 int sbx_tty_exists(struct sbx_lease *l, const char *n);

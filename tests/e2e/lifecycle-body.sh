@@ -158,6 +158,23 @@ wait "$inflight"
 eq "... the run completes with its output" "$(cat "$WORK/inflight.out")" done
 ok "once it has ended, the pause is taken" sh -c "echo pause >'$MNT/man/state' && grep -qx paused '$MNT/man/state'"
 echo resume >"$MNT/man/state"
+# The same for a terminal's shell on e2b (daytona has no terminals).
+if [ "$PROVIDER" = e2b ]; then
+	python3 -c 'import os, sys, time
+c = os.open(sys.argv[1] + "/tty/clone", os.O_RDONLY)
+n = os.read(c, 16).decode().strip()
+w = os.open(sys.argv[1] + "/tty/" + n + "/data", os.O_WRONLY)
+open(sys.argv[2], "w").close()
+time.sleep(2)' "$MNT/man" "$WORK/tty.up" &
+	inflight=$!
+	wait_for 5 test -e "$WORK/tty.up"
+	out=$(bash -c "echo pause >'$MNT/man/state'" 2>&1)
+	ok "a pause while a terminal's shell runs: busy (write error: $out)" grep -q "write error: Device or resource busy" <<<"$out"
+	ok "... the error file names the terminal" grep -q "pause: the shell of tty/[0-9]* is running" "$MNT/man/error"
+	wait "$inflight"
+	ok "... once it is closed, the pause is taken" sh -c "echo pause >'$MNT/man/state' && grep -qx paused '$MNT/man/state'"
+	echo resume >"$MNT/man/state"
+fi
 
 # 5. lifetime reached -> reclaimed; fs/ answers at once.
 echo "new short profile=short" >"$MNT/ctl"
