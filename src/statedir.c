@@ -28,7 +28,11 @@ static char *state_path(const char *state_dir, const char *file)
 	return sbx_buf_detach(&b, NULL);
 }
 
-/* Whether a filesystem is mounted on path (/proc/self/mountinfo's 5th field, unescaped). */
+/*
+ * Whether a FUSE filesystem is mounted on path (/proc/self/mountinfo: the
+ * 5th field, unescaped; the type after " - "): another kind mounted there
+ * since is not the holder's.
+ */
 static bool mounted_on(const char *path)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -53,7 +57,8 @@ static bool mounted_on(const char *path)
 			}
 		}
 		mp[n] = '\0';
-		found = q && !strcmp(mp, path);
+		const char *type = q ? strstr(q, " - ") : NULL;
+		found = type && !strcmp(mp, path) && !strncmp(type + 3, "fuse", 4);
 	}
 	free(line);
 	fclose(f);

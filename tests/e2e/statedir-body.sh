@@ -96,13 +96,14 @@ eq "the lease table keeps its previous generation" "$(test -f "$STATE/leases.jso
 # A daemon whose mount is gone but that is still exiting (saving what it
 # owed) holds the lock a moment: `fusermount3 -u M; sbxfs M` was refused,
 # "in use by the sbxfs mounted on M" when nothing was. Held here 2 s.
-python3 -c 'import fcntl, os, sys, time
+HOLD_LOCK='import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR)
 fcntl.flock(fd, fcntl.LOCK_EX)
 os.ftruncate(fd, 0)
 os.write(fd, (sys.argv[2] + "\n").encode())
 open(sys.argv[3], "w").close()
-time.sleep(2)' "$STATE/lock" "$MNT" "$WORK/held" &
+time.sleep(2)'
+python3 -c "$HOLD_LOCK" "$STATE/lock" "$MNT" "$WORK/held" &
 holder=$!
 wait_for 5 test -f "$WORK/held"
 t0=$(date +%s%N)
@@ -111,6 +112,21 @@ ms=$((($(date +%s%N) - t0) / 1000000))
 ok "the lock held by a daemon whose mount is gone: the mount waits for it ($ms ms)" test "$ms" -ge 1000
 eq "... and the lease is there" "$(cat "$L/state")" running
 wait "$holder"
+unmount_sbxfs
+# The same when something else has been mounted where it was.
+mkdir -p "$WORK/was"
+mount -t tmpfs -o size=1m,mode=0700 sbxfs-e2e-was "$WORK/was"
+add_cleanup "umount -l '$WORK/was'"
+rm -f "$WORK/held"
+python3 -c "$HOLD_LOCK" "$STATE/lock" "$WORK/was" "$WORK/held" &
+holder=$!
+wait_for 5 test -f "$WORK/held"
+t0=$(date +%s%N)
+MOUNT_WAIT=20 mount_sbxfs
+ms=$((($(date +%s%N) - t0) / 1000000))
+ok "... and when another filesystem is mounted where it was ($ms ms)" test "$ms" -ge 1000
+wait "$holder"
+umount "$WORK/was"
 unmount_sbxfs
 
 # ---- a table that cannot be read refuses the mount ----
