@@ -95,39 +95,36 @@ unmount_sbxfs
 eq "the lease table keeps its previous generation" "$(test -f "$STATE/leases.json.prev" && echo yes)" yes
 # A daemon whose mount is gone but that is still exiting (saving what it
 # owed) holds the lock a moment: `fusermount3 -u M; sbxfs M` was refused,
-# "in use by the sbxfs mounted on M" when nothing was. Held here 2 s.
-HOLD_LOCK='import fcntl, os, sys, time
+# "in use by the sbxfs mounted on M" when nothing was.
+# mount_after_holder WHAT WHERE: the lock held 2 s by a process that wrote
+# WHERE as its mountpoint; the mount waits for it.
+mount_after_holder() {
+	local holder t0 ms
+	rm -f "$WORK/held"
+	python3 -c 'import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR)
 fcntl.flock(fd, fcntl.LOCK_EX)
 os.ftruncate(fd, 0)
 os.write(fd, (sys.argv[2] + "\n").encode())
 open(sys.argv[3], "w").close()
-time.sleep(2)'
-python3 -c "$HOLD_LOCK" "$STATE/lock" "$MNT" "$WORK/held" &
-holder=$!
-wait_for 5 test -f "$WORK/held"
-t0=$(date +%s%N)
-MOUNT_WAIT=20 mount_sbxfs
-ms=$((($(date +%s%N) - t0) / 1000000))
-ok "the lock held by a daemon whose mount is gone: the mount waits for it ($ms ms)" test "$ms" -ge 1000
-eq "... and the lease is there" "$(cat "$L/state")" running
-wait "$holder"
-unmount_sbxfs
-# The same when something else has been mounted where it was.
+time.sleep(2)' "$STATE/lock" "$2" "$WORK/held" &
+	holder=$!
+	wait_for 5 test -f "$WORK/held"
+	t0=$(date +%s%N)
+	MOUNT_WAIT=20 mount_sbxfs
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	ok "$1: the mount waits for it ($ms ms)" test "$ms" -ge 1000
+	eq "... and the lease is there" "$(cat "$L/state")" running
+	wait "$holder"
+	unmount_sbxfs
+}
+mount_after_holder "the lock held by a daemon whose mount is gone" "$MNT"
+# The same when another kind of filesystem has been mounted where it was.
 mkdir -p "$WORK/was"
 mount -t tmpfs -o size=1m,mode=0700 sbxfs-e2e-was "$WORK/was"
 add_cleanup "umount -l '$WORK/was'"
-rm -f "$WORK/held"
-python3 -c "$HOLD_LOCK" "$STATE/lock" "$WORK/was" "$WORK/held" &
-holder=$!
-wait_for 5 test -f "$WORK/held"
-t0=$(date +%s%N)
-MOUNT_WAIT=20 mount_sbxfs
-ms=$((($(date +%s%N) - t0) / 1000000))
-ok "... and when another filesystem is mounted where it was ($ms ms)" test "$ms" -ge 1000
-wait "$holder"
+mount_after_holder "... whose mountpoint has a tmpfs on it now" "$WORK/was"
 umount "$WORK/was"
-unmount_sbxfs
 
 # ---- a table that cannot be read refuses the mount ----
 cp "$STATE/leases.json" "$WORK/good.json"
