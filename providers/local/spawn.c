@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/keyfile.h"
 #include "base/log.h"
 #include "proto.h"
 
@@ -35,17 +36,35 @@
 #define SBXFS_LIBEXECDIR "/usr/local/libexec"
 #endif
 
+/*
+ * A program named by initPath or $SBXFS_INIT runs as the daemon's user
+ * (root): refused, as the config is, when another user can change it.
+ */
+static int named_init(const char *what, const char *path, char *out, size_t size,
+		      struct sbx_error *err)
+{
+	struct stat st;
+	int rc;
+	if (stat(path, &st))
+		return sbx_error_set(err, errno, 0, "%s %s: %s", what, path, strerror(errno));
+	if ((rc = sbx_trusted_check(what, path, &st, err)))
+		return rc;
+	if (snprintf(out, size, "%s", path) >= (int)size)
+		return sbx_error_set(err, ENAMETOOLONG, 0, "%s %s: too long", what, path);
+	return 0;
+}
+
 /* Where sbxfs-init is: settings, $SBXFS_INIT, next to our binary, libexecdir. */
-static int find_init(char *out, size_t size)
+static int find_init(char *out, size_t size, struct sbx_error *err)
 {
 	char exe[PATH_MAX];
 	const char *env = getenv("SBXFS_INIT");
 	ssize_t n;
 
 	if (lcl_cfg.init_path && access(lcl_cfg.init_path, X_OK) == 0)
-		return snprintf(out, size, "%s", lcl_cfg.init_path) < (int)size ? 0 : -ENAMETOOLONG;
+		return named_init("providers.local.initPath", lcl_cfg.init_path, out, size, err);
 	if (env && *env && access(env, X_OK) == 0)
-		return snprintf(out, size, "%s", env) < (int)size ? 0 : -ENAMETOOLONG;
+		return named_init("SBXFS_INIT", env, out, size, err);
 	if ((n = readlink("/proc/self/exe", exe, sizeof(exe) - 1)) > 0) {
 		exe[n] = '\0';
 		snprintf(out, size, "%s/sbxfs-init", dirname(exe));
@@ -53,7 +72,9 @@ static int find_init(char *out, size_t size)
 			return 0;
 	}
 	snprintf(out, size, "%s/sbxfs-init", SBXFS_LIBEXECDIR);
-	return access(out, X_OK) == 0 ? 0 : -ENOENT;
+	if (access(out, X_OK))
+		return sbx_error_set(err, ENOENT, 0, "sbxfs-init not found (set SBXFS_INIT)");
+	return 0;
 }
 
 /* Field 3 (state) and 22 (start time) of /proc/pid/stat. */
@@ -226,8 +247,8 @@ int lcl_spawn_init(struct local_inst *li, struct sbx_error *err)
 		    (li->net_host ? 0 : CLONE_NEWNET);
 	pid_t mid, pid = 0;
 
-	if ((e = find_init(init, sizeof(init))) < 0)
-		return sbx_error_set(err, e, 0, "sbxfs-init not found (set SBXFS_INIT)");
+	if ((e = find_init(init, sizeof(init), err)))
+		return e;
 	if ((ncg = lcl_cg_open_procs(&li->cg, cgfds)) < 0)
 		return sbx_error_set(err, ncg, 0, "opening cgroup.procs: %s", strerror(-ncg));
 	if (pipe2(pidp, O_CLOEXEC) < 0) {

@@ -318,6 +318,15 @@ refused_mount "a state dir another user owns" \
 ok "... and nothing was written in it" test -z "$(ls -A "$WORK/theirstate")"
 refused_mount "a state dir in a directory others may write" "state dir $WORK/shared/st is in $WORK/shared" \
 	"$SBXFS" -f -o "state_dir=$WORK/shared/st" "$WORK/m3"
+# ... and the init program a config or $SBXFS_INIT names, run as root.
+cp "${SBXFS_INIT:-$(dirname "$SBXFS")/sbxfs-init}" "$WORK/theirinit" && chown 65534 "$WORK/theirinit"
+echo "{\"providers\": {\"local\": {\"initPath\": \"$WORK/theirinit\"}}}" >"$WORK/init.json"
+mkdir -p "$WORK/m4"
+timeout 20 "$SBXFS" -o "state_dir=$WORK/s4,config=$WORK/init.json" "$WORK/m4"
+add_cleanup "fusermount3 -u '$WORK/m4' 2>/dev/null"
+eq "an initPath another user owns: the lease is refused" "$(errno_of "os.mkdir('$WORK/m4/x')")" EACCES
+ok "... saying why" grep -q "providers.local.initPath $WORK/theirinit (uid 65534, mode 0755) can be changed by another user" "$WORK/m4/error"
+fusermount3 -u "$WORK/m4"
 # A relative state_dir was locked as ./NAME and used as /NAME once mounted
 # (the daemon runs from /): the lease table went to /NAME, and two mounts
 # from two directories shared it.
